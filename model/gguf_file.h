@@ -26,7 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "model/ggml_types.h"
+#include "kernels/ggml_types.h"
 
 namespace kvs {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "model/ggml_types.h"
+#include "kernels/ggml_types.h"
 #include "model/gguf_file.h"
 
 namespace kvs {

@@ -1,4 +1,4 @@
-#include "model/ggml_types.h"
+#include "kernels/ggml_types.h"
 
 #include <string>
 

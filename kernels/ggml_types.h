@@ -7,8 +7,8 @@
 // block_elems. This table is the single place that knows those numbers; the
 // GGUF reader uses it to validate tensor sizes for every type a file may
 // contain, and the model uses it to reject types it cannot compute with.
-#ifndef KVSESSION_MODEL_GGML_TYPES_H_
-#define KVSESSION_MODEL_GGML_TYPES_H_
+#ifndef KVSESSION_KERNELS_GGML_TYPES_H_
+#define KVSESSION_KERNELS_GGML_TYPES_H_
 
 #include <cstdint>
 #include <string_view>
@@ -63,4 +63,4 @@ std::string GgmlTypeName(uint32_t type);
 
 }  // namespace kvs
 
-#endif  // KVSESSION_MODEL_GGML_TYPES_H_
+#endif  // KVSESSION_KERNELS_GGML_TYPES_H_

@@ -1,0 +1,53 @@
+// KvGeometry: the shape of one KV page, the only model knowledge the cache
+// has (layers, KV heads, head_dim, tokens per page, element type).
+//
+// Page layout, layer-major and head-major inside a layer:
+//
+//   page[layer][k|v][kv_head][slot 0..T-1][head_dim]
+//
+// so the keys of one (layer, head) for the T tokens of a page are one
+// contiguous block of T * head_dim values, which is what the attention
+// kernel streams through.
+#ifndef KVSESSION_CACHE_KV_GEOMETRY_H_
+#define KVSESSION_CACHE_KV_GEOMETRY_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention.h"
+
+namespace kvs {
+
+enum class KvPart : int { kKey = 0, kValue = 1 };
+
+struct KvGeometry {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int page_tokens = 16;  // T
+  KvDtype dtype = KvDtype::kF16;
+
+  size_t element_bytes() const { return KvDtypeBytes(dtype); }
+  // Bytes of one (layer, part, head) block: T slots of head_dim values.
+  size_t block_bytes() const {
+    return static_cast<size_t>(page_tokens) * head_dim * element_bytes();
+  }
+  size_t page_bytes() const { return static_cast<size_t>(n_layers) * 2 * n_kv_heads * block_bytes(); }
+  // Offset of the (layer, part, head) block inside a page.
+  size_t block_offset(int layer, KvPart part, int head) const {
+    return ((static_cast<size_t>(layer) * 2 + static_cast<int>(part)) * n_kv_heads + head) *
+           block_bytes();
+  }
+  // Offset of one slot's head_dim values inside its block.
+  size_t slot_offset(int slot) const {
+    return static_cast<size_t>(slot) * head_dim * element_bytes();
+  }
+  // KV bytes one token occupies across all layers.
+  size_t bytes_per_token() const { return page_bytes() / page_tokens; }
+
+  bool operator==(const KvGeometry&) const = default;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_KV_GEOMETRY_H_

@@ -1,0 +1,88 @@
+// KvSequence: one sequence's KV cache, a page table plus a length.
+//
+// Positions [0, length) hold K/V for the sequence's tokens; position p lives
+// in page_table[p / T] at slot p % T. Pages are shared between sequences by
+// reference count:
+//   - Fork() gives a new sequence that references every page of this one
+//     (no KV bytes are copied, whatever the length);
+//   - before a sequence writes into a page another sequence also references
+//     (the partially filled last page after a fork or a truncate), it
+//     copies that page first (copy-on-write), so writes never change what
+//     another sequence sees.
+//
+// Writing protocol (used by the forward pass):
+//   PrepareAppend(n)   make positions [length, length + n) writable
+//   ... write K/V through block pointers for those positions ...
+//   CommitAppend(n)    length += n
+//
+// Ownership: a KvSequence owns one reference to each page in its table and
+// releases them when destroyed, truncated or cleared. It is not
+// thread-safe; the caller serialises use of one sequence (the pool itself is
+// thread-safe, so different sequences may be used from different threads).
+#ifndef KVSESSION_CACHE_KV_SEQUENCE_H_
+#define KVSESSION_CACHE_KV_SEQUENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cache/page_pool.h"
+
+namespace kvs {
+
+class KvSequence {
+ public:
+  explicit KvSequence(PagePool* pool) : pool_(pool) {}
+  ~KvSequence() { Clear(); }
+  KvSequence(KvSequence&& other) noexcept;
+  KvSequence& operator=(KvSequence&& other) noexcept;
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+
+  PagePool* pool() const { return pool_; }
+  const KvGeometry& geometry() const { return pool_->geometry(); }
+  int length() const { return length_; }
+  const std::vector<PageId>& page_table() const { return pages_; }
+  int num_pages() const { return static_cast<int>(pages_.size()); }
+
+  // Makes positions [length, length + n) writable: allocates the pages they
+  // need and gives this sequence its own copy of a shared page it will write
+  // into. On RESOURCE_EXHAUSTED nothing visible changes (pages already
+  // obtained stay reserved for a later append).
+  absl::Status PrepareAppend(int n);
+  // Marks n more positions as written. Requires a successful
+  // PrepareAppend covering them.
+  void CommitAppend(int n);
+
+  // A new sequence sharing every page of this one.
+  KvSequence Fork() const;
+
+  // Keeps positions [0, new_length) and releases whole pages past them.
+  void Truncate(int new_length);
+  // Releases every page.
+  void Clear();
+
+  // Adopts `pages` (one reference each, transferred to this sequence) as
+  // the table for `length` positions, replacing the current contents. Used
+  // by restore and by prefix reuse.
+  void Adopt(std::vector<PageId> pages, int length);
+
+  // Pointer to the (layer, part, head) block of the page holding `pos`, and
+  // to the slot of `pos` inside it.
+  uint8_t* block(int page_index, int layer, KvPart part, int head) const {
+    return pool_->data(pages_[page_index]) + geometry().block_offset(layer, part, head);
+  }
+  uint8_t* slot(int pos, int layer, KvPart part, int head) const {
+    const int t = geometry().page_tokens;
+    return block(pos / t, layer, part, head) + geometry().slot_offset(pos % t);
+  }
+
+ private:
+  PagePool* pool_;
+  std::vector<PageId> pages_;  // may extend past length_ after PrepareAppend
+  int length_ = 0;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_KV_SEQUENCE_H_

@@ -1,0 +1,96 @@
+#include "cache/page_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/base/internal/raw_logging.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvs {
+namespace {
+
+constexpr size_t kSlabTargetBytes = 8u << 20;
+
+int PagesPerSlab(const KvGeometry& g) {
+  return static_cast<int>(std::max<size_t>(1, kSlabTargetBytes / g.page_bytes()));
+}
+
+}  // namespace
+
+PagePool::PagePool(const KvGeometry& geometry, int64_t max_pages)
+    : geometry_(geometry), max_pages_(max_pages), pages_per_slab_(PagesPerSlab(geometry)) {
+  slabs_.assign((max_pages + pages_per_slab_ - 1) / pages_per_slab_, nullptr);
+}
+
+PagePool::~PagePool() {
+  for (uint8_t* s : slabs_) {
+    if (s != nullptr) ::munmap(s, static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes());
+  }
+}
+
+absl::StatusOr<PageId> PagePool::Allocate() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) {
+    if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "KV cache is full: all ", max_pages_, " pages (", max_pages_ * geometry_.page_tokens,
+          " tokens, ", (max_pages_ * geometry_.page_bytes()) >> 20, " MiB) are in use"));
+    }
+    // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
+    // idle pool costs address space, not RSS.
+    const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return absl::ResourceExhaustedError("cannot map KV cache memory");
+    slabs_[n_slabs_] = static_cast<uint8_t*>(m);
+    const int64_t first = n_slabs_ * pages_per_slab_;
+    const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
+    ++n_slabs_;
+    ref_counts_.resize(last, 0);
+    for (int64_t p = last - 1; p >= first; --p) free_.push_back(static_cast<PageId>(p));
+  }
+  PageId page = free_.back();
+  free_.pop_back();
+  ref_counts_[page] = 1;
+  ++in_use_;
+  ++references_;
+  return page;
+}
+
+void PagePool::AddRef(PageId page) {
+  absl::MutexLock lock(&mu_);
+  ABSL_RAW_CHECK(ref_counts_[page] > 0, "AddRef on a free page");
+  if (++ref_counts_[page] == 2) ++shared_;
+  ++references_;
+}
+
+void PagePool::Release(PageId page) {
+  absl::MutexLock lock(&mu_);
+  ABSL_RAW_CHECK(ref_counts_[page] > 0, "Release of a free page");
+  --references_;
+  const int32_t left = --ref_counts_[page];
+  if (left == 1) --shared_;
+  if (left == 0) {
+    --in_use_;
+    free_.push_back(page);
+  }
+}
+
+int PagePool::ref_count(PageId page) const {
+  absl::MutexLock lock(&mu_);
+  return ref_counts_[page];
+}
+
+PagePoolStats PagePool::Stats() const {
+  absl::MutexLock lock(&mu_);
+  PagePoolStats s;
+  s.page_bytes = static_cast<int64_t>(geometry_.page_bytes());
+  s.max_pages = max_pages_;
+  s.pages_in_use = in_use_;
+  s.pages_shared = shared_;
+  s.page_references = references_;
+  return s;
+}
+
+}  // namespace kvs

@@ -1,0 +1,17 @@
+// Activations of the feed-forward block.
+#ifndef KVSESSION_KERNELS_ACTIVATION_H_
+#define KVSESSION_KERNELS_ACTIVATION_H_
+
+#include <cstdint>
+
+namespace kvs {
+
+// SwiGLU: gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).
+void SiluMul(float* gate, const float* up, int64_t n);
+
+// x[i] += y[i].
+void AddInPlace(float* x, const float* y, int64_t n);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_ACTIVATION_H_

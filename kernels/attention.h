@@ -1,0 +1,54 @@
+// Attention over a KV cache stored in blocks (pages), with an online
+// (flash-style) softmax so no score row longer than one block ever exists.
+//
+// A caller attends nq query vectors to a sequence's keys by:
+//   AttentionInit(...);
+//   for each block of keys: AttentionUpdate(... block ...);
+//   AttentionFinish(...);
+// The running state per query is (max score m, sum of exp l, weighted value
+// sum acc). For grouped-query attention the caller passes every query head
+// that shares one KV head in the same call, so each K/V block is read and
+// converted once per group.
+//
+// Contract: pure; the caller owns every buffer (state and scratch).
+#ifndef KVSESSION_KERNELS_ATTENTION_H_
+#define KVSESSION_KERNELS_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvs {
+
+// Element type of the KV cache.
+enum class KvDtype : uint8_t { kF32 = 0, kF16 = 1 };
+
+inline size_t KvDtypeBytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
+const char* KvDtypeName(KvDtype t);
+
+// Converts n values between F32 and the cache's element type.
+void StoreKv(KvDtype dtype, const float* src, void* dst, int64_t n);
+void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n);
+
+// Floats of scratch AttentionUpdate needs for blocks of up to `block_keys`.
+size_t AttentionScratchFloats(int block_keys, int head_dim);
+
+// Resets the state of nq queries: max = -inf, sum = 0, acc = 0.
+void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc);
+
+// Folds one block of keys/values into the state of nq queries.
+//   q: query i at q + i * q_stride (head_dim floats, already scaled or not:
+//      scores are scale * dot(q, k)).
+//   k, v: the block, n_keys rows of head_dim values of `dtype`, contiguous.
+//   visible[i]: how many leading keys of this block query i may see
+//      (causal mask); 0 skips the query for this block.
+void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_stride, int nq, const void* k,
+                     const void* v, int n_keys, int head_dim, const int* visible, float scale,
+                     float* max, float* sum, float* acc, float* scratch);
+
+// Writes out_i = acc_i / sum_i to out + i * out_stride.
+void AttentionFinish(int nq, int head_dim, const float* sum, const float* acc, float* out,
+                     int64_t out_stride);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_ATTENTION_H_
