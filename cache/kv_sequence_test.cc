@@ -93,7 +93,7 @@ TEST(KvSequenceTest, DivergingForksNeverChangeEachOther) {
   EXPECT_EQ(parent.page_table()[1], child.page_table()[1]);
   EXPECT_NE(parent.page_table()[2], child.page_table()[2]);
   PagePoolStats s = pool.Stats();
-XX
+  EXPECT_EQ(s.pages_in_use, 2 + 2 + 1);  // shared 0,1; two page-2s; the child's page 3
   EXPECT_EQ(s.pages_shared, 2);
 }
 
