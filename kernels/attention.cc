@@ -41,15 +41,15 @@ void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc) {
   std::memset(acc, 0, sizeof(float) * nq * head_dim);
 }
 
-void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_stride, int nq, const void* k,
-                     const void* v, int n_keys, int head_dim, const int* visible, float scale,
-                     float* max, float* sum, float* acc, float* scratch) {
+void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
+                     const void* k, const void* v, int n_keys, int head_dim, const int* visible,
+                     float scale, float* max, float* sum, float* acc, float* scratch) {
   int max_visible = 0;
-  for (int i = 0; i < nq; ++i) max_visible = visible[i] > max_visible ? visible[i] : max_visible;
+  for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
   if (max_visible > n_keys) max_visible = n_keys;
   if (max_visible == 0) return;
 
-  // Convert the visible part of the block once for all queries of the group.
+  // Convert the visible part of the block once for every query of the group.
   const float* kf;
   const float* vf;
   float* scores = scratch;
@@ -65,36 +65,43 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_stride, int nq, co
     vf = vbuf;
   }
 
-  for (int i = 0; i < nq; ++i) {
-    const int n = visible[i] < n_keys ? visible[i] : n_keys;
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[r] < n_keys ? visible[r] : n_keys;
     if (n <= 0) continue;
-    const float* qi = q + i * q_stride;
-    float block_max = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < n; ++j) {
-      scores[j] = scale * DotF32(qi, kf + static_cast<size_t>(j) * head_dim, head_dim);
-      block_max = scores[j] > block_max ? scores[j] : block_max;
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      const float* qi = q + r * q_row_stride + h * head_dim;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) {
+        scores[j] = scale * DotF32(qi, kf + static_cast<size_t>(j) * head_dim, head_dim);
+        block_max = scores[j] > block_max ? scores[j] : block_max;
+      }
+      const float new_max = block_max > max[i] ? block_max : max[i];
+      const float correction = std::exp(max[i] - new_max);  // 0 on the first block
+      float* acc_i = acc + static_cast<size_t>(i) * head_dim;
+      float block_sum = 0;
+      for (int d = 0; d < head_dim; ++d) acc_i[d] *= correction;
+      for (int j = 0; j < n; ++j) {
+        const float p = std::exp(scores[j] - new_max);
+        block_sum += p;
+        const float* vj = vf + static_cast<size_t>(j) * head_dim;
+        for (int d = 0; d < head_dim; ++d) acc_i[d] += p * vj[d];
+      }
+      sum[i] = sum[i] * correction + block_sum;
+      max[i] = new_max;
     }
-    const float new_max = block_max > max[i] ? block_max : max[i];
-    const float correction = std::exp(max[i] - new_max);  // exp(-inf) = 0 on the first block
-    float* acc_i = acc + static_cast<size_t>(i) * head_dim;
-    float block_sum = 0;
-    for (int d = 0; d < head_dim; ++d) acc_i[d] *= correction;
-    for (int j = 0; j < n; ++j) {
-      const float p = std::exp(scores[j] - new_max);
-      block_sum += p;
-      const float* vj = vf + static_cast<size_t>(j) * head_dim;
-      for (int d = 0; d < head_dim; ++d) acc_i[d] += p * vj[d];
-    }
-    sum[i] = sum[i] * correction + block_sum;
-    max[i] = new_max;
   }
 }
 
-void AttentionFinish(int nq, int head_dim, const float* sum, const float* acc, float* out,
-                     int64_t out_stride) {
-  for (int i = 0; i < nq; ++i) {
-    const float inv = sum[i] > 0 ? 1.0f / sum[i] : 0.0f;
-    for (int d = 0; d < head_dim; ++d) out[i * out_stride + d] = acc[i * head_dim + d] * inv;
+void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,
+                     float* out, int64_t out_row_stride) {
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      const float inv = sum[i] > 0 ? 1.0f / sum[i] : 0.0f;
+      float* o = out + r * out_row_stride + h * head_dim;
+      for (int d = 0; d < head_dim; ++d) o[d] = acc[static_cast<size_t>(i) * head_dim + d] * inv;
+    }
   }
 }
 

@@ -32,22 +32,27 @@ void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n);
 // Floats of scratch AttentionUpdate needs for blocks of up to `block_keys`.
 size_t AttentionScratchFloats(int block_keys, int head_dim);
 
-// Resets the state of nq queries: max = -inf, sum = 0, acc = 0.
+// Queries come in rows (one token each) of `heads` query heads that share
+// one KV head: query (r, h) is at q + r * q_row_stride + h * head_dim, and
+// its state is index i = r * heads + h in `max`/`sum` and
+// acc + i * head_dim.
+
+// Resets the state of nq = rows * heads queries: max = -inf, sum = 0, acc = 0.
 void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc);
 
-// Folds one block of keys/values into the state of nq queries.
-//   q: query i at q + i * q_stride (head_dim floats, already scaled or not:
-//      scores are scale * dot(q, k)).
+// Folds one block of keys/values into the state of rows * heads queries.
 //   k, v: the block, n_keys rows of head_dim values of `dtype`, contiguous.
-//   visible[i]: how many leading keys of this block query i may see
-//      (causal mask); 0 skips the query for this block.
-void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_stride, int nq, const void* k,
-                     const void* v, int n_keys, int head_dim, const int* visible, float scale,
-                     float* max, float* sum, float* acc, float* scratch);
+//   visible[r]: how many leading keys of this block row r may see (causal
+//      mask); 0 skips the row for this block.
+//   scores are scale * dot(q, k).
+//   scratch: AttentionScratchFloats(n_keys, head_dim) floats.
+void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
+                     const void* k, const void* v, int n_keys, int head_dim, const int* visible,
+                     float scale, float* max, float* sum, float* acc, float* scratch);
 
-// Writes out_i = acc_i / sum_i to out + i * out_stride.
-void AttentionFinish(int nq, int head_dim, const float* sum, const float* acc, float* out,
-                     int64_t out_stride);
+// Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.
+void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,
+                     float* out, int64_t out_row_stride);
 
 }  // namespace kvs
 

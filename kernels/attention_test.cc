@@ -60,13 +60,43 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
     int visible[nq];
     for (int i = 0; i < nq; ++i) visible[i] = std::clamp(pos[i] - b0 + 1, 0, nb);
     const size_t off = static_cast<size_t>(b0) * hd * KvDtypeBytes(dtype);
-    AttentionUpdate(dtype, q.data(), hd, nq, kc.data() + off, vc.data() + off, nb, hd, visible,
-                    scale, m.data(), l.data(), acc.data(), scratch.data());
+    AttentionUpdate(dtype, q.data(), hd, nq, 1, kc.data() + off, vc.data() + off, nb, hd,
+                    visible, scale, m.data(), l.data(), acc.data(), scratch.data());
   }
-  AttentionFinish(nq, hd, l.data(), acc.data(), out.data(), hd);
+  AttentionFinish(nq, 1, hd, l.data(), acc.data(), out.data(), hd);
   for (int i = 0; i < nq; ++i) {
     std::vector<double> ref = NaiveAttention(q.data() + i * hd, k, v, pos[i] + 1, hd, scale);
     for (int c = 0; c < hd; ++c) EXPECT_NEAR(out[i * hd + c], ref[c], 1e-5) << i << "," << c;
+  }
+}
+
+TEST(AttentionGqaTest, GroupedHeadsEqualOneHeadAtATime) {
+  // 3 rows (tokens) x 4 query heads sharing one KV head, in one call, must
+  // equal 12 separate single-query calls.
+  const int hd = 16, n_keys = 20, rows = 3, heads = 4;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> k(n_keys * hd), v(n_keys * hd), q(rows * heads * hd);
+  for (float& x : k) x = nd(rng);
+  for (float& x : v) x = nd(rng);
+  for (float& x : q) x = nd(rng);
+  const int visible[rows] = {5, 20, 13};
+  std::vector<float> scratch(AttentionScratchFloats(n_keys, hd));
+  std::vector<float> m(rows * heads), l(rows * heads), acc(rows * heads * hd), out(rows * heads * hd);
+  AttentionInit(rows * heads, hd, m.data(), l.data(), acc.data());
+  AttentionUpdate(KvDtype::kF32, q.data(), heads * hd, rows, heads, k.data(), v.data(), n_keys, hd,
+                  visible, 0.25f, m.data(), l.data(), acc.data(), scratch.data());
+  AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+  for (int r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      float m1, l1, acc1[hd], out1[hd];
+      AttentionInit(1, hd, &m1, &l1, acc1);
+      const float* q1 = q.data() + (r * heads + h) * hd;
+      AttentionUpdate(KvDtype::kF32, q1, hd, 1, 1, k.data(), v.data(), n_keys, hd, &visible[r],
+                      0.25f, &m1, &l1, acc1, scratch.data());
+      AttentionFinish(1, 1, hd, &l1, acc1, out1, hd);
+      for (int d = 0; d < hd; ++d) EXPECT_FLOAT_EQ(out[(r * heads + h) * hd + d], out1[d]);
+    }
   }
 }
 

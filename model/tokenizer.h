@@ -20,13 +20,17 @@
 #ifndef KVSESSION_MODEL_TOKENIZER_H_
 #define KVSESSION_MODEL_TOKENIZER_H_
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/gguf_file.h"
 
@@ -84,7 +88,39 @@ class Tokenizer {
   virtual std::string_view model_name() const = 0;
 
  protected:
+  // What a family assumes when the GGUF does not say (llama.cpp's defaults).
+  struct VocabularyDefaults {
+    int32_t bos_id = -1;
+    int32_t eos_id = -1;
+    bool add_bos = false;
+    bool add_eos = false;
+  };
+
+  // A run of input text to tokenize (token == -1), or a special token found
+  // in the input (`text` is the matched text).
+  struct Fragment {
+    std::string_view text;
+    int32_t token = -1;
+  };
+
   Tokenizer() = default;
+
+  // Fills the members below from the GGUF's `tokenizer.ggml.*` keys: tokens,
+  // types, special ids, add_bos/add_eos, the EOG set and the special-token
+  // table. InvalidArgument for an inconsistent vocabulary.
+  absl::Status LoadVocabulary(const GgufFile& gguf, const VocabularyDefaults& defaults);
+
+  // The id whose text is exactly `text`, or -1.
+  int32_t FindToken(std::string_view text) const;
+
+  // The byte a byte token's text "<0xNN>" stands for, or -1 for other text.
+  static int ByteOfByteToken(std::string_view text);
+
+  // Splits `text` around the special tokens it contains, as llama.cpp does
+  // before model tokenization: control and unknown tokens only with
+  // `parse_special`, user-defined tokens always; longer token texts take
+  // precedence. Never returns an empty text fragment.
+  std::vector<Fragment> SplitSpecialTokens(std::string_view text, bool parse_special) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
@@ -93,6 +129,42 @@ class Tokenizer {
   bool add_bos_ = false;
   bool add_eos_ = false;
   std::vector<int32_t> eog_ids_;  // sorted
+
+ private:
+  // Heterogeneous lookup: probe a std::string-keyed map with a string_view.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  struct TextEq {
+    using is_transparent = void;
+    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
+  };
+
+  // A token that SplitSpecialTokens looks for, with the whitespace it eats
+  // around itself (llama.cpp's LSTRIP/RSTRIP attributes).
+  struct SpecialToken {
+    int32_t id;
+    bool strip_left;
+    bool strip_right;
+  };
+
+  absl::Status LoadTokenTexts(const GgufFile& gguf);
+  absl::Status LoadTokenTypes(const GgufFile& gguf);
+  absl::Status LoadSpecialIds(const GgufFile& gguf, const VocabularyDefaults& defaults);
+  void BuildEndOfGenerationSet(const GgufFile& gguf);
+  void BuildSpecialTokenTable(const GgufFile& gguf);
+  // Indices into special_tokens_ of the tokens that occur in `text` and
+  // apply (see SplitSpecialTokens), in precedence order.
+  std::vector<size_t> SpecialTokensIn(std::string_view text, bool parse_special) const;
+
+  absl::flat_hash_map<std::string, int32_t, TextHash, TextEq> token_ids_;
+  int32_t eot_id_ = -1;
+  int32_t eom_id_ = -1;
+  std::vector<SpecialToken> special_tokens_;  // longest text first
+  std::vector<int32_t> special_index_;        // per id: index in special_tokens_ or -1
+  std::vector<size_t> special_text_lengths_;  // distinct, ascending
+  std::array<bool, 256> special_first_byte_{};
 };
 
 // True when `s` is well-formed UTF-8 (no overlongs, surrogates, or code

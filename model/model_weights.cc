@@ -1,0 +1,140 @@
+#include "model/model_weights.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kernels/dequantize.h"
+
+namespace kvs {
+namespace {
+
+// Looks tensors up by name and checks their shapes and types.
+class TensorBinder {
+ public:
+  TensorBinder(const GgufFile& gguf, std::vector<std::vector<float>>* owned)
+      : gguf_(gguf), owned_(owned) {}
+
+  absl::Status Error(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(gguf_.path(), ": ", what));
+  }
+
+  absl::StatusOr<const GgufTensor*> Find(const std::string& name, std::vector<int64_t> shape,
+                                         bool required) const {
+    const GgufTensor* t = gguf_.FindTensor(name);
+    if (t == nullptr) {
+      if (!required) return nullptr;
+      return Error(absl::StrCat("tensor '", name, "' is missing"));
+    }
+    bool same = t->n_dims == static_cast<int>(shape.size());
+    for (size_t d = 0; same && d < shape.size(); ++d) same = t->ne[d] == shape[d];
+    if (!same) {
+      return Error(absl::StrCat("tensor '", name, "' has shape ", t->ShapeString(),
+                                ", expected [", absl::StrJoin(shape, ", "), "]"));
+    }
+    return t;
+  }
+
+  // A 2-D matrix of rows x cols, ggml shape [cols, rows].
+  absl::StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    absl::StatusOr<const GgufTensor*> t = Find(name, {cols, rows}, true);
+    if (!t.ok()) return t.status();
+    const GgmlType type = static_cast<GgmlType>((*t)->type);
+    if (!IsComputeType(type)) {
+      return Error(absl::StrCat("tensor '", name, "' has type ", GgmlTypeName((*t)->type),
+                                ", which kvsession does not support (supported: F32, F16, BF16, "
+                                "Q8_0, Q4_0, Q4_K, Q6_K)"));
+    }
+    WeightMatrix m;
+    m.type = type;
+    m.data = (*t)->data;
+    m.rows = rows;
+    m.cols = cols;
+    m.row_bytes = (*t)->n_bytes / rows;
+    return m;
+  }
+
+  // A 1-D vector of n values, converted to F32; null when optional and absent.
+  absl::StatusOr<const float*> Vector(const std::string& name, int64_t n, bool required) const {
+    absl::StatusOr<const GgufTensor*> t = Find(name, {n}, required);
+    if (!t.ok()) return t.status();
+    if (*t == nullptr) return nullptr;
+    const GgmlType type = static_cast<GgmlType>((*t)->type);
+    if (!IsComputeType(type)) {
+      return Error(absl::StrCat("tensor '", name, "' has unsupported type ",
+                                GgmlTypeName((*t)->type)));
+    }
+    std::vector<float> v(n);
+    DequantizeRow(type, (*t)->data, v.data(), n);
+    owned_->push_back(std::move(v));
+    return owned_->back().data();
+  }
+
+ private:
+  const GgufFile& gguf_;
+  std::vector<std::vector<float>>* owned_;
+};
+
+#define KVS_ASSIGN(lhs, expr)              \
+  do {                                     \
+    auto _r = (expr);                      \
+    if (!_r.ok()) return _r.status();      \
+    lhs = *_r;                             \
+  } while (0)
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufFile& gguf,
+                                                                     const ModelConfig& c) {
+  auto w = std::make_unique<ModelWeights>();
+  // Norms and biases are copied; reserve so pointers into owned_ stay valid.
+  w->owned_.reserve(8 * c.n_layers + 4);
+  TensorBinder bind(gguf, &w->owned_);
+
+  KVS_ASSIGN(w->token_embd, bind.Matrix("token_embd.weight", c.vocab_size, c.dim));
+  KVS_ASSIGN(w->output_norm, bind.Vector("output_norm.weight", c.dim, true));
+  if (gguf.FindTensor("output.weight") != nullptr) {
+    KVS_ASSIGN(w->output, bind.Matrix("output.weight", c.vocab_size, c.dim));
+  } else {
+    w->output = w->token_embd;
+    w->tied_embeddings = true;
+  }
+  w->layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& L = w->layers[l];
+    const std::string b = absl::StrCat("blk.", l, ".");
+    KVS_ASSIGN(L.attn_norm, bind.Vector(b + "attn_norm.weight", c.dim, true));
+    KVS_ASSIGN(L.wq, bind.Matrix(b + "attn_q.weight", c.q_dim(), c.dim));
+    KVS_ASSIGN(L.wk, bind.Matrix(b + "attn_k.weight", c.kv_dim(), c.dim));
+    KVS_ASSIGN(L.wv, bind.Matrix(b + "attn_v.weight", c.kv_dim(), c.dim));
+    KVS_ASSIGN(L.wo, bind.Matrix(b + "attn_output.weight", c.dim, c.q_dim()));
+    // Biases: required for qwen2, honoured when present for the others.
+    KVS_ASSIGN(L.bq, bind.Vector(b + "attn_q.bias", c.q_dim(), c.qkv_bias));
+    KVS_ASSIGN(L.bk, bind.Vector(b + "attn_k.bias", c.kv_dim(), c.qkv_bias));
+    KVS_ASSIGN(L.bv, bind.Vector(b + "attn_v.bias", c.kv_dim(), c.qkv_bias));
+    KVS_ASSIGN(L.q_norm, bind.Vector(b + "attn_q_norm.weight", c.head_dim, c.qk_norm));
+    KVS_ASSIGN(L.k_norm, bind.Vector(b + "attn_k_norm.weight", c.head_dim, c.qk_norm));
+    KVS_ASSIGN(L.ffn_norm, bind.Vector(b + "ffn_norm.weight", c.dim, true));
+    KVS_ASSIGN(L.w_gate, bind.Matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim));
+    KVS_ASSIGN(L.w_up, bind.Matrix(b + "ffn_up.weight", c.ffn_dim, c.dim));
+    KVS_ASSIGN(L.w_down, bind.Matrix(b + "ffn_down.weight", c.dim, c.ffn_dim));
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      w->matrix_bytes += m->rows * m->row_bytes;
+    }
+  }
+  w->matrix_bytes += w->output.rows * w->output.row_bytes;
+
+  // RoPE frequencies: base^(-2i/rope_dim), divided by per-pair factors when
+  // the file has `rope_freqs.weight` (Llama 3.1 style long-context scaling).
+  const float* factors = nullptr;
+  KVS_ASSIGN(factors, bind.Vector("rope_freqs.weight", c.rope_dim / 2, false));
+  w->rope_inv_freq.resize(c.rope_dim / 2);
+  for (int i = 0; i < c.rope_dim / 2; ++i) {
+    double f = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
+    if (factors != nullptr) f /= factors[i];
+    w->rope_inv_freq[i] = static_cast<float>(f * c.rope_scale);
+  }
+  return w;
+}
+
+}  // namespace kvs

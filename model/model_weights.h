@@ -1,0 +1,54 @@
+// ModelWeights: typed views of a model's tensors inside the mapped GGUF
+// file, checked against the ModelConfig's shapes.
+//
+// Matrices keep their file type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) and
+// are read in place. Norm weights and biases are small vectors converted to
+// F32 copies owned here. Tied embeddings (no `output.weight`) reuse
+// `token_embd.weight` as the output matrix.
+//
+// Ownership: borrows the GgufFile's mapping (which must outlive this) and
+// owns the F32 copies.
+#ifndef KVSESSION_MODEL_MODEL_WEIGHTS_H_
+#define KVSESSION_MODEL_MODEL_WEIGHTS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/matmul.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+
+namespace kvs {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [dim]
+  WeightMatrix wq, wk, wv, wo;       // wq: q_dim x dim, wk/wv: kv_dim x dim, wo: dim x q_dim
+  const float* bq = nullptr;         // qwen2 biases, else null
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // qwen3: [head_dim], else null
+  const float* k_norm = nullptr;
+  const float* ffn_norm = nullptr;         // [dim]
+  WeightMatrix w_gate, w_up, w_down;       // gate/up: ffn x dim, down: dim x ffn
+};
+
+struct ModelWeights {
+  WeightMatrix token_embd;  // vocab x dim
+  const float* output_norm = nullptr;
+  WeightMatrix output;  // vocab x dim (token_embd when tied)
+  bool tied_embeddings = false;
+  std::vector<LayerWeights> layers;
+  std::vector<float> rope_inv_freq;  // [rope_dim / 2], includes rope_freqs factors
+  uint64_t matrix_bytes = 0;         // bytes of all matrices read per token
+
+  static absl::StatusOr<std::unique_ptr<ModelWeights>> FromGguf(const GgufFile& gguf,
+                                                               const ModelConfig& config);
+
+ private:
+  std::vector<std::vector<float>> owned_;  // F32 copies of small vectors
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_MODEL_MODEL_WEIGHTS_H_

@@ -1,0 +1,75 @@
+// PreTokenizer: splits text into the pieces ("words") that byte-level BPE
+// merges independently, using the regex list a vocabulary's
+// `tokenizer.ggml.pre` names.
+//
+// Contract: the regexes are the ones the models publish in their
+// tokenizer.json (as llama.cpp adapts them). They are applied in order: each
+// one splits every piece produced by the previous one into its matches and
+// the unmatched gaps between them, and sees only that piece (so a lookahead
+// at a piece's end sees the end of the subject). Split() returns views into
+// its argument that cover it exactly, in order, with no empty piece. Input
+// that is not valid UTF-8 comes back as a single piece (the regexes need
+// code points; byte-level BPE still encodes it losslessly).
+//
+// Ownership: a PreTokenizer owns its compiled PCRE2 patterns, compiled once
+// by Create(). It is immutable afterwards; Split() allocates its matching
+// state per call, so one PreTokenizer may be shared by concurrent callers.
+#ifndef KVSESSION_MODEL_PRETOKENIZER_H_
+#define KVSESSION_MODEL_PRETOKENIZER_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvs {
+
+// The pre-tokenizer families this engine supports. Several `pre` names map
+// to one family (e.g. "llama3" and "llama-bpe").
+enum class PreTokenizerKind {
+  kDefault,        // "default" or no `pre` key: llama.cpp's generic BPE list
+  kGpt2,           // "gpt-2" and GPT-2-regex models (phi-2, mpt, olmo)
+  kLlama3,         // "llama3", "llama-bpe", "llama-v3", "falcon3"
+  kQwen2,          // "qwen2", "deepseek-r1-qwen": like Llama 3, single digits
+  kDeepseekLlm,    // "deepseek-llm"
+  kDeepseekCoder,  // "deepseek-coder"
+  kFalcon,         // "falcon"
+  kStarcoder,      // "starcoder", "refact", "smollm"
+};
+
+// The family for a `tokenizer.ggml.pre` value; an empty name means the key
+// is absent (kDefault). InvalidArgument naming the value when unknown.
+absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view pre);
+
+// The regexes (PCRE2 syntax, UTF-8) a family applies, in order.
+const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind);
+
+class PreTokenizer {
+ public:
+  // Compiles the family's regexes. Internal if one fails to compile (a bug:
+  // the patterns are fixed).
+  static absl::StatusOr<PreTokenizer> Create(PreTokenizerKind kind);
+
+  PreTokenizer(PreTokenizer&&) noexcept;
+  PreTokenizer& operator=(PreTokenizer&&) noexcept;
+  ~PreTokenizer();
+
+  PreTokenizerKind kind() const { return kind_; }
+
+  // The pieces of `text`, in order; they concatenate back to `text`.
+  std::vector<std::string_view> Split(std::string_view text) const;
+
+ private:
+  class CompiledRegex;  // one PCRE2 pattern; defined in pretokenizer.cc
+
+  explicit PreTokenizer(PreTokenizerKind kind);
+
+  PreTokenizerKind kind_;
+  std::vector<std::unique_ptr<const CompiledRegex>> regexes_;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_MODEL_PRETOKENIZER_H_

@@ -1,0 +1,172 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvs {
+namespace {
+
+uint64_t SplitMix64(uint64_t* x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+bool Finite(float x) { return std::isfinite(x); }
+
+}  // namespace
+
+absl::Status SamplingParams::Validate() const {
+  if (!Finite(temperature) || temperature < 0 || temperature > 100) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("temperature must be in [0, 100] (0 = greedy), got ", temperature));
+  }
+  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0 (0 = off), got ", top_k));
+  if (!Finite(top_p) || top_p <= 0 || top_p > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1] (1 = off), got ", top_p));
+  }
+  if (!Finite(min_p) || min_p < 0 || min_p > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("min_p must be in [0, 1] (0 = off), got ", min_p));
+  }
+  if (!Finite(repetition_penalty) || repetition_penalty <= 0 || repetition_penalty > 10) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repetition_penalty must be in (0, 10] (1 = off), got ", repetition_penalty));
+  }
+  if (repetition_last_n < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "repetition_last_n must be >= -1 (-1 = whole sequence), got ", repetition_last_n));
+  }
+  return absl::OkStatus();
+}
+
+SequenceRng::SequenceRng(uint64_t seed) {
+  uint64_t x = seed;
+  for (uint64_t& s : s_) s = SplitMix64(&x);
+}
+
+uint64_t SequenceRng::Next() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double SequenceRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+Sampler::Sampler(int vocab_size) {
+  candidates_.reserve(vocab_size);
+  penalized_.resize(vocab_size);
+}
+
+int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
+                        std::span<const int32_t> recent, SequenceRng* rng) {
+  const int vocab = static_cast<int>(logits.size());
+  const float* l = logits.data();
+  if (params.repetition_penalty != 1.0f && !recent.empty()) {
+    std::copy(logits.begin(), logits.end(), penalized_.begin());
+    size_t n = params.repetition_last_n < 0
+                   ? recent.size()
+                   : std::min(recent.size(), static_cast<size_t>(params.repetition_last_n));
+    for (int32_t t : recent.subspan(recent.size() - n)) {
+      if (t < 0 || t >= vocab) continue;
+      // Penalise each distinct token once: only touch values still equal to the original.
+      if (penalized_[t] != logits[t]) continue;
+      penalized_[t] = logits[t] > 0 ? logits[t] / params.repetition_penalty
+                                    : logits[t] * params.repetition_penalty;
+    }
+    l = penalized_.data();
+  }
+
+  if (params.greedy()) {
+    return static_cast<int32_t>(std::max_element(l, l + vocab) - l);
+  }
+
+  candidates_.clear();
+  for (int i = 0; i < vocab; ++i) candidates_.emplace_back(l[i], i);
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
+    keep = params.top_k;
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  candidates_.resize(keep);
+
+  // Probabilities at temperature 1 decide the truncations (as llama.cpp).
+  const float max_logit = candidates_[0].first;
+  double total = 0;
+  for (const auto& c : candidates_) total += std::exp(static_cast<double>(c.first - max_logit));
+  if (params.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t n = 0;
+    while (n < candidates_.size()) {
+      cumulative += std::exp(static_cast<double>(candidates_[n].first - max_logit)) / total;
+      ++n;
+      if (cumulative >= params.top_p) break;
+    }
+    candidates_.resize(n);
+  }
+  if (params.min_p > 0.0f) {
+    // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p)
+    const float threshold = max_logit + std::log(params.min_p);
+    size_t n = 1;
+    while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
+    candidates_.resize(n);
+  }
+
+  // Temperature, then draw.
+  total = 0;
+  for (auto& c : candidates_) {
+    c.first = static_cast<float>(std::exp(static_cast<double>(c.first - max_logit) / params.temperature));
+    total += c.first;
+  }
+  const double u = rng->Uniform() * total;
+  double cumulative = 0;
+  for (const auto& c : candidates_) {
+    cumulative += c.first;
+    if (u < cumulative) return c.second;
+  }
+  return candidates_.back().second;
+}
+
+void Sampler::TopLogprobs(std::span<const float> logits, int n,
+                          std::vector<std::pair<int32_t, float>>* out) {
+  out->clear();
+  const int vocab = static_cast<int>(logits.size());
+  n = std::min(n, vocab);
+  if (n <= 0) return;
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
+  const float log_z = static_cast<float>(std::log(z)) + max_logit;
+  candidates_.clear();
+  for (int i = 0; i < vocab; ++i) candidates_.emplace_back(logits[i], i);
+  std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  for (int i = 0; i < n; ++i) out->emplace_back(candidates_[i].second, candidates_[i].first - log_z);
+}
+
+float Sampler::Logprob(std::span<const float> logits, int32_t token) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
+  return logits[token] - (static_cast<float>(std::log(z)) + max_logit);
+}
+
+}  // namespace kvs

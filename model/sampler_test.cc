@@ -1,0 +1,174 @@
+#include "model/sampler.h"
+
+#include <cmath>
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kvs {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Msg(const absl::Status& s) { return std::string(s.message()); }
+
+TEST(SamplingParamsTest, RejectsInvalidValuesNamingTheParameter) {
+  SamplingParams p;
+  EXPECT_TRUE(p.Validate().ok());
+  p.temperature = -0.5f;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("temperature"));
+  p = {};
+  p.temperature = std::nanf("");
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kInvalidArgument);
+  p = {};
+  p.top_k = -1;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("top_k"));
+  p = {};
+  p.top_p = 0.0f;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("top_p"));
+  p = {};
+  p.top_p = 1.5f;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("top_p"));
+  p = {};
+  p.min_p = 2.0f;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("min_p"));
+  p = {};
+  p.repetition_penalty = 0.0f;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("repetition_penalty"));
+  p = {};
+  p.repetition_last_n = -2;
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("repetition_last_n"));
+}
+
+TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
+  Sampler s(5);
+  SamplingParams p;
+  p.temperature = 0;
+  SequenceRng rng(1);
+  const std::vector<float> logits = {0.1f, 3.0f, -1.0f, 3.0f, 2.9f};
+  EXPECT_EQ(s.Sample(p, logits, {}, &rng), 1);
+  EXPECT_EQ(rng, SequenceRng(1)) << "greedy must not consume randomness";
+}
+
+TEST(SamplerTest, SameSeedSameDrawsDifferentSeedDifferentDraws) {
+  Sampler s(100);
+  std::vector<float> logits(100);
+  for (int i = 0; i < 100; ++i) logits[i] = std::sin(i * 0.7f);
+  SamplingParams p;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  p.temperature = 1.5f;
+  auto draws = [&](uint64_t seed) {
+    SequenceRng rng(seed);
+    std::vector<int> out;
+    for (int i = 0; i < 50; ++i) out.push_back(s.Sample(p, logits, {}, &rng));
+    return out;
+  };
+  EXPECT_EQ(draws(7), draws(7));
+  EXPECT_NE(draws(7), draws(8));
+}
+
+TEST(SamplerTest, RngStateRoundTripContinuesTheSameStream) {
+  SequenceRng a(42);
+  for (int i = 0; i < 10; ++i) a.Next();
+  SequenceRng b;
+  b.set_state(a.state());
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a.Next(), b.Next());
+}
+
+// Empirical frequencies of 40000 draws.
+std::map<int, double> Frequencies(const SamplingParams& p, const std::vector<float>& logits) {
+  Sampler s(static_cast<int>(logits.size()));
+  SequenceRng rng(123);
+  std::map<int, double> f;
+  const int n = 40000;
+  for (int i = 0; i < n; ++i) f[s.Sample(p, logits, {}, &rng)] += 1.0 / n;
+  return f;
+}
+
+SamplingParams Untruncated() {
+  SamplingParams p;
+  p.temperature = 1;
+  p.top_k = 0;
+  p.top_p = 1;
+  p.min_p = 0;
+  return p;
+}
+
+const std::vector<float> kLogits = {std::log(0.5f), std::log(0.3f), std::log(0.15f),
+                                    std::log(0.05f)};
+
+TEST(SamplerTest, TemperatureOneFollowsTheSoftmax) {
+  auto f = Frequencies(Untruncated(), kLogits);
+  EXPECT_NEAR(f[0], 0.5, 0.015);
+  EXPECT_NEAR(f[1], 0.3, 0.015);
+  EXPECT_NEAR(f[2], 0.15, 0.015);
+  EXPECT_NEAR(f[3], 0.05, 0.01);
+}
+
+TEST(SamplerTest, LowTemperatureSharpens) {
+  SamplingParams p = Untruncated();
+  p.temperature = 0.25f;  // p ~ q^4: 0.5^4 : 0.3^4 ... -> token 0 ~ 0.87
+  auto f = Frequencies(p, kLogits);
+  const double z = std::pow(0.5, 4) + std::pow(0.3, 4) + std::pow(0.15, 4) + std::pow(0.05, 4);
+  EXPECT_NEAR(f[0], std::pow(0.5, 4) / z, 0.015);
+}
+
+TEST(SamplerTest, TopKTopPMinPTruncate) {
+  SamplingParams p = Untruncated();
+  p.top_k = 2;
+  auto f = Frequencies(p, kLogits);
+  EXPECT_EQ(f.count(2) + f.count(3), 0u);
+  EXPECT_NEAR(f[0], 0.5 / 0.8, 0.015);
+
+  p = Untruncated();
+  p.top_p = 0.6f;  // 0.5 < 0.6, 0.5 + 0.3 >= 0.6: keep tokens 0 and 1
+  f = Frequencies(p, kLogits);
+  EXPECT_EQ(f.count(2) + f.count(3), 0u);
+  EXPECT_GT(f[1], 0.3);
+
+  p = Untruncated();
+  p.min_p = 0.25f;  // keep p >= 0.125: tokens 0, 1, 2
+  f = Frequencies(p, kLogits);
+  EXPECT_EQ(f.count(3), 0u);
+  EXPECT_GT(f[2], 0.1);
+
+  p = Untruncated();
+  p.top_k = 1;
+  p.temperature = 5;
+  f = Frequencies(p, kLogits);
+  EXPECT_EQ(f[0], 1.0) << "top_k = 1 is greedy at any temperature";
+}
+
+TEST(SamplerTest, RepetitionPenaltyDemotesRecentTokens) {
+  Sampler s(4);
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 2.0f;
+  p.repetition_last_n = 2;
+  const std::vector<float> logits = {2.0f, 1.5f, -1.0f, 0.5f};
+  SequenceRng rng(0);
+  const std::vector<int32_t> recent_has_0 = {3, 0, 0};
+  EXPECT_EQ(s.Sample(p, logits, recent_has_0, &rng), 1) << "2.0 / 2 = 1.0 < 1.5";
+  const std::vector<int32_t> old_0 = {0, 3, 2};  // 0 is outside the last 2
+  EXPECT_EQ(s.Sample(p, logits, old_0, &rng), 0);
+  p.repetition_penalty = 1.0f;
+  EXPECT_EQ(s.Sample(p, logits, recent_has_0, &rng), 0);
+}
+
+TEST(SamplerTest, TopLogprobsAreNormalisedAndOrdered) {
+  Sampler s(4);
+  std::vector<std::pair<int32_t, float>> top;
+  s.TopLogprobs(kLogits, 3, &top);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].first, 0);
+  EXPECT_EQ(top[1].first, 1);
+  EXPECT_NEAR(top[0].second, std::log(0.5), 1e-5);
+  EXPECT_NEAR(top[2].second, std::log(0.15), 1e-5);
+  EXPECT_NEAR(Sampler::Logprob(kLogits, 3), std::log(0.05), 1e-5);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,58 @@
+// ThreadPool: a fixed set of persistent worker threads for data-parallel
+// loops inside one forward pass.
+//
+// Run(n_tasks, fn) calls fn(task, thread) once for every task in
+// [0, n_tasks), handing tasks out dynamically (an atomic counter), and
+// returns when all are done. The calling thread takes part as thread 0;
+// workers are threads 1..size()-1, so per-thread scratch is indexed by
+// `thread`. Nothing is allocated per Run.
+//
+// Between Runs, workers spin briefly (a forward pass issues hundreds of
+// Runs back to back) and then sleep on a futex, so an idle pool costs no CPU.
+//
+// Thread safety: Run must not be called concurrently or re-entrantly; one
+// owner (the engine's step loop) drives the pool.
+#ifndef KVSESSION_MODEL_THREAD_POOL_H_
+#define KVSESSION_MODEL_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+
+namespace kvs {
+
+class ThreadPool {
+ public:
+  // `n_threads` counts the caller; 0 means one per available core.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> fn);
+
+  // Cores this process may run on.
+  static int AvailableCores();
+
+ private:
+  void WorkerLoop(int thread);
+  void DrainTasks(int thread);
+
+  std::vector<std::thread> workers_;
+  // The current job; written by Run before `generation_` is bumped.
+  const absl::FunctionRef<void(int, int)>* job_ = nullptr;
+  int n_tasks_ = 0;
+  std::atomic<int> next_task_{0};
+  std::atomic<int> workers_busy_{0};
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_MODEL_THREAD_POOL_H_

@@ -1,0 +1,3 @@
+#include "model/tokenizer.h"
+#include <gtest/gtest.h>
+TEST(Placeholder, Builds) {}

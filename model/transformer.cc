@@ -1,0 +1,277 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/dequantize.h"
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+
+namespace kvs {
+namespace {
+
+constexpr int kMaxPageTokens = 256;
+constexpr int kQueryBlockRows = 16;  // query rows per attention task in prefill
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
+                         ThreadPool* pool, int max_batch_tokens, int max_context)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      max_batch_tokens_(max_batch_tokens),
+      max_context_(std::min(max_context, config.context_length)) {
+  const size_t m = static_cast<size_t>(max_batch_tokens);
+  const ModelConfig& c = config_;
+  x_.resize(m * c.dim);
+  xb_.resize(m * std::max(c.dim, c.q_dim()));
+  q_.resize(m * c.q_dim());
+  k_.resize(m * c.kv_dim());
+  v_.resize(m * c.kv_dim());
+  att_.resize(m * c.q_dim());
+  hb_.resize(m * c.ffn_dim);
+  hb2_.resize(m * c.ffn_dim);
+  rope_cs_.resize(m * c.rope_dim);
+  row_pos_.resize(m);
+  row_item_.resize(m);
+  item_row_begin_.resize(m + 1);
+  out_rows_.resize(m);
+  attention_tasks_.reserve(m * c.n_kv_heads);
+
+  const int64_t widest = std::max({c.dim, c.ffn_dim, c.q_dim()});
+  const int group_rows = kQueryBlockRows * c.group_size();
+  matmul_scratch_.resize(pool_->size());
+  attention_scratch_.resize(pool_->size());
+  for (int t = 0; t < pool_->size(); ++t) {
+    matmul_scratch_[t].resize(MatmulScratchFloats(widest));
+    attention_scratch_[t].resize(AttentionScratchFloats(kMaxPageTokens, c.head_dim) +
+                                 static_cast<size_t>(group_rows) * (2 + c.head_dim));
+  }
+}
+
+KvGeometry Transformer::kv_geometry(int page_tokens, KvDtype dtype) const {
+  KvGeometry g;
+  g.n_layers = config_.n_layers;
+  g.n_kv_heads = config_.n_kv_heads;
+  g.head_dim = config_.head_dim;
+  g.page_tokens = page_tokens;
+  g.dtype = dtype;
+  return g;
+}
+
+int Transformer::OutputRows(std::span<const ForwardItem> items) {
+  int n = 0;
+  for (const ForwardItem& it : items) n += it.all_logits ? static_cast<int>(it.tokens.size()) : 1;
+  return n;
+}
+
+absl::Status Transformer::Validate(std::span<const ForwardItem> items) const {
+  int64_t total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ForwardItem& it = items[i];
+    if (it.tokens.empty()) return absl::InvalidArgumentError("forward item without tokens");
+    for (size_t j = 0; j < i; ++j) {
+      if (items[j].kv == it.kv) {
+        return absl::InvalidArgumentError("a sequence appears twice in one forward batch");
+      }
+    }
+    const KvGeometry& g = it.kv->geometry();
+    if (g.n_layers != config_.n_layers || g.n_kv_heads != config_.n_kv_heads ||
+        g.head_dim != config_.head_dim || g.page_tokens > kMaxPageTokens) {
+      return absl::InvalidArgumentError("KV sequence geometry does not match the model");
+    }
+    for (int32_t t : it.tokens) {
+      if (t < 0 || t >= config_.vocab_size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+      }
+    }
+    const int64_t new_length = it.kv->length() + static_cast<int64_t>(it.tokens.size());
+    if (new_length > max_context_) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "sequence of ", new_length, " tokens (", it.kv->length(), " cached + ", it.tokens.size(),
+          " new) exceeds the context length of ", max_context_, " tokens"));
+    }
+    total += static_cast<int64_t>(it.tokens.size());
+  }
+  if (total > max_batch_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", total,
+                                                   " tokens exceeds max_batch_tokens ",
+                                                   max_batch_tokens_));
+  }
+  return absl::OkStatus();
+}
+
+void Transformer::Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
+                         int64_t y_stride) {
+  // Enough chunks for dynamic balance, each large enough to amortise dispatch.
+  const int64_t chunk = std::max<int64_t>(16, (w.rows / (pool_->size() * 8) + 15) / 16 * 16);
+  const int n_tasks = static_cast<int>((w.rows + chunk - 1) / chunk);
+  pool_->Run(n_tasks, [&](int task, int thread) {
+    const int64_t r0 = task * chunk;
+    const int64_t r1 = std::min(w.rows, r0 + chunk);
+    MatmulRows(w, r0, r1, x, nx, x_stride, y, y_stride, matmul_scratch_[thread].data());
+  });
+}
+
+void Transformer::Attention(int layer, std::span<const ForwardItem> items) {
+  const ModelConfig& c = config_;
+  const int group = c.group_size();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attention_tasks_.clear();
+  for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    const int n = static_cast<int>(items[i].tokens.size());
+    for (int r = 0; r < n; r += kQueryBlockRows) {
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        attention_tasks_.push_back({i, item_row_begin_[i] + r, std::min(kQueryBlockRows, n - r), h});
+      }
+    }
+  }
+  pool_->Run(static_cast<int>(attention_tasks_.size()), [&](int task_index, int thread) {
+    const AttentionTask& task = attention_tasks_[task_index];
+    const KvSequence& kv = *items[task.item].kv;
+    const KvGeometry& g = kv.geometry();
+    const int T = g.page_tokens;
+    const int nq = task.rows * group;
+    float* scratch = attention_scratch_[thread].data();
+    float* m = scratch + AttentionScratchFloats(kMaxPageTokens, c.head_dim);
+    float* l = m + nq;
+    float* acc = l + nq;
+    AttentionInit(nq, c.head_dim, m, l, acc);
+    const float* q = q_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
+                     static_cast<size_t>(task.kv_head) * group * c.head_dim;
+    const int first_pos = row_pos_[task.row_begin];
+    const int last_pos = row_pos_[task.row_begin + task.rows - 1];
+    int visible[kQueryBlockRows];
+    for (int page = 0; page * T <= last_pos; ++page) {
+      const int page_start = page * T;
+      for (int r = 0; r < task.rows; ++r) {
+        visible[r] = std::clamp(first_pos + r - page_start + 1, 0, T);
+      }
+      AttentionUpdate(g.dtype, q, c.q_dim(), task.rows, group,
+                      kv.block(page, layer, KvPart::kKey, task.kv_head),
+                      kv.block(page, layer, KvPart::kValue, task.kv_head), T, c.head_dim, visible,
+                      scale, m, l, acc, scratch);
+    }
+    float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
+                 static_cast<size_t>(task.kv_head) * group * c.head_dim;
+    AttentionFinish(task.rows, group, c.head_dim, l, acc, out, c.q_dim());
+  });
+}
+
+absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* logits) {
+  if (absl::Status s = Validate(items); !s.ok()) return s;
+  for (const ForwardItem& it : items) {
+    if (absl::Status s = it.kv->PrepareAppend(static_cast<int>(it.tokens.size())); !s.ok()) {
+      return s;
+    }
+  }
+  const ModelConfig& c = config_;
+  const ModelWeights& w = weights_;
+
+  // Lay the items' tokens out as batch rows.
+  int n_rows = 0;
+  for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    item_row_begin_[i] = n_rows;
+    const int start = items[i].kv->length();
+    for (size_t t = 0; t < items[i].tokens.size(); ++t) {
+      row_pos_[n_rows] = start + static_cast<int>(t);
+      row_item_[n_rows] = i;
+      ++n_rows;
+    }
+  }
+  item_row_begin_[items.size()] = n_rows;
+
+  // Embeddings and rotary angles.
+  pool_->Run(n_rows, [&](int r, int) {
+    const ForwardItem& it = items[row_item_[r]];
+    const int32_t token = it.tokens[r - item_row_begin_[row_item_[r]]];
+    DequantizeRow(w.token_embd.type, w.token_embd.row(token), &x_[static_cast<size_t>(r) * c.dim],
+                  c.dim);
+    RopeAngles(row_pos_[r], w.rope_inv_freq.data(), c.rope_dim, &rope_cs_[static_cast<size_t>(r) * c.rope_dim]);
+  });
+
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const LayerWeights& L = w.layers[layer];
+
+    // Attention block.
+    pool_->Run(n_rows, [&](int r, int) {
+      RmsNorm(&x_[static_cast<size_t>(r) * c.dim], L.attn_norm, c.rms_eps, c.dim,
+              &xb_[static_cast<size_t>(r) * c.dim]);
+    });
+    Matmul(L.wq, xb_.data(), n_rows, c.dim, q_.data(), c.q_dim());
+    Matmul(L.wk, xb_.data(), n_rows, c.dim, k_.data(), c.kv_dim());
+    Matmul(L.wv, xb_.data(), n_rows, c.dim, v_.data(), c.kv_dim());
+    pool_->Run(n_rows, [&](int r, int) {
+      float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
+      float* k = &k_[static_cast<size_t>(r) * c.kv_dim()];
+      float* v = &v_[static_cast<size_t>(r) * c.kv_dim()];
+      if (L.bq != nullptr) {
+        AddInPlace(q, L.bq, c.q_dim());
+        AddInPlace(k, L.bk, c.kv_dim());
+        AddInPlace(v, L.bv, c.kv_dim());
+      }
+      if (L.q_norm != nullptr) {
+        for (int h = 0; h < c.n_heads; ++h) {
+          RmsNorm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
+        }
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+          RmsNorm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
+        }
+      }
+      const float* cs = &rope_cs_[static_cast<size_t>(r) * c.rope_dim];
+      RopeApply(c.rope_style, q, c.n_heads, c.head_dim, c.rope_dim, cs);
+      RopeApply(c.rope_style, k, c.n_kv_heads, c.head_dim, c.rope_dim, cs);
+      // Store this row's K and V in its sequence's page.
+      KvSequence& kv = *items[row_item_[r]].kv;
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        StoreKv(kv.geometry().dtype, k + h * c.head_dim,
+                kv.slot(row_pos_[r], layer, KvPart::kKey, h), c.head_dim);
+        StoreKv(kv.geometry().dtype, v + h * c.head_dim,
+                kv.slot(row_pos_[r], layer, KvPart::kValue, h), c.head_dim);
+      }
+    });
+    Attention(layer, items);
+    Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
+    pool_->Run(n_rows, [&](int r, int) {
+      float* x = &x_[static_cast<size_t>(r) * c.dim];
+      float* xb = &xb_[static_cast<size_t>(r) * c.dim];
+      AddInPlace(x, xb, c.dim);
+      RmsNorm(x, L.ffn_norm, c.rms_eps, c.dim, xb);
+    });
+
+    // Feed-forward block.
+    Matmul(L.w_gate, xb_.data(), n_rows, c.dim, hb_.data(), c.ffn_dim);
+    Matmul(L.w_up, xb_.data(), n_rows, c.dim, hb2_.data(), c.ffn_dim);
+    pool_->Run(n_rows, [&](int r, int) {
+      SiluMul(&hb_[static_cast<size_t>(r) * c.ffn_dim], &hb2_[static_cast<size_t>(r) * c.ffn_dim],
+              c.ffn_dim);
+    });
+    Matmul(L.w_down, hb_.data(), n_rows, c.ffn_dim, xb_.data(), c.dim);
+    pool_->Run(n_rows, [&](int r, int) {
+      AddInPlace(&x_[static_cast<size_t>(r) * c.dim], &xb_[static_cast<size_t>(r) * c.dim], c.dim);
+    });
+  }
+
+  // Final norm of the rows that produce logits, gathered into xb_.
+  int n_out = 0;
+  for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+    const int begin = items[i].all_logits ? item_row_begin_[i] : item_row_begin_[i + 1] - 1;
+    for (int r = begin; r < item_row_begin_[i + 1]; ++r) out_rows_[n_out++] = r;
+  }
+  pool_->Run(n_out, [&](int o, int) {
+    RmsNorm(&x_[static_cast<size_t>(out_rows_[o]) * c.dim], w.output_norm, c.rms_eps, c.dim,
+            &xb_[static_cast<size_t>(o) * c.dim]);
+  });
+  Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
+
+  for (const ForwardItem& it : items) it.kv->CommitAppend(static_cast<int>(it.tokens.size()));
+  return absl::OkStatus();
+}
+
+}  // namespace kvs

@@ -1,0 +1,257 @@
+// Parity with llama.cpp: teacher-forced logits against ../shared/reference
+// for every model there (method: ../shared/reference/README.md), plus the
+// equivalences the engine relies on: one prefill == chunked prefill ==
+// token-by-token decode; forks == fresh runs; batched == alone.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "cache/kv_sequence.h"
+#include "gtest/gtest.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/thread_pool.h"
+#include "model/transformer.h"
+#include "tests/reference_data.h"
+
+namespace kvs {
+namespace {
+
+struct Case {
+  std::string model;      // file in ../shared/models
+  std::string reference;  // file in ../shared/reference
+};
+
+// A loaded model with its own thread pool, KV pool and transformer.
+struct Engine {
+  std::unique_ptr<GgufFile> gguf;
+  ModelConfig config;
+  std::unique_ptr<ModelWeights> weights;
+  std::unique_ptr<ThreadPool> threads;
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<PagePool> pages;
+
+  static std::unique_ptr<Engine> Load(const std::string& path, KvDtype dtype, int page_tokens = 16) {
+    auto e = std::make_unique<Engine>();
+    auto gguf = GgufFile::Open(path);
+    EXPECT_TRUE(gguf.ok()) << gguf.status();
+    if (!gguf.ok()) return nullptr;
+    e->gguf = std::move(*gguf);
+    auto config = ModelConfig::FromGguf(*e->gguf);
+    EXPECT_TRUE(config.ok()) << config.status();
+    if (!config.ok()) return nullptr;
+    e->config = *config;
+    auto weights = ModelWeights::FromGguf(*e->gguf, e->config);
+    EXPECT_TRUE(weights.ok()) << weights.status();
+    if (!weights.ok()) return nullptr;
+    e->weights = std::move(*weights);
+    e->threads = std::make_unique<ThreadPool>(2);
+    e->transformer = std::make_unique<Transformer>(e->config, *e->weights, e->threads.get(), 512,
+                                                   e->config.context_length);
+    e->pages = std::make_unique<PagePool>(e->transformer->kv_geometry(page_tokens, dtype), 4096);
+    return e;
+  }
+
+  int vocab() const { return config.vocab_size; }
+
+  // Appends `tokens` to `kv` in chunks of `chunk` and returns the logits of
+  // the last token.
+  std::vector<float> Feed(KvSequence& kv, std::span<const int32_t> tokens, size_t chunk = 512) {
+    std::vector<float> logits(vocab());
+    for (size_t i = 0; i < tokens.size(); i += chunk) {
+      ForwardItem item{&kv, tokens.subspan(i, std::min(chunk, tokens.size() - i)), false};
+      absl::Status s = transformer->Forward({&item, 1}, logits.data());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    return logits;
+  }
+};
+
+std::vector<Case> AllCases() {
+  return {{"aidreams260K.gguf", "aidreams260K.jsonl"},
+          {"tiny-llama-gqa.gguf", "tiny-llama-gqa.exact.jsonl"},
+          {"tiny-qwen3.gguf", "tiny-qwen3.exact.jsonl"},
+          {"tiny-llama-q8_0.gguf", "tiny-llama-q8_0.exact.jsonl"},
+          {"tiny-llama-q4_0.gguf", "tiny-llama-q4_0.exact.jsonl"},
+          {"tiny-llama-q4_k_m.gguf", "tiny-llama-q4_k_m.exact.jsonl"}};
+}
+
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = info.param.model.substr(0, info.param.model.size() - 5);
+  std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(c); }, '_');
+  return n;
+}
+
+class ParityTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    model_path_ = SharedDir() + "/models/" + GetParam().model;
+    ref_path_ = SharedDir() + "/reference/" + GetParam().reference;
+    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(ref_path_)) {
+      GTEST_SKIP() << "../shared models/reference not present";
+    }
+    reference_ = LoadReference(ref_path_);
+    ASSERT_FALSE(reference_.empty());
+  }
+
+  // Teacher forcing: prompt, then greedy_ids one at a time; at each step
+  // compare the reference's top-8 logits (when `logit_tol` > 0) and the
+  // argmax wherever the reference's top-2 margin exceeds `margin`.
+  void TeacherForce(KvDtype dtype, float logit_tol, float margin) {
+    auto engine = Engine::Load(model_path_, dtype);
+    ASSERT_NE(engine, nullptr);
+    int steps_checked = 0, argmax_checked = 0;
+    float worst = 0;
+    for (const ReferenceLine& line : reference_) {
+      KvSequence kv(engine->pages.get());
+      std::vector<float> logits = engine->Feed(kv, line.prompt_ids);
+      for (size_t k = 0; k < line.top_logits.size(); ++k) {
+        const auto& top = line.top_logits[k];
+        if (logit_tol > 0) {
+          for (const auto& [id, ref] : top) {
+            const float diff = std::fabs(logits[id] - ref);
+            worst = std::max(worst, diff);
+            ASSERT_LE(diff, logit_tol) << "prompt '" << line.prompt << "' step " << k << " token "
+                                       << id << ": ours " << logits[id] << " llama.cpp " << ref;
+          }
+        }
+        const float ref_margin = top[0].second - top[1].second;
+        if (ref_margin > margin && k < line.greedy_ids.size()) {
+          const int ours = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+          ASSERT_EQ(ours, line.greedy_ids[k]) << "prompt '" << line.prompt << "' step " << k;
+          ++argmax_checked;
+        }
+        ++steps_checked;
+        if (k < line.greedy_ids.size()) {
+          const int32_t next = line.greedy_ids[k];
+          logits = engine->Feed(kv, {&next, 1});
+        }
+      }
+    }
+    EXPECT_GT(steps_checked, 100);
+    EXPECT_GT(argmax_checked, steps_checked / 2);
+    RecordProperty("worst_logit_diff", std::to_string(worst));
+  }
+
+  std::string model_path_, ref_path_;
+  std::vector<ReferenceLine> reference_;
+};
+
+TEST_P(ParityTest, TeacherForcedLogitsMatchLlamaCppWithF32Cache) {
+  TeacherForce(KvDtype::kF32, 2e-3f, 2e-3f);
+}
+
+TEST_P(ParityTest, ArgmaxMatchesLlamaCppWithF16Cache) { TeacherForce(KvDtype::kF16, 0, 0.05f); }
+
+TEST_P(ParityTest, OnePrefillEqualsChunkedPrefillEqualsTokenByTokenDecode) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF32);
+  ASSERT_NE(engine, nullptr);
+  const ReferenceLine& longest = *std::max_element(
+      reference_.begin(), reference_.end(),
+      [](const auto& a, const auto& b) { return a.prompt_ids.size() < b.prompt_ids.size(); });
+  const auto& ids = longest.prompt_ids;
+  KvSequence one(engine->pages.get()), chunked(engine->pages.get()), decoded(engine->pages.get());
+  std::vector<float> a = engine->Feed(one, ids);
+  std::vector<float> b = engine->Feed(chunked, ids, 37);  // chunks cross page boundaries
+  std::vector<float> c = engine->Feed(decoded, ids, 1);
+  float worst_b = 0, worst_c = 0;
+  for (int i = 0; i < engine->vocab(); ++i) {
+    worst_b = std::max(worst_b, std::fabs(a[i] - b[i]));
+    worst_c = std::max(worst_c, std::fabs(a[i] - c[i]));
+  }
+  EXPECT_LT(worst_b, 1e-4f) << ids.size() << " tokens";
+  EXPECT_LT(worst_c, 1e-4f) << ids.size() << " tokens";
+  // And the prompt's reference step-0 logits agree with all three.
+  for (const auto& [id, ref] : longest.top_logits[0]) EXPECT_NEAR(c[id], ref, 2e-3f);
+}
+
+TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF16);
+  ASSERT_NE(engine, nullptr);
+  const ReferenceLine& line = reference_[1];
+  KvSequence parent(engine->pages.get());
+  engine->Feed(parent, line.prompt_ids);
+  KvSequence child = parent.Fork();
+  // Same next tokens: same logits, bit for bit.
+  const std::vector<int32_t> same = {line.greedy_ids[0], line.greedy_ids[1]};
+  std::vector<float> pl = engine->Feed(parent, same, 1);
+  std::vector<float> cl = engine->Feed(child, same, 1);
+  EXPECT_EQ(pl, cl);
+  // Diverge: the parent continues with greedy_ids[2], the child with another token.
+  const int32_t p_next = line.greedy_ids[2];
+  const int32_t c_next = (p_next + 7) % engine->vocab();
+  pl = engine->Feed(parent, {&p_next, 1});
+  cl = engine->Feed(child, {&c_next, 1});
+  for (auto [kv, next, logits] : {std::tuple{&parent, p_next, &pl}, std::tuple{&child, c_next, &cl}}) {
+    std::vector<int32_t> full = line.prompt_ids;
+    full.insert(full.end(), same.begin(), same.end());
+    full.push_back(next);
+    KvSequence fresh(engine->pages.get());
+    std::vector<float> fl = engine->Feed(fresh, full, 1);
+    float worst = 0;
+    for (int i = 0; i < engine->vocab(); ++i) worst = std::max(worst, std::fabs(fl[i] - (*logits)[i]));
+    EXPECT_LT(worst, 1e-4f);
+    EXPECT_EQ(kv->length(), static_cast<int>(full.size()));
+  }
+}
+
+TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF32);
+  ASSERT_NE(engine, nullptr);
+  // Three sequences at different lengths, one decode step each, in one batch;
+  // plus a prefill chunk of a fourth in the same batch.
+  std::vector<KvSequence> seqs;
+  for (int i = 0; i < 4; ++i) seqs.emplace_back(engine->pages.get());
+  for (int i = 0; i < 3; ++i) engine->Feed(seqs[i], reference_[i].prompt_ids);
+  std::vector<int32_t> next = {reference_[0].greedy_ids[0], reference_[1].greedy_ids[0],
+                               reference_[2].greedy_ids[0]};
+  const auto& chunk = reference_[3].prompt_ids;
+  std::vector<ForwardItem> items = {{&seqs[0], {&next[0], 1}, false},
+                                    {&seqs[1], {&next[1], 1}, false},
+                                    {&seqs[3], chunk, true},
+                                    {&seqs[2], {&next[2], 1}, false}};
+  const int rows = Transformer::OutputRows(items);
+  ASSERT_EQ(rows, 3 + static_cast<int>(chunk.size()));
+  std::vector<float> batched(static_cast<size_t>(rows) * engine->vocab());
+  ASSERT_TRUE(engine->transformer->Forward(items, batched.data()).ok());
+
+  auto compare = [&](const std::vector<float>& alone, int row) {
+    float worst = 0;
+    for (int v = 0; v < engine->vocab(); ++v) {
+      worst = std::max(worst, std::fabs(alone[v] - batched[static_cast<size_t>(row) * engine->vocab() + v]));
+    }
+    EXPECT_LT(worst, 1e-4f) << "row " << row;
+  };
+  for (int i = 0; i < 3; ++i) {
+    KvSequence alone(engine->pages.get());
+    engine->Feed(alone, reference_[i].prompt_ids);
+    compare(engine->Feed(alone, {&next[i], 1}), i < 2 ? i : rows - 1);
+  }
+  KvSequence alone(engine->pages.get());
+  compare(engine->Feed(alone, chunk), 2 + static_cast<int>(chunk.size()) - 1);
+}
+
+TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF16);
+  ASSERT_NE(engine, nullptr);
+  KvSequence kv(engine->pages.get());
+  engine->Feed(kv, reference_[0].prompt_ids);
+  std::vector<float> logits(engine->vocab());
+  std::vector<int32_t> too_long(engine->config.context_length, 1);
+  ForwardItem item{&kv, too_long, false};
+  absl::Status s = engine->transformer->Forward({&item, 1}, logits.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find("context length"), absl::string_view::npos) << s;
+  const int32_t bad = engine->vocab();
+  item = {&kv, {&bad, 1}, false};
+  EXPECT_EQ(engine->transformer->Forward({&item, 1}, logits.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.length(), static_cast<int>(reference_[0].prompt_ids.size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, ParityTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+}  // namespace
+}  // namespace kvs
