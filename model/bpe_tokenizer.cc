@@ -62,8 +62,7 @@ class ByteAlphabet {
 };
 
 uint64_t PairKey(int32_t left, int32_t right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-         static_cast<uint32_t>(right);
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
 // One symbol of the piece being merged.
@@ -92,8 +91,7 @@ struct CandidateOrder {
 
 }  // namespace
 
-BpeTokenizer::BpeTokenizer(PreTokenizer pre_tokenizer)
-    : pre_tokenizer_(std::move(pre_tokenizer)) {}
+BpeTokenizer::BpeTokenizer(PreTokenizer pre_tokenizer) : pre_tokenizer_(std::move(pre_tokenizer)) {}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const GgufFile& gguf) {
   absl::StatusOr<std::string_view> pre = gguf.GetString("tokenizer.ggml.pre", "");
@@ -109,7 +107,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const GgufFile& 
   // llama.cpp adds BOS by default only for the Llama 3 family, which also
   // emits a piece that is a whole vocabulary token without merging it.
   const bool llama3 = *kind == PreTokenizerKind::kLlama3;
-  const VocabularyDefaults defaults = {.bos_id = -1, .eos_id = -1, .add_bos = llama3, .add_eos = false};
+  const VocabularyDefaults defaults = {
+      .bos_id = -1, .eos_id = -1, .add_bos = llama3, .add_eos = false};
   if (absl::Status status = tokenizer->LoadVocabulary(gguf, defaults); !status.ok()) {
     return status;
   }

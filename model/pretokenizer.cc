@@ -26,26 +26,52 @@ constexpr char kGpt2Regex[] =
 
 // Llama 3's pattern with the case-insensitive contractions spelled out
 // (PCRE2's caseless UCP matching would also fold e.g. U+017F into 's').
-constexpr char kLlama3Regex[] =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|)"
-    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
-    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr char kLlama3Regex[] = R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|)"
+                                R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+                                R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // Qwen2/Qwen3: as Llama 3 but every digit is its own piece.
-constexpr char kQwen2Regex[] =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|)"
-    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
-    R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr char kQwen2Regex[] = R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|)"
+                               R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+                               R"(\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// DeepSeek LLM's letter class: Latin, Greek, Cyrillic, Armenian, Georgian,
-// Cherokee and other cased scripts, as listed in its tokenizer.json.
+// DeepSeek LLM's letter class (cased letters of Latin, Greek, Cyrillic,
+// Armenian, Georgian, Cherokee, Glagolitic, Coptic, Deseret, Osage, Old
+// Hungarian, Warang Citi, Adlam, ...), as listed in its tokenizer.json.
+// Written with \x{...} escapes: several of its characters (e.g. U+1F7D,
+// U+1FD3, U+2126 OHM SIGN, U+212A KELVIN SIGN) have singleton canonical
+// decompositions, so a literal copy is not safe from Unicode normalization.
 constexpr char kDeepseekLetters[] =
-    R"(\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚ)"
-    R"(Ḁ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄ)"
-    R"(Ⰰ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+)";
+    R"(\s?[)"
+    R"(A-Za-z\x{B5}\x{C0}-\x{D6}\x{D8}-\x{F6}\x{F8}-\x{1BA}\x{1BC}-\x{1BF})"
+    R"(\x{1C4}-\x{293}\x{295}-\x{2AF}\x{370}-\x{373}\x{376}-\x{377}\x{37B}-\x{37D})"
+    R"(\x{37F}\x{386}\x{388}-\x{38A}\x{38C}\x{38E}-\x{3A1}\x{3A3}-\x{3F5})"
+    R"(\x{3F7}-\x{481}\x{48A}-\x{52F}\x{531}-\x{556}\x{10A0}-\x{10C5})"
+    R"(\x{13A0}-\x{13F5}\x{13F8}-\x{13FD}\x{1C90}-\x{1CBA}\x{1CBD}-\x{1CBF})"
+    R"(\x{1D00}-\x{1D2B}\x{1D6B}-\x{1D77}\x{1D79}-\x{1D9A}\x{1E00}-\x{1F15})"
+    R"(\x{1F18}-\x{1F1D}\x{1F20}-\x{1F45}\x{1F48}-\x{1F4D}\x{1F50}-\x{1F57}\x{1F59})"
+    R"(\x{1F5B}\x{1F5D}\x{1F5F}-\x{1F7D}\x{1F80}-\x{1FB4}\x{1FB6}-\x{1FBC}\x{1FBE})"
+    R"(\x{1FC2}-\x{1FC4}\x{1FC6}-\x{1FCC}\x{1FD0}-\x{1FD3}\x{1FD6}-\x{1FDB})"
+    R"(\x{1FE0}-\x{1FEC}\x{1FF2}-\x{1FF4}\x{1FF6}-\x{1FFC}\x{2102}\x{2107})"
+    R"(\x{210A}-\x{2113}\x{2115}\x{2119}-\x{211D}\x{2124}\x{2126}\x{2128})"
+    R"(\x{212A}-\x{212D}\x{212F}-\x{2134}\x{2139}\x{213C}-\x{213F}\x{2145}-\x{2149})"
+    R"(\x{214E}\x{2183}-\x{2184}\x{2C00}-\x{2C7B}\x{2C7E}-\x{2CE4}\x{2CEB}-\x{2CEE})"
+    R"(\x{2CF2}-\x{2CF3}\x{A640}-\x{A66D}\x{A680}-\x{A69B}\x{A722}-\x{A76F})"
+    R"(\x{A771}-\x{A787}\x{A78B}-\x{A78E}\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06})"
+    R"(\x{FB13}-\x{FB17}\x{FF21}-\x{FF3A}\x{FF41}-\x{FF5A}\x{10400}-\x{1044F})"
+    R"(\x{104B0}-\x{104D3}\x{104D8}-\x{104FB}\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2})"
+    R"(\x{118A0}-\x{118DF}\x{1E900}-\x{1E943})"
+    R"(]+)";
 
-// CJK ideographs, a block of other scripts, and Hangul, as one run.
-constexpr char kCjkRun[] = R"([一-龥ࠀ-一가-퟿]+)";
+// DeepSeek's CJK run: CJK ideographs (U+4E00..U+9FA5), everything from
+// U+0800 up to them, and Hangul syllables (U+AC00..U+D7FF).
+constexpr char kCjkRun[] = R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)";
+
+// DeepSeek's punctuation run: ASCII punctuation, its fullwidth forms,
+// quotation marks U+2018..U+201F and U+3000..U+3002 (ideographic space,
+// comma, full stop).
+constexpr char kDeepseekPunctuation[] =
+    R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)";
 
 const std::vector<std::string>& RegexesFor(PreTokenizerKind kind) {
   static const auto* const kLists = new std::array<std::vector<std::string>, 8>{{
@@ -54,8 +80,7 @@ const std::vector<std::string>& RegexesFor(PreTokenizerKind kind) {
       /*kLlama3=*/{kLlama3Regex},
       /*kQwen2=*/{kQwen2Regex},
       /*kDeepseekLlm=*/
-      {"[\r\n]", kDeepseekLetters, R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)", R"(\s+$)", kCjkRun,
-       R"(\p{N}+)"},
+      {"[\r\n]", kDeepseekLetters, kDeepseekPunctuation, R"(\s+$)", kCjkRun, R"(\p{N}+)"},
       /*kDeepseekCoder=*/
       {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjkRun, R"(\p{N})"},
       /*kFalcon=*/{R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Regex, "[0-9][0-9][0-9]"},
@@ -111,19 +136,18 @@ const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind) {
 // regexes llama.cpp runs), not "before a final newline".
 class PreTokenizer::CompiledRegex {
  public:
-  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(
-      const std::string& pattern) {
+  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(const std::string& pattern) {
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
-    pcre2_code* code = pcre2_compile(
-        reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-        PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error_code, &error_offset, nullptr);
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error_code,
+                                     &error_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof(message));
       return absl::InternalError(absl::StrCat("pre-tokenizer regex '", pattern,
-                                              "' does not compile at offset ", error_offset,
-                                              ": ", reinterpret_cast<const char*>(message)));
+                                              "' does not compile at offset ", error_offset, ": ",
+                                              reinterpret_cast<const char*>(message)));
     }
     return std::unique_ptr<const CompiledRegex>(new CompiledRegex(code));
   }
@@ -150,8 +174,7 @@ class PreTokenizer::CompiledRegex {
       if (match_end == match_start) {
         // None of the patterns matches empty text; never loop on it anyway.
         if (match_start >= piece.size()) break;
-        search_from =
-            match_start + utf8::LeadByteLength(static_cast<uint8_t>(piece[match_start]));
+        search_from = match_start + utf8::LeadByteLength(static_cast<uint8_t>(piece[match_start]));
         continue;
       }
       if (match_start > gap_start) out->push_back(piece.substr(gap_start, match_start - gap_start));

@@ -65,7 +65,9 @@ void ThreadPool::Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> 
 }
 
 void ThreadPool::WorkerLoop(int thread) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Workers start at generation 0 (set before any Run or the destructor can
+  // bump it), so a Run issued before this thread first looks is not missed.
+  uint32_t seen = 0;
   for (;;) {
     // Spin for a short while, then sleep until the generation changes.
     auto spin_until = std::chrono::steady_clock::now() + kSpinBudget;

@@ -22,8 +22,8 @@ constexpr char kTokenTypeKey[] = "tokenizer.ggml.token_type";
 
 // Token texts llama.cpp treats as end-of-generation whatever their ids.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>",    "<EOT>",      "_<EOT>",  "<|end_of_text|>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>",
 };
 
 // Whitespace as C's isspace() in the "C" locale; used for the strip rules.
@@ -39,8 +39,8 @@ TokenType TokenTypeFromGguf(int64_t value) {
 
 // A special token id from `key`: `fallback` when absent, -1 for the "none"
 // markers (-1 as a signed value, 0xFFFFFFFF as an unsigned one).
-absl::StatusOr<int32_t> ReadTokenId(const GgufFile& gguf, std::string_view key,
-                                    int32_t fallback, size_t vocab_size) {
+absl::StatusOr<int32_t> ReadTokenId(const GgufFile& gguf, std::string_view key, int32_t fallback,
+                                    size_t vocab_size) {
   absl::StatusOr<int64_t> value = gguf.GetInt(key, fallback);
   if (!value.ok()) return value.status();
   if (*value == -1 || *value == int64_t{0xFFFFFFFF}) return -1;
@@ -114,12 +114,11 @@ int Tokenizer::ByteOfByteToken(std::string_view text) {
   return value;
 }
 
-absl::Status Tokenizer::LoadVocabulary(const GgufFile& gguf,
-                                       const VocabularyDefaults& defaults) {
+absl::Status Tokenizer::LoadVocabulary(const GgufFile& gguf, const VocabularyDefaults& defaults) {
   if (absl::Status status = LoadTokenTexts(gguf); !status.ok()) return status;
   if (absl::Status status = LoadTokenTypes(gguf); !status.ok()) return status;
   if (absl::Status status = LoadSpecialIds(gguf, defaults); !status.ok()) return status;
-  BuildEndOfGenerationSet(gguf);
+  BuildEndOfGenerationSet();
   BuildSpecialTokenTable(gguf);
   return absl::OkStatus();
 }
@@ -161,8 +160,8 @@ absl::Status Tokenizer::LoadTokenTypes(const GgufFile& gguf) {
   }
   if (types->size() != tokens_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": ", kTokenTypeKey, " has ",
-                                                   types->size(), " entries for ",
-                                                   tokens_.size(), " tokens"));
+                                                   types->size(), " entries for ", tokens_.size(),
+                                                   " tokens"));
   }
   types_.reserve(types->size());
   for (int64_t type : *types) types_.push_back(TokenTypeFromGguf(type));
@@ -172,9 +171,13 @@ absl::Status Tokenizer::LoadTokenTypes(const GgufFile& gguf) {
 absl::Status Tokenizer::LoadSpecialIds(const GgufFile& gguf, const VocabularyDefaults& defaults) {
   const size_t n = tokens_.size();
   // Defaults outside the vocabulary mean "none" (llama.cpp disables them).
-  const auto in_vocab = [n](int32_t id) { return id >= 0 && static_cast<size_t>(id) < n ? id : -1; };
-  absl::StatusOr<int32_t> bos = ReadTokenId(gguf, "tokenizer.ggml.bos_token_id", in_vocab(defaults.bos_id), n);
-  absl::StatusOr<int32_t> eos = ReadTokenId(gguf, "tokenizer.ggml.eos_token_id", in_vocab(defaults.eos_id), n);
+  const auto in_vocab = [n](int32_t id) {
+    return id >= 0 && static_cast<size_t>(id) < n ? id : -1;
+  };
+  absl::StatusOr<int32_t> bos =
+      ReadTokenId(gguf, "tokenizer.ggml.bos_token_id", in_vocab(defaults.bos_id), n);
+  absl::StatusOr<int32_t> eos =
+      ReadTokenId(gguf, "tokenizer.ggml.eos_token_id", in_vocab(defaults.eos_id), n);
   absl::StatusOr<int32_t> eot = ReadTokenId(gguf, "tokenizer.ggml.eot_token_id", -1, n);
   absl::StatusOr<int32_t> eom = ReadTokenId(gguf, "tokenizer.ggml.eom_token_id", -1, n);
   absl::StatusOr<bool> add_bos = gguf.GetBool("tokenizer.ggml.add_bos_token", defaults.add_bos);
@@ -200,7 +203,7 @@ absl::Status Tokenizer::LoadSpecialIds(const GgufFile& gguf, const VocabularyDef
   return absl::OkStatus();
 }
 
-void Tokenizer::BuildEndOfGenerationSet(const GgufFile& gguf) {
+void Tokenizer::BuildEndOfGenerationSet() {
   for (std::string_view text : kEndOfGenerationTexts) {
     const int32_t id = FindToken(text);
     if (id < 0) continue;
@@ -222,7 +225,7 @@ void Tokenizer::BuildSpecialTokenTable(const GgufFile& gguf) {
     const TokenType type = types_[id];
     if (type == TokenType::kControl || type == TokenType::kUserDefined ||
         type == TokenType::kUnknown) {
-      special_tokens_.push_back({id, /*strip_left=*/false, /*strip_right=*/false});
+      special_tokens_.push_back({id, /*strip_right=*/false});
     }
   }
   std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
@@ -235,8 +238,8 @@ void Tokenizer::BuildSpecialTokenTable(const GgufFile& gguf) {
   // follows them. It keys on the model name, as llama.cpp does.
   const std::string model_name =
       absl::AsciiStrToLower(std::string(gguf.GetString("general.name", "").value_or("")));
-  const bool phi3 = model_name.find("phi-3") != std::string::npos ||
-                    model_name.find("phi3") != std::string::npos;
+  const bool phi3 =
+      model_name.find("phi-3") != std::string::npos || model_name.find("phi3") != std::string::npos;
   if (phi3) {
     for (SpecialToken& token : special_tokens_) {
       const std::string_view text = tokens_[token.id];
@@ -297,11 +300,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecialTokens(std::string_view 
       std::string_view rest = fragment.text;
       for (size_t match = rest.find(token_text); match != std::string_view::npos;
            match = rest.find(token_text)) {
-        std::string_view left = rest.substr(0, match);
-        while (special.strip_left && !left.empty() && IsAsciiSpace(left.back())) {
-          left.remove_suffix(1);
-        }
-        if (!left.empty()) next.push_back({left, -1});
+        if (match > 0) next.push_back({rest.substr(0, match), -1});
         next.push_back({rest.substr(match, token_text.size()), special.id});
         rest.remove_prefix(match + token_text.size());
         while (special.strip_right && !rest.empty() && IsAsciiSpace(rest.front())) {

@@ -61,6 +61,7 @@ class Tokenizer {
   // vocabulary says (`tokenizer.ggml.add_bos_token` / `add_eos_token`, else
   // the family's default). With `parse_special`, the text of control tokens
   // (e.g. "<|im_start|>") becomes those tokens; otherwise it is plain text.
+  // (User-defined tokens, type 4, are matched either way, as in llama.cpp.)
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
                                       bool parse_special = false) const = 0;
 
@@ -134,25 +135,26 @@ class Tokenizer {
   // Heterogeneous lookup: probe a std::string-keyed map with a string_view.
   struct TextHash {
     using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+    size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
   };
   struct TextEq {
     using is_transparent = void;
     bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
   };
 
-  // A token that SplitSpecialTokens looks for, with the whitespace it eats
-  // around itself (llama.cpp's LSTRIP/RSTRIP attributes).
+  // A token that SplitSpecialTokens looks for; `strip_right`: it swallows
+  // the whitespace after it (llama.cpp's RSTRIP attribute).
   struct SpecialToken {
     int32_t id;
-    bool strip_left;
     bool strip_right;
   };
 
   absl::Status LoadTokenTexts(const GgufFile& gguf);
   absl::Status LoadTokenTypes(const GgufFile& gguf);
   absl::Status LoadSpecialIds(const GgufFile& gguf, const VocabularyDefaults& defaults);
-  void BuildEndOfGenerationSet(const GgufFile& gguf);
+  void BuildEndOfGenerationSet();
   void BuildSpecialTokenTable(const GgufFile& gguf);
   // Indices into special_tokens_ of the tokens that occur in `text` and
   // apply (see SplitSpecialTokens), in precedence order.

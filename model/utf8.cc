@@ -22,11 +22,16 @@ struct SecondByteRange {
 
 SecondByteRange SecondByteRangeFor(uint8_t lead) {
   switch (lead) {
-    case 0xE0: return {0xA0, 0xBF};
-    case 0xED: return {0x80, 0x9F};
-    case 0xF0: return {0x90, 0xBF};
-    case 0xF4: return {0x80, 0x8F};
-    default: return {0x80, 0xBF};
+    case 0xE0:
+      return {0xA0, 0xBF};
+    case 0xED:
+      return {0x80, 0x9F};
+    case 0xF0:
+      return {0x90, 0xBF};
+    case 0xF4:
+      return {0x80, 0x8F};
+    default:
+      return {0x80, 0xBF};
   }
 }
 
@@ -53,8 +58,7 @@ Sequence ScanSequence(std::string_view s, size_t pos) {
   for (size_t i = 1; i < expected; ++i) {
     if (pos + i >= s.size()) return {Sequence::Kind::kTruncated, i};
     const uint8_t byte = byte_at(pos + i);
-    const bool ok = i == 1 ? (byte >= second.low && byte <= second.high)
-                           : IsContinuation(byte);
+    const bool ok = i == 1 ? (byte >= second.low && byte <= second.high) : IsContinuation(byte);
     if (!ok) return {Sequence::Kind::kInvalid, i};
   }
   return {Sequence::Kind::kValid, expected};

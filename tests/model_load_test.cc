@@ -1,0 +1,180 @@
+// Loading models: every supported architecture and layout (synthesized with
+// tools/model_synth), and clear errors for broken or unsupported files.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "cache/kv_sequence.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/thread_pool.h"
+#include "model/transformer.h"
+#include "tools/model_synth.h"
+
+namespace kvs {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ModelLoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("model_load_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string Synth(const SynthSpec& spec, const std::string& name) {
+    std::string path = (dir_ / name).string();
+    absl::Status s = WriteSynthModel(spec, path);
+    EXPECT_TRUE(s.ok()) << s;
+    return path;
+  }
+
+  // Loads config + weights (which borrow the mapping kept in file_);
+  // returns the first error.
+  absl::Status Load(const std::string& path, ModelConfig* config = nullptr,
+                    std::unique_ptr<ModelWeights>* weights = nullptr) {
+    auto gguf = GgufFile::Open(path);
+    if (!gguf.ok()) return gguf.status();
+    auto c = ModelConfig::FromGguf(**gguf);
+    if (!c.ok()) return c.status();
+    auto w = ModelWeights::FromGguf(**gguf, *c);
+    if (!w.ok()) return w.status();
+    if (config) *config = *c;
+    if (weights) *weights = std::move(*w);
+    file_ = std::move(*gguf);
+    return absl::OkStatus();
+  }
+
+  // Overwrites the u32 at `offset_after_name` bytes past tensor `name`'s name.
+  void PatchAfterName(const std::string& path, const std::string& name, size_t offset_after_name,
+                      const void* bytes, size_t n) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t pos = data.find(name);
+    ASSERT_NE(pos, std::string::npos);
+    f.seekp(pos + name.size() + offset_after_name);
+    f.write(static_cast<const char*>(bytes), n);
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<GgufFile> file_;
+};
+
+// Runs a 5-token prefill and one decode step; logits must be finite.
+void ExpectRuns(const ModelConfig& c, const ModelWeights& w) {
+  ThreadPool threads(2);
+  Transformer t(c, w, &threads, 64, c.context_length);
+  PagePool pool(t.kv_geometry(16, KvDtype::kF16), 64);
+  KvSequence kv(&pool);
+  std::vector<int32_t> prompt = {1, 5, 9, 13, 17};
+  std::vector<float> logits(c.vocab_size);
+  ForwardItem item{&kv, prompt, false};
+  ASSERT_TRUE(t.Forward({&item, 1}, logits.data()).ok());
+  int32_t next = 3;
+  item = {&kv, {&next, 1}, false};
+  ASSERT_TRUE(t.Forward({&item, 1}, logits.data()).ok());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_EQ(kv.length(), 6);
+}
+
+TEST_F(ModelLoadTest, EveryArchitectureAndWeightTypeLoadsAndRuns) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                          GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      SynthSpec spec;
+      spec.arch = arch;
+      spec.dim = 256;
+      spec.n_heads = 4;
+      spec.n_kv_heads = 2;
+      spec.head_dim = 128;  // heads x head_dim != dim
+      spec.ffn_dim = 512;
+      spec.weight_type = type;
+      ModelConfig c;
+      std::unique_ptr<ModelWeights> w;
+      SCOPED_TRACE(std::string(arch) + " " + GgmlTypeName(static_cast<uint32_t>(type)));
+      absl::Status loaded = Load(Synth(spec, "m.gguf"), &c, &w);
+      ASSERT_TRUE(loaded.ok()) << loaded;
+      EXPECT_EQ(c.head_dim, 128);
+      EXPECT_EQ(c.q_dim(), 512);
+      EXPECT_EQ(c.qkv_bias, std::string(arch) == "qwen2");
+      EXPECT_EQ(c.qk_norm, std::string(arch) == "qwen3");
+      EXPECT_EQ(c.rope_style, std::string(arch) == "llama" ? RopeStyle::kAdjacent : RopeStyle::kNeox);
+      ExpectRuns(c, *w);
+    }
+  }
+}
+
+TEST_F(ModelLoadTest, TiedEmbeddingsReuseTokenEmbd) {
+  SynthSpec spec;
+  spec.tied_embeddings = true;
+  ModelConfig c;
+  std::unique_ptr<ModelWeights> w;
+  ASSERT_TRUE(Load(Synth(spec, "tied.gguf"), &c, &w).ok());
+  EXPECT_TRUE(w->tied_embeddings);
+  EXPECT_EQ(w->output.data, w->token_embd.data);
+  ExpectRuns(c, *w);
+}
+
+TEST_F(ModelLoadTest, UnknownArchitectureIsAClearError) {
+  SynthSpec spec;
+  std::string path = Synth(spec, "arch.gguf");
+  // "llama" -> "mamba" in general.architecture (same length).
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t pos = data.find("llama", data.find("general.architecture"));
+  f.seekp(pos);
+  f.write("mamba", 5);
+  f.close();
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unsupported architecture 'mamba'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("arch.gguf"));
+}
+
+TEST_F(ModelLoadTest, UnsupportedTensorTypeIsAClearError) {
+  SynthSpec spec;
+  spec.dim = 256;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 4;
+  std::string path = Synth(spec, "type.gguf");
+  const uint32_t q5_k = 13;  // smaller than F32 rows, so the file stays valid GGUF
+  PatchAfterName(path, "blk.1.attn_q.weight", 4 + 8 * 2, &q5_k, 4);
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'blk.1.attn_q.weight' has type Q5_K"));
+}
+
+TEST_F(ModelLoadTest, WrongShapeAndMissingTensorAreClearErrors) {
+  SynthSpec spec;
+  std::string path = Synth(spec, "shape.gguf");
+  const uint64_t rows = 32;  // attn_k is [64, 64]; make it [64, 32]
+  PatchAfterName(path, "blk.0.attn_k.weight", 4 + 8, &rows, 8);
+  absl::Status s = Load(path);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'blk.0.attn_k.weight' has shape [64, 32], expected [64, 64]"));
+
+  path = Synth(spec, "missing.gguf");
+  PatchAfterName(path, "blk.1.ffn_up.weigh", 0, "X", 1);  // blk.1.ffn_up.weighX
+  s = Load(path);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("tensor 'blk.1.ffn_up.weight' is missing"));
+}
+
+TEST_F(ModelLoadTest, TruncatedModelNamesTheFile) {
+  SynthSpec spec;
+  std::string path = Synth(spec, "trunc.gguf");
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("trunc.gguf"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("past the end"));
+}
+
+}  // namespace
+}  // namespace kvs
