@@ -1,0 +1,33 @@
+// kvsession: the command-line client. Local commands run a model in this
+// process; the others talk to a kvsessiond server over gRPC.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/local_commands.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: kvsession <command> [flags]
+
+Local (no server):
+  run       --model M.gguf --prompt TEXT -n N [--temp T --top-k K --top-p P --min-p M
+            --repeat-penalty R --repeat-last-n N --seed S --kv-type f16|f32 --threads N]
+            [--parse-special] [--json]
+  tokenize  --model M.gguf --text TEXT [--no-bos] [--parse-special] [--json]
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "run") return kvs::RunCommand(args);
+  if (command == "tokenize") return kvs::TokenizeCommand(args);
+  std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}

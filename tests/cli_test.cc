@@ -1,0 +1,112 @@
+// The `kvsession` binary's local commands, run as a user runs them.
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/reference_data.h"
+#include "tests/subprocess.h"
+
+namespace kvs {
+namespace {
+
+using ::testing::HasSubstr;
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(SharedDir() + "/models")) GTEST_SKIP() << "../shared not present";
+    tmp_ = std::filesystem::temp_directory_path() / ("cli_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(tmp_);
+  }
+  void TearDown() override { std::filesystem::remove_all(tmp_); }
+
+  ProcessResult Kvsession(std::vector<std::string> args) {
+    args.insert(args.begin(), BinaryPath("kvsession"));
+    return RunProcess(args, tmp_.string());
+  }
+  std::string Model(const std::string& name) { return SharedDir() + "/models/" + name; }
+
+  std::filesystem::path tmp_;
+};
+
+TEST_F(CliTest, GreedyRunReproducesLlamaCppOnAidreams) {
+  for (const ReferenceLine& line : LoadReference(SharedDir() + "/reference/aidreams260K.jsonl")) {
+    for (const char* kv : {"f16", "f32"}) {
+      ProcessResult r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--prompt", line.prompt,
+                                   "-n", std::to_string(line.greedy_ids.size()), "--temp", "0",
+                                   "--kv-type", kv, "--json"});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      nlohmann::json j = nlohmann::json::parse(r.out);
+      EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), line.prompt_ids) << line.prompt;
+      EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), line.greedy_ids) << line.prompt << " kv " << kv;
+      EXPECT_EQ(j["text"].get<std::string>(), line.greedy_text);
+      EXPECT_EQ(j["finish_reason"], "length");
+      for (const char* t : {"load_ms", "prefill_ms", "decode_ms", "prefill_tok_s", "decode_tok_s"}) {
+        EXPECT_TRUE(j["timings"].contains(t)) << t;
+      }
+      EXPECT_THAT(r.err, HasSubstr("loaded ")) << "one progress line about the model load";
+    }
+  }
+}
+
+TEST_F(CliTest, StreamingOutputIsTheGeneratedText) {
+  ProcessResult r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--prompt", "I was flying",
+                               "-n", "48", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto ref = LoadReference(SharedDir() + "/reference/aidreams260K.jsonl");
+  EXPECT_EQ(r.out, ref[0].greedy_text + "\n");
+}
+
+TEST_F(CliTest, SeededSamplingIsReproducibleAndSeedsDiffer) {
+  auto sample = [&](const std::string& seed) {
+    ProcessResult r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--prompt", "Once upon",
+                                 "-n", "24", "--temp", "1.0", "--seed", seed, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["ids"].get<std::vector<int32_t>>();
+  };
+  EXPECT_EQ(sample("11"), sample("11"));
+  EXPECT_NE(sample("11"), sample("12"));
+}
+
+TEST_F(CliTest, TokenizeWorksOnVocabularyOnlyFiles) {
+  ProcessResult r = Kvsession({"tokenize", "--model", SharedDir() + "/vocab/ggml-vocab-gpt-2.gguf",
+                               "--text", "Hello world", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Line 11 of the .out file holds "Hello world" (see the .inp file).
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ids"].get<std::vector<int32_t>>(),
+            (std::vector<int32_t>{15496, 995}));
+  r = Kvsession({"tokenize", "--model", Model("tiny-llama-gqa.gguf"), "--text", "Once upon a time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1 9038 2501 263 931\n");
+}
+
+TEST_F(CliTest, PromptLongerThanTheContextIsAClearError) {
+  std::string prompt;
+  for (int i = 0; i < 100; ++i) prompt += "the machine dreamed of vectors ";
+  ProcessResult r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--prompt", prompt, "-n", "4"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("context length is 128 tokens"));
+}
+
+TEST_F(CliTest, BadModelFilesAndFlagsAreClearErrors) {
+  const std::string bad = (tmp_ / "broken.gguf").string();
+  std::filesystem::copy_file(Model("aidreams260K.gguf"), bad);
+  std::filesystem::resize_file(bad, 5000);
+  ProcessResult r = Kvsession({"run", "--model", bad, "--prompt", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("broken.gguf"));
+  r = Kvsession({"run", "--model", (tmp_ / "absent.gguf").string(), "--prompt", "hi"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("absent.gguf"));
+  r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--top-p", "7"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("top_p"));
+  r = Kvsession({"run", "--model", Model("aidreams260K.gguf"), "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown flag '--bogus'"));
+}
+
+}  // namespace
+}  // namespace kvs
