@@ -15,7 +15,14 @@ namespace kvs {
 namespace {
 
 // How long an idle worker polls for the next Run before it sleeps.
-constexpr auto kSpinBudget = std::chrono::microseconds(300);
+constexpr auto kSpinBudget = std::chrono::microseconds(200);
+// Busy-wait iterations between yields: when the machine is oversubscribed
+// (more runnable threads than cores) a spinning thread must give the core
+// to the thread it is waiting for.
+constexpr int kPausesPerYield = 64;
+
+constexpr uint64_t kClosed = 1ull << 31;
+constexpr uint64_t kInsideMask = kClosed - 1;
 
 }  // namespace
 
@@ -53,36 +60,67 @@ void ThreadPool::Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> 
     for (int t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
+  // Publish the job, then open it: workers that wake for this generation
+  // register in job_state_ before touching it.
   job_ = &fn;
   n_tasks_ = n_tasks;
   next_task_.store(0, std::memory_order_relaxed);
-  workers_busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  job_state_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+  generation_.store(gen, std::memory_order_release);
   generation_.notify_all();
+
   DrainTasks(0);
-  while (workers_busy_.load(std::memory_order_acquire) != 0) KVS_CPU_RELAX();
+
+  // Close the job: late workers will not enter; wait only for those inside,
+  // each finishing the task it holds.
+  uint64_t s = job_state_.fetch_or(kClosed, std::memory_order_acq_rel);
+  for (int i = 0; (s & kInsideMask) != 0; ++i) {
+    if (i % kPausesPerYield == kPausesPerYield - 1) {
+      std::this_thread::yield();
+    } else {
+      KVS_CPU_RELAX();
+    }
+    s = job_state_.load(std::memory_order_acquire);
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::WorkerLoop(int thread) {
-  // Workers start at generation 0 (set before any Run or the destructor can
-  // bump it), so a Run issued before this thread first looks is not missed.
+  // Workers start at generation 0, set before any Run or the destructor can
+  // bump it.
   uint32_t seen = 0;
   for (;;) {
-    // Spin for a short while, then sleep until the generation changes.
-    auto spin_until = std::chrono::steady_clock::now() + kSpinBudget;
+    // Poll for a while (Runs of one forward pass come back to back), then
+    // sleep until the generation changes.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinBudget;
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int i = 0; now == seen; ++i) {
-      KVS_CPU_RELAX();
-      if ((i & 255) == 255 && std::chrono::steady_clock::now() > spin_until) {
-        generation_.wait(seen, std::memory_order_acquire);
+      if (i % kPausesPerYield == kPausesPerYield - 1) {
+        if (std::chrono::steady_clock::now() > spin_until) {
+          generation_.wait(seen, std::memory_order_acquire);
+        } else {
+          std::this_thread::yield();
+        }
+      } else {
+        KVS_CPU_RELAX();
       }
       now = generation_.load(std::memory_order_acquire);
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
+    // Enter the job of generation `seen` if it is still open.
+    uint64_t s = job_state_.load(std::memory_order_acquire);
+    bool entered = false;
+    while ((s >> 32) == seen && (s & kClosed) == 0) {
+      if (job_state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) {
+        entered = true;
+        break;
+      }
+    }
+    if (!entered) continue;
     DrainTasks(thread);
-    workers_busy_.fetch_sub(1, std::memory_order_acq_rel);
+    job_state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

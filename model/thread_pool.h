@@ -9,6 +9,9 @@
 //
 // Between Runs, workers spin briefly (a forward pass issues hundreds of
 // Runs back to back) and then sleep on a futex, so an idle pool costs no CPU.
+// Run never waits for a worker that has not started on the job: it closes
+// the job after draining the tasks itself and waits only for workers that
+// hold a task, so an oversubscribed machine degrades gracefully.
 //
 // Thread safety: Run must not be called concurrently or re-entrantly; one
 // owner (the engine's step loop) drives the pool.
@@ -48,7 +51,8 @@ class ThreadPool {
   const absl::FunctionRef<void(int, int)>* job_ = nullptr;
   int n_tasks_ = 0;
   std::atomic<int> next_task_{0};
-  std::atomic<int> workers_busy_{0};
+  // (generation << 32) | closed bit (1 << 31) | workers inside the job.
+  std::atomic<uint64_t> job_state_{0};
   std::atomic<uint32_t> generation_{0};
   std::atomic<bool> stop_{false};
 };

@@ -69,6 +69,9 @@ struct Engine {
   }
 };
 
+// Names the case in test listings (instead of a byte dump).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
+
 std::vector<Case> AllCases() {
   return {{"aidreams260K.gguf", "aidreams260K.jsonl"},
           {"tiny-llama-gqa.gguf", "tiny-llama-gqa.exact.jsonl"},
