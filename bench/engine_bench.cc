@@ -63,14 +63,14 @@ int Main(int argc, char** argv) {
     KvSequence kv(&pages);
     auto start = Clock::now();
     for (int i = 0; i < prompt; i += 512) {
-      ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, std::min(512, prompt - i)), false};
+      ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, std::min(512, prompt - i))};
       if (!t.Forward({&item, 1}, logits.data()).ok()) return 1;
     }
     prefill_tok_s.push_back(prompt / std::chrono::duration<double>(Clock::now() - start).count());
     start = Clock::now();
     for (int g = 0; g < gen; ++g) {
       const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      ForwardItem item{&kv, {&next, 1}, false};
+      ForwardItem item{&kv, {&next, 1}};
       if (!t.Forward({&item, 1}, logits.data()).ok()) return 1;
     }
     decode_tok_s.push_back(gen / std::chrono::duration<double>(Clock::now() - start).count());

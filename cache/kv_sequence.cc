@@ -30,8 +30,11 @@ absl::Status KvSequence::PrepareAppend(int n) {
   const int t = geometry().page_tokens;
   const int first_page = length_ / t;
   const int last_page = (length_ + n - 1) / t;
-  // Copy-on-write of the page the first new position lands in, if shared.
-  if (first_page < num_pages() && pool_->ref_count(pages_[first_page]) > 1) {
+  // Copy-on-write of the page the first new position lands in, if shared
+  // or keyed (a keyed page's content is immutable: the prefix cache may
+  // hand it to another sequence at any time).
+  if (first_page < num_pages() &&
+      (pool_->ref_count(pages_[first_page]) > 1 || pool_->has_key(pages_[first_page]))) {
     absl::StatusOr<PageId> copy = pool_->Allocate();
     if (!copy.ok()) return copy.status();
     std::memcpy(pool_->data(*copy), pool_->data(pages_[first_page]), geometry().page_bytes());
@@ -77,6 +80,16 @@ void KvSequence::Clear() {
   for (PageId p : pages_) pool_->Release(p);
   pages_.clear();
   length_ = 0;
+}
+
+void KvSequence::AppendPage(PageId page) {
+  const int t = geometry().page_tokens;
+  ABSL_RAW_CHECK(length_ % t == 0, "AppendPage needs a page-aligned length");
+  const int keep = length_ / t;
+  for (int i = keep; i < num_pages(); ++i) pool_->Release(pages_[i]);  // reserved, ours alone
+  pages_.resize(keep);
+  pages_.push_back(page);
+  length_ += t;
 }
 
 void KvSequence::Adopt(std::vector<PageId> pages, int length) {

@@ -62,6 +62,11 @@ class KvSequence {
   // Releases every page.
   void Clear();
 
+  // Appends a whole page of T positions that another sequence computed (a
+  // prefix-cache hit), taking over the caller's reference to it. Requires
+  // length() to be a multiple of T.
+  void AppendPage(PageId page);
+
   // Adopts `pages` (one reference each, transferred to this sequence) as
   // the table for `length` positions, replacing the current contents. Used
   // by restore and by prefix reuse.

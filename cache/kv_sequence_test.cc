@@ -171,3 +171,82 @@ TEST(KvSequenceTest, AccountingIsExactOverManyForks) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+PageKey Key(uint8_t b) {
+  PageKey k{};
+  k[0] = b;
+  return k;
+}
+
+TEST(PrefixCacheTest, ReleasedKeyedPagesStayFindableUntilEvicted) {
+  PagePool pool(SmallGeometry(), 3);
+  PageId kept;
+  {
+    KvSequence a(&pool);
+    AppendFilled(a, 4, 10.0f);  // one full page
+    kept = a.page_table()[0];
+    pool.SetKey(kept, Key(1));
+  }
+  PagePoolStats s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 0);
+  EXPECT_EQ(s.pages_cached, 1);
+
+  // A new sequence with the same prefix takes the page back, contents intact.
+  std::optional<PageId> hit = pool.LookupKey(Key(1));
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(*hit, kept);
+  KvSequence b(&pool);
+  b.AppendPage(*hit);
+  EXPECT_EQ(b.length(), 4);
+  EXPECT_EQ(ValueAt(b, 3), 13.0f);
+  EXPECT_EQ(pool.Stats().pages_cached, 0);
+  EXPECT_FALSE(pool.LookupKey(Key(2)).has_value());
+
+  // A second lookup while in use shares it.
+  std::optional<PageId> again = pool.LookupKey(Key(1));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(pool.Stats().pages_shared, 1);
+  pool.Release(*again);
+}
+
+TEST(PrefixCacheTest, AllocationEvictsTheOldestCachedPageFirst) {
+  PagePool pool(SmallGeometry(), 2);
+  for (uint8_t k : {1, 2}) {
+    KvSequence s(&pool);
+    AppendFilled(s, 4, 0.0f);
+    pool.SetKey(s.page_table()[0], Key(k));
+  }
+  EXPECT_EQ(pool.Stats().pages_cached, 2);
+  absl::StatusOr<PageId> p = pool.Allocate();  // pool full: evicts key 1 (freed first)
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(pool.LookupKey(Key(1)).has_value());
+  std::optional<PageId> two = pool.LookupKey(Key(2));
+  EXPECT_TRUE(two.has_value());
+  EXPECT_EQ(pool.Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+  pool.Release(*p);
+  pool.Release(*two);
+}
+
+TEST(PrefixCacheTest, WritingIntoAKeyedPageCopiesIt) {
+  PagePool pool(SmallGeometry(), 8);
+  KvSequence a(&pool);
+  AppendFilled(a, 6, 0.0f);
+  a.Truncate(4);  // page 0 full, keyed; page 1 dropped
+  const PageId keyed = a.page_table()[0];
+  pool.SetKey(keyed, Key(7));
+  a.Truncate(3);  // now the next write lands in the keyed page
+  AppendFilled(a, 1, 500.0f);
+  EXPECT_NE(a.page_table()[0], keyed) << "a keyed page is immutable";
+  EXPECT_EQ(ValueAt(a, 3), 503.0f);
+  std::optional<PageId> hit = pool.LookupKey(Key(7));
+  ASSERT_TRUE(hit.has_value());
+  KvSequence b(&pool);
+  b.AppendPage(*hit);
+  EXPECT_EQ(ValueAt(b, 3), 3.0f) << "the cached page kept its original content";
+}
+
+}  // namespace
+}  // namespace kvs

@@ -32,6 +32,14 @@ PagePool::~PagePool() {
 
 absl::StatusOr<PageId> PagePool::Allocate() {
   absl::MutexLock lock(&mu_);
+  if (free_.empty() && n_slabs_ == static_cast<int64_t>(slabs_.size()) && lru_head_ >= 0) {
+    // Evict the least recently freed cached prefix page.
+    PageId page = lru_head_;
+    LruRemove(page);
+    key_index_.erase(*keys_[page]);
+    keys_[page].reset();
+    free_.push_back(page);
+  }
   if (free_.empty()) {
     if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -48,6 +56,9 @@ absl::StatusOr<PageId> PagePool::Allocate() {
     const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
     ++n_slabs_;
     ref_counts_.resize(last, 0);
+    keys_.resize(last);
+    lru_prev_.resize(last, -1);
+    lru_next_.resize(last, -1);
     for (int64_t p = last - 1; p >= first; --p) free_.push_back(static_cast<PageId>(p));
   }
   PageId page = free_.back();
@@ -73,8 +84,57 @@ void PagePool::Release(PageId page) {
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
-    free_.push_back(page);
+    if (keys_[page]) {
+      LruPushBack(page);
+    } else {
+      free_.push_back(page);
+    }
   }
+}
+
+void PagePool::SetKey(PageId page, const PageKey& key) {
+  absl::MutexLock lock(&mu_);
+  ABSL_RAW_CHECK(ref_counts_[page] > 0, "SetKey on a free page");
+  if (keys_[page] || key_index_.contains(key)) return;
+  keys_[page] = key;
+  key_index_.emplace(key, page);
+}
+
+std::optional<PageId> PagePool::LookupKey(const PageKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = key_index_.find(key);
+  if (it == key_index_.end()) return std::nullopt;
+  const PageId page = it->second;
+  if (ref_counts_[page] == 0) {
+    LruRemove(page);
+    ++in_use_;
+  } else if (ref_counts_[page] == 1) {
+    ++shared_;
+  }
+  ++ref_counts_[page];
+  ++references_;
+  return page;
+}
+
+bool PagePool::has_key(PageId page) const {
+  absl::MutexLock lock(&mu_);
+  return keys_[page].has_value();
+}
+
+void PagePool::LruRemove(PageId page) {
+  const PageId prev = lru_prev_[page], next = lru_next_[page];
+  (prev >= 0 ? lru_next_[prev] : lru_head_) = next;
+  (next >= 0 ? lru_prev_[next] : lru_tail_) = prev;
+  lru_prev_[page] = lru_next_[page] = -1;
+  --cached_;
+}
+
+void PagePool::LruPushBack(PageId page) {
+  lru_prev_[page] = lru_tail_;
+  lru_next_[page] = -1;
+  (lru_tail_ >= 0 ? lru_next_[lru_tail_] : lru_head_) = page;
+  lru_tail_ = page;
+  ++cached_;
 }
 
 int PagePool::ref_count(PageId page) const {
@@ -90,6 +150,7 @@ PagePoolStats PagePool::Stats() const {
   s.pages_in_use = in_use_;
   s.pages_shared = shared_;
   s.page_references = references_;
+  s.pages_cached = cached_;
   return s;
 }
 

@@ -5,13 +5,19 @@
 //     the system while the pool lives) and never moved, so a page's address
 //     is stable;
 //   - a reference count per page (0 = free);
-//   - a free list in LIFO order (the most recently freed page is reused
-//     first, it is the warmest in cache).
+//   - the prefix cache: content key -> page for full pages whose content is
+//     identified (a chain hash of the tokens that produced them, see
+//     cache/page_hash.h). A keyed page keeps its key after its last
+//     reference is released, so a later sequence with the same prefix can
+//     take it back (LookupKey) instead of recomputing it;
+//   - two free lists: pages without a key, reused first in LIFO order (the
+//     warmest in cache), then keyed pages in least-recently-freed order
+//     (reusing one evicts its key).
 //
 // Contract: Allocate() hands out a page with one reference, or
-// RESOURCE_EXHAUSTED when `max_pages` pages are in use. A page returns to
-// the free list when its last reference is released. Page contents are not
-// cleared; writers only read what they wrote.
+// RESOURCE_EXHAUSTED when `max_pages` pages are in use. A keyed page's
+// contents never change (KvSequence copies before writing into one). Page
+// contents are not cleared; writers only read what they wrote.
 //
 // Thread safety: Allocate/AddRef/Release/Stats are safe from any thread.
 // data() is lock-free; writing a page's bytes is the business of the single
@@ -19,9 +25,13 @@
 #ifndef KVSESSION_CACHE_PAGE_POOL_H_
 #define KVSESSION_CACHE_PAGE_POOL_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -31,6 +41,8 @@
 namespace kvs {
 
 using PageId = int32_t;
+// Content key of a full page (16 bytes of a chain hash).
+using PageKey = std::array<uint8_t, 16>;
 
 struct PagePoolStats {
   int64_t page_bytes = 0;
@@ -38,6 +50,7 @@ struct PagePoolStats {
   int64_t pages_in_use = 0;     // pages with at least one reference
   int64_t pages_shared = 0;     // pages with more than one reference
   int64_t page_references = 0;  // sum of reference counts (pages as seen by sequences)
+  int64_t pages_cached = 0;     // free pages that still hold a keyed prefix
   int64_t bytes_in_use() const { return pages_in_use * page_bytes; }
   // Bytes that sharing saves: what separate copies would have cost.
   int64_t bytes_saved_by_sharing() const { return (page_references - pages_in_use) * page_bytes; }
@@ -60,6 +73,13 @@ class PagePool {
   void Release(PageId page);
   int ref_count(PageId page) const;
 
+  // Prefix cache. SetKey marks a full page's content (no-op when another
+  // page already holds that key). LookupKey returns a new reference to the
+  // page holding `key` (reviving it from the free list), or nullopt.
+  void SetKey(PageId page, const PageKey& key);
+  std::optional<PageId> LookupKey(const PageKey& key);
+  bool has_key(PageId page) const;
+
   uint8_t* data(PageId page) const {
     return slabs_[page / pages_per_slab_] +
            static_cast<size_t>(page % pages_per_slab_) * geometry_.page_bytes();
@@ -68,6 +88,9 @@ class PagePool {
   PagePoolStats Stats() const;
 
  private:
+  void LruRemove(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LruPushBack(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const KvGeometry geometry_;
   const int64_t max_pages_;
   const int pages_per_slab_;
@@ -78,7 +101,15 @@ class PagePool {
   mutable absl::Mutex mu_;
   int64_t n_slabs_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int32_t> ref_counts_ ABSL_GUARDED_BY(mu_);
-  std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);  // unkeyed free pages, LIFO
+  // Keyed free pages in an intrusive doubly linked list, oldest first.
+  std::vector<PageId> lru_prev_ ABSL_GUARDED_BY(mu_);
+  std::vector<PageId> lru_next_ ABSL_GUARDED_BY(mu_);
+  PageId lru_head_ ABSL_GUARDED_BY(mu_) = -1;
+  PageId lru_tail_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::optional<PageKey>> keys_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<PageKey, PageId> key_index_ ABSL_GUARDED_BY(mu_);
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t references_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "client/local_commands.h"
+#include "client/remote_commands.h"
 
 namespace {
 
@@ -15,6 +16,20 @@ Local (no server):
             --repeat-penalty R --repeat-last-n N --seed S --kv-type f16|f32 --threads N]
             [--parse-special] [--json]
   tokenize  --model M.gguf --text TEXT [--no-bos] [--parse-special] [--json]
+
+Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON):
+  create    [--text T] [sampling flags]
+  append    --session S --text T
+  generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]
+            [--ignore-eos] [--timeout-ms MS]
+  fork      --session S --count K [--seeds A,B,...]
+  sample    --session S --count K -n N [sampling flags]
+  snapshot  --session S [--name NAME]
+  restore   --checkpoint C | --session S
+  ls
+  show      --session S [--ids] [--with-text]
+  rm        --session S
+  info
 )";
 
 }  // namespace
@@ -28,6 +43,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return kvs::RunCommand(args);
   if (command == "tokenize") return kvs::TokenizeCommand(args);
+  if (int rc = kvs::RunRemoteCommand(command, args); rc >= 0) return rc;
   std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
   return 2;
 }

@@ -87,7 +87,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   // Prefill in chunks.
   const auto prefill_start = Clock::now();
   for (size_t i = 0; i < ids.size(); i += kPrefillChunk) {
-    ForwardItem item{&kv, std::span<const int32_t>(ids).subspan(i, std::min<size_t>(kPrefillChunk, ids.size() - i)), false};
+    ForwardItem item{&kv, std::span<const int32_t>(ids).subspan(i, std::min<size_t>(kPrefillChunk, ids.size() - i))};
     if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
   }
   const double prefill_ms = MsSince(prefill_start);
@@ -118,7 +118,7 @@ int RunCommand(const std::vector<std::string>& argv) {
       finish_reason = "length";  // the context is full
       break;
     }
-    ForwardItem item{&kv, {&ids.back(), 1}, false};
+    ForwardItem item{&kv, {&ids.back(), 1}};
     if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
     ++forwards;
   }

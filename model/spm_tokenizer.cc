@@ -124,10 +124,21 @@ absl::Status SpmTokenizer::LoadModel(const GgufFile& gguf) {
 
 std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
+  return EncodeText(text, add_special, parse_special, /*at_start=*/true);
+}
+
+std::vector<int32_t> SpmTokenizer::EncodeContinuation(std::string_view text,
+                                                      bool parse_special) const {
+  return EncodeText(text, /*add_special=*/false, parse_special, /*at_start=*/false);
+}
+
+std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_special,
+                                              bool parse_special, bool at_start) const {
   std::vector<int32_t> ids;
   if (add_special && add_bos_) ids.push_back(bos_id_);
 
-  bool after_special = true;  // the start of the text counts as "after special"
+  // The start of the text counts as "after special" (it gets the space prefix).
+  bool after_special = at_start;
   std::string segment;
   for (const Fragment& fragment : SplitSpecialTokens(text, parse_special)) {
     if (fragment.token >= 0) {

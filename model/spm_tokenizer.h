@@ -36,6 +36,8 @@ class SpmTokenizer final : public Tokenizer {
   // Called by Tokenizer::FromGguf for "llama" vocabularies.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(const GgufFile& gguf);
 
+  std::vector<int32_t> EncodeContinuation(std::string_view text,
+                                          bool parse_special) const override;
   std::vector<int32_t> Encode(std::string_view text, bool add_special,
                               bool parse_special = false) const override;
   std::string Piece(int32_t id) const override;
@@ -49,6 +51,8 @@ class SpmTokenizer final : public Tokenizer {
   absl::Status LoadModel(const GgufFile& gguf);
   // Tokenizes one text fragment whose spaces are already "▁".
   void EncodeSegment(std::string_view text, std::vector<int32_t>* out) const;
+  std::vector<int32_t> EncodeText(std::string_view text, bool add_special, bool parse_special,
+                                  bool at_start) const;
   // The byte-fallback tokens for a character that is not in the vocabulary.
   void AppendByteTokens(std::string_view bytes, std::vector<int32_t>* out) const;
 

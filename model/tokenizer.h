@@ -65,6 +65,15 @@ class Tokenizer {
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
                                       bool parse_special = false) const = 0;
 
+  // Token ids for text that continues a sequence which already has content
+  // (appending to a session): no BOS/EOS, and no SentencePiece leading-space
+  // prefix (which belongs to the start of a text only), so "Hello" followed
+  // by " world" tokenizes like "Hello world" would.
+  virtual std::vector<int32_t> EncodeContinuation(std::string_view text,
+                                                  bool parse_special = false) const {
+    return Encode(text, /*add_special=*/false, parse_special);
+  }
+
   // The bytes token `id` contributes to generated text: "▁" becomes " "
   // (SPM), byte tokens become their byte, byte-level BPE symbols map back to
   // bytes, control tokens contribute nothing. Out-of-range ids give "".

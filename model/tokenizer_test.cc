@@ -878,3 +878,24 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+TEST(EncodeContinuationTest, AppendingTextTokenizesLikeTheWholeText) {
+  const std::string path = std::string(KVS_SHARED_DIR) + "/vocab/ggml-vocab-llama-spm.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared/vocab not present";
+  auto gguf = GgufFile::Open(path);
+  ASSERT_TRUE(gguf.ok());
+  auto tok = Tokenizer::FromGguf(**gguf);
+  ASSERT_TRUE(tok.ok());
+  std::vector<int32_t> whole = (*tok)->Encode("Hello world", false);
+  std::vector<int32_t> parts = (*tok)->Encode("Hello", false);
+  std::vector<int32_t> rest = (*tok)->EncodeContinuation(" world");
+  parts.insert(parts.end(), rest.begin(), rest.end());
+  EXPECT_EQ(parts, whole);
+  EXPECT_EQ((*tok)->Decode(rest), " world");
+}
+
+}  // namespace
+}  // namespace kvs

@@ -66,7 +66,9 @@ KvGeometry Transformer::kv_geometry(int page_tokens, KvDtype dtype) const {
 
 int Transformer::OutputRows(std::span<const ForwardItem> items) {
   int n = 0;
-  for (const ForwardItem& it : items) n += it.all_logits ? static_cast<int>(it.tokens.size()) : 1;
+  for (const ForwardItem& it : items) {
+    n += it.logits == Logits::kAll ? static_cast<int>(it.tokens.size()) : it.logits == Logits::kLast;
+  }
   return n;
 }
 
@@ -261,14 +263,17 @@ absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* log
   // Final norm of the rows that produce logits, gathered into xb_.
   int n_out = 0;
   for (int i = 0; i < static_cast<int>(items.size()); ++i) {
-    const int begin = items[i].all_logits ? item_row_begin_[i] : item_row_begin_[i + 1] - 1;
+    if (items[i].logits == Logits::kNone) continue;
+    const int begin = items[i].logits == Logits::kAll ? item_row_begin_[i] : item_row_begin_[i + 1] - 1;
     for (int r = begin; r < item_row_begin_[i + 1]; ++r) out_rows_[n_out++] = r;
   }
-  pool_->Run(n_out, [&](int o, int) {
-    RmsNorm(&x_[static_cast<size_t>(out_rows_[o]) * c.dim], w.output_norm, c.rms_eps, c.dim,
-            &xb_[static_cast<size_t>(o) * c.dim]);
-  });
-  Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
+  if (n_out > 0) {
+    pool_->Run(n_out, [&](int o, int) {
+      RmsNorm(&x_[static_cast<size_t>(out_rows_[o]) * c.dim], w.output_norm, c.rms_eps, c.dim,
+              &xb_[static_cast<size_t>(o) * c.dim]);
+    });
+    Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
+  }
 
   for (const ForwardItem& it : items) it.kv->CommitAppend(static_cast<int>(it.tokens.size()));
   return absl::OkStatus();

@@ -37,12 +37,19 @@
 
 namespace kvs {
 
+// Which logits an item wants.
+enum class Logits : uint8_t {
+  kLast,  // the last token's (decode, end of a prompt)
+  kAll,   // every token's (teacher forcing, scoring)
+  kNone,  // none (a prefill chunk in the middle of a prompt)
+};
+
 // One sequence's share of a batch: its tokens go at positions
 // [kv->length(), kv->length() + tokens.size()).
 struct ForwardItem {
   KvSequence* kv = nullptr;
   std::span<const int32_t> tokens;
-  bool all_logits = false;  // logits for every token (else for the last only)
+  Logits logits = Logits::kLast;
 };
 
 class Transformer {

@@ -61,7 +61,7 @@ struct Engine {
   std::vector<float> Feed(KvSequence& kv, std::span<const int32_t> tokens, size_t chunk = 512) {
     std::vector<float> logits(vocab());
     for (size_t i = 0; i < tokens.size(); i += chunk) {
-      ForwardItem item{&kv, tokens.subspan(i, std::min(chunk, tokens.size() - i)), false};
+      ForwardItem item{&kv, tokens.subspan(i, std::min(chunk, tokens.size() - i))};
       absl::Status s = transformer->Forward({&item, 1}, logits.data());
       EXPECT_TRUE(s.ok()) << s;
     }
@@ -211,10 +211,10 @@ TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
   std::vector<int32_t> next = {reference_[0].greedy_ids[0], reference_[1].greedy_ids[0],
                                reference_[2].greedy_ids[0]};
   const auto& chunk = reference_[3].prompt_ids;
-  std::vector<ForwardItem> items = {{&seqs[0], {&next[0], 1}, false},
-                                    {&seqs[1], {&next[1], 1}, false},
-                                    {&seqs[3], chunk, true},
-                                    {&seqs[2], {&next[2], 1}, false}};
+  std::vector<ForwardItem> items = {{&seqs[0], {&next[0], 1}},
+                                    {&seqs[1], {&next[1], 1}},
+                                    {&seqs[3], chunk, Logits::kAll},
+                                    {&seqs[2], {&next[2], 1}}};
   const int rows = Transformer::OutputRows(items);
   ASSERT_EQ(rows, 3 + static_cast<int>(chunk.size()));
   std::vector<float> batched(static_cast<size_t>(rows) * engine->vocab());
@@ -243,12 +243,12 @@ TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
   engine->Feed(kv, reference_[0].prompt_ids);
   std::vector<float> logits(engine->vocab());
   std::vector<int32_t> too_long(engine->config.context_length, 1);
-  ForwardItem item{&kv, too_long, false};
+  ForwardItem item{&kv, too_long};
   absl::Status s = engine->transformer->Forward({&item, 1}, logits.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange);
   EXPECT_NE(s.message().find("context length"), absl::string_view::npos) << s;
   const int32_t bad = engine->vocab();
-  item = {&kv, {&bad, 1}, false};
+  item = {&kv, {&bad, 1}};
   EXPECT_EQ(engine->transformer->Forward({&item, 1}, logits.data()).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kv.length(), static_cast<int>(reference_[0].prompt_ids.size()));

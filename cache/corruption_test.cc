@@ -1,0 +1,237 @@
+// Corruption: the test closes the store, damages one stored value through
+// RocksDB directly (as bit rot or a bad writer would), reopens, and checks
+// that the damage is reported as DATA_LOSS where it is and nowhere else.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "cache/page_codec.h"
+#include "cache/snapshot_store.h"
+#include "gtest/gtest.h"
+#include "rocksdb/db.h"
+
+namespace kvs {
+namespace {
+
+KvGeometry Geometry() {
+  return {.n_layers = 1, .n_kv_heads = 2, .head_dim = 16, .page_tokens = 4, .dtype = KvDtype::kF16};
+}
+
+// The store's RocksDB opened directly, with the store's column families.
+class RawDb {
+ public:
+  enum Family { kMeta, kSessions, kCheckpoints, kPages };
+
+  explicit RawDb(const std::string& dir) {
+    std::vector<rocksdb::ColumnFamilyDescriptor> families;
+    for (const char* name : {SnapshotStore::kMetaFamily, SnapshotStore::kSessionsFamily,
+                             SnapshotStore::kCheckpointsFamily, SnapshotStore::kPagesFamily}) {
+      families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    }
+    rocksdb::DB* db = nullptr;
+    const rocksdb::Status s = rocksdb::DB::Open(rocksdb::DBOptions(), dir, families, &handles_, &db);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    db_.reset(db);
+  }
+  ~RawDb() {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
+  }
+
+  std::string Get(Family f, std::string_view key) {
+    std::string value;
+    EXPECT_TRUE(db_->Get(rocksdb::ReadOptions(), handles_[f], key, &value).ok()) << key;
+    return value;
+  }
+  void Put(Family f, std::string_view key, std::string_view value) {
+    ASSERT_TRUE(db_->Put(rocksdb::WriteOptions(), handles_[f], key, value).ok());
+  }
+  void Delete(Family f, std::string_view key) {
+    ASSERT_TRUE(db_->Delete(rocksdb::WriteOptions(), handles_[f], key).ok());
+  }
+  // Flips the bits of `mask` in byte `at` of the value.
+  void FlipByte(Family f, std::string_view key, size_t at, uint8_t mask = 0x20) {
+    std::string value = Get(f, key);
+    ASSERT_LT(at, value.size());
+    value[at] = static_cast<char>(value[at] ^ mask);
+    Put(f, key, value);
+  }
+
+ private:
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+class CorruptionTest : public testing::Test {
+ protected:
+  // Three sessions a, b, c with no page in common, and a checkpoint of c.
+  void SetUp() override {
+    dir_ = absl::StrCat(testing::TempDir(), "corruption_test.", getpid());
+    std::filesystem::remove_all(dir_);
+    Reopen();
+    for (const char* id : {"a", "b", "c"}) {
+      SessionRecord r;
+      r.set_id(id);
+      r.set_model_fingerprint("model-c");
+      *r.mutable_geometry() = ToGeometryRecord(Geometry());
+      for (int i = 0; i < 10; ++i) r.add_tokens(id[0] * 1000 + i);
+      r.set_kv_length(9);
+      ASSERT_TRUE(FillPageHashes(&r).ok());
+      ASSERT_TRUE(store_->PutSession(r, [&](int page) {
+        const std::vector<uint8_t> ram(Geometry().page_bytes(), static_cast<uint8_t>(page + id[0]));
+        return EncodePage(Geometry(), ram.data(), PageTokensAt(Geometry(), 9, page));
+      }).ok());
+      records_[id] = r;
+    }
+    CheckpointRecord cp;
+    cp.set_id("cp");
+    *cp.mutable_session() = records_["c"];
+    ASSERT_TRUE(store_->PutCheckpoint(cp).ok());
+    store_.reset();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // Opens and loads the store; corrupt_ is what LoadAll found unreadable.
+  void Reopen() {
+    store_.reset();
+    store_ = SnapshotStore::Open(dir_, {}).value();
+    ASSERT_TRUE(store_->LoadAll(&sessions_, &checkpoints_, &corrupt_).ok());
+  }
+
+  PageHash Page(const std::string& id, int i) {
+    return *PageHash::FromBytes(records_[id].page_hashes(i));
+  }
+  absl::Status ReadPage(const std::string& id, int i) {
+    std::vector<uint8_t> ram(Geometry().page_bytes());
+    return store_->ReadPage(Page(id, i), Geometry(), PageTokensAt(Geometry(), 9, i), ram.data());
+  }
+  // Every page but (bad_id, bad_page) reads back.
+  void ExpectOtherPagesFine(const std::string& bad_id, int bad_page) {
+    for (const auto& [id, r] : records_) {
+      for (int i = 0; i < r.page_hashes_size(); ++i) {
+        if (id == bad_id && i == bad_page) continue;
+        EXPECT_TRUE(ReadPage(id, i).ok()) << id << " " << i;
+      }
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<SnapshotStore> store_;
+  std::map<std::string, SessionRecord> records_;
+  std::vector<SessionRecord> sessions_;
+  std::vector<CheckpointRecord> checkpoints_;
+  std::vector<CorruptEntry> corrupt_;
+};
+
+TEST_F(CorruptionTest, DamagedPageIsDataLossForThatPageOnly) {
+  const size_t payload_byte = kPageHeaderBytes + 70;
+  for (size_t at : {size_t{2}, size_t{29}, payload_byte}) {  // magic, n_tokens, payload
+    SCOPED_TRACE(at);
+    RawDb(dir_).FlipByte(RawDb::kPages, Page("b", 1).view(), at);
+    Reopen();
+    EXPECT_TRUE(corrupt_.empty());  // records are fine
+    EXPECT_EQ(sessions_.size(), 3u);
+
+    absl::StatusOr<std::string> encoded = store_->GetPage(Page("b", 1));
+    ASSERT_TRUE(encoded.ok());
+    std::vector<uint8_t> ram(Geometry().page_bytes());
+    int n_tokens = 0;
+    EXPECT_TRUE(absl::IsDataLoss(DecodePage(Geometry(), *encoded, ram.data(), &n_tokens)));
+    const absl::Status s = ReadPage("b", 1);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_NE(s.message().find(Page("b", 1).hex()), std::string::npos) << s;
+    ExpectOtherPagesFine("b", 1);
+
+    absl::StatusOr<VerifyReport> report = store_->Verify();
+    ASSERT_TRUE(report.ok());
+    ASSERT_EQ(report->corrupt_pages.size(), 1u);
+    EXPECT_EQ(report->corrupt_pages[0].key, Page("b", 1).view());
+    EXPECT_TRUE(report->missing_pages.empty());
+    EXPECT_TRUE(report->orphan_pages.empty());
+    store_.reset();
+    RawDb(dir_).FlipByte(RawDb::kPages, Page("b", 1).view(), at);  // repair for the next round
+  }
+}
+
+TEST_F(CorruptionTest, MissingPageIsDataLoss) {
+  RawDb(dir_).Delete(RawDb::kPages, Page("a", 2).view());
+  Reopen();
+  EXPECT_TRUE(corrupt_.empty());
+  const absl::Status s = ReadPage("a", 2);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("missing"), std::string::npos) << s;
+  ExpectOtherPagesFine("a", 2);
+  absl::StatusOr<VerifyReport> report = store_->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->missing_pages, std::vector<PageHash>{Page("a", 2)});
+}
+
+TEST_F(CorruptionTest, DamagedSessionRecordIsReportedAndOthersLoad) {
+  const size_t size = RawDb(dir_).Get(RawDb::kSessions, "b").size();
+  for (size_t at : {size_t{0}, size_t{5}, size / 2, size - 1}) {  // checksum, id, middle, end
+    SCOPED_TRACE(at);
+    RawDb(dir_).FlipByte(RawDb::kSessions, "b", at);
+    Reopen();
+    ASSERT_EQ(corrupt_.size(), 1u);
+    EXPECT_EQ(corrupt_[0].kind, CorruptEntry::Kind::kSession);
+    EXPECT_EQ(corrupt_[0].key, "b");
+    EXPECT_TRUE(absl::IsDataLoss(corrupt_[0].status)) << corrupt_[0].status;
+    ASSERT_EQ(sessions_.size(), 2u);
+    EXPECT_EQ(checkpoints_.size(), 1u);
+    EXPECT_TRUE(absl::IsDataLoss(store_->GetSession("b").status()));
+    EXPECT_TRUE(store_->GetSession("a").ok());
+    EXPECT_EQ(store_->Stats().corrupt_records, 1);
+    ExpectOtherPagesFine("", -1);  // b's pages are still on disk
+    store_.reset();
+    RawDb(dir_).FlipByte(RawDb::kSessions, "b", at);
+  }
+}
+
+TEST_F(CorruptionTest, UnreadableRecordCanBeReplacedOrDeleted) {
+  RawDb(dir_).Put(RawDb::kSessions, "b", "");
+  RawDb(dir_).FlipByte(RawDb::kCheckpoints, "cp", 9);
+  Reopen();
+  ASSERT_EQ(corrupt_.size(), 2u);
+  EXPECT_EQ(corrupt_[1].kind, CorruptEntry::Kind::kCheckpoint);
+  EXPECT_TRUE(absl::IsDataLoss(store_->GetCheckpoint("cp").status()));
+  // Pages of unreadable records are no longer referenced: Verify says so
+  // rather than collecting them.
+  absl::StatusOr<VerifyReport> report = store_->Verify();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->orphan_pages.size(), 3u);  // b's; c still holds the checkpoint's
+  ASSERT_TRUE(store_->DeleteSession("b").ok());
+  ASSERT_TRUE(store_->DeleteCheckpoint("cp").ok());
+  EXPECT_EQ(store_->Stats().corrupt_records, 0);
+  Reopen();
+  EXPECT_TRUE(corrupt_.empty());
+}
+
+TEST_F(CorruptionTest, RecordUnderAnotherKeyIsDataLoss) {
+  {
+    RawDb raw(dir_);
+    raw.Put(RawDb::kSessions, "z", raw.Get(RawDb::kSessions, "a"));
+  }
+  Reopen();
+  ASSERT_EQ(corrupt_.size(), 1u);
+  EXPECT_EQ(corrupt_[0].key, "z");
+  EXPECT_NE(corrupt_[0].status.message().find("stored under"), std::string::npos);
+  // z lists a's pages: they stay counted, so deleting a keeps them.
+  ASSERT_TRUE(store_->DeleteSession("a").ok());
+  EXPECT_TRUE(ReadPage("a", 0).ok());
+}
+
+TEST_F(CorruptionTest, FormatVersionIsChecked) {
+  RawDb(dir_).Put(RawDb::kMeta, SnapshotStore::kFormatVersionKey, "2");
+  EXPECT_TRUE(absl::IsFailedPrecondition(SnapshotStore::Open(dir_, {}).status()));
+  RawDb(dir_).Put(RawDb::kMeta, SnapshotStore::kFormatVersionKey, "two");
+  EXPECT_TRUE(absl::IsDataLoss(SnapshotStore::Open(dir_, {}).status()));
+  RawDb(dir_).Delete(RawDb::kMeta, SnapshotStore::kFormatVersionKey);
+  EXPECT_TRUE(absl::IsDataLoss(SnapshotStore::Open(dir_, {}).status()));
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,81 @@
+#include "cache/crc32c.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+namespace kvs {
+namespace crc32c_internal {
+namespace {
+
+constexpr uint32_t kPolynomial = 0x82F63B78u;  // reflected 0x1EDC6F41
+
+// kTables[0][b] is the CRC of byte b; kTables[k][b] advances that by k
+// more zero bytes, so eight table lookups consume eight input bytes.
+constexpr std::array<std::array<uint32_t, 256>, 8> MakeTables() {
+  std::array<std::array<uint32_t, 256>, 8> t{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint32_t crc = b;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1u) ? kPolynomial : 0u);
+    t[0][b] = crc;
+  }
+  for (int k = 1; k < 8; ++k) {
+    for (uint32_t b = 0; b < 256; ++b) t[k][b] = (t[k - 1][b] >> 8) ^ t[0][t[k - 1][b] & 0xFFu];
+  }
+  return t;
+}
+
+constexpr auto kTables = MakeTables();
+
+}  // namespace
+
+uint32_t Portable(const void* data, size_t n, uint32_t init) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint32_t crc = ~init;
+  for (; n >= 8; n -= 8, p += 8) {
+    const uint32_t lo = crc ^ (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
+                               uint32_t{p[3]} << 24);
+    crc = kTables[7][lo & 0xFFu] ^ kTables[6][(lo >> 8) & 0xFFu] ^
+          kTables[5][(lo >> 16) & 0xFFu] ^ kTables[4][lo >> 24] ^ kTables[3][p[4]] ^
+          kTables[2][p[5]] ^ kTables[1][p[6]] ^ kTables[0][p[7]];
+  }
+  for (; n > 0; --n, ++p) crc = (crc >> 8) ^ kTables[0][(crc ^ *p) & 0xFFu];
+  return ~crc;
+}
+
+#if defined(__x86_64__)
+
+bool HaveSse42() { return __builtin_cpu_supports("sse4.2"); }
+
+__attribute__((target("sse4.2"))) uint32_t Sse42(const void* data, size_t n, uint32_t init) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint64_t crc = ~init;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    crc = _mm_crc32_u64(crc, word);
+  }
+  uint32_t crc32 = static_cast<uint32_t>(crc);
+  for (; n > 0; --n, ++p) crc32 = _mm_crc32_u8(crc32, *p);
+  return ~crc32;
+}
+
+#else
+
+bool HaveSse42() { return false; }
+uint32_t Sse42(const void* data, size_t n, uint32_t init) { return Portable(data, n, init); }
+
+#endif
+
+}  // namespace crc32c_internal
+
+uint32_t Crc32c(const void* data, size_t n, uint32_t init) {
+  static const bool have_sse42 = crc32c_internal::HaveSse42();
+  return have_sse42 ? crc32c_internal::Sse42(data, n, init)
+                    : crc32c_internal::Portable(data, n, init);
+}
+
+}  // namespace kvs

@@ -1,0 +1,82 @@
+// CRC-32C: known vectors, extension, and the hardware path against the
+// table-driven one.
+#include "cache/crc32c.h"
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kvs {
+namespace {
+
+struct Vector {
+  std::vector<uint8_t> data;
+  uint32_t crc;
+};
+
+// RFC 3720 (iSCSI) appendix B.4 and the usual check value.
+std::vector<Vector> KnownVectors() {
+  std::vector<Vector> v;
+  const std::string check = "123456789";
+  v.push_back({std::vector<uint8_t>(check.begin(), check.end()), 0xE3069283u});
+  v.push_back({std::vector<uint8_t>(32, 0x00), 0x8A9136AAu});
+  v.push_back({std::vector<uint8_t>(32, 0xFF), 0x62A8AB43u});
+  std::vector<uint8_t> ascending(32), descending(32);
+  for (int i = 0; i < 32; ++i) {
+    ascending[i] = static_cast<uint8_t>(i);
+    descending[i] = static_cast<uint8_t>(31 - i);
+  }
+  v.push_back({ascending, 0x46DD794Eu});
+  v.push_back({descending, 0x113FDB5Cu});
+  v.push_back({{}, 0u});
+  return v;
+}
+
+TEST(Crc32cTest, KnownVectors) {
+  for (const Vector& v : KnownVectors()) {
+    EXPECT_EQ(Crc32c(v.data.data(), v.data.size()), v.crc);
+    EXPECT_EQ(crc32c_internal::Portable(v.data.data(), v.data.size(), 0), v.crc);
+  }
+}
+
+TEST(Crc32cTest, InitExtendsAChecksum) {
+  const std::string s = "the quick brown fox jumps over the lazy dog, twice over";
+  const uint32_t whole = Crc32c(s.data(), s.size());
+  for (size_t split = 0; split <= s.size(); ++split) {
+    const uint32_t head = Crc32c(s.data(), split);
+    EXPECT_EQ(Crc32c(s.data() + split, s.size() - split, head), whole) << split;
+  }
+}
+
+TEST(Crc32cTest, DetectsEverySingleBitFlip) {
+  std::vector<uint8_t> data(64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  const uint32_t crc = Crc32c(data.data(), data.size());
+  for (size_t bit = 0; bit < data.size() * 8; ++bit) {
+    data[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    EXPECT_NE(Crc32c(data.data(), data.size()), crc) << bit;
+    data[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+  }
+}
+
+TEST(Crc32cTest, HardwareMatchesPortableOnRandomData) {
+  if (!crc32c_internal::HaveSse42()) GTEST_SKIP() << "no SSE4.2 on this CPU";
+  std::mt19937 rng(42);
+  std::vector<uint8_t> buffer(4096 + 16);
+  for (uint8_t& b : buffer) b = static_cast<uint8_t>(rng());
+  // Every alignment and tail length, and a few long runs.
+  for (size_t offset = 0; offset < 16; ++offset) {
+    for (size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4096}) {
+      const uint32_t init = static_cast<uint32_t>(rng());
+      EXPECT_EQ(crc32c_internal::Sse42(buffer.data() + offset, n, init),
+                crc32c_internal::Portable(buffer.data() + offset, n, init))
+          << "offset " << offset << " n " << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,215 @@
+#include "cache/page_codec.h"
+
+#include <cstring>
+
+#include "absl/base/internal/raw_logging.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cache/crc32c.h"
+
+namespace kvs {
+namespace {
+
+// Header field offsets (docs/storage-format.md, "Pages").
+constexpr size_t kMagicOffset = 0;
+constexpr size_t kVersionOffset = 4;
+constexpr size_t kGeometryOffset = 8;  // n_layers, n_kv_heads, head_dim, page_tokens, dtype
+constexpr size_t kTokensOffset = 28;
+constexpr size_t kPayloadBytesOffset = 32;
+constexpr size_t kPayloadCrcOffset = 40;
+constexpr size_t kHeaderCrcOffset = 44;
+static_assert(kHeaderCrcOffset + 4 == kPageHeaderBytes);
+
+constexpr int kMaxDimension = 1 << 16;
+constexpr uint64_t kMaxPageBytes = uint64_t{1} << 30;
+
+void PutLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutLe64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t GetLe32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+uint64_t GetLe64(const uint8_t* p) {
+  return uint64_t{GetLe32(p)} | uint64_t{GetLe32(p + 4)} << 32;
+}
+
+// Calls fn(block_offset, bytes) for the first n_tokens slots of every
+// (layer, part, head) block, in payload order.
+template <typename Fn>
+void ForEachBlock(const KvGeometry& g, int n_tokens, Fn fn) {
+  const size_t bytes = g.slot_offset(n_tokens);
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      for (int head = 0; head < g.n_kv_heads; ++head) fn(g.block_offset(layer, part, head), bytes);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateGeometry(const KvGeometry& g) {
+  const std::pair<const char*, int> dims[] = {{"n_layers", g.n_layers},
+                                              {"n_kv_heads", g.n_kv_heads},
+                                              {"head_dim", g.head_dim},
+                                              {"page_tokens", g.page_tokens}};
+  uint64_t page_bytes = 2;  // k and v
+  for (const auto& [name, value] : dims) {
+    if (value < 1 || value > kMaxDimension) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("geometry ", name, " = ", value, " is outside [1, ", kMaxDimension, "]"));
+    }
+    page_bytes *= static_cast<uint64_t>(value);  // < 2^33 * 2^16: no overflow
+    if (page_bytes > kMaxPageBytes) break;
+  }
+  if (g.dtype != KvDtype::kF32 && g.dtype != KvDtype::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("geometry dtype ", static_cast<int>(g.dtype), " is unknown"));
+  }
+  if (page_bytes > kMaxPageBytes || page_bytes * g.element_bytes() > kMaxPageBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("geometry ", DescribeGeometry(g), " makes pages larger than 1 GiB"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeGeometry(const KvGeometry& g) {
+  const bool known = g.dtype == KvDtype::kF32 || g.dtype == KvDtype::kF16;
+  return absl::StrCat("layers=", g.n_layers, " kv_heads=", g.n_kv_heads,
+                      " head_dim=", g.head_dim, " page_tokens=", g.page_tokens, " dtype=",
+                      known ? KvDtypeName(g.dtype) : absl::StrCat(static_cast<int>(g.dtype)));
+}
+
+size_t PagePayloadBytes(const KvGeometry& g, int n_tokens) {
+  return static_cast<size_t>(g.n_layers) * 2 * g.n_kv_heads * g.slot_offset(n_tokens);
+}
+
+std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
+  ABSL_RAW_CHECK(ValidateGeometry(g).ok(), "EncodePage: invalid geometry");
+  ABSL_RAW_CHECK(n_tokens >= 1 && n_tokens <= g.page_tokens, "EncodePage: n_tokens out of range");
+  const size_t payload_bytes = PagePayloadBytes(g, n_tokens);
+  std::string encoded(kPageHeaderBytes + payload_bytes, '\0');
+  uint8_t* out = reinterpret_cast<uint8_t*>(encoded.data());
+
+  uint8_t* payload = out + kPageHeaderBytes;
+  ForEachBlock(g, n_tokens, [&](size_t offset, size_t bytes) {
+    std::memcpy(payload, page + offset, bytes);
+    payload += bytes;
+  });
+
+  PutLe32(out + kMagicOffset, kPageMagic);
+  PutLe32(out + kVersionOffset, kPageFormatVersion);
+  const int fields[] = {g.n_layers, g.n_kv_heads, g.head_dim, g.page_tokens,
+                        static_cast<int>(g.dtype)};
+  for (int i = 0; i < 5; ++i) PutLe32(out + kGeometryOffset + 4 * i, static_cast<uint32_t>(fields[i]));
+  PutLe32(out + kTokensOffset, static_cast<uint32_t>(n_tokens));
+  PutLe64(out + kPayloadBytesOffset, payload_bytes);
+  PutLe32(out + kPayloadCrcOffset, Crc32c(out + kPageHeaderBytes, payload_bytes));
+  PutLe32(out + kHeaderCrcOffset, Crc32c(out, kHeaderCrcOffset));
+  return encoded;
+}
+
+absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded) {
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(encoded.data());
+  if (encoded.size() < kPageHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("encoded page is ", encoded.size(),
+                                            " bytes, shorter than its ", kPageHeaderBytes,
+                                            "-byte header"));
+  }
+  if (const uint32_t magic = GetLe32(in + kMagicOffset); magic != kPageMagic) {
+    return absl::DataLossError(absl::StrFormat("bad page magic 0x%08x (expected 0x%08x)", magic,
+                                               kPageMagic));
+  }
+  const uint32_t stored_header_crc = GetLe32(in + kHeaderCrcOffset);
+  if (const uint32_t crc = Crc32c(in, kHeaderCrcOffset); crc != stored_header_crc) {
+    return absl::DataLossError(absl::StrFormat(
+        "page header checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_header_crc, crc));
+  }
+  if (const uint32_t version = GetLe32(in + kVersionOffset); version != kPageFormatVersion) {
+    return absl::DataLossError(absl::StrCat("page format version ", version,
+                                            " is not supported (this build reads ",
+                                            kPageFormatVersion, ")"));
+  }
+
+  // Every field is checked against a bound before it is used in arithmetic.
+  uint32_t fields[5];
+  for (int i = 0; i < 5; ++i) fields[i] = GetLe32(in + kGeometryOffset + 4 * i);
+  for (int i = 0; i < 4; ++i) {
+    if (fields[i] == 0 || fields[i] > kMaxDimension) {
+      return absl::DataLossError(
+          absl::StrCat("page header dimension ", fields[i], " is outside [1, ", kMaxDimension, "]"));
+    }
+  }
+  if (fields[4] != static_cast<uint32_t>(KvDtype::kF32) &&
+      fields[4] != static_cast<uint32_t>(KvDtype::kF16)) {
+    return absl::DataLossError(absl::StrCat("page header dtype ", fields[4], " is unknown"));
+  }
+  EncodedPageInfo info;
+  info.geometry.n_layers = static_cast<int>(fields[0]);
+  info.geometry.n_kv_heads = static_cast<int>(fields[1]);
+  info.geometry.head_dim = static_cast<int>(fields[2]);
+  info.geometry.page_tokens = static_cast<int>(fields[3]);
+  info.geometry.dtype = static_cast<KvDtype>(fields[4]);
+  if (absl::Status s = ValidateGeometry(info.geometry); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("page header: ", s.message()));
+  }
+  const uint32_t n_tokens = GetLe32(in + kTokensOffset);
+  if (n_tokens < 1 || n_tokens > fields[3]) {
+    return absl::DataLossError(absl::StrCat("page holds ", n_tokens, " tokens, outside [1, ",
+                                            fields[3], "]"));
+  }
+  info.n_tokens = static_cast<int>(n_tokens);
+
+  const uint64_t payload_bytes = GetLe64(in + kPayloadBytesOffset);
+  const uint64_t expected = PagePayloadBytes(info.geometry, info.n_tokens);
+  if (payload_bytes != expected) {
+    return absl::DataLossError(absl::StrCat("page payload length ", payload_bytes,
+                                            " does not match its geometry (expected ", expected,
+                                            ")"));
+  }
+  const uint64_t have = encoded.size() - kPageHeaderBytes;
+  if (have < payload_bytes) {
+    return absl::DataLossError(absl::StrCat("page truncated: ", have, " of ", payload_bytes,
+                                            " payload bytes"));
+  }
+  if (have > payload_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("page has ", have - payload_bytes, " trailing bytes after its payload"));
+  }
+  return info;
+}
+
+absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded) {
+  absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(encoded);
+  if (!info.ok()) return info;
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(encoded.data());
+  const uint32_t stored_crc = GetLe32(in + kPayloadCrcOffset);
+  const size_t payload_bytes = encoded.size() - kPageHeaderBytes;
+  if (const uint32_t crc = Crc32c(in + kPageHeaderBytes, payload_bytes); crc != stored_crc) {
+    return absl::DataLossError(absl::StrFormat(
+        "page payload checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_crc, crc));
+  }
+  return info;
+}
+
+absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* page,
+                        int* n_tokens) {
+  absl::StatusOr<EncodedPageInfo> info = CheckEncodedPage(encoded);
+  if (!info.ok()) return info.status();
+  if (!(info->geometry == g)) {
+    return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(info->geometry),
+                                            " does not match the expected ",
+                                            DescribeGeometry(g)));
+  }
+  const uint8_t* payload = reinterpret_cast<const uint8_t*>(encoded.data()) + kPageHeaderBytes;
+  ForEachBlock(g, info->n_tokens, [&](size_t offset, size_t bytes) {
+    std::memcpy(page + offset, payload, bytes);
+    payload += bytes;
+  });
+  *n_tokens = info->n_tokens;
+  return absl::OkStatus();
+}
+
+}  // namespace kvs

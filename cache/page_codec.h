@@ -1,0 +1,87 @@
+// The on-disk encoding of one KV page (docs/storage-format.md, "Pages").
+//
+// An encoded page is a 48-byte little-endian header followed by the payload:
+//
+//   header  magic "KVPG", format version, the page geometry, n_tokens,
+//           payload length, CRC-32C of the payload, CRC-32C of the header
+//   payload for each (layer, k|v, kv_head) block in page order, the first
+//           n_tokens slots of the block (n_tokens * head_dim elements)
+//
+// so a partial page (n_tokens < T) costs only the slots it holds. The
+// in-RAM page (cache/kv_geometry.h) is page_bytes() long; EncodePage reads
+// it, DecodePage writes it.
+//
+// DecodePage checks everything it reads and returns DATA_LOSS, with a
+// message naming the first mismatch (size, magic, header checksum, format
+// version, geometry, length, payload checksum), for any encoding that
+// EncodePage did not produce for that geometry. It never reads past
+// `encoded` nor writes outside the page's first n_tokens slots of each block.
+//
+// Pure functions, thread-safe.
+#ifndef KVSESSION_CACHE_PAGE_CODEC_H_
+#define KVSESSION_CACHE_PAGE_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/kv_geometry.h"
+
+namespace kvs {
+
+inline constexpr size_t kPageHeaderBytes = 48;
+inline constexpr uint32_t kPageMagic = 0x4750564Bu;  // bytes "KVPG"
+inline constexpr uint32_t kPageFormatVersion = 1;
+
+// OK if every dimension is in [1, 65536], the dtype is known and a page
+// fits in 1 GiB; INVALID_ARGUMENT naming the bad field otherwise.
+absl::Status ValidateGeometry(const KvGeometry& g);
+// "layers=2 kv_heads=2 head_dim=4 page_tokens=16 dtype=f16".
+std::string DescribeGeometry(const KvGeometry& g);
+
+// Valid tokens in page `page_index` of a sequence with `kv_length`
+// positions: T for every page but the last, which holds the rest.
+inline int PageTokensAt(const KvGeometry& g, int kv_length, int page_index) {
+  const int rest = kv_length - page_index * g.page_tokens;
+  return rest < g.page_tokens ? rest : g.page_tokens;
+}
+
+// Bytes of the payload and of the whole encoding of a page with n_tokens
+// valid slots.
+size_t PagePayloadBytes(const KvGeometry& g, int n_tokens);
+inline size_t EncodedPageBytes(const KvGeometry& g, int n_tokens) {
+  return kPageHeaderBytes + PagePayloadBytes(g, n_tokens);
+}
+
+// Encodes the first n_tokens slots (1 <= n_tokens <= T) of `page`, which is
+// g.page_bytes() long. Requires a valid geometry.
+std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens);
+
+// What a well-formed encoded page says about itself.
+struct EncodedPageInfo {
+  KvGeometry geometry;
+  int n_tokens = 0;
+};
+
+// Checks the header of an encoding (size, magic, header checksum, format
+// version, a valid geometry, 1 <= n_tokens <= T, payload length) but not
+// the payload checksum: cheap, for pages just encoded. DATA_LOSS on any
+// mismatch.
+absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded);
+
+// ReadPageHeader, then the payload checksum: the whole encoding on its own,
+// without decoding it. DATA_LOSS on any mismatch.
+absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded);
+
+// CheckEncodedPage, then requires the page's geometry to be `g` and copies
+// its slots into `page` (g.page_bytes() long); slots >= *n_tokens are left
+// untouched. DATA_LOSS on any mismatch, and then `page` is unchanged.
+absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* page,
+                        int* n_tokens);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_PAGE_CODEC_H_

@@ -1,0 +1,177 @@
+// Page codec: round trips of full and partial pages, the documented header
+// layout, and DATA_LOSS (never a crash) for every corruption and truncation.
+#include "cache/page_codec.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kvs {
+namespace {
+
+KvGeometry Geometry(KvDtype dtype) {
+  return {.n_layers = 2, .n_kv_heads = 3, .head_dim = 4, .page_tokens = 5, .dtype = dtype};
+}
+
+// A page whose every byte is distinct from its neighbours'.
+std::vector<uint8_t> PatternPage(const KvGeometry& g, uint8_t seed) {
+  std::vector<uint8_t> page(g.page_bytes());
+  for (size_t i = 0; i < page.size(); ++i) page[i] = static_cast<uint8_t>(i * 31 + seed);
+  return page;
+}
+
+// Whether `got` equals `want` in the first n slots of every block and
+// equals `untouched` in the rest.
+void ExpectSlots(const KvGeometry& g, const std::vector<uint8_t>& got,
+                 const std::vector<uint8_t>& want, const std::vector<uint8_t>& untouched, int n) {
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      for (int head = 0; head < g.n_kv_heads; ++head) {
+        const size_t block = g.block_offset(layer, part, head);
+        const size_t split = block + g.slot_offset(n);
+        const size_t end = block + g.block_bytes();
+        EXPECT_EQ(0, std::memcmp(got.data() + block, want.data() + block, split - block));
+        EXPECT_EQ(0, std::memcmp(got.data() + split, untouched.data() + split, end - split));
+      }
+    }
+  }
+}
+
+class PageCodecTest : public testing::TestWithParam<KvDtype> {};
+
+TEST_P(PageCodecTest, RoundTripsFullAndPartialPages) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 1);
+  for (int n = 1; n <= g.page_tokens; ++n) {
+    const std::string encoded = EncodePage(g, page.data(), n);
+    EXPECT_EQ(encoded.size(), EncodedPageBytes(g, n));
+    EXPECT_EQ(encoded.size(), kPageHeaderBytes + n * g.bytes_per_token());
+    const std::vector<uint8_t> before = PatternPage(g, 99);
+    std::vector<uint8_t> decoded = before;
+    int n_tokens = 0;
+    ASSERT_TRUE(DecodePage(g, encoded, decoded.data(), &n_tokens).ok()) << n;
+    EXPECT_EQ(n_tokens, n);
+    ExpectSlots(g, decoded, page, before, n);
+  }
+}
+
+TEST_P(PageCodecTest, HeaderHasTheDocumentedLayout) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 2);
+  const std::string e = EncodePage(g, page.data(), 3);
+  auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(e[at + i])} << (8 * i);
+    return v;
+  };
+  EXPECT_EQ(e.substr(0, 4), "KVPG");
+  EXPECT_EQ(u32(4), kPageFormatVersion);
+  EXPECT_EQ(u32(8), 2u);
+  EXPECT_EQ(u32(12), 3u);
+  EXPECT_EQ(u32(16), 4u);
+  EXPECT_EQ(u32(20), 5u);
+  EXPECT_EQ(u32(24), static_cast<uint32_t>(GetParam()));
+  EXPECT_EQ(u32(28), 3u);
+  EXPECT_EQ(u32(32), PagePayloadBytes(g, 3));
+  EXPECT_EQ(u32(36), 0u);
+  // The payload starts with slot 0..2 of (layer 0, key, head 0).
+  EXPECT_EQ(0, std::memcmp(e.data() + kPageHeaderBytes, page.data(), g.slot_offset(3)));
+}
+
+TEST_P(PageCodecTest, EverySingleByteCorruptionIsDataLoss) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 3);
+  for (int n : {1, g.page_tokens}) {
+    const std::string encoded = EncodePage(g, page.data(), n);
+    const std::vector<uint8_t> before = PatternPage(g, 77);
+    for (size_t at = 0; at < encoded.size(); ++at) {
+      for (uint8_t flip : {0x01, 0x80, 0xFF}) {
+        std::string bad = encoded;
+        bad[at] = static_cast<char>(bad[at] ^ flip);
+        std::vector<uint8_t> out = before;
+        int n_tokens = -1;
+        const absl::Status s = DecodePage(g, bad, out.data(), &n_tokens);
+        ASSERT_TRUE(absl::IsDataLoss(s)) << "byte " << at << ": " << s;
+        ASSERT_EQ(out, before) << "byte " << at;
+        ASSERT_EQ(n_tokens, -1);
+      }
+    }
+  }
+}
+
+TEST_P(PageCodecTest, EveryTruncationAndExtensionIsDataLoss) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 4);
+  const std::string encoded = EncodePage(g, page.data(), 2);
+  std::vector<uint8_t> out(g.page_bytes());
+  int n_tokens = 0;
+  for (size_t len = 0; len < encoded.size(); ++len) {
+    const absl::Status s = DecodePage(g, std::string_view(encoded).substr(0, len), out.data(),
+                                      &n_tokens);
+    ASSERT_TRUE(absl::IsDataLoss(s)) << len << ": " << s;
+  }
+  EXPECT_TRUE(absl::IsDataLoss(DecodePage(g, encoded + '\0', out.data(), &n_tokens)));
+}
+
+TEST_P(PageCodecTest, OtherGeometryIsDataLoss) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 5);
+  const std::string encoded = EncodePage(g, page.data(), 2);
+  KvGeometry other = g;
+  other.head_dim = 8;
+  std::vector<uint8_t> out(other.page_bytes());
+  int n_tokens = 0;
+  const absl::Status s = DecodePage(other, encoded, out.data(), &n_tokens);
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_NE(s.message().find("geometry"), std::string::npos) << s;
+  // The encoding on its own is fine.
+  absl::StatusOr<EncodedPageInfo> info = CheckEncodedPage(encoded);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->geometry, g);
+  EXPECT_EQ(info->n_tokens, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, PageCodecTest, testing::Values(KvDtype::kF16, KvDtype::kF32),
+                         [](const testing::TestParamInfo<KvDtype>& info) {
+                           return std::string(KvDtypeName(info.param));
+                         });
+
+TEST(PageCodecHeaderTest, MessagesNameTheMismatch) {
+  const KvGeometry g = Geometry(KvDtype::kF16);
+  const std::vector<uint8_t> page = PatternPage(g, 6);
+  const std::string encoded = EncodePage(g, page.data(), 5);
+  std::string bad_magic = encoded;
+  bad_magic[0] = 'X';
+  std::string bad_payload = encoded;
+  bad_payload[kPageHeaderBytes + 10] ^= 1;
+  const std::pair<std::string, std::string> cases[] = {
+      {encoded.substr(0, 10), "header"},
+      {bad_magic, "magic"},
+      {bad_payload, "payload checksum"},
+      {encoded.substr(0, encoded.size() - 1), "truncated"},
+  };
+  for (const auto& [bytes, words] : cases) {
+    const absl::Status s = CheckEncodedPage(bytes).status();
+    EXPECT_TRUE(absl::IsDataLoss(s));
+    EXPECT_NE(s.message().find(words), std::string::npos) << s;
+  }
+  // ReadPageHeader does not look at the payload.
+  EXPECT_TRUE(ReadPageHeader(bad_payload).ok());
+}
+
+TEST(PageCodecHeaderTest, ValidateGeometry) {
+  EXPECT_TRUE(ValidateGeometry(Geometry(KvDtype::kF32)).ok());
+  KvGeometry g = Geometry(KvDtype::kF16);
+  g.n_layers = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+  g = Geometry(KvDtype::kF16);
+  g.dtype = static_cast<KvDtype>(7);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+  g = Geometry(KvDtype::kF16);
+  g.n_layers = g.n_kv_heads = g.head_dim = 1 << 16;  // 2^50 bytes a page
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+}
+
+}  // namespace
+}  // namespace kvs

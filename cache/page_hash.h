@@ -1,0 +1,69 @@
+// PageHash: the content address of one KV page, on disk and in RAM.
+//
+// A page's hash is chained from the previous page's hash:
+//
+//   hash(page i) = SHA-256(tag, hash(page i-1), model fingerprint, geometry,
+//                          tokens of page i)[0..16)
+//
+// with hash(page -1) = 16 zero bytes (docs/storage-format.md gives the exact
+// bytes). Because the KV of a position depends on every token before it,
+// the chain names a page by everything that determines its contents: two
+// sequences of the same model and geometry with the same first k pages of
+// tokens have the same first k page hashes, and any difference in an earlier
+// page changes every later hash. A partial last page (fewer than T tokens)
+// hashes only the tokens it holds, so it differs from the full page it may
+// become.
+//
+// Pure functions, thread-safe.
+#ifndef KVSESSION_CACHE_PAGE_HASH_H_
+#define KVSESSION_CACHE_PAGE_HASH_H_
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/kv_geometry.h"
+
+namespace kvs {
+
+struct PageHash {
+  static constexpr size_t kSize = 16;
+  std::array<uint8_t, kSize> bytes{};
+
+  // The 16 bytes as a string (the `pages` column family key).
+  std::string_view view() const {
+    return std::string_view(reinterpret_cast<const char*>(bytes.data()), kSize);
+  }
+  // Lowercase hex, 32 characters.
+  std::string hex() const;
+  // The hash held in `b`, or nullopt unless `b` is exactly 16 bytes.
+  static std::optional<PageHash> FromBytes(std::string_view b);
+
+  auto operator<=>(const PageHash&) const = default;
+
+  template <typename H>
+  friend H AbslHashValue(H h, const PageHash& p) {
+    return H::combine_contiguous(std::move(h), p.bytes.data(), p.bytes.size());
+  }
+};
+
+// The hash of the page holding `tokens` (1..T of them), following the page
+// whose hash is `previous` (all zeros for the first page).
+PageHash ChainPageHash(const PageHash& previous, std::string_view model_fingerprint,
+                       const KvGeometry& geometry, std::span<const int32_t> tokens);
+
+// One hash per page covering positions [0, kv_length) of `tokens`: page i
+// holds tokens [i*T, min((i+1)*T, kv_length)). Requires 0 <= kv_length <=
+// tokens.size() and geometry.page_tokens > 0.
+std::vector<PageHash> ChainPageHashes(std::string_view model_fingerprint,
+                                      const KvGeometry& geometry,
+                                      std::span<const int32_t> tokens, int kv_length);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_PAGE_HASH_H_

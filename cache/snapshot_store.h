@@ -1,0 +1,261 @@
+// SnapshotStore: sessions, checkpoints and their KV pages in RocksDB, with
+// pages stored once however many records share them.
+//
+// Column families (docs/storage-format.md gives every byte):
+//   default      meta: the store format version, free-form key/values
+//   sessions     session id    -> CRC-32C + SessionRecord
+//   checkpoints  checkpoint id -> CRC-32C + CheckpointRecord
+//   pages        PageHash (16 bytes) -> encoded page (cache/page_codec.h)
+//
+// A page is content-addressed by its chained hash (cache/page_hash.h), so
+// records with a common token prefix reference the same pages. The store
+// keeps a reference count per page in memory: every session and every
+// checkpoint record references each of its page_hashes once. A mutation
+// writes the records, the pages no record had yet, and deletes the pages
+// whose count drops to zero, all in ONE RocksDB WriteBatch: after a crash
+// the store holds the state before or after each mutation, never a mix,
+// and an acknowledged mutation (OK returned) is never lost (with
+// sync_writes, not even on power loss). The in-memory counts change only
+// once the batch is durable, so a failed write leaves them consistent
+// with the disk.
+//
+// Startup: Open(), then LoadAll() once; LoadAll builds the reference counts
+// and mutations return FAILED_PRECONDITION before it. Reads (Get*, GetPage,
+// ReadPage) work as soon as Open returns.
+//
+// Record invariants, checked on every write (INVALID_ARGUMENT) and every
+// read (DATA_LOSS): a valid geometry, 0 <= kv_length <= tokens, and
+// page_hashes == ChainPageHashes(model_fingerprint, geometry, tokens,
+// kv_length), so a record can never name a page for other tokens.
+//
+// Thread safety: every method is safe to call from any thread. Mutations
+// (and LoadAll) are serialised by an internal mutex, which is held while
+// PutSession(s) calls the caller's encode_missing; reads take no lock
+// beyond RocksDB's own. Errors: NOT_FOUND (no such record), DATA_LOSS
+// (corrupt or missing data), INVALID_ARGUMENT (bad record),
+// FAILED_PRECONDITION (LoadAll not called; checkpoint of pages the store
+// does not hold; store written by a newer format), RESOURCE_EXHAUSTED (disk
+// full), INTERNAL (other I/O errors).
+#ifndef KVSESSION_CACHE_SNAPSHOT_STORE_H_
+#define KVSESSION_CACHE_SNAPSHOT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/kv_geometry.h"
+#include "cache/page_hash.h"
+#include "cache/session_record.pb.h"
+
+namespace rocksdb {
+class ColumnFamilyHandle;
+class DB;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace kvs {
+
+struct StoreOptions {
+  // Sync the write-ahead log before a mutation returns. Off, an
+  // acknowledged mutation survives a crash of the process but not of the
+  // machine.
+  bool sync_writes = true;
+};
+
+// What one mutation wrote.
+struct WriteStats {
+  int64_t pages_written = 0;  // pages new to the store (encode_missing calls)
+  int64_t pages_reused = 0;   // page references the store already held
+  int64_t pages_deleted = 0;  // pages whose last reference went away
+  int64_t bytes_written = 0;  // value bytes in the batch: new pages and records
+};
+
+struct StoreStats {
+  int64_t pages = 0;            // distinct pages held
+  int64_t page_bytes = 0;       // their encoded size
+  int64_t page_references = 0;  // sum of their reference counts
+  int64_t sessions = 0;
+  int64_t checkpoints = 0;
+  int64_t corrupt_records = 0;  // records on disk that LoadAll could not read
+};
+
+// A stored value the store could not read.
+struct CorruptEntry {
+  enum class Kind { kSession, kCheckpoint, kPage };
+  Kind kind;
+  std::string key;      // record id, or the page's 16 key bytes
+  absl::Status status;  // DATA_LOSS: why
+};
+
+// The result of Verify(): what the pages column family holds against what
+// the records reference.
+struct VerifyReport {
+  int64_t pages_checked = 0;
+  std::vector<PageHash> missing_pages;     // referenced, not stored
+  std::vector<PageHash> orphan_pages;      // stored, referenced by no record
+  std::vector<CorruptEntry> corrupt_pages;  // stored, fail their checks
+  bool ok() const {
+    return missing_pages.empty() && orphan_pages.empty() && corrupt_pages.empty();
+  }
+};
+
+class SnapshotStore {
+ public:
+  static constexpr int kFormatVersion = 1;
+  // Column family names and the meta key of the format version.
+  static constexpr char kMetaFamily[] = "default";
+  static constexpr char kSessionsFamily[] = "sessions";
+  static constexpr char kCheckpointsFamily[] = "checkpoints";
+  static constexpr char kPagesFamily[] = "pages";
+  static constexpr char kFormatVersionKey[] = "format_version";
+
+  // Opens the store in `dir`, creating it if missing. FAILED_PRECONDITION if
+  // the directory holds a store of another format version (or is locked by
+  // another open store: INTERNAL with RocksDB's message).
+  static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(const std::string& dir,
+                                                             const StoreOptions& options);
+  ~SnapshotStore();
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
+
+  // Reads every record into `sessions` and `checkpoints` (replacing their
+  // contents) and (re)builds the page reference counts. A record that
+  // fails its checksum, does not parse or breaks an invariant is left out
+  // of the results, listed in `corrupt` (if not null) and logged; it
+  // stays on disk, counted in Stats().corrupt_records, until a Put or
+  // Delete of its id replaces it. Fails only if RocksDB cannot be read.
+  absl::Status LoadAll(std::vector<SessionRecord>* sessions,
+                       std::vector<CheckpointRecord>* checkpoints,
+                       std::vector<CorruptEntry>* corrupt = nullptr);
+
+  // Writes `record`, replacing the session of the same id, in one batch
+  // with every page it references that the store does not hold yet:
+  // encode_missing(i) gives the encoding of page i (index into
+  // record.page_hashes). It is called under the store's lock, once per
+  // missing page, so no other writer can add or remove the page meanwhile;
+  // its error aborts the write (nothing is written). The returned page
+  // must have the record's geometry and PageTokensAt(i) tokens
+  // (INVALID_ARGUMENT otherwise). Pages only the replaced record
+  // referenced are deleted in the same batch.
+  absl::Status PutSession(
+      const SessionRecord& record,
+      absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+      WriteStats* stats = nullptr);
+
+  // PutSession for several records of distinct ids in one atomic batch
+  // (Fork writes its N branches at once). encode_missing(r, i) encodes page
+  // i of records[r]; a page shared by several records is encoded once.
+  absl::Status PutSessions(
+      std::span<const SessionRecord> records,
+      absl::FunctionRef<absl::StatusOr<std::string>(int record_index, int page_index)>
+          encode_missing,
+      WriteStats* stats = nullptr);
+
+  // Deletes the session and the pages no other record references, in one
+  // batch. NOT_FOUND if there is no such session.
+  absl::Status DeleteSession(const std::string& id, WriteStats* stats = nullptr);
+
+  // Writes `record`, replacing the checkpoint of the same id. Every page of
+  // record.session must already be held (FAILED_PRECONDITION otherwise):
+  // a checkpoint is taken of a session the store holds.
+  absl::Status PutCheckpoint(const CheckpointRecord& record, WriteStats* stats = nullptr);
+  // NOT_FOUND if there is no such checkpoint.
+  absl::Status DeleteCheckpoint(const std::string& id, WriteStats* stats = nullptr);
+
+  // The stored record: NOT_FOUND, or DATA_LOSS if it is corrupt.
+  absl::StatusOr<SessionRecord> GetSession(const std::string& id) const;
+  absl::StatusOr<CheckpointRecord> GetCheckpoint(const std::string& id) const;
+
+  // The encoded page (cache/page_codec.h), unchecked; NOT_FOUND if absent.
+  absl::StatusOr<std::string> GetPage(const PageHash& hash) const;
+  // GetPage + DecodePage into `page` (geometry.page_bytes() long), requiring
+  // `n_tokens` tokens: what restore calls for page i of a record, with
+  // n_tokens = PageTokensAt(geometry, kv_length, i). DATA_LOSS if the page
+  // is missing, corrupt, or not of that geometry and length.
+  absl::Status ReadPage(const PageHash& hash, const KvGeometry& geometry, int n_tokens,
+                        uint8_t* page) const;
+  // Whether some record references the page (so it is stored). False
+  // before LoadAll.
+  bool HasPage(const PageHash& hash) const;
+
+  StoreStats Stats() const;
+
+  // Free-form metadata in the default column family. The key
+  // kFormatVersionKey is the store's own (INVALID_ARGUMENT).
+  absl::Status PutMeta(const std::string& key, const std::string& value);
+  absl::StatusOr<std::string> GetMeta(const std::string& key) const;  // NOT_FOUND
+
+  // Reads every stored page (the whole pages column family: as slow as
+  // reading the store) and checks it against the reference counts and its
+  // checksums. Requires LoadAll. Mutations may run meanwhile; the report is
+  // of one consistent point in time.
+  absl::StatusOr<VerifyReport> Verify() const;
+
+ private:
+  struct PageRef {
+    int64_t refs = 0;
+    int64_t bytes = 0;  // encoded size (0 if unknown)
+  };
+  // The pages one stored record references, in order.
+  struct RecordRefs {
+    std::vector<PageHash> pages;
+    bool corrupt = false;  // the record failed to load; its pages may be unknown
+  };
+  using RecordIndex = absl::flat_hash_map<std::string, RecordRefs>;
+  class Change;
+
+  SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
+                std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  absl::Status CheckFormatVersion();
+  absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status Write(rocksdb::WriteBatch* batch);
+  // Writes `batch` with the record change and GC of `change`, then applies
+  // `change` to the in-memory state.
+  absl::Status Commit(Change& change, rocksdb::WriteBatch* batch, WriteStats* stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* family, RecordIndex* index,
+                            const std::string& kind, const std::string& id,
+                            WriteStats* stats);
+
+  const StoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned, in family order
+  rocksdb::ColumnFamilyHandle* meta_;
+  rocksdb::ColumnFamilyHandle* sessions_cf_;
+  rocksdb::ColumnFamilyHandle* checkpoints_cf_;
+  rocksdb::ColumnFamilyHandle* pages_cf_;
+
+  mutable absl::Mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;
+  // Every page some record references: its count and size.
+  absl::flat_hash_map<PageHash, PageRef> pages_ ABSL_GUARDED_BY(mu_);
+  int64_t page_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t page_references_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every stored record (corrupt ones too) by id.
+  RecordIndex sessions_ ABSL_GUARDED_BY(mu_);
+  RecordIndex checkpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+// Record helpers.
+
+KvGeometryRecord ToGeometryRecord(const KvGeometry& g);
+// INVALID_ARGUMENT unless the record is a valid geometry (ValidateGeometry).
+absl::StatusOr<KvGeometry> FromGeometryRecord(const KvGeometryRecord& r);
+// Sets record->page_hashes from its model_fingerprint, geometry, tokens and
+// kv_length. INVALID_ARGUMENT if the geometry or kv_length is invalid.
+absl::Status FillPageHashes(SessionRecord* record);
+// The record's page hashes, after checking the invariants above.
+// INVALID_ARGUMENT naming the first one broken.
+absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& record);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_SNAPSHOT_STORE_H_

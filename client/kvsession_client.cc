@@ -1,0 +1,200 @@
+#include "client/kvsession_client.h"
+
+namespace kvs {
+namespace v1 = kvsession::v1;
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+std::string FinishReasonName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_STOP_TOKEN: return "stop_token";
+    case v1::FINISH_REASON_STOP_SEQUENCE: return "stop_sequence";
+    case v1::FINISH_REASON_LENGTH: return "length";
+    case v1::FINISH_REASON_CANCELLED: return "cancelled";
+    case v1::FINISH_REASON_ERROR: return "error";
+    default: return "";
+  }
+}
+
+namespace {
+
+// Calls a unary stub method and converts the result.
+template <typename Response, typename Call>
+absl::StatusOr<Response> Unary(Call call) {
+  grpc::ClientContext ctx;
+  Response response;
+  grpc::Status s = call(&ctx, &response);
+  if (!s.ok()) return FromGrpc(s);
+  return response;
+}
+
+}  // namespace
+
+KvSessionClient::KvSessionClient(const std::string& address)
+    : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      stub_(v1::KvSession::NewStub(channel_)) {}
+
+bool KvSessionClient::WaitForServer(std::chrono::milliseconds timeout) {
+  return channel_->WaitForConnected(std::chrono::system_clock::now() + timeout);
+}
+
+absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const v1::CreateSessionRequest& request) {
+  return Unary<v1::Session>([&](grpc::ClientContext* c, v1::Session* r) {
+    return stub_->CreateSession(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const std::string& text) {
+  v1::CreateSessionRequest request;
+  if (!text.empty()) request.mutable_input()->set_text(text);
+  return CreateSession(request);
+}
+
+absl::StatusOr<v1::AppendResponse> KvSessionClient::Append(const v1::AppendRequest& request) {
+  return Unary<v1::AppendResponse>([&](grpc::ClientContext* c, v1::AppendResponse* r) {
+    return stub_->Append(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::AppendResponse> KvSessionClient::Append(const std::string& session_id,
+                                                           const std::string& text) {
+  v1::AppendRequest request;
+  request.set_session_id(session_id);
+  request.mutable_input()->set_text(text);
+  return Append(request);
+}
+
+absl::StatusOr<GenerateResult> KvSessionClient::Generate(
+    const v1::GenerateRequest& request, std::function<bool(const v1::GenerateResponse&)> on_message,
+    std::optional<std::chrono::milliseconds> timeout, GenerateResult* partial) {
+  grpc::ClientContext ctx;
+  if (timeout) ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub_->Generate(&ctx, request);
+  GenerateResult result;
+  v1::GenerateResponse message;
+  bool cancelled = false;
+  while (reader->Read(&message)) {
+    ++result.messages;
+    result.ids.insert(result.ids.end(), message.token_ids().begin(), message.token_ids().end());
+    result.text += message.text();
+    for (const auto& lp : message.logprobs()) result.logprobs.push_back(lp);
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      result.finish_reason = message.finish_reason();
+      result.usage = message.usage();
+      result.error_message = message.error_message();
+    }
+    if (on_message && !cancelled && !on_message(message)) {
+      cancelled = true;
+      ctx.TryCancel();
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (partial != nullptr) *partial = result;
+  if (!s.ok()) return FromGrpc(s);
+  return result;
+}
+
+absl::StatusOr<v1::ForkResponse> KvSessionClient::Fork(const v1::ForkRequest& request) {
+  return Unary<v1::ForkResponse>([&](grpc::ClientContext* c, v1::ForkResponse* r) {
+    return stub_->Fork(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& session_id,
+                                                         const std::string& name) {
+  v1::SnapshotRequest request;
+  request.set_session_id(session_id);
+  request.set_name(name);
+  return Unary<v1::Checkpoint>([&](grpc::ClientContext* c, v1::Checkpoint* r) {
+    return stub_->Snapshot(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Session> KvSessionClient::RestoreCheckpoint(const std::string& checkpoint_id) {
+  v1::RestoreRequest request;
+  request.set_checkpoint_id(checkpoint_id);
+  return Unary<v1::Session>([&](grpc::ClientContext* c, v1::Session* r) {
+    return stub_->Restore(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Session> KvSessionClient::RestoreSession(const std::string& session_id) {
+  v1::RestoreRequest request;
+  request.set_session_id(session_id);
+  return Unary<v1::Session>([&](grpc::ClientContext* c, v1::Session* r) {
+    return stub_->Restore(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::Session> KvSessionClient::GetSession(const std::string& session_id,
+                                                        bool include_tokens, bool include_text) {
+  v1::GetSessionRequest request;
+  request.set_session_id(session_id);
+  request.set_include_token_ids(include_tokens);
+  request.set_include_text(include_text);
+  return Unary<v1::Session>([&](grpc::ClientContext* c, v1::Session* r) {
+    return stub_->GetSession(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ListSessionsResponse> KvSessionClient::ListSessions(int page_size,
+                                                                       const std::string& page_token) {
+  v1::ListSessionsRequest request;
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
+  return Unary<v1::ListSessionsResponse>([&](grpc::ClientContext* c, v1::ListSessionsResponse* r) {
+    return stub_->ListSessions(c, request, r);
+  });
+}
+
+absl::StatusOr<std::vector<v1::Session>> KvSessionClient::ListAllSessions() {
+  std::vector<v1::Session> all;
+  std::string token;
+  do {
+    absl::StatusOr<v1::ListSessionsResponse> page = ListSessions(1000, token);
+    if (!page.ok()) return page.status();
+    all.insert(all.end(), page->sessions().begin(), page->sessions().end());
+    token = page->next_page_token();
+  } while (!token.empty());
+  return all;
+}
+
+absl::Status KvSessionClient::DeleteSession(const std::string& session_id) {
+  v1::DeleteSessionRequest request;
+  request.set_session_id(session_id);
+  return Unary<v1::DeleteSessionResponse>([&](grpc::ClientContext* c, v1::DeleteSessionResponse* r) {
+           return stub_->DeleteSession(c, request, r);
+         }).status();
+}
+
+absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
+    const std::string& session_id) {
+  v1::ListCheckpointsRequest request;
+  request.set_session_id(session_id);
+  return Unary<v1::ListCheckpointsResponse>(
+      [&](grpc::ClientContext* c, v1::ListCheckpointsResponse* r) {
+        return stub_->ListCheckpoints(c, request, r);
+      });
+}
+
+absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id) {
+  v1::DeleteCheckpointRequest request;
+  request.set_checkpoint_id(checkpoint_id);
+  return Unary<v1::DeleteCheckpointResponse>(
+             [&](grpc::ClientContext* c, v1::DeleteCheckpointResponse* r) {
+               return stub_->DeleteCheckpoint(c, request, r);
+             })
+      .status();
+}
+
+absl::StatusOr<v1::ServerInfo> KvSessionClient::GetServerInfo() {
+  v1::GetServerInfoRequest request;
+  return Unary<v1::ServerInfo>([&](grpc::ClientContext* c, v1::ServerInfo* r) {
+    return stub_->GetServerInfo(c, request, r);
+  });
+}
+
+}  // namespace kvs

@@ -1,0 +1,92 @@
+// KvSessionClient: a C++ client of the kvsession.v1 API over gRPC.
+//
+// Thin, synchronous wrappers around the generated stub that return
+// absl::Status(Or) with the server's code and message; Generate gathers the
+// stream (and reports each message as it arrives). One client may be used
+// from several threads at once (gRPC channels and stubs are thread-safe).
+#ifndef KVSESSION_CLIENT_KVSESSION_CLIENT_H_
+#define KVSESSION_CLIENT_KVSESSION_CLIENT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "kvsession/v1/kvsession.grpc.pb.h"
+
+namespace kvs {
+
+// The whole of one Generate call.
+struct GenerateResult {
+  std::vector<int32_t> ids;
+  std::string text;
+  kvsession::v1::FinishReason finish_reason = kvsession::v1::FINISH_REASON_UNSPECIFIED;
+  kvsession::v1::Usage usage;
+  std::string error_message;
+  std::vector<kvsession::v1::TokenLogprobs> logprobs;
+  int messages = 0;  // stream messages received
+};
+
+class KvSessionClient {
+ public:
+  // Connects (lazily) to `address` ("host:port") without TLS.
+  explicit KvSessionClient(const std::string& address);
+
+  // Waits until the channel is connected or `timeout` passes.
+  bool WaitForServer(std::chrono::milliseconds timeout);
+
+  absl::StatusOr<kvsession::v1::Session> CreateSession(
+      const kvsession::v1::CreateSessionRequest& request);
+  absl::StatusOr<kvsession::v1::Session> CreateSession(const std::string& text);
+  absl::StatusOr<kvsession::v1::AppendResponse> Append(const std::string& session_id,
+                                                       const std::string& text);
+  absl::StatusOr<kvsession::v1::AppendResponse> Append(const kvsession::v1::AppendRequest& request);
+
+  // Streams a generation. `on_message` sees each message as it arrives and
+  // may return false to cancel the call (the result then holds what came
+  // before, and the status is CANCELLED). `timeout` sets a deadline.
+  absl::StatusOr<GenerateResult> Generate(
+      const kvsession::v1::GenerateRequest& request,
+      std::function<bool(const kvsession::v1::GenerateResponse&)> on_message = nullptr,
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+      GenerateResult* partial = nullptr);
+
+  absl::StatusOr<kvsession::v1::ForkResponse> Fork(const kvsession::v1::ForkRequest& request);
+  absl::StatusOr<kvsession::v1::Checkpoint> Snapshot(const std::string& session_id,
+                                                     const std::string& name = "");
+  absl::StatusOr<kvsession::v1::Session> RestoreCheckpoint(const std::string& checkpoint_id);
+  absl::StatusOr<kvsession::v1::Session> RestoreSession(const std::string& session_id);
+  absl::StatusOr<kvsession::v1::Session> GetSession(const std::string& session_id,
+                                                    bool include_tokens = false,
+                                                    bool include_text = false);
+  absl::StatusOr<kvsession::v1::ListSessionsResponse> ListSessions(int page_size,
+                                                                   const std::string& page_token);
+  // Every session (follows the pages).
+  absl::StatusOr<std::vector<kvsession::v1::Session>> ListAllSessions();
+  absl::Status DeleteSession(const std::string& session_id);
+  absl::StatusOr<kvsession::v1::ListCheckpointsResponse> ListCheckpoints(
+      const std::string& session_id);
+  absl::Status DeleteCheckpoint(const std::string& checkpoint_id);
+  absl::StatusOr<kvsession::v1::ServerInfo> GetServerInfo();
+
+  kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<kvsession::v1::KvSession::Stub> stub_;
+};
+
+// grpc::Status -> absl::Status (same code and message).
+absl::Status FromGrpc(const grpc::Status& s);
+
+// "stop_token", "stop_sequence", "length", "cancelled", "error", "".
+std::string FinishReasonName(kvsession::v1::FinishReason r);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CLIENT_KVSESSION_CLIENT_H_

@@ -1,0 +1,67 @@
+// GenerateReactor: one Generate stream on the callback API.
+//
+// Tokens from the engine are coalesced into GenerateResponse messages: at
+// most one write is in flight; whatever arrives meanwhile goes out in the
+// next message. The last message carries the finish reason and usage and is
+// sent only after the session was persisted (JobListener::OnDone).
+// A client cancellation or deadline cancels the job, which stops within one
+// engine step; the tokens generated so far stay in the session.
+//
+// Lifetime: gRPC deletes the reactor in OnDone, which comes after Finish;
+// Finish is called once, after the job's last callback (or instead of
+// submitting a job when the request fails early).
+#ifndef KVSESSION_SERVICE_GENERATE_REACTOR_H_
+#define KVSESSION_SERVICE_GENERATE_REACTOR_H_
+
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "kvsession/v1/kvsession.pb.h"
+#include "model/tokenizer.h"
+#include "service/engine.h"
+
+namespace kvs {
+
+class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateResponse> {
+ public:
+  explicit GenerateReactor(const Tokenizer* tokenizer);
+
+  // The listener to give the engine (forwards to this reactor).
+  std::shared_ptr<JobListener> listener();
+  // Records the job's handle, so a client cancellation reaches it.
+  void SetJob(std::shared_ptr<JobHandle> handle);
+  // Ends the call without a job (the request failed before generating).
+  void FailEarly(const absl::Status& status);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  class Listener;
+
+  void AddToken(const GeneratedToken& token, const std::string& text);
+  void Complete(const absl::Status& status, FinishReason reason, const JobUsage& usage,
+                const std::string& final_text);
+  void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Tokenizer* const tokenizer_;
+  absl::Mutex mu_;
+  std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  kvsession::v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
+  kvsession::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool complete_ ABSL_GUARDED_BY(mu_) = false;   // the job is done; pending_ is final
+  bool final_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;   // Finish was called
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_GENERATE_REACTOR_H_

@@ -1,0 +1,431 @@
+#include "service/kvsession_service.h"
+
+#include <random>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "service/generate_reactor.h"
+#include "service/proto_convert.h"
+
+namespace kvs {
+namespace v1 = kvsession::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+namespace {
+
+constexpr int kDefaultMaxTokens = 128;
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+// A JobListener for unary calls: only the end matters.
+class DoneListener : public JobListener {
+ public:
+  explicit DoneListener(std::function<void(const absl::Status&, const JobUsage&)> done)
+      : done_(std::move(done)) {}
+  void OnToken(const GeneratedToken&, const std::string&) override {}
+  void OnDone(const absl::Status& status, FinishReason, const JobUsage& usage,
+              const std::string&) override {
+    done_(status, usage);
+  }
+
+ private:
+  std::function<void(const absl::Status&, const JobUsage&)> done_;
+};
+
+absl::Status ValidatePageSize(int page_size) {
+  if (page_size < 0 || page_size > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size must be in [0, ", kMaxPageSize, "], got ", page_size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+KvSessionService::KvSessionService(const Model& model, SessionManager* sessions, Engine* engine,
+                                   TaskExecutor* io, ServerFacts facts)
+    : model_(model), sessions_(sessions), engine_(engine), io_(io), facts_(std::move(facts)) {}
+
+SamplingParams KvSessionService::ServerDefaultSampling() const {
+  SamplingParams p;
+  p.seed = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return p;
+}
+
+absl::StatusOr<std::vector<int32_t>> KvSessionService::ResolveInput(const v1::Input& input,
+                                                                    const Session& session) const {
+  const ServiceLimits& limits = sessions_->limits();
+  if (input.has_tokens()) {
+    if (input.tokens().ids_size() > limits.max_context) {
+      return absl::InvalidArgumentError(absl::StrCat("input of ", input.tokens().ids_size(),
+                                                     " tokens exceeds the context limit of ",
+                                                     limits.max_context, " tokens"));
+    }
+    return std::vector<int32_t>(input.tokens().ids().begin(), input.tokens().ids().end());
+  }
+  const std::string& text = input.text();
+  if (text.size() > static_cast<size_t>(limits.max_input_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("input of ", text.size(),
+                                                   " bytes exceeds the limit of ",
+                                                   limits.max_input_bytes, " bytes"));
+  }
+  if (!IsValidUtf8(text)) return absl::InvalidArgumentError("input text is not valid UTF-8");
+  const Tokenizer& tok = model_.tokenizer();
+  const bool only_bos = session.tokens.empty() ||
+                        (session.tokens.size() == 1 && session.tokens[0] == tok.bos_id() && tok.add_bos());
+  return only_bos ? tok.Encode(text, /*add_special=*/false, input.parse_special())
+                  : tok.EncodeContinuation(text, input.parse_special());
+}
+
+absl::Status KvSessionService::ValidateLabels(
+    const google::protobuf::Map<std::string, std::string>& labels) const {
+  const ServiceLimits& limits = sessions_->limits();
+  if (labels.size() > static_cast<size_t>(limits.max_labels)) {
+    return absl::InvalidArgumentError(absl::StrCat("at most ", limits.max_labels, " labels, got ",
+                                                   labels.size()));
+  }
+  for (const auto& [k, v] : labels) {
+    if (k.empty() || k.size() > static_cast<size_t>(limits.max_label_bytes) ||
+        v.size() > static_cast<size_t>(limits.max_label_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label keys must be non-empty and keys and values at most ", limits.max_label_bytes, " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void KvSessionService::RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
+                                     int prompt_tokens,
+                                     std::function<void(const absl::Status&, const JobUsage&)> done) {
+  engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
+                  std::make_shared<DoneListener>(std::move(done)));
+}
+
+grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
+                                                          const v1::CreateSessionRequest* request,
+                                                          v1::Session* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  SamplingParams sampling = MergeSampling(ServerDefaultSampling(), request->sampling());
+  if (absl::Status s = sampling.Validate(); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response, sampling] {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        sessions_->CreateAcquired(sampling, Labels(request->labels()));
+    if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
+    std::shared_ptr<Session> s = *session;
+    std::vector<int32_t> input;
+    if (request->has_input()) {
+      absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
+      absl::Status st = ids.ok() ? engine_->Validate(*s, *ids, std::nullopt) : ids.status();
+      if (!st.ok()) {
+        sessions_->Discard(s);
+        return reactor->Finish(ToGrpc(st));
+      }
+      input = *std::move(ids);
+    }
+    const int prompt = static_cast<int>(s->tokens.size() + input.size());
+    RunPrefillJob(s, std::move(input), prompt,
+                  [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
+                    if (!st.ok()) {
+                      if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
+                      return reactor->Finish(ToGrpc(st));
+                    }
+                    absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
+                    if (info.ok()) ToProto(*info, response);
+                    reactor->Finish(ToGrpc(info.status()));
+                  });
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* ctx,
+                                                   const v1::AppendRequest* request,
+                                                   v1::AppendResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const bool empty = !request->has_input() ||
+                     (request->input().has_tokens() ? request->input().tokens().ids_size() == 0
+                                                    : request->input().text().empty());
+  if (empty) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response] {
+    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+    if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
+    std::shared_ptr<Session> s = *session;
+    absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
+    absl::Status st = ids.ok() ? engine_->Validate(*s, *ids, std::nullopt) : ids.status();
+    if (!st.ok()) {
+      sessions_->Release(s);
+      return reactor->Finish(ToGrpc(st));
+    }
+    const int prompt = static_cast<int>(ids->size());
+    RunPrefillJob(s, *std::move(ids), prompt,
+                  [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
+                    if (!st.ok()) return reactor->Finish(ToGrpc(st));
+                    ToProto(usage, response->mutable_usage());
+                    absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
+                    if (info.ok()) ToProto(*info, response->mutable_session());
+                    reactor->Finish(ToGrpc(info.status()));
+                  });
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
+    grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
+  auto* reactor = new GenerateReactor(&model_.tokenizer());
+  io_->Submit([this, reactor, request] {
+    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+    if (!session.ok()) return reactor->FailEarly(session.status());
+    std::shared_ptr<Session> s = *session;
+    std::vector<int32_t> input;
+    absl::Status st;
+    if (request->has_input()) {
+      absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
+      if (ids.ok()) {
+        input = *std::move(ids);
+      } else {
+        st = ids.status();
+      }
+    }
+    GenerateOptions gen;
+    gen.max_tokens = request->has_max_tokens() ? request->max_tokens() : kDefaultMaxTokens;
+    gen.sampling = MergeSampling(s->sampling, request->sampling());
+    gen.reseed = request->sampling().has_seed();
+    gen.stop.assign(request->stop().begin(), request->stop().end());
+    gen.top_logprobs = request->top_logprobs();
+    gen.ignore_eos = request->ignore_eos();
+    if (st.ok()) st = engine_->Validate(*s, input, gen);
+    if (!st.ok()) {
+      sessions_->Release(s);
+      return reactor->FailEarly(st);
+    }
+    const int prompt = static_cast<int>(input.size());
+    reactor->SetJob(engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ctx,
+                                                 const v1::ForkRequest* request,
+                                                 v1::ForkResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const int limit = sessions_->limits().max_fork_count;
+  absl::Status st;
+  if (request->count() < 1 || request->count() > limit) {
+    st = absl::InvalidArgumentError(absl::StrCat("count must be in [1, ", limit, "], got ", request->count()));
+  } else if (request->seeds_size() > request->count()) {
+    st = absl::InvalidArgumentError(absl::StrCat("got ", request->seeds_size(), " seeds for ",
+                                                 request->count(), " branches"));
+  } else {
+    st = ValidateLabels(request->labels());
+  }
+  if (!st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response] {
+    absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
+        request->session_id(), request->count(),
+        std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
+        Labels(request->labels()));
+    if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
+    for (const auto& b : *branches) {
+      absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);
+      if (info.ok()) ToProto(*info, response->add_sessions());
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext* ctx,
+                                                     const v1::SnapshotRequest* request,
+                                                     v1::Checkpoint* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  io_->Submit([this, reactor, request, response] {
+    int64_t bytes = 0;
+    absl::StatusOr<CheckpointRecord> c = sessions_->Snapshot(request->session_id(), request->name(), &bytes);
+    if (c.ok()) {
+      ToProto(*c, response);
+      response->set_bytes_written(bytes);
+    }
+    reactor->Finish(ToGrpc(c.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext* ctx,
+                                                    const v1::RestoreRequest* request,
+                                                    v1::Session* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (request->source_case() == v1::RestoreRequest::SOURCE_NOT_SET) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "give checkpoint_id or session_id to restore"));
+    return reactor;
+  }
+  if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response] {
+    absl::StatusOr<std::shared_ptr<Session>> s =
+        request->has_checkpoint_id()
+            ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
+            : sessions_->RestoreSession(request->session_id());
+    if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+    absl::StatusOr<SessionInfo> info = sessions_->Get((*s)->id, false);
+    if (info.ok()) ToProto(*info, response);
+    reactor->Finish(ToGrpc(info.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::GetSession(grpc::CallbackServerContext* ctx,
+                                                       const v1::GetSessionRequest* request,
+                                                       v1::Session* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const bool want_tokens = request->include_token_ids() || request->include_text();
+  absl::StatusOr<SessionInfo> info = sessions_->Get(request->session_id(), want_tokens);
+  if (info.ok()) {
+    ToProto(*info, response);
+    if (request->include_token_ids()) {
+      response->mutable_token_ids()->Add(info->tokens.begin(), info->tokens.end());
+    }
+    if (request->include_text()) {
+      // Invalid UTF-8 (a token cut inside a character) shows as U+FFFD.
+      Utf8StreamDecoder decoder;
+      std::string text = decoder.Push(model_.tokenizer().Decode(info->tokens));
+      text += decoder.Finish();
+      response->set_text(text);
+    }
+  }
+  reactor->Finish(ToGrpc(info.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::ListSessions(grpc::CallbackServerContext* ctx,
+                                                         const v1::ListSessionsRequest* request,
+                                                         v1::ListSessionsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
+  std::vector<SessionInfo> page = sessions_->List(request->page_token(), page_size + 1);
+  for (int i = 0; i < static_cast<int>(page.size()) && i < page_size; ++i) {
+    ToProto(page[i], response->add_sessions());
+  }
+  if (static_cast<int>(page.size()) > page_size) response->set_next_page_token(page[page_size - 1].id);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::DeleteSession(grpc::CallbackServerContext* ctx,
+                                                          const v1::DeleteSessionRequest* request,
+                                                          v1::DeleteSessionResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  io_->Submit([this, reactor, request] {
+    reactor->Finish(ToGrpc(sessions_->Delete(request->session_id())));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::ListCheckpoints(
+    grpc::CallbackServerContext* ctx, const v1::ListCheckpointsRequest* request,
+    v1::ListCheckpointsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
+  std::vector<CheckpointRecord> page =
+      sessions_->ListCheckpoints(request->session_id(), request->page_token(), page_size + 1);
+  for (int i = 0; i < static_cast<int>(page.size()) && i < page_size; ++i) {
+    ToProto(page[i], response->add_checkpoints());
+  }
+  if (static_cast<int>(page.size()) > page_size) response->set_next_page_token(page[page_size - 1].id());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::DeleteCheckpoint(
+    grpc::CallbackServerContext* ctx, const v1::DeleteCheckpointRequest* request,
+    v1::DeleteCheckpointResponse*) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  io_->Submit([this, reactor, request] {
+    reactor->Finish(ToGrpc(sessions_->DeleteCheckpoint(request->checkpoint_id())));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerContext* ctx,
+                                                          const v1::GetServerInfoRequest*,
+                                                          v1::ServerInfo* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const ModelConfig& c = model_.config();
+  response->set_version(facts_.version);
+  v1::ModelInfo* m = response->mutable_model();
+  m->set_name(c.name);
+  m->set_architecture(c.arch_name);
+  m->set_path(facts_.model_path);
+  m->set_fingerprint(absl::BytesToHexString(sessions_->model_fingerprint()));
+  m->set_parameters(model_.parameter_count());
+  m->set_weight_type(model_.weight_type_name());
+  m->set_vocab_size(c.vocab_size);
+  m->set_context_length(c.context_length);
+  m->set_n_layers(c.n_layers);
+  m->set_n_heads(c.n_heads);
+  m->set_n_kv_heads(c.n_kv_heads);
+  m->set_head_dim(c.head_dim);
+  m->set_bos_token_id(model_.tokenizer().bos_id());
+  m->set_eos_token_id(model_.tokenizer().eos_id());
+  const ServiceLimits& l = sessions_->limits();
+  v1::Limits* limits = response->mutable_limits();
+  limits->set_max_sessions(l.max_sessions);
+  limits->set_max_context(l.max_context);
+  limits->set_max_tokens_per_generate(l.max_tokens_per_generate);
+  limits->set_max_fork_count(l.max_fork_count);
+  limits->set_max_input_bytes(l.max_input_bytes);
+  limits->set_max_batch_tokens(facts_.max_batch_tokens);
+  const PagePoolStats ps = sessions_->pool()->Stats();
+  const KvGeometry& g = sessions_->pool()->geometry();
+  v1::KvCacheInfo* kv = response->mutable_kv_cache();
+  kv->set_dtype(KvDtypeName(g.dtype));
+  kv->set_page_tokens(g.page_tokens);
+  kv->set_page_bytes(ps.page_bytes);
+  kv->set_max_pages(ps.max_pages);
+  kv->set_pages_in_use(ps.pages_in_use);
+  kv->set_pages_shared(ps.pages_shared);
+  kv->set_page_references(ps.page_references);
+  kv->set_bytes_in_use(ps.bytes_in_use());
+  kv->set_bytes_saved_by_sharing(ps.bytes_saved_by_sharing());
+  kv->set_pages_cached(ps.pages_cached);
+  response->set_sessions(sessions_->session_count());
+  response->set_resident_sessions(sessions_->resident_count());
+  response->set_threads(engine_->threads());
+  response->set_kernels(facts_.kernels);
+  const EngineStats es = engine_->Stats();
+  v1::EngineCounters* counters = response->mutable_engine();
+  counters->set_steps(es.steps);
+  counters->set_prefill_tokens(es.prefill_tokens);
+  counters->set_decode_tokens(es.decode_tokens);
+  counters->set_cached_tokens(es.cached_tokens);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace kvs

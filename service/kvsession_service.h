@@ -1,0 +1,99 @@
+// KvSessionService: the kvsession.v1.KvSession gRPC service on the callback
+// (asynchronous) API, so thousands of idle streams hold no threads.
+//
+// Handlers validate the request on gRPC's thread, then hand the work to the
+// TaskExecutor (anything that may block on disk) and the Engine (forward
+// passes); the reactor completes from whichever thread finishes the work.
+// Every absl::Status maps to the gRPC status code of the same number.
+//
+// Ownership: borrows the model, session manager, engine and executor, which
+// must outlive the server.
+#ifndef KVSESSION_SERVICE_KVSESSION_SERVICE_H_
+#define KVSESSION_SERVICE_KVSESSION_SERVICE_H_
+
+#include <string>
+
+#include "kvsession/v1/kvsession.grpc.pb.h"
+#include "model/model.h"
+#include "service/engine.h"
+#include "service/session_manager.h"
+#include "service/task_executor.h"
+
+namespace kvs {
+
+// Static facts GetServerInfo reports.
+struct ServerFacts {
+  std::string version;
+  std::string model_path;
+  std::string kernels;
+  int max_batch_tokens = 0;
+};
+
+class KvSessionService final : public kvsession::v1::KvSession::CallbackService {
+ public:
+  KvSessionService(const Model& model, SessionManager* sessions, Engine* engine, TaskExecutor* io,
+                   ServerFacts facts);
+
+  grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
+                                          const kvsession::v1::CreateSessionRequest* request,
+                                          kvsession::v1::Session* response) override;
+  grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
+                                   const kvsession::v1::AppendRequest* request,
+                                   kvsession::v1::AppendResponse* response) override;
+  grpc::ServerWriteReactor<kvsession::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* ctx, const kvsession::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Fork(grpc::CallbackServerContext* ctx,
+                                 const kvsession::v1::ForkRequest* request,
+                                 kvsession::v1::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* Snapshot(grpc::CallbackServerContext* ctx,
+                                     const kvsession::v1::SnapshotRequest* request,
+                                     kvsession::v1::Checkpoint* response) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* ctx,
+                                    const kvsession::v1::RestoreRequest* request,
+                                    kvsession::v1::Session* response) override;
+  grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* ctx,
+                                       const kvsession::v1::GetSessionRequest* request,
+                                       kvsession::v1::Session* response) override;
+  grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* ctx,
+                                         const kvsession::v1::ListSessionsRequest* request,
+                                         kvsession::v1::ListSessionsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* ctx,
+                                          const kvsession::v1::DeleteSessionRequest* request,
+                                          kvsession::v1::DeleteSessionResponse* response) override;
+  grpc::ServerUnaryReactor* ListCheckpoints(grpc::CallbackServerContext* ctx,
+                                            const kvsession::v1::ListCheckpointsRequest* request,
+                                            kvsession::v1::ListCheckpointsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteCheckpoint(grpc::CallbackServerContext* ctx,
+                                             const kvsession::v1::DeleteCheckpointRequest* request,
+                                             kvsession::v1::DeleteCheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const kvsession::v1::GetServerInfoRequest* request,
+                                          kvsession::v1::ServerInfo* response) override;
+
+ private:
+  // Token ids for `input`, tokenized as a continuation when the session
+  // already has content beyond BOS. INVALID_ARGUMENT for invalid UTF-8 or
+  // oversized input.
+  absl::StatusOr<std::vector<int32_t>> ResolveInput(const kvsession::v1::Input& input,
+                                                    const Session& session) const;
+  absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels) const;
+  // Runs an Append-style job (prefill only) on an acquired session; calls
+  // `done` with the final status and usage from the executor.
+  void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
+                     int prompt_tokens,
+                     std::function<void(const absl::Status&, const JobUsage&)> done);
+  SamplingParams ServerDefaultSampling() const;
+
+  const Model& model_;
+  SessionManager* const sessions_;
+  Engine* const engine_;
+  TaskExecutor* const io_;
+  const ServerFacts facts_;
+};
+
+// absl::Status -> grpc::Status (same code, same message).
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_KVSESSION_SERVICE_H_

@@ -1,0 +1,184 @@
+// kvsessiond: the kvsession server.
+//
+//   kvsessiond --model M.gguf --listen 127.0.0.1:50051 --data-dir DIR
+//       [--threads N --kv-type f16|f32 --page-tokens 16 --kv-cache-mb 2048
+//        --max-sessions N --max-context N --max-batch-tokens 512 ...]
+//
+// Loads the model, opens (or creates) the session store in --data-dir,
+// serves kvsession.v1.KvSession plus grpc.health.v1.Health and server
+// reflection, and shuts down gracefully on SIGTERM / SIGINT: running
+// generations are cancelled (their tokens stay in their sessions), every
+// session is persisted, and the process exits 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "cache/snapshot_store.h"
+#include "model/model.h"
+#include "service/engine.h"
+#include "service/kvsession_service.h"
+#include "service/model_fingerprint.h"
+#include "service/session_manager.h"
+#include "service/task_executor.h"
+
+ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "address to serve on (host:port; port 0 picks one)");
+ABSL_FLAG(std::string, data_dir, "", "directory of the session store (required; created if missing)");
+ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once serving");
+ABSL_FLAG(int, threads, 0, "compute threads (0: one per core)");
+ABSL_FLAG(int, io_threads, 2, "threads for disk I/O (persist, load)");
+ABSL_FLAG(std::string, kv_type, "f16", "KV cache element type: f16 or f32");
+ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
+ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
+ABSL_FLAG(int, max_sessions, 10000, "most sessions the server holds");
+ABSL_FLAG(int, max_context, 0, "most tokens per session (0: the model's context length)");
+ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + decode tokens)");
+ABSL_FLAG(int, max_tokens_per_generate, 4096, "most tokens one Generate may ask for");
+ABSL_FLAG(int, max_fork_count, 64, "most branches one Fork may create");
+ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request");
+ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
+
+namespace kvs {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+
+int Fail(const std::string& what) {
+  std::cerr << "kvsessiond: " << what << "\n";
+  return 1;
+}
+
+int Serve() {
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (model_path.empty()) return Fail("--model is required");
+  if (data_dir.empty()) return Fail("--data-dir is required");
+  const std::string kv_type = absl::GetFlag(FLAGS_kv_type);
+  if (kv_type != "f16" && kv_type != "f32") return Fail("--kv-type must be f16 or f32");
+  const int page_tokens = absl::GetFlag(FLAGS_page_tokens);
+  if (page_tokens < 1 || page_tokens > 256) return Fail("--page-tokens must be in [1, 256]");
+  if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return Fail("--max-batch-tokens must be >= 1");
+
+  // Block the shutdown signals in every thread; main waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_path);
+  if (!model.ok()) return Fail(std::string(model.status().message()));
+  std::cerr << "kvsessiond: " << (*model)->Summary() << "\n";
+  absl::StatusOr<std::string> fingerprint = FingerprintFile(model_path);
+  if (!fingerprint.ok()) return Fail(std::string(fingerprint.status().message()));
+
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  StoreOptions store_options;
+  store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(data_dir, store_options);
+  if (!store.ok()) return Fail(absl::StrCat("cannot open the store in ", data_dir, ": ", store.status().message()));
+
+  const ModelConfig& c = (*model)->config();
+  ServiceLimits limits;
+  limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  limits.max_context = absl::GetFlag(FLAGS_max_context) > 0
+                           ? std::min(absl::GetFlag(FLAGS_max_context), c.context_length)
+                           : c.context_length;
+  limits.max_tokens_per_generate = absl::GetFlag(FLAGS_max_tokens_per_generate);
+  limits.max_fork_count = absl::GetFlag(FLAGS_max_fork_count);
+  limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+
+  KvGeometry geometry;
+  geometry.n_layers = c.n_layers;
+  geometry.n_kv_heads = c.n_kv_heads;
+  geometry.head_dim = c.head_dim;
+  geometry.page_tokens = page_tokens;
+  geometry.dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  const int64_t max_pages = std::max<int64_t>(
+      4, (static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20) / geometry.page_bytes());
+  PagePool pool(geometry, max_pages);
+
+  TaskExecutor io(absl::GetFlag(FLAGS_io_threads));
+  SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
+  if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
+  EngineOptions engine_options;
+  engine_options.threads = absl::GetFlag(FLAGS_threads);
+  engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  Engine engine(**model, &sessions, &io, engine_options);
+
+  ServerFacts facts{kVersion, model_path, "scalar", engine_options.max_batch_tokens};
+  KvSessionService service(**model, &sessions, &engine, &io, facts);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen)));
+
+  std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << data_dir
+            << "; KV cache " << max_pages << " pages x " << page_tokens << " tokens ("
+            << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << kv_type << "); "
+            << engine.threads() << " threads, kernels " << facts.kernels << "\n";
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  std::cerr << "kvsessiond: listening on " << listen.substr(0, listen.rfind(':') + 1) << port
+            << std::endl;
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << port << "\n";
+    std::filesystem::rename(tmp, port_file, ec);
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ": cancelling generations, persisting sessions, shutting down" << std::endl;
+  // Cancel running jobs and let them persist and end their calls, then stop
+  // the server (idle connections get a short grace period), then the engine.
+  engine.CancelAll();
+  engine.WaitIdle(std::chrono::seconds(10));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  engine.Stop();
+  server->Wait();
+  std::cerr << "kvsessiond: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvs
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "kvsessiond --model M.gguf --listen 127.0.0.1:50051 --data-dir DIR [flags]");
+  // Flags are spelled with dashes on the command line (--data-dir); Abseil
+  // names them with underscores.
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> fixed;
+  for (std::string& a : args) {
+    if (a.rfind("--", 0) == 0) {
+      const size_t end = std::min(a.find('='), a.size());
+      std::replace(a.begin() + 2, a.begin() + end, '-', '_');
+    }
+    fixed.push_back(a.data());
+  }
+  absl::ParseCommandLine(static_cast<int>(fixed.size()), fixed.data());
+  return kvs::Serve();
+}
