@@ -424,6 +424,14 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   counters->set_prefill_tokens(es.prefill_tokens);
   counters->set_decode_tokens(es.decode_tokens);
   counters->set_cached_tokens(es.cached_tokens);
+  const StoreStats ss = sessions_->store()->Stats();
+  v1::StoreInfo* store = response->mutable_store();
+  store->set_pages(ss.pages);
+  store->set_page_bytes(ss.page_bytes);
+  store->set_page_references(ss.page_references);
+  store->set_sessions(ss.sessions);
+  store->set_checkpoints(ss.checkpoints);
+  store->set_corrupt_records(ss.corrupt_records);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -73,6 +73,7 @@ class SessionManager {
   const ServiceLimits& limits() const { return limits_; }
   const std::string& model_fingerprint() const { return fingerprint_; }
   PagePool* pool() const { return pool_; }
+  SnapshotStore* store() const { return store_; }
 
   // Registers every session and checkpoint in the store (KV stays on disk
   // until first use). Sessions made with another model or KV geometry are

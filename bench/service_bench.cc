@@ -1,0 +1,186 @@
+// service_bench: the service end to end, against a real kvsessiond started
+// by the benchmark (loopback gRPC, RocksDB store in a temp dir).
+//
+//   build/bin/kvs-bench-service --model M.gguf [--prompt-tokens 256]
+//       [--gen 64] [--repeats 3] [--turns 8] [--long-tokens 1500]
+//
+// Prints three tables (medians over --repeats):
+//   1. fork fan-out: 1, 2, 4, 8 branches of one prompt generating --gen
+//      tokens each at once; aggregate tok/s and speed-up over one stream;
+//   2. per conversation turn (append 32 tokens, generate 32): the bytes the
+//      store grows by (only new KV pages are written), time of the turn,
+//      and a Snapshot's bytes and time;
+//   3. bringing a long session back after a restart (KV read from disk)
+//      versus computing it again (prefill).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "client/cli_args.h"
+#include "client/kvsession_client.h"
+#include "tests/server_process.h"
+
+namespace kvs {
+namespace {
+
+namespace v1 = kvsession::v1;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Text of roughly `tokens` tokens for SentencePiece/BPE vocabularies.
+std::string TextOfTokens(int tokens) {
+  static const char* kWords[] = {"the", "machine", "dreamed", "of", "vectors", "and", "quiet",
+                                 "gradients", "under", "a", "pale", "sky", "while", "servers", "hummed"};
+  std::string s;
+  for (int i = 0; i < tokens; ++i) {
+    s += (i ? " " : "");
+    s += kWords[(i * 7 + i / 3) % 15];
+  }
+  return s;
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::cerr << what << ": " << s << "\n";
+    std::exit(1);
+  }
+}
+
+int Main(int argc, char** argv) {
+  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
+                             {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads"},
+                             {});
+  if (!args.ok() || !args->Has("model")) {
+    std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
+                 "[--repeats 3] [--turns 8] [--long-tokens 1500]\n";
+    return 2;
+  }
+  const std::string model = *args->Get("model");
+  const int prompt_tokens = static_cast<int>(args->GetInt("prompt-tokens", 256).value_or(256));
+  const int gen = static_cast<int>(args->GetInt("gen", 64).value_or(64));
+  const int repeats = static_cast<int>(args->GetInt("repeats", 3).value_or(3));
+  const int turns = static_cast<int>(args->GetInt("turns", 8).value_or(8));
+  const int long_tokens = static_cast<int>(args->GetInt("long-tokens", 1500).value_or(1500));
+
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("kvs_bench_service_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  const std::string data = dir + "/data";
+  auto server = std::make_unique<ServerProcess>();
+  if (!server->Start(model, data, {"--max-tokens-per-generate", "100000"})) {
+    std::cerr << "kvsessiond did not start:\n" << server->log();
+    return 1;
+  }
+  auto client = std::make_unique<KvSessionClient>(server->address());
+  client->WaitForServer(std::chrono::seconds(10));
+  absl::StatusOr<v1::ServerInfo> info = client->GetServerInfo();
+  Check(info.status(), "GetServerInfo");
+  std::printf("model %s (%s, %s), kernels %s, %d threads\n\n", info->model().name().c_str(),
+              info->model().architecture().c_str(), info->model().weight_type().c_str(),
+              info->kernels().c_str(), info->threads());
+
+  // 1. Fork fan-out.
+  v1::CreateSessionRequest create;
+  create.mutable_input()->set_text(TextOfTokens(prompt_tokens));
+  absl::StatusOr<v1::Session> root = client->CreateSession(create);
+  Check(root.status(), "CreateSession");
+  std::printf("| branches | prompt tokens | tokens each | aggregate tok/s | x single stream |\n");
+  std::printf("|---|---|---|---|---|\n");
+  double single = 0;
+  for (int branches : {1, 2, 4, 8}) {
+    std::vector<double> rates;
+    for (int r = 0; r < repeats; ++r) {
+      v1::ForkRequest fork;
+      fork.set_session_id(root->id());
+      fork.set_count(branches);
+      absl::StatusOr<v1::ForkResponse> forked = client->Fork(fork);
+      Check(forked.status(), "Fork");
+      const auto start = Clock::now();
+      std::vector<std::thread> threads;
+      for (const auto& b : forked->sessions()) {
+        threads.emplace_back([&, id = b.id()] {
+          v1::GenerateRequest req;
+          req.set_session_id(id);
+          req.set_max_tokens(gen);
+          req.set_ignore_eos(true);
+          Check(client->Generate(req).status(), "Generate");
+        });
+      }
+      for (auto& t : threads) t.join();
+      rates.push_back(branches * gen / Seconds(start));
+      for (const auto& b : forked->sessions()) (void)client->DeleteSession(b.id());
+    }
+    const double rate = Median(rates);
+    if (branches == 1) single = rate;
+    std::printf("| %d | %d | %d | %.1f | %.2f |\n", branches, root->length(), gen, rate, rate / single);
+  }
+
+  // 2. Conversation turns: incremental persistence and snapshots.
+  std::printf("\n| turn | session tokens | store growth (bytes) | turn time (ms) | snapshot bytes | snapshot ms |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  absl::StatusOr<v1::Session> chat = client->CreateSession(TextOfTokens(32));
+  Check(chat.status(), "CreateSession");
+  for (int t = 1; t <= turns; ++t) {
+    const int64_t before = client->GetServerInfo()->store().page_bytes();
+    const auto start = Clock::now();
+    Check(client->Append(chat->id(), " " + TextOfTokens(32)).status(), "Append");
+    v1::GenerateRequest req;
+    req.set_session_id(chat->id());
+    req.set_max_tokens(32);
+    req.set_ignore_eos(true);
+    absl::StatusOr<GenerateResult> g = client->Generate(req);
+    Check(g.status(), "Generate");
+    const double turn_ms = Seconds(start) * 1000;
+    const int64_t grown = client->GetServerInfo()->store().page_bytes() - before;
+    const auto snap_start = Clock::now();
+    absl::StatusOr<v1::Checkpoint> ckpt = client->Snapshot(chat->id());
+    Check(ckpt.status(), "Snapshot");
+    std::printf("| %d | %d | %lld | %.1f | %lld | %.1f |\n", t, g->usage.session_tokens(),
+                static_cast<long long>(grown), turn_ms, static_cast<long long>(ckpt->bytes_written()),
+                Seconds(snap_start) * 1000);
+  }
+
+  // 3. Restore from disk vs re-prefill of a long session.
+  const int max_context = info->limits().max_context();
+  const int long_len = std::min(long_tokens, max_context - 8);
+  const std::string long_text = TextOfTokens(long_len);
+  std::vector<double> restore_ms, prefill_ms;
+  int long_session_tokens = 0;
+  for (int r = 0; r < repeats; ++r) {
+    const auto p0 = Clock::now();
+    absl::StatusOr<v1::Session> s = client->CreateSession(long_text);
+    Check(s.status(), "CreateSession(long)");
+    prefill_ms.push_back(Seconds(p0) * 1000);
+    long_session_tokens = s->length();
+    if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
+    server = std::make_unique<ServerProcess>();
+    if (!server->Start(model, data, {"--max-tokens-per-generate", "100000"})) return 1;
+    client = std::make_unique<KvSessionClient>(server->address());
+    client->WaitForServer(std::chrono::seconds(10));
+    const auto r0 = Clock::now();
+    Check(client->RestoreSession(s->id()).status(), "Restore");
+    restore_ms.push_back(Seconds(r0) * 1000);
+  }
+  std::printf("\n| session tokens | re-prefill ms (CreateSession) | restore from disk ms | speed-up |\n");
+  std::printf("|---|---|---|---|\n");
+  std::printf("| %d | %.1f | %.1f | %.1fx |\n", long_session_tokens, Median(prefill_ms),
+              Median(restore_ms), Median(prefill_ms) / std::max(1e-3, Median(restore_ms)));
+  server->Stop();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvs
+
+int main(int argc, char** argv) { return kvs::Main(argc, argv); }

@@ -1,0 +1,131 @@
+"""A small Python client for kvsession, built on Debian's python3-grpcio.
+
+The gRPC stubs are generated from proto/kvsession/v1/kvsession.proto at
+import time with Debian's protoc and grpc_python_plugin (packages
+protobuf-compiler and protobuf-compiler-grpc) into a private cache
+directory, so nothing generated is checked in.
+
+    from kvsession_client import Client
+    c = Client("127.0.0.1:50051")
+    sid = c.create("Once upon a time")
+    for chunk in c.generate(sid, max_tokens=32, temperature=0):
+        print(chunk.text, end="", flush=True)
+"""
+
+import hashlib
+import importlib
+import os
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO_ROOT = os.path.normpath(os.path.join(_HERE, "..", "..", "proto"))
+PROTO_FILE = "kvsession/v1/kvsession.proto"
+
+
+def _load_stubs():
+    """Generates (once per proto version) and imports the Python stubs."""
+    with open(os.path.join(PROTO_ROOT, PROTO_FILE), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    out = os.path.join(tempfile.gettempdir(), "kvsession-py-" + digest)
+    if not os.path.exists(os.path.join(out, "kvsession", "v1", "kvsession_pb2_grpc.py")):
+        os.makedirs(out, exist_ok=True)
+        subprocess.run(
+            ["protoc", "-I", PROTO_ROOT, "--python_out=" + out, "--grpc_out=" + out,
+             "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", PROTO_FILE],
+            check=True)
+    if out not in sys.path:
+        sys.path.insert(0, out)
+    pb2 = importlib.import_module("kvsession.v1.kvsession_pb2")
+    pb2_grpc = importlib.import_module("kvsession.v1.kvsession_pb2_grpc")
+    return pb2, pb2_grpc
+
+
+pb, pb_grpc = _load_stubs()
+
+_SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                    "repetition_last_n", "seed")
+
+
+def sampling(**kwargs):
+    """SamplingParams with only the given fields set (others: session defaults)."""
+    unknown = set(kwargs) - set(_SAMPLING_FIELDS)
+    if unknown:
+        raise TypeError("unknown sampling parameters: %s" % sorted(unknown))
+    return pb.SamplingParams(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+def text_input(text):
+    """An Input holding text (the API carries it as UTF-8 bytes)."""
+    return pb.Input(text=text.encode("utf-8") if isinstance(text, str) else text)
+
+
+class Client:
+    """Synchronous client; every method raises grpc.RpcError on failure."""
+
+    def __init__(self, address, timeout=60.0):
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.KvSessionStub(self.channel)
+        self.timeout = timeout
+
+    def wait_ready(self, timeout=10.0):
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    def create(self, text=None, labels=None, **sampling_kwargs):
+        req = pb.CreateSessionRequest(sampling=sampling(**sampling_kwargs), labels=labels or {})
+        if text:
+            req.input.CopyFrom(text_input(text))
+        return self.stub.CreateSession(req, timeout=self.timeout).id
+
+    def append(self, session_id, text):
+        return self.stub.Append(pb.AppendRequest(session_id=session_id, input=text_input(text)),
+                                timeout=self.timeout)
+
+    def generate(self, session_id, max_tokens=128, prompt=None, stop=(), top_logprobs=0,
+                 **sampling_kwargs):
+        """Yields GenerateResponse messages as the server streams them."""
+        req = pb.GenerateRequest(session_id=session_id, max_tokens=max_tokens,
+                                 sampling=sampling(**sampling_kwargs), stop=list(stop),
+                                 top_logprobs=top_logprobs)
+        if prompt:
+            req.input.CopyFrom(text_input(prompt))
+        return self.stub.Generate(req, timeout=self.timeout)
+
+    def generate_all(self, session_id, max_tokens=128, **kwargs):
+        """Runs a generation to the end: (token ids, text, final message)."""
+        ids, text, last = [], "", None
+        for message in self.generate(session_id, max_tokens, **kwargs):
+            ids.extend(message.token_ids)
+            text += message.text
+            last = message
+        return ids, text, last
+
+    def fork(self, session_id, count, seeds=()):
+        resp = self.stub.Fork(pb.ForkRequest(session_id=session_id, count=count, seeds=list(seeds)),
+                              timeout=self.timeout)
+        return [s.id for s in resp.sessions]
+
+    def snapshot(self, session_id, name=""):
+        return self.stub.Snapshot(pb.SnapshotRequest(session_id=session_id, name=name),
+                                  timeout=self.timeout)
+
+    def restore_checkpoint(self, checkpoint_id):
+        return self.stub.Restore(pb.RestoreRequest(checkpoint_id=checkpoint_id), timeout=self.timeout).id
+
+    def restore_session(self, session_id):
+        return self.stub.Restore(pb.RestoreRequest(session_id=session_id), timeout=self.timeout)
+
+    def get(self, session_id, include_token_ids=False, include_text=False):
+        return self.stub.GetSession(pb.GetSessionRequest(session_id=session_id,
+                                                         include_token_ids=include_token_ids,
+                                                         include_text=include_text),
+                                    timeout=self.timeout)
+
+    def delete(self, session_id):
+        self.stub.DeleteSession(pb.DeleteSessionRequest(session_id=session_id), timeout=self.timeout)
+
+    def info(self):
+        return self.stub.GetServerInfo(pb.GetServerInfoRequest(), timeout=self.timeout)

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""The Python client (client/python) against the real kvsessiond binary.
+
+Uses only Debian's python3-grpcio (and the protoc it needs to generate stubs
+from the .proto). Run by ctest with KVS_BINARY_DIR, KVS_SOURCE_DIR and
+KVS_SHARED_DIR in the environment.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SOURCE = os.environ["KVS_SOURCE_DIR"]
+BINARY = os.environ["KVS_BINARY_DIR"]
+SHARED = os.environ["KVS_SHARED_DIR"]
+sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
+
+import grpc  # noqa: E402
+from kvsession_client import Client, pb, text_input  # noqa: E402
+
+MODEL = os.path.join(SHARED, "models", "aidreams260K.gguf")
+REFERENCE = os.path.join(SHARED, "reference", "aidreams260K.jsonl")
+
+
+@unittest.skipUnless(os.path.exists(MODEL), "../shared not present")
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kvs_py_")
+        port_file = os.path.join(cls.tmp, "port")
+        cls.server = subprocess.Popen(
+            [os.path.join(BINARY, "bin", "kvsessiond"), "--model", MODEL, "--listen", "127.0.0.1:0",
+             "--data-dir", os.path.join(cls.tmp, "data"), "--port-file", port_file],
+            stderr=open(os.path.join(cls.tmp, "log"), "w"))
+        deadline = time.time() + 60
+        while not os.path.exists(port_file):
+            if time.time() > deadline or cls.server.poll() is not None:
+                raise RuntimeError("kvsessiond did not start")
+            time.sleep(0.02)
+        cls.address = "127.0.0.1:" + open(port_file).read().strip()
+        cls.client = Client(cls.address)
+        cls.client.wait_ready()
+        with open(REFERENCE) as f:
+            cls.reference = [json.loads(line) for line in f if line.strip()]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(signal.SIGTERM)
+        cls.server.wait(timeout=30)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_create_and_stream_greedy(self):
+        ref = self.reference[0]
+        sid = self.client.create(ref["prompt"])
+        self.assertEqual(self.client.get(sid).length, len(ref["prompt_ids"]))
+        messages = list(self.client.generate(sid, max_tokens=len(ref["greedy_ids"]), temperature=0))
+        self.assertGreater(len(messages), 1, "the generation is streamed")
+        ids = [t for m in messages for t in m.token_ids]
+        self.assertEqual(ids, ref["greedy_ids"])
+        self.assertEqual("".join(m.text for m in messages), ref["greedy_text"])
+        self.assertEqual(messages[-1].finish_reason, pb.FINISH_REASON_LENGTH)
+        self.assertEqual(messages[-1].usage.generated_tokens, len(ids))
+
+    def test_fork_branches_differ_and_restore_continues(self):
+        sid = self.client.create(self.reference[1]["prompt"])
+        self.client.generate_all(sid, 8, temperature=0)
+        branches = self.client.fork(sid, 4)
+        self.assertEqual(len(set(branches)), 4)
+        texts = {self.client.generate_all(b, 20, temperature=1.0)[1] for b in branches}
+        self.assertGreater(len(texts), 1, "branches sample with different seeds")
+
+        checkpoint = self.client.snapshot(sid, "py")
+        expected, _, _ = self.client.generate_all(sid, 10, temperature=0)
+        restored = self.client.restore_checkpoint(checkpoint.id)
+        got, _, _ = self.client.generate_all(restored, 10, temperature=0)
+        self.assertEqual(got, expected)
+
+    def test_errors_have_grpc_codes(self):
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.get("ses_unknown")
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        sid = self.client.create("I was flying")
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.stub.Append(pb.AppendRequest(session_id=sid, input=text_input(b"\xff\xfe")))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.generate_all(sid, 5, top_p=2.0)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_example_script_runs(self):
+        out = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "client", "python", "example.py"),
+             "--server", self.address, "--prompt", "I was flying", "-n", "12"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("greedy:", out.stdout)
+        self.assertIn("restored", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
