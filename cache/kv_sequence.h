@@ -50,6 +50,12 @@ class KvSequence {
   // into. On RESOURCE_EXHAUSTED nothing visible changes (pages already
   // obtained stay reserved for a later append).
   absl::Status PrepareAppend(int n);
+  // Sizes the page table for `length` positions, so appends up to there
+  // never reallocate it (the decode loop makes no heap allocation).
+  void ReserveTable(int length) {
+    pages_.reserve((length + geometry().page_tokens - 1) / geometry().page_tokens);
+  }
+
   // Marks n more positions as written. Requires a successful
   // PrepareAppend covering them.
   void CommitAppend(int n);

@@ -36,7 +36,7 @@ constexpr int kPrefillChunk = 512;
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& argv) {
-  std::set<std::string> value_flags = {"model", "prompt", "n", "kv-type", "threads"};
+  std::set<std::string> value_flags = {"model", "prompt", "n", "kv-type", "threads", "matmul"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
   absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "parse-special"});
   if (!args.ok()) return Fail(args.status(), 2);
@@ -53,6 +53,9 @@ int RunCommand(const std::vector<std::string>& argv) {
     return Fail(absl::InvalidArgumentError("--kv-type must be f16 or f32"), 2);
   }
   const KvDtype dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  bool matmul_ok = false;
+  const MatmulPath matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &matmul_ok);
+  if (!matmul_ok) return Fail(absl::InvalidArgumentError("--matmul must be fast or exact"), 2);
   const std::string prompt = args->GetOr("prompt", "");
   if (!IsValidUtf8(prompt)) return Fail(absl::InvalidArgumentError("--prompt is not valid UTF-8"), 2);
   const bool json = args->Has("json");
@@ -76,7 +79,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   const std::vector<int32_t> prompt_ids = ids;
 
   ThreadPool threads(static_cast<int>(*n_threads));
-  Transformer transformer(c, m.weights(), &threads, kPrefillChunk, c.context_length);
+  Transformer transformer(c, m.weights(), &threads, kPrefillChunk, c.context_length, matmul);
   const int max_tokens = static_cast<int>(std::min<int64_t>(c.context_length, ids.size() + *n_predict));
   PagePool pages(transformer.kv_geometry(kPageTokens, dtype), max_tokens / kPageTokens + 2);
   KvSequence kv(&pages);

@@ -1,7 +1,8 @@
 // The `kvsession` commands that run a model in-process (no server):
 //
 //   kvsession run --model M.gguf --prompt "..." -n N [sampling flags]
-//                 [--kv-type f16|f32] [--threads N] [--parse-special] [--json]
+//                 [--kv-type f16|f32] [--matmul fast|exact] [--threads N]
+//                 [--parse-special] [--json]
 //   kvsession tokenize --model M.gguf --text "..." [--no-bos] [--parse-special] [--json]
 //
 // `run` streams the generated text to stdout (or prints one JSON object with

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/fp16.h"
+#include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 
 namespace kvs {
@@ -16,8 +17,7 @@ void StoreKv(KvDtype dtype, const float* src, void* dst, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  uint16_t* h = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) h[i] = Fp32ToFp16(src[i]);
+  kernel_table::ActiveKernelTable().store_f16(src, static_cast<uint16_t*>(dst), n);
 }
 
 void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n) {
@@ -25,8 +25,7 @@ void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n) {
     std::memcpy(dst, src, n * sizeof(float));
     return;
   }
-  const uint16_t* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(h[i]);
+  kernel_table::ActiveKernelTable().load_f16(static_cast<const uint16_t*>(src), dst, n);
 }
 
 size_t AttentionScratchFloats(int block_keys, int head_dim) {
@@ -41,9 +40,21 @@ void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc) {
   std::memset(acc, 0, sizeof(float) * nq * head_dim);
 }
 
-void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
-                     const void* k, const void* v, int n_keys, int head_dim, const int* visible,
-                     float scale, float* max, float* sum, float* acc, float* scratch) {
+namespace {
+
+void StoreF16Scalar(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp32ToFp16(src[i]);
+}
+
+void LoadF16Scalar(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
+}
+
+// The scalar reference of AttentionUpdate.
+void AttentionUpdateScalar(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                           const void* k, const void* v, int n_keys, int head_dim,
+                           const int* visible, float scale, float* max, float* sum, float* acc,
+                           float* scratch) {
   int max_visible = 0;
   for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
   if (max_visible > n_keys) max_visible = n_keys;
@@ -53,14 +64,14 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
   const float* kf;
   const float* vf;
   float* scores = scratch;
-  if (dtype == KvDtype::kF32) {
+  if (!kv_f16) {
     kf = static_cast<const float*>(k);
     vf = static_cast<const float*>(v);
   } else {
     float* kbuf = scratch + n_keys;
     float* vbuf = kbuf + static_cast<size_t>(n_keys) * head_dim;
-    LoadKv(dtype, k, kbuf, static_cast<int64_t>(max_visible) * head_dim);
-    LoadKv(dtype, v, vbuf, static_cast<int64_t>(max_visible) * head_dim);
+    LoadF16Scalar(static_cast<const uint16_t*>(k), kbuf, static_cast<int64_t>(max_visible) * head_dim);
+    LoadF16Scalar(static_cast<const uint16_t*>(v), vbuf, static_cast<int64_t>(max_visible) * head_dim);
     kf = kbuf;
     vf = vbuf;
   }
@@ -91,6 +102,26 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
       max[i] = new_max;
     }
   }
+}
+
+}  // namespace
+
+namespace kernel_table {
+
+void FillScalarAttention(KernelTable* t) {
+  t->attention_update = AttentionUpdateScalar;
+  t->store_f16 = StoreF16Scalar;
+  t->load_f16 = LoadF16Scalar;
+}
+
+}  // namespace kernel_table
+
+void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
+                     const void* k, const void* v, int n_keys, int head_dim, const int* visible,
+                     float scale, float* max, float* sum, float* acc, float* scratch) {
+  kernel_table::ActiveKernelTable().attention_update(dtype == KvDtype::kF16, q, q_row_stride, rows,
+                                                     heads, k, v, n_keys, head_dim, visible, scale,
+                                                     max, sum, acc, scratch);
 }
 
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,

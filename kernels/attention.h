@@ -10,7 +10,11 @@
 // that shares one KV head in the same call, so each K/V block is read and
 // converted once per group.
 //
-// Contract: pure; the caller owns every buffer (state and scratch).
+// Contract: pure; the caller owns every buffer (state and scratch). Runs the
+// active kernels (cpu_features.h): the SIMD versions agree with the scalar
+// reference to ~1e-6 relative (a vectorized exp, other summation orders).
+// Each query's result depends only on its own query, the keys/values and
+// its visible count, never on the other rows or heads in the call.
 #ifndef KVSESSION_KERNELS_ATTENTION_H_
 #define KVSESSION_KERNELS_ATTENTION_H_
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/fp16.h"
+#include "kernels/kernel_table.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs {
@@ -87,32 +88,61 @@ bool IsComputeType(GgmlType type) {
   }
 }
 
-void DequantizeRow(GgmlType type, const void* row, float* out, int64_t n) {
+namespace kernel_table {
+
+void DequantizeRowScalar(int type, const uint8_t* row, float* out, int64_t n) {
   switch (type) {
-    case GgmlType::kF32:
+    case kF32:
       std::memcpy(out, row, n * sizeof(float));
       return;
-    case GgmlType::kF16: {
-      const uint16_t* h = static_cast<const uint16_t*>(row);
+    case kF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
       for (int64_t i = 0; i < n; ++i) out[i] = Fp16ToFp32(h[i]);
       return;
     }
-    case GgmlType::kBF16: {
-      const uint16_t* h = static_cast<const uint16_t*>(row);
+    case kBF16: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(row);
       for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFp32(h[i]);
       return;
     }
-    case GgmlType::kQ8_0:
-      return DequantizeQ8_0(static_cast<const BlockQ8_0*>(row), out, n);
-    case GgmlType::kQ4_0:
-      return DequantizeQ4_0(static_cast<const BlockQ4_0*>(row), out, n);
-    case GgmlType::kQ4_K:
-      return DequantizeQ4_K(static_cast<const BlockQ4_K*>(row), out, n);
-    case GgmlType::kQ6_K:
-      return DequantizeQ6_K(static_cast<const BlockQ6_K*>(row), out, n);
+    case kQ8_0:
+      return DequantizeQ8_0(reinterpret_cast<const BlockQ8_0*>(row), out, n);
+    case kQ4_0:
+      return DequantizeQ4_0(reinterpret_cast<const BlockQ4_0*>(row), out, n);
+    case kQ4_K:
+      return DequantizeQ4_K(reinterpret_cast<const BlockQ4_K*>(row), out, n);
+    case kQ6_K:
+      return DequantizeQ6_K(reinterpret_cast<const BlockQ6_K*>(row), out, n);
     default:
       return;
   }
+}
+
+namespace {
+
+template <int kType>
+void DequantizeScalar(const uint8_t* row, float* out, int64_t n) {
+  DequantizeRowScalar(kType, row, out, n);
+}
+
+}  // namespace
+
+void FillScalarDequantize(KernelTable* t) {
+  t->dequantize[kF32] = DequantizeScalar<kF32>;
+  t->dequantize[kF16] = DequantizeScalar<kF16>;
+  t->dequantize[kBF16] = DequantizeScalar<kBF16>;
+  t->dequantize[kQ8_0] = DequantizeScalar<kQ8_0>;
+  t->dequantize[kQ4_0] = DequantizeScalar<kQ4_0>;
+  t->dequantize[kQ4_K] = DequantizeScalar<kQ4_K>;
+  t->dequantize[kQ6_K] = DequantizeScalar<kQ6_K>;
+}
+
+}  // namespace kernel_table
+
+void DequantizeRow(GgmlType type, const void* row, float* out, int64_t n) {
+  const int t = kernel_table::ComputeTypeOf(type);
+  if (t < 0) return;
+  kernel_table::ActiveKernelTable().dequantize[t](static_cast<const uint8_t*>(row), out, n);
 }
 
 }  // namespace kvs

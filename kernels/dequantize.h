@@ -1,6 +1,8 @@
-// Scalar reference dequantization: one row of a weight tensor in any
-// supported ggml type to F32. These are the ground truth the SIMD kernels
-// are tested against, and the embedding lookup path.
+// Dequantization: one row of a weight tensor in any supported ggml type to
+// F32 (the embedding lookup path). Runs the active kernels' version
+// (cpu_features.h); every version gives the same bits as the scalar
+// reference in dequantize.cc, the ground truth the SIMD kernels are tested
+// against.
 #ifndef KVSESSION_KERNELS_DEQUANTIZE_H_
 #define KVSESSION_KERNELS_DEQUANTIZE_H_
 

@@ -17,15 +17,26 @@ namespace {
 constexpr int kMaxPageTokens = 256;
 constexpr int kQueryBlockRows = 16;  // query rows per attention task in prefill
 
+// Rows quantized per task when a matmul's input has many rows (prefill).
+constexpr int kQuantizeRowsPerTask = 8;
+
 }  // namespace
 
+MatmulPath ParseMatmulPath(std::string_view name, bool* ok) {
+  *ok = name == "fast" || name == "exact";
+  return name == "exact" ? MatmulPath::kExact : MatmulPath::kFast;
+}
+
+const char* MatmulPathName(MatmulPath path) { return path == MatmulPath::kExact ? "exact" : "fast"; }
+
 Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
-                         ThreadPool* pool, int max_batch_tokens, int max_context)
+                         ThreadPool* pool, int max_batch_tokens, int max_context, MatmulPath path)
     : config_(config),
       weights_(weights),
       pool_(pool),
       max_batch_tokens_(max_batch_tokens),
-      max_context_(std::min(max_context, config.context_length)) {
+      max_context_(std::min(max_context, config.context_length)),
+      path_(path) {
   const size_t m = static_cast<size_t>(max_batch_tokens);
   const ModelConfig& c = config_;
   x_.resize(m * c.dim);
@@ -42,6 +53,19 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   item_row_begin_.resize(m + 1);
   out_rows_.resize(m);
   attention_tasks_.reserve(m * c.n_kv_heads);
+
+  if (path_ == MatmulPath::kFast) {
+    size_t widest_row = 0;
+    auto consider = [&](const WeightMatrix& w) {
+      widest_row = std::max(widest_row, ActivationBytes(w.type, w.cols));
+    };
+    for (const LayerWeights& L : weights.layers) {
+      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) consider(*w);
+    }
+    consider(weights.output);
+    xq_region_bytes_ = m * widest_row;
+    xq_.resize(kMaxGroup * xq_region_bytes_);
+  }
 
   const int64_t widest = std::max({c.dim, c.ffn_dim, c.q_dim()});
   const int group_rows = kQueryBlockRows * c.group_size();
@@ -111,13 +135,70 @@ absl::Status Transformer::Validate(std::span<const ForwardItem> items) const {
 
 void Transformer::Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
                          int64_t y_stride) {
-  // Enough chunks for dynamic balance, each large enough to amortise dispatch.
-  const int64_t chunk = std::max<int64_t>(16, (w.rows / (pool_->size() * 8) + 15) / 16 * 16);
-  const int n_tasks = static_cast<int>((w.rows + chunk - 1) / chunk);
-  pool_->Run(n_tasks, [&](int task, int thread) {
-    const int64_t r0 = task * chunk;
-    const int64_t r1 = std::min(w.rows, r0 + chunk);
-    MatmulRows(w, r0, r1, x, nx, x_stride, y, y_stride, matmul_scratch_[thread].data());
+  const MatmulJob job{&w, y, y_stride};
+  MatmulGroup({&job, 1}, x, nx, x_stride);
+}
+
+void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx,
+                              int64_t x_stride) {
+  // Split each matrix into chunks: enough for dynamic balance, each large
+  // enough to amortise dispatch. Tasks of all matrices share one Run.
+  int64_t chunk[kMaxGroup];
+  int first_task[kMaxGroup + 1];
+  first_task[0] = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const int64_t rows = jobs[i].w->rows;
+    chunk[i] = std::max<int64_t>(16, (rows / (pool_->size() * 8) + 15) / 16 * 16);
+    first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
+  }
+  auto locate = [&](int task, size_t* job, int64_t* r0, int64_t* r1) {
+    size_t i = 0;
+    while (task >= first_task[i + 1]) ++i;
+    *job = i;
+    *r0 = (task - first_task[i]) * chunk[i];
+    *r1 = std::min(jobs[i].w->rows, *r0 + chunk[i]);
+  };
+
+  if (path_ == MatmulPath::kExact) {
+    pool_->Run(first_task[jobs.size()], [&](int task, int thread) {
+      size_t j;
+      int64_t r0, r1;
+      locate(task, &j, &r0, &r1);
+      MatmulRows(*jobs[j].w, r0, r1, x, nx, x_stride, jobs[j].y, jobs[j].y_stride,
+                 matmul_scratch_[thread].data());
+    });
+    return;
+  }
+  // Fast path: quantize the input rows once per distinct weight type, then
+  // every thread reads them.
+  const uint8_t* xq[kMaxGroup];
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const WeightMatrix& w = *jobs[i].w;
+    xq[i] = nullptr;
+    for (size_t k = 0; k < i; ++k) {
+      if (jobs[k].w->type == w.type && jobs[k].w->cols == w.cols) xq[i] = xq[k];
+    }
+    if (xq[i] != nullptr || w.type == GgmlType::kF32) continue;
+    const size_t row_bytes = ActivationBytes(w.type, w.cols);
+    uint8_t* out = xq_.data() + i * xq_region_bytes_;
+    const int quantize_tasks = (nx + kQuantizeRowsPerTask - 1) / kQuantizeRowsPerTask;
+    pool_->Run(quantize_tasks, [&](int task, int) {
+      const int j0 = task * kQuantizeRowsPerTask;
+      const int rows = std::min(kQuantizeRowsPerTask, nx - j0);
+      QuantizeActivations(w.type, w.cols, x + j0 * x_stride, rows, x_stride, out + j0 * row_bytes);
+    });
+    xq[i] = out;
+  }
+  pool_->Run(first_task[jobs.size()], [&](int task, int thread) {
+    size_t j;
+    int64_t r0, r1;
+    locate(task, &j, &r0, &r1);
+    const MatmulJob& m = jobs[j];
+    if (m.w->type == GgmlType::kF32) {
+      MatmulRows(*m.w, r0, r1, x, nx, x_stride, m.y, m.y_stride, matmul_scratch_[thread].data());
+    } else {
+      MatmulRowsQuantized(*m.w, r0, r1, xq[j], nx, m.y, m.y_stride);
+    }
   });
 }
 
@@ -206,9 +287,10 @@ absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* log
       RmsNorm(&x_[static_cast<size_t>(r) * c.dim], L.attn_norm, c.rms_eps, c.dim,
               &xb_[static_cast<size_t>(r) * c.dim]);
     });
-    Matmul(L.wq, xb_.data(), n_rows, c.dim, q_.data(), c.q_dim());
-    Matmul(L.wk, xb_.data(), n_rows, c.dim, k_.data(), c.kv_dim());
-    Matmul(L.wv, xb_.data(), n_rows, c.dim, v_.data(), c.kv_dim());
+    const MatmulJob qkv[] = {{&L.wq, q_.data(), c.q_dim()},
+                             {&L.wk, k_.data(), c.kv_dim()},
+                             {&L.wv, v_.data(), c.kv_dim()}};
+    MatmulGroup(qkv, xb_.data(), n_rows, c.dim);
     pool_->Run(n_rows, [&](int r, int) {
       float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
       float* k = &k_[static_cast<size_t>(r) * c.kv_dim()];
@@ -248,8 +330,8 @@ absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* log
     });
 
     // Feed-forward block.
-    Matmul(L.w_gate, xb_.data(), n_rows, c.dim, hb_.data(), c.ffn_dim);
-    Matmul(L.w_up, xb_.data(), n_rows, c.dim, hb2_.data(), c.ffn_dim);
+    const MatmulJob gate_up[] = {{&L.w_gate, hb_.data(), c.ffn_dim}, {&L.w_up, hb2_.data(), c.ffn_dim}};
+    MatmulGroup(gate_up, xb_.data(), n_rows, c.dim);
     pool_->Run(n_rows, [&](int r, int) {
       SiluMul(&hb_[static_cast<size_t>(r) * c.ffn_dim], &hb2_[static_cast<size_t>(r) * c.ffn_dim],
               c.ffn_dim);

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,14 +53,27 @@ struct ForwardItem {
   Logits logits = Logits::kLast;
 };
 
+// How matrix products treat activations (kernels/matmul.h):
+//   kFast  rounded per weight type the way llama.cpp does (Q8_0 / Q8_K
+//          blocks for quantized weights, F16 / BF16 for half weights) with
+//          integer dot products: the default, matches llama.cpp's native
+//          numerics;
+//   kExact F32 activations against exactly widened weights: matches
+//          llama.cpp on F32-widened weights (~1e-4).
+enum class MatmulPath : uint8_t { kFast, kExact };
+
+MatmulPath ParseMatmulPath(std::string_view name, bool* ok);
+const char* MatmulPathName(MatmulPath path);
+
 class Transformer {
  public:
   // `max_batch_tokens` bounds the token rows of one Forward; `max_context`
   // bounds any sequence's length (at most the model's training context).
   Transformer(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool,
-              int max_batch_tokens, int max_context);
+              int max_batch_tokens, int max_context, MatmulPath path = MatmulPath::kFast);
 
   const ModelConfig& config() const { return config_; }
+  MatmulPath matmul_path() const { return path_; }
   int max_batch_tokens() const { return max_batch_tokens_; }
   int max_context() const { return max_context_; }
 
@@ -83,9 +97,20 @@ class Transformer {
     int kv_head;
   };
 
+  // One matrix product of a group that shares its input.
+  struct MatmulJob {
+    const WeightMatrix* w;
+    float* y;
+    int64_t y_stride;
+  };
+  static constexpr int kMaxGroup = 3;
+
   absl::Status Validate(std::span<const ForwardItem> items) const;
   void Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
               int64_t y_stride);
+  // Several products of the same input (Q/K/V, gate/up) in one pass of the
+  // thread pool.
+  void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride);
   void Attention(int layer, std::span<const ForwardItem> items);
 
   const ModelConfig& config_;
@@ -93,9 +118,12 @@ class Transformer {
   ThreadPool* pool_;
   const int max_batch_tokens_;
   const int max_context_;
+  const MatmulPath path_;
 
   // Workspace, rows = max_batch_tokens.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_;
+  std::vector<uint8_t> xq_;  // quantized activations (fast path), kMaxGroup regions
+  size_t xq_region_bytes_ = 0;
   std::vector<int> row_pos_;                 // position of each batch row
   std::vector<int> row_item_;                // item of each batch row
   std::vector<int> item_row_begin_;          // first batch row of each item

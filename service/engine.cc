@@ -29,12 +29,6 @@ struct Engine::Job {
   bool admitted = false;
 };
 
-struct Engine::Planned {
-  Job* job;
-  bool decode;
-  int n_tokens;
-};
-
 Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
                const EngineOptions& options)
     : model_(model),
@@ -43,7 +37,7 @@ Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
       options_(options),
       threads_(options.threads),
       transformer_(model.config(), model.weights(), &threads_, options.max_batch_tokens,
-                   sessions->limits().max_context),
+                   sessions->limits().max_context, options.matmul),
       sampler_(model.config().vocab_size),
       logits_(static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) *
               model.config().vocab_size) {
@@ -181,6 +175,11 @@ void Engine::Loop() {
     for (auto& job : active) {
       if (job->admitted) continue;
       job->admitted = true;
+      // Room for everything this job may add, so appending a generated
+      // token never reallocates in the step loop.
+      const size_t more = job->input.size() + (job->gen ? job->gen->max_tokens : 0);
+      sessions_->ReserveTokens(*job->session, more);
+      job->session->kv->ReserveTable(static_cast<int>(job->session->tokens.size() + more));
       sessions_->AppendTokens(*job->session, job->input);
       if (job->gen && job->gen->reseed) job->session->rng = SequenceRng(job->gen->sampling.seed);
     }
@@ -248,7 +247,8 @@ void Engine::Step(std::vector<std::unique_ptr<Job>>& active) {
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 
   // Plan the batch: decode tokens first, then prefill chunks.
-  std::vector<Planned> plan;
+  std::vector<Planned>& plan = plan_;
+  plan.clear();
   int budget = options_.max_batch_tokens;
   int decode_rows = 0;
   for (auto& job : active) {
@@ -277,8 +277,10 @@ void Engine::Step(std::vector<std::unique_ptr<Job>>& active) {
   }
 
   // Reserve KV space; under memory pressure evict idle sessions' KV first.
-  std::vector<ForwardItem> items;
-  std::vector<Planned> ran;
+  std::vector<ForwardItem>& items = items_;
+  std::vector<Planned>& ran = ran_;
+  items.clear();
+  ran.clear();
   for (const Planned& p : plan) {
     Session& s = *p.job->session;
     absl::Status st = s.kv->PrepareAppend(p.n_tokens);

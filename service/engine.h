@@ -93,6 +93,7 @@ class JobHandle {
 struct EngineOptions {
   int threads = 0;  // 0: one per core
   int max_batch_tokens = 512;
+  MatmulPath matmul = MatmulPath::kFast;
 };
 
 struct EngineStats {
@@ -136,7 +137,12 @@ class Engine {
 
  private:
   struct Job;
-  struct Planned;
+  // One job's share of a step: a decode token or a prefill chunk.
+  struct Planned {
+    Job* job;
+    bool decode;
+    int n_tokens;
+  };
 
   void Loop();
   void Step(std::vector<std::unique_ptr<Job>>& active);
@@ -151,7 +157,10 @@ class Engine {
   Transformer transformer_;
   Sampler sampler_;
   std::vector<float> logits_;
-  std::vector<std::pair<int32_t, float>> top_scratch_;
+  // Per-step work lists, kept to reuse their capacity (a step allocates nothing).
+  std::vector<Planned> plan_;
+  std::vector<Planned> ran_;
+  std::vector<ForwardItem> items_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);

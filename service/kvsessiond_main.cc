@@ -28,6 +28,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "cache/snapshot_store.h"
+#include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "service/engine.h"
 #include "service/kvsession_service.h"
@@ -50,6 +51,8 @@ ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + 
 ABSL_FLAG(int, max_tokens_per_generate, 4096, "most tokens one Generate may ask for");
 ABSL_FLAG(int, max_fork_count, 64, "most branches one Fork may create");
 ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request");
+ABSL_FLAG(std::string, matmul, "fast",
+          "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -72,6 +75,9 @@ int Serve() {
   const int page_tokens = absl::GetFlag(FLAGS_page_tokens);
   if (page_tokens < 1 || page_tokens > 256) return Fail("--page-tokens must be in [1, 256]");
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return Fail("--max-batch-tokens must be >= 1");
+  bool matmul_ok = false;
+  const MatmulPath matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
+  if (!matmul_ok) return Fail("--matmul must be fast or exact");
 
   // Block the shutdown signals in every thread; main waits for them below.
   sigset_t signals;
@@ -119,9 +125,10 @@ int Serve() {
   EngineOptions engine_options;
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  engine_options.matmul = matmul;
   Engine engine(**model, &sessions, &io, engine_options);
 
-  ServerFacts facts{kVersion, model_path, "scalar", engine_options.max_batch_tokens};
+  ServerFacts facts{kVersion, model_path, ActiveKernelsName(), engine_options.max_batch_tokens};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -137,7 +144,8 @@ int Serve() {
   std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << data_dir
             << "; KV cache " << max_pages << " pages x " << page_tokens << " tokens ("
             << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << kv_type << "); "
-            << engine.threads() << " threads, kernels " << facts.kernels << "\n";
+            << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
+            << MatmulPathName(matmul) << "\n";
   const std::string listen = absl::GetFlag(FLAGS_listen);
   std::cerr << "kvsessiond: listening on " << listen.substr(0, listen.rfind(':') + 1) << port
             << std::endl;

@@ -297,6 +297,11 @@ void SessionManager::Discard(const std::shared_ptr<Session>& s) {
   s->busy = false;
 }
 
+void SessionManager::ReserveTokens(Session& s, size_t more) {
+  absl::MutexLock lock(&mu_);
+  s.tokens.reserve(s.tokens.size() + more);
+}
+
 void SessionManager::AppendTokens(Session& s, std::span<const int32_t> tokens) {
   absl::MutexLock lock(&mu_);
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());

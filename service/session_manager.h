@@ -107,6 +107,7 @@ class SessionManager {
   // Appends tokens to an acquired session (under the manager lock, so
   // concurrent readers see a consistent length).
   void AppendTokens(Session& session, std::span<const int32_t> tokens);
+  void ReserveTokens(Session& session, size_t more);
 
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,

@@ -21,7 +21,8 @@ namespace {
 
 struct Case {
   std::string model;      // file in ../shared/models
-  std::string reference;  // file in ../shared/reference
+  std::string reference;  // llama.cpp on F32-widened weights (../shared/reference)
+  std::string native;     // llama.cpp on the file as shipped
 };
 
 // A loaded model with its own thread pool, KV pool and transformer.
@@ -33,7 +34,8 @@ struct Engine {
   std::unique_ptr<Transformer> transformer;
   std::unique_ptr<PagePool> pages;
 
-  static std::unique_ptr<Engine> Load(const std::string& path, KvDtype dtype, int page_tokens = 16) {
+  static std::unique_ptr<Engine> Load(const std::string& path, KvDtype dtype, MatmulPath matmul,
+                                      int page_tokens = 16) {
     auto e = std::make_unique<Engine>();
     auto gguf = GgufFile::Open(path);
     EXPECT_TRUE(gguf.ok()) << gguf.status();
@@ -49,7 +51,7 @@ struct Engine {
     e->weights = std::move(*weights);
     e->threads = std::make_unique<ThreadPool>(2);
     e->transformer = std::make_unique<Transformer>(e->config, *e->weights, e->threads.get(), 512,
-                                                   e->config.context_length);
+                                                   e->config.context_length, matmul);
     e->pages = std::make_unique<PagePool>(e->transformer->kv_geometry(page_tokens, dtype), 4096);
     return e;
   }
@@ -73,12 +75,13 @@ struct Engine {
 void PrintTo(const Case& c, std::ostream* os) { *os << c.model; }
 
 std::vector<Case> AllCases() {
-  return {{"aidreams260K.gguf", "aidreams260K.jsonl"},
-          {"tiny-llama-gqa.gguf", "tiny-llama-gqa.exact.jsonl"},
-          {"tiny-qwen3.gguf", "tiny-qwen3.exact.jsonl"},
-          {"tiny-llama-q8_0.gguf", "tiny-llama-q8_0.exact.jsonl"},
-          {"tiny-llama-q4_0.gguf", "tiny-llama-q4_0.exact.jsonl"},
-          {"tiny-llama-q4_k_m.gguf", "tiny-llama-q4_k_m.exact.jsonl"}};
+  std::vector<Case> cases = {{"aidreams260K.gguf", "aidreams260K.jsonl", "aidreams260K.jsonl"}};
+  for (const char* m : {"tiny-llama-gqa", "tiny-qwen3", "tiny-llama-q8_0", "tiny-llama-q4_0",
+                        "tiny-llama-q4_k_m"}) {
+    cases.push_back({std::string(m) + ".gguf", std::string(m) + ".exact.jsonl",
+                     std::string(m) + ".native.jsonl"});
+  }
+  return cases;
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -91,65 +94,125 @@ class ParityTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     model_path_ = SharedDir() + "/models/" + GetParam().model;
-    ref_path_ = SharedDir() + "/reference/" + GetParam().reference;
-    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(ref_path_)) {
+    const std::string ref_path = SharedDir() + "/reference/" + GetParam().reference;
+    const std::string native_path = SharedDir() + "/reference/" + GetParam().native;
+    if (!std::filesystem::exists(model_path_) || !std::filesystem::exists(ref_path) ||
+        !std::filesystem::exists(native_path)) {
       GTEST_SKIP() << "../shared models/reference not present";
     }
-    reference_ = LoadReference(ref_path_);
+    reference_ = LoadReference(ref_path);
+    native_ = LoadReference(native_path);
     ASSERT_FALSE(reference_.empty());
+    ASSERT_EQ(native_.size(), reference_.size());
   }
 
-  // Teacher forcing: prompt, then greedy_ids one at a time; at each step
-  // compare the reference's top-8 logits (when `logit_tol` > 0) and the
-  // argmax wherever the reference's top-2 margin exceeds `margin`.
-  void TeacherForce(KvDtype dtype, float logit_tol, float margin) {
-    auto engine = Engine::Load(model_path_, dtype);
-    ASSERT_NE(engine, nullptr);
-    int steps_checked = 0, argmax_checked = 0;
-    float worst = 0;
-    for (const ReferenceLine& line : reference_) {
+  // One teacher-forced step: the largest |ours - reference| over the
+  // reference's top-8 logits, the reference's top-2 margin, and whether our
+  // argmax is the reference's greedy token.
+  struct Step {
+    float max_diff;
+    float margin;
+    bool argmax_equal;
+  };
+
+  // Teacher forcing: prompt, then greedy_ids one at a time.
+  std::vector<Step> TeacherForce(KvDtype dtype, MatmulPath matmul,
+                                 const std::vector<ReferenceLine>& reference) {
+    std::vector<Step> steps;
+    auto engine = Engine::Load(model_path_, dtype, matmul);
+    EXPECT_NE(engine, nullptr);
+    if (engine == nullptr) return steps;
+    for (const ReferenceLine& line : reference) {
       KvSequence kv(engine->pages.get());
       std::vector<float> logits = engine->Feed(kv, line.prompt_ids);
-      for (size_t k = 0; k < line.top_logits.size(); ++k) {
+      for (size_t k = 0; k < line.top_logits.size() && k < line.greedy_ids.size(); ++k) {
         const auto& top = line.top_logits[k];
-        if (logit_tol > 0) {
-          for (const auto& [id, ref] : top) {
-            const float diff = std::fabs(logits[id] - ref);
-            worst = std::max(worst, diff);
-            ASSERT_LE(diff, logit_tol) << "prompt '" << line.prompt << "' step " << k << " token "
-                                       << id << ": ours " << logits[id] << " llama.cpp " << ref;
-          }
-        }
-        const float ref_margin = top[0].second - top[1].second;
-        if (ref_margin > margin && k < line.greedy_ids.size()) {
-          const int ours = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-          ASSERT_EQ(ours, line.greedy_ids[k]) << "prompt '" << line.prompt << "' step " << k;
-          ++argmax_checked;
-        }
-        ++steps_checked;
-        if (k < line.greedy_ids.size()) {
-          const int32_t next = line.greedy_ids[k];
-          logits = engine->Feed(kv, {&next, 1});
-        }
+        Step step{0, top[0].second - top[1].second, false};
+        for (const auto& [id, ref] : top) step.max_diff = std::max(step.max_diff, std::fabs(logits[id] - ref));
+        const int ours = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        step.argmax_equal = ours == line.greedy_ids[k];
+        steps.push_back(step);
+        const int32_t next = line.greedy_ids[k];
+        logits = engine->Feed(kv, {&next, 1});
       }
     }
-    EXPECT_GT(steps_checked, 100);
-    EXPECT_GT(argmax_checked, steps_checked / 2);
+    EXPECT_GT(steps.size(), 100u);
+    return steps;
+  }
+
+  // Every step within `tol`; argmax equal wherever the margin exceeds `margin`.
+  static void ExpectWithin(const std::vector<Step>& steps, float tol, float margin) {
+    int argmax_checked = 0;
+    float worst = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      worst = std::max(worst, steps[i].max_diff);
+      EXPECT_LE(steps[i].max_diff, tol) << "step " << i;
+      if (steps[i].margin > margin) {
+        EXPECT_TRUE(steps[i].argmax_equal) << "step " << i << " margin " << steps[i].margin;
+        ++argmax_checked;
+      }
+    }
+    EXPECT_GT(argmax_checked, static_cast<int>(steps.size()) / 2);
     RecordProperty("worst_logit_diff", std::to_string(worst));
   }
 
-  std::string model_path_, ref_path_;
-  std::vector<ReferenceLine> reference_;
+  static double MeanMaxDiff(const std::vector<Step>& steps) {
+    double sum = 0;
+    for (const Step& s : steps) sum += s.max_diff;
+    return steps.empty() ? 0 : sum / steps.size();
+  }
+
+  void CheckPrefillPaths(MatmulPath matmul);
+
+  std::string model_path_;
+  std::vector<ReferenceLine> reference_;  // exact
+  std::vector<ReferenceLine> native_;
 };
 
-TEST_P(ParityTest, TeacherForcedLogitsMatchLlamaCppWithF32Cache) {
-  TeacherForce(KvDtype::kF32, 2e-3f, 2e-3f);
+// The exact path (F32 activations) against llama.cpp on F32-widened weights.
+TEST_P(ParityTest, ExactPathLogitsMatchLlamaCppWithF32Cache) {
+  ExpectWithin(TeacherForce(KvDtype::kF32, MatmulPath::kExact, reference_), 2e-3f, 2e-3f);
 }
 
-TEST_P(ParityTest, ArgmaxMatchesLlamaCppWithF16Cache) { TeacherForce(KvDtype::kF16, 0, 0.05f); }
+TEST_P(ParityTest, ExactPathArgmaxMatchesLlamaCppWithF16Cache) {
+  ExpectWithin(TeacherForce(KvDtype::kF16, MatmulPath::kExact, reference_), 0.1f, 0.05f);
+}
+
+// The fast path (activations rounded as llama.cpp rounds them for each
+// weight type) against llama.cpp on the file as shipped. Where no rounding
+// boundary is crossed differently the two agree to ~1e-5; a last-bit
+// difference upstream of an activation's rounding (attention summation
+// order, exp) occasionally moves one quant by one step, which these
+// random-weight models amplify to a few hundredths in the logits. So: the
+// fast path must be closer to llama.cpp's native logits than the exact path
+// is, by half where the two differ at all, stay within 0.25, and pick the
+// same token wherever llama.cpp's margin exceeds 0.1.
+TEST_P(ParityTest, FastPathReproducesLlamaCppNativeRounding) {
+  const std::vector<Step> fast = TeacherForce(KvDtype::kF32, MatmulPath::kFast, native_);
+  const std::vector<Step> exact = TeacherForce(KvDtype::kF32, MatmulPath::kExact, native_);
+  ExpectWithin(fast, 0.25f, 0.1f);
+  const double fast_mean = MeanMaxDiff(fast), exact_mean = MeanMaxDiff(exact);
+  RecordProperty("fast_vs_native_mean", std::to_string(fast_mean));
+  RecordProperty("exact_vs_native_mean", std::to_string(exact_mean));
+  EXPECT_LE(fast_mean, exact_mean + 1e-6);
+  if (exact_mean > 0.02) {
+    EXPECT_LT(fast_mean, 0.5 * exact_mean);
+  }
+}
+
+TEST_P(ParityTest, FastPathArgmaxMatchesLlamaCppNativeWithF16Cache) {
+  ExpectWithin(TeacherForce(KvDtype::kF16, MatmulPath::kFast, native_), 0.25f, 0.1f);
+}
 
 TEST_P(ParityTest, OnePrefillEqualsChunkedPrefillEqualsTokenByTokenDecode) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF32);
+  for (MatmulPath matmul : {MatmulPath::kExact, MatmulPath::kFast}) {
+    SCOPED_TRACE(MatmulPathName(matmul));
+    CheckPrefillPaths(matmul);
+  }
+}
+
+void ParityTest::CheckPrefillPaths(MatmulPath matmul) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF32, matmul);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& longest = *std::max_element(
       reference_.begin(), reference_.end(),
@@ -167,11 +230,13 @@ TEST_P(ParityTest, OnePrefillEqualsChunkedPrefillEqualsTokenByTokenDecode) {
   EXPECT_LT(worst_b, 1e-4f) << ids.size() << " tokens";
   EXPECT_LT(worst_c, 1e-4f) << ids.size() << " tokens";
   // And the prompt's reference step-0 logits agree with all three.
-  for (const auto& [id, ref] : longest.top_logits[0]) EXPECT_NEAR(c[id], ref, 2e-3f);
+  const bool exact = matmul == MatmulPath::kExact;
+  const ReferenceLine& ref_line = (exact ? reference_ : native_)[&longest - &reference_[0]];
+  for (const auto& [id, ref] : ref_line.top_logits[0]) EXPECT_NEAR(c[id], ref, exact ? 2e-3f : 0.25f);
 }
 
 TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF16);
+  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& line = reference_[1];
   KvSequence parent(engine->pages.get());
@@ -201,7 +266,7 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
 }
 
 TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF32);
+  auto engine = Engine::Load(model_path_, KvDtype::kF32, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   // Three sequences at different lengths, one decode step each, in one batch;
   // plus a prefill chunk of a fourth in the same batch.
@@ -237,7 +302,7 @@ TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
 }
 
 TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF16);
+  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   KvSequence kv(engine->pages.get());
   engine->Feed(kv, reference_[0].prompt_ids);

@@ -1,0 +1,234 @@
+// Kernel benchmarks, single thread, for every kernel level the CPU supports:
+//   read_bandwidth       sum over a 1 GiB buffer (portable and AVX2 loads,
+//                        prefetched): the ceiling for GEMV
+//   gemv_{exact,fast}    one activation row against 1024x1024, 3072x1024
+//                        and 151936x1024 weights, per type: bytes/s of weights
+//   gemm_{exact,fast}    nx = 8, 64, 512 activation rows against 3072x1024:
+//                        FLOP/s (2 * rows * cols * nx per call)
+//   attention            one decode query row of a GQA group of 4 heads
+//                        (head_dim 128) over 4096 keys in pages of 256, for
+//                        F32 and F16 caches: bytes/s of K and V
+// Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
+// reports mean/median/stddev.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
+#include "kernels/ggml_types.h"
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+
+namespace kvs {
+namespace {
+
+constexpr int64_t kCols = 1024;
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Random weights of `type` built quickly: random bytes, then every float or
+// block scale replaced by a sane value.
+std::vector<uint8_t> RandomMatrixBytes(GgmlType type, int64_t rows, int64_t cols) {
+  const GgmlTypeTraits t = GgmlTraits(static_cast<uint32_t>(type));
+  std::vector<uint8_t> bytes(rows * (cols / t.block_elems) * t.block_bytes);
+  uint64_t state = 12345;
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    const uint64_t r = SplitMix64(state);
+    std::memcpy(&bytes[i], &r, 8);
+  }
+  const size_t n_blocks = bytes.size() / t.block_bytes;
+  const uint16_t small_scale = Fp32ToFp16(0.01f);
+  for (size_t b = 0; b < n_blocks; ++b) {
+    uint8_t* p = bytes.data() + b * t.block_bytes;
+    const float v = static_cast<float>(static_cast<int32_t>(SplitMix64(state) >> 40) - (1 << 23)) / (1 << 23);
+    switch (type) {
+      case GgmlType::kF32: std::memcpy(p, &v, 4); break;
+      case GgmlType::kF16: { const uint16_t h = Fp32ToFp16(v); std::memcpy(p, &h, 2); break; }
+      case GgmlType::kBF16: { const uint16_t h = Fp32ToBf16(v); std::memcpy(p, &h, 2); break; }
+      case GgmlType::kQ8_0: reinterpret_cast<BlockQ8_0*>(p)->d = small_scale; break;
+      case GgmlType::kQ4_0: reinterpret_cast<BlockQ4_0*>(p)->d = small_scale; break;
+      case GgmlType::kQ4_K:
+        reinterpret_cast<BlockQ4_K*>(p)->d = small_scale;
+        reinterpret_cast<BlockQ4_K*>(p)->dmin = small_scale;
+        break;
+      case GgmlType::kQ6_K: reinterpret_cast<BlockQ6_K*>(p)->d = small_scale; break;
+      default: break;
+    }
+  }
+  return bytes;
+}
+
+// One matrix alive at a time (the largest F32 one is 622 MB).
+const std::vector<uint8_t>& CachedMatrix(GgmlType type, int64_t rows) {
+  static std::pair<GgmlType, int64_t> key{GgmlType::kF32, -1};
+  static std::vector<uint8_t> bytes;
+  if (key != std::make_pair(type, rows)) {
+    bytes.clear();
+    bytes.shrink_to_fit();
+    bytes = RandomMatrixBytes(type, rows, kCols);
+    key = {type, rows};
+  }
+  return bytes;
+}
+
+std::vector<float> RandomFloats(size_t n) {
+  uint64_t state = 99;
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(static_cast<int32_t>(SplitMix64(state) >> 40) - (1 << 23)) / (1 << 23);
+  return v;
+}
+
+// Makes `isa` active for the benchmark; false (and the state skipped) when
+// the CPU lacks it.
+bool UseIsa(benchmark::State& state, KernelIsa isa) {
+  if (ForceKernelIsa(isa)) return true;
+  state.SkipWithError("kernel level not supported on this CPU");
+  return false;
+}
+
+// Sums of a buffer, prefetching 8 KiB ahead like the matmul kernels: the
+// portable loop and, where the CPU has it, 32-byte AVX2 loads.
+uint64_t SumPortable(const uint64_t* p, size_t n) {
+  uint64_t s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < n; i += 8) {
+    __builtin_prefetch(p + i + 1024, 0, 3);
+    for (int l = 0; l < 8; ++l) s[l] += p[i + l];
+  }
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  for (size_t i = 0; i < n; i += 16) {
+    __builtin_prefetch(p + i + 1024, 0, 3);
+    a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    c = _mm256_add_epi64(c, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    d = _mm256_add_epi64(d, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+  return static_cast<uint64_t>(_mm256_extract_epi64(a, 0) + _mm256_extract_epi64(a, 1) +
+                               _mm256_extract_epi64(a, 2) + _mm256_extract_epi64(a, 3));
+}
+
+void ReadBandwidth(benchmark::State& state, bool avx2) {
+  if (avx2 && !__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
+  for (auto _ : state) benchmark::DoNotOptimize(avx2 ? SumAvx2(buf.get(), n) : SumPortable(buf.get(), n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n * 8));
+}
+
+// y = x W^T for nx rows; exact (MatmulRows) or fast (QuantizeActivations +
+// MatmulRowsQuantized).
+void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, bool fast) {
+  if (!UseIsa(state, isa)) return;
+  const std::vector<uint8_t>& bytes = CachedMatrix(type, rows);
+  const WeightMatrix w{type, bytes.data(), rows, kCols, bytes.size() / rows};
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(nx) * kCols);
+  std::vector<float> y(static_cast<size_t>(nx) * rows);
+  std::vector<float> scratch(MatmulScratchFloats(kCols));
+  std::vector<uint8_t> xq(nx * ActivationBytes(type, kCols));
+  for (auto _ : state) {
+    if (fast) {
+      QuantizeActivations(type, kCols, x.data(), nx, kCols, xq.data());
+      MatmulRowsQuantized(w, 0, rows, xq.data(), nx, y.data(), rows);
+    } else {
+      MatmulRows(w, 0, rows, x.data(), nx, kCols, y.data(), rows, scratch.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes.size()));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * kCols * nx * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype) {
+  if (!UseIsa(state, isa)) return;
+  const int n_keys = 4096, page = 256, head_dim = 128, heads = 4;
+  const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(n_keys) * head_dim);
+  std::vector<uint8_t> k(kv_f32.size() * KvDtypeBytes(dtype)), v(k.size());
+  StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
+  StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
+  const std::vector<float> q = RandomFloats(heads * head_dim);
+  std::vector<float> m(heads), l(heads), acc(heads * head_dim), out(heads * head_dim);
+  std::vector<float> scratch(AttentionScratchFloats(page, head_dim));
+  const int visible = page;
+  for (auto _ : state) {
+    AttentionInit(heads, head_dim, m.data(), l.data(), acc.data());
+    for (int p = 0; p < n_keys / page; ++p) {
+      const size_t off = static_cast<size_t>(p) * page * head_dim * KvDtypeBytes(dtype);
+      AttentionUpdate(dtype, q.data(), heads * head_dim, 1, heads, k.data() + off, v.data() + off,
+                      page, head_dim, &visible, 0.088f, m.data(), l.data(), acc.data(),
+                      scratch.data());
+    }
+    AttentionFinish(1, heads, head_dim, l.data(), acc.data(), out.data(), heads * head_dim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * (k.size() + v.size())));
+}
+
+void RegisterAll() {
+  const auto configure = [](benchmark::internal::Benchmark* b) {
+    b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  };
+  configure(benchmark::RegisterBenchmark("read_bandwidth/1GiB/portable", ReadBandwidth, false));
+  configure(benchmark::RegisterBenchmark("read_bandwidth/1GiB/avx2", ReadBandwidth, true));
+  const GgmlType types[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,
+                            GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+  const KernelIsa isas[] = {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512};
+  // (rows, nx) of every matmul case: GEMV over three shapes, GEMM over one.
+  const std::pair<int64_t, int> shapes[] = {{1024, 1}, {3072, 1}, {151936, 1},
+                                            {3072, 8}, {3072, 64}, {3072, 512}};
+  for (auto [rows, nx] : shapes) {
+    for (GgmlType type : types) {
+      for (KernelIsa isa : isas) {
+        for (bool fast : {false, true}) {
+          const std::string name = std::string(nx == 1 ? "gemv_" : "gemm_") +
+                                   (fast ? "fast/" : "exact/") +
+                                   GgmlTypeName(static_cast<uint32_t>(type)) + "/" +
+                                   KernelIsaName(isa) + "/" +
+                                   (nx == 1 ? "" : "nx" + std::to_string(nx) + "/") +
+                                   std::to_string(rows) + "x1024";
+          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, fast));
+        }
+      }
+    }
+  }
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+    for (KernelIsa isa : isas) {
+      const std::string name = std::string("attention/") + KvDtypeName(dtype) + "/" +
+                               KernelIsaName(isa) + "/4096keys";
+      configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
+
+int main(int argc, char** argv) {
+  kvs::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,257 @@
+// kvs-bench: the engine's speed on one model file, as one table.
+//
+//   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
+//       [--matmul fast|exact] [--kv-type f16|f32] [--long 4096]
+//
+// Rows (medians of --runs):
+//   - the machine's memory read bandwidth (all threads streaming a 2 GiB
+//     buffer);
+//   - prefill tok/s of a 512-token prompt;
+//   - decode tok/s at context 0 and at context --long (4096), and the decode
+//     roofline efficiency = (weight bytes + KV bytes read per token) x tok/s
+//     / measured bandwidth;
+//   - fork fan-out: 1, 2, 4, 8 branches of a 512-token prompt generating 64
+//     tokens each, decoded together (one batch per step): aggregate tok/s
+//     and the ratio to one stream;
+//   - peak RSS.
+// Greedy argmax stands in for sampling (sampling cost is not what is
+// measured here).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "cache/kv_sequence.h"
+#include "client/cli_args.h"
+#include "kernels/cpu_features.h"
+#include "model/model.h"
+#include "model/thread_pool.h"
+#include "model/transformer.h"
+
+namespace kvs {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
+}
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  for (size_t i = 0; i + 16 <= n; i += 16) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+  uint64_t out[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), a);
+  return out[0] + out[1] + out[2] + out[3];
+}
+#endif
+
+uint64_t SumScalar(const uint64_t* p, size_t n) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+// GB/s of all pool threads reading disjoint halves of a buffer larger than
+// any cache.
+double ReadBandwidth(ThreadPool& pool, int runs) {
+  const size_t bytes = size_t{2} << 30;
+  const size_t n = bytes / 8;
+  uint64_t* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
+  pool.Run(pool.size(), [&](int t, int) {  // touch (and place) the pages
+    const size_t b = n * t / pool.size(), e = n * (t + 1) / pool.size();
+    for (size_t i = b; i < e; ++i) buf[i] = i;
+  });
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  std::vector<double> rates;
+  volatile uint64_t sink = 0;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<uint64_t> sums(pool.size());
+    const auto start = Clock::now();
+    pool.Run(pool.size(), [&](int t, int) {
+      const size_t b = (n * t / pool.size()) & ~size_t{15}, e = (n * (t + 1) / pool.size()) & ~size_t{15};
+#if defined(__x86_64__)
+      sums[t] = avx2 ? SumAvx2(buf + b, e - b) : SumScalar(buf + b, e - b);
+#else
+      sums[t] = SumScalar(buf + b, e - b);
+#endif
+    });
+    rates.push_back(bytes / SecondsSince(start) / 1e9);
+    for (uint64_t s : sums) sink = sink + s;
+  }
+  std::free(buf);
+  return Median(rates);
+}
+
+std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+int32_t Argmax(const float* l, int n) { return static_cast<int32_t>(std::max_element(l, l + n) - l); }
+
+class Bench {
+ public:
+  Bench(const Model& model, ThreadPool* pool, MatmulPath matmul, KvDtype dtype, int max_context)
+      : c_(model.config()),
+        t_(c_, model.weights(), pool, 512, max_context, matmul),
+        pages_(t_.kv_geometry(16, dtype), (max_context + 4096) / 16 * 2),
+        logits_(static_cast<size_t>(8) * c_.vocab_size) {}
+
+  const Transformer& transformer() const { return t_; }
+  PagePool& pages() { return pages_; }
+
+  // Prefills `tokens` into `kv` in chunks of 512; returns seconds.
+  double Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) {
+    const auto start = Clock::now();
+    for (size_t i = 0; i < tokens.size(); i += 512) {
+      ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, std::min<size_t>(512, tokens.size() - i))};
+      if (!t_.Forward({&item, 1}, logits_.data()).ok()) std::exit(1);
+    }
+    return SecondsSince(start);
+  }
+
+  // `steps` decode steps of every sequence in `seqs` together; returns
+  // aggregate tok/s.
+  double Decode(std::vector<KvSequence>& seqs, int steps) {
+    const int b = static_cast<int>(seqs.size());
+    std::vector<int32_t> next(b);
+    std::vector<ForwardItem> items(b);
+    for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
+    const auto start = Clock::now();
+    for (int s = 0; s < steps; ++s) {
+      for (int i = 0; i < b; ++i) items[i] = {&seqs[i], {&next[i], 1}};
+      if (!t_.Forward(items, logits_.data()).ok()) std::exit(1);
+      for (int i = 0; i < b; ++i) next[i] = Argmax(&logits_[static_cast<size_t>(i) * c_.vocab_size], c_.vocab_size);
+    }
+    return b * steps / SecondsSince(start);
+  }
+
+ private:
+  const ModelConfig& c_;
+  Transformer t_;
+  PagePool pages_;
+  std::vector<float> logits_;
+};
+
+int Main(int argc, char** argv) {
+  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
+                             {"model", "runs", "threads", "matmul", "kv-type", "long"}, {});
+  if (!args.ok() || !args->Has("model")) {
+    std::cerr << "usage: kvs-bench --model M.gguf [--runs 5] [--threads N] [--matmul fast|exact] "
+                 "[--kv-type f16|f32] [--long 4096]\n";
+    return 2;
+  }
+  const int runs = static_cast<int>(args->GetInt("runs", 5).value_or(5));
+  bool ok = false;
+  const MatmulPath matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &ok);
+  const KvDtype dtype = args->GetOr("kv-type", "f16") == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  auto model = Model::Load(*args->Get("model"));
+  if (!model.ok()) {
+    std::cerr << model.status().message() << "\n";
+    return 1;
+  }
+  const ModelConfig& c = (*model)->config();
+  const int long_ctx = static_cast<int>(std::min<int64_t>(args->GetInt("long", 4096).value_or(4096),
+                                                          c.context_length - 128));
+  ThreadPool pool(static_cast<int>(args->GetInt("threads", 0).value_or(0)));
+  Bench bench(**model, &pool, matmul, dtype, c.context_length);
+  const int vocab = c.vocab_size;
+
+  std::printf("%s\nkernels %s, matmul %s, KV %s, %d threads\n\n", (*model)->Summary().c_str(),
+              ActiveKernelsName(), MatmulPathName(matmul), KvDtypeName(dtype), pool.size());
+
+  const double bandwidth = ReadBandwidth(pool, runs);
+
+  // Prefill of 512 tokens.
+  std::vector<double> prefill;
+  const std::vector<int32_t> prompt512 = RandomTokens(512, vocab, 1);
+  for (int r = 0; r < runs; ++r) {
+    KvSequence kv(&bench.pages());
+    prefill.push_back(512 / bench.Prefill(kv, prompt512));
+  }
+
+  // Decode at context ~0 (a 1-token prompt) and at `long_ctx`.
+  const int decode_steps = 32;
+  std::vector<double> decode0, decode_long;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<KvSequence> one;
+    one.emplace_back(&bench.pages());
+    bench.Prefill(one[0], {1});
+    decode0.push_back(bench.Decode(one, decode_steps));
+  }
+  KvSequence long_seq(&bench.pages());
+  bench.Prefill(long_seq, RandomTokens(long_ctx, vocab, 2));
+  for (int r = 0; r < runs; ++r) {
+    std::vector<KvSequence> one;
+    one.push_back(long_seq.Fork());  // the same 4096-token context each run
+    decode_long.push_back(bench.Decode(one, decode_steps));
+  }
+
+  // Fork fan-out of a 512-token prompt, 64 tokens per branch.
+  KvSequence root(&bench.pages());
+  bench.Prefill(root, prompt512);
+  std::vector<std::pair<int, double>> fanout;
+  for (int branches : {1, 2, 4, 8}) {
+    std::vector<double> rates;
+    for (int r = 0; r < runs; ++r) {
+      std::vector<KvSequence> seqs;
+      for (int i = 0; i < branches; ++i) seqs.push_back(root.Fork());
+      rates.push_back(bench.Decode(seqs, 64));
+    }
+    fanout.emplace_back(branches, Median(rates));
+  }
+
+  const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
+  const double kv_per_token = static_cast<double>(bench.transformer().kv_geometry(16, dtype).bytes_per_token());
+  auto efficiency = [&](double tok_s, int context) {
+    return (weight_bytes + kv_per_token * context) * tok_s / (bandwidth * 1e9);
+  };
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+
+  std::printf("| measure | value | notes |\n|---|---|---|\n");
+  std::printf("| memory read bandwidth | %.1f GB/s | %d threads streaming 2 GiB |\n", bandwidth, pool.size());
+  std::printf("| weights read per token | %.1f MB | KV %.1f KB per context token |\n", weight_bytes / 1e6,
+              kv_per_token / 1e3);
+  std::printf("| prefill, 512-token prompt | %.1f tok/s | |\n", Median(prefill));
+  std::printf("| decode, context 0 | %.1f tok/s | roofline efficiency %.0f%% |\n", Median(decode0),
+              100 * efficiency(Median(decode0), 0));
+  std::printf("| decode, context %d | %.1f tok/s | roofline efficiency %.0f%% |\n", long_ctx,
+              Median(decode_long), 100 * efficiency(Median(decode_long), long_ctx));
+  const double single = fanout[0].second;
+  for (const auto& [branches, rate] : fanout) {
+    std::printf("| fan-out %d x 64 tokens (512-token prompt) | %.1f tok/s | %.2fx one stream |\n", branches,
+                rate, rate / single);
+  }
+  std::printf("| peak RSS | %.0f MiB | |\n", usage.ru_maxrss / 1024.0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kvs
+
+int main(int argc, char** argv) { return kvs::Main(argc, argv); }

@@ -1,0 +1,89 @@
+#include "kernels/cpu_features.h"
+
+#include <atomic>
+#include <cstdlib>
+
+namespace kvs {
+namespace {
+
+CpuFeatures Detect() {
+  __builtin_cpu_init();
+  CpuFeatures f;
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.f16c = __builtin_cpu_supports("f16c");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  f.avx512bw = __builtin_cpu_supports("avx512bw");
+  f.avx512vl = __builtin_cpu_supports("avx512vl");
+  f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512vnni = __builtin_cpu_supports("avx512vnni");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  return f;
+}
+
+KernelIsa InitialIsa() {
+  KernelIsa isa = BestKernelIsa();
+  if (const char* env = std::getenv("KVS_KERNELS")) {
+    std::optional<KernelIsa> wanted = ParseKernelIsa(env);
+    if (wanted && KernelIsaSupported(*wanted)) isa = *wanted;
+  }
+  return isa;
+}
+
+std::atomic<KernelIsa>& ActiveIsaSlot() {
+  static std::atomic<KernelIsa> slot{InitialIsa()};
+  return slot;
+}
+
+}  // namespace
+
+const CpuFeatures& DetectedCpuFeatures() {
+  static const CpuFeatures features = Detect();
+  return features;
+}
+
+bool KernelIsaSupported(KernelIsa isa) {
+  const CpuFeatures& f = DetectedCpuFeatures();
+  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (isa) {
+    case KernelIsa::kScalar: return true;
+    case KernelIsa::kAvx2: return avx2;
+    case KernelIsa::kAvx512:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni;
+  }
+  return false;
+}
+
+KernelIsa BestKernelIsa() {
+  if (KernelIsaSupported(KernelIsa::kAvx512)) return KernelIsa::kAvx512;
+  if (KernelIsaSupported(KernelIsa::kAvx2)) return KernelIsa::kAvx2;
+  return KernelIsa::kScalar;
+}
+
+KernelIsa ActiveKernelIsa() { return ActiveIsaSlot().load(std::memory_order_relaxed); }
+
+const char* KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kScalar: return "scalar";
+    case KernelIsa::kAvx2: return "avx2";
+    case KernelIsa::kAvx512: return "avx512";
+  }
+  return "scalar";
+}
+
+const char* ActiveKernelsName() { return KernelIsaName(ActiveKernelIsa()); }
+
+std::optional<KernelIsa> ParseKernelIsa(std::string_view name) {
+  if (name == "scalar") return KernelIsa::kScalar;
+  if (name == "avx2") return KernelIsa::kAvx2;
+  if (name == "avx512") return KernelIsa::kAvx512;
+  return std::nullopt;
+}
+
+bool ForceKernelIsa(KernelIsa isa) {
+  if (!KernelIsaSupported(isa)) return false;
+  ActiveIsaSlot().store(isa, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace kvs

@@ -1,0 +1,64 @@
+#include "kernels/kernel_table.h"
+
+#include "kernels/ggml_types.h"
+
+namespace kvs::kernel_table {
+namespace {
+
+KernelTable BuildTable(KernelIsa isa) {
+  KernelTable t{};
+  FillScalarMatmul(&t);
+  FillScalarMatmulQuantized(&t);
+  FillScalarDequantize(&t);
+  FillScalarAttention(&t);
+  if (isa == KernelIsa::kAvx2) {
+    FillAvx2Matmul(&t);
+    FillAvx2MatmulQuantized(&t);
+    FillAvx2Attention(&t);
+  } else if (isa == KernelIsa::kAvx512) {
+    FillAvx512Matmul(&t);
+    FillAvx512MatmulQuantized(&t);
+    if (DetectedCpuFeatures().avx512bf16) FillAvx512Bf16Matmul(&t);
+    FillAvx512Attention(&t);
+  }
+  return t;
+}
+
+struct Tables {
+  KernelTable by_isa[3];
+  Tables() {
+    for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+      // Tables for levels the CPU lacks stay scalar: they are never selected.
+      by_isa[static_cast<int>(isa)] =
+          BuildTable(KernelIsaSupported(isa) ? isa : KernelIsa::kScalar);
+    }
+  }
+};
+
+const Tables& AllTables() {
+  static const Tables tables;
+  return tables;
+}
+
+}  // namespace
+
+int ComputeTypeOf(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32: return kF32;
+    case GgmlType::kF16: return kF16;
+    case GgmlType::kBF16: return kBF16;
+    case GgmlType::kQ8_0: return kQ8_0;
+    case GgmlType::kQ4_0: return kQ4_0;
+    case GgmlType::kQ4_K: return kQ4_K;
+    case GgmlType::kQ6_K: return kQ6_K;
+    default: return -1;
+  }
+}
+
+const KernelTable& KernelTableFor(KernelIsa isa) {
+  return AllTables().by_isa[static_cast<int>(isa)];
+}
+
+const KernelTable& ActiveKernelTable() { return KernelTableFor(ActiveKernelIsa()); }
+
+}  // namespace kvs::kernel_table

@@ -1,0 +1,112 @@
+// Internal to kernels/: the table of kernel entry points for one
+// instruction-set level, and the plain views the entry points take.
+//
+// The public functions (MatmulRows, MatmulRowsQuantized, DequantizeRow,
+// AttentionUpdate, StoreKv/LoadKv) look up ActiveKernelTable() and call
+// through it. Each level's table starts as a copy of the scalar one and the
+// SIMD files overwrite the entries they implement, so a level never lacks an
+// entry. Everything here is plain data and function pointers: SIMD
+// translation units include this header (see the ODR rule in
+// cpu_features.h), so it must not define any function.
+#ifndef KVSESSION_KERNELS_KERNEL_TABLE_H_
+#define KVSESSION_KERNELS_KERNEL_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace kvs {
+
+enum class GgmlType : uint32_t;
+
+namespace kernel_table {
+
+// Dense index of the weight types the kernels compute with.
+enum ComputeType : int {
+  kF32 = 0,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_K,
+  kQ6_K,
+  kNumComputeTypes
+};
+
+// The ComputeType of `type`, or -1 when the kernels cannot compute with it.
+int ComputeTypeOf(GgmlType type);
+
+// Weight rows [0, rows) of `cols` values, row r at data + r * row_bytes.
+struct WeightRows {
+  const uint8_t* data;
+  size_t row_bytes;
+  int64_t cols;
+};
+
+// Activation rows as QuantizeActivations wrote them (layout in
+// matmul_quantized.cc): row j starts at data + j * row_bytes with its
+// values; its per-block scales (float) start `scales_offset` bytes into the
+// row and its 16-value block sums (int16, K-quant weights only)
+// `sums_offset` bytes into the row.
+struct QuantizedRows {
+  const uint8_t* data;
+  size_t row_bytes;
+  size_t scales_offset;
+  size_t sums_offset;
+};
+
+// Weight rows the exact path dequantizes into scratch at a time when it
+// reuses them across many activation rows.
+constexpr int kMatmulScratchRows = 4;
+
+// y[j * y_stride + r] = W[r] . x[j] for r in [r0, r1), j in [0, nx).
+// `scratch` holds kMatmulScratchRows * cols floats.
+using MatmulFn = void (*)(const WeightRows& w, int64_t r0, int64_t r1, const float* x, int nx,
+                          int64_t x_stride, float* y, int64_t y_stride, float* scratch);
+using MatmulQuantizedFn = void (*)(const WeightRows& w, int64_t r0, int64_t r1,
+                                   const QuantizedRows& x, int nx, float* y, int64_t y_stride);
+using DequantizeFn = void (*)(const uint8_t* row, float* out, int64_t n);
+using AttentionUpdateFn = void (*)(bool kv_f16, const float* q, int64_t q_row_stride, int rows,
+                                   int heads, const void* k, const void* v, int n_keys,
+                                   int head_dim, const int* visible, float scale, float* max,
+                                   float* sum, float* acc, float* scratch);
+using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
+using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
+
+struct KernelTable {
+  MatmulFn matmul[kNumComputeTypes];
+  MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
+  DequantizeFn dequantize[kNumComputeTypes];
+  AttentionUpdateFn attention_update;
+  FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
+  HalfToFloatFn load_f16;   // F16 -> F32, exact
+};
+
+// The table of the active level (ActiveKernelIsa()).
+const KernelTable& ActiveKernelTable();
+
+// The table of `isa`, which the CPU must support.
+const KernelTable& KernelTableFor(KernelIsa isa);
+
+// The scalar DequantizeRow of ComputeType `type` (the reference every
+// SIMD dequantization matches bit for bit).
+void DequantizeRowScalar(int type, const uint8_t* row, float* out, int64_t n);
+
+// Each file sets the entries it implements.
+void FillScalarMatmul(KernelTable* t);           // matmul.cc
+void FillScalarMatmulQuantized(KernelTable* t);  // matmul_quantized.cc
+void FillScalarDequantize(KernelTable* t);       // dequantize.cc
+void FillScalarAttention(KernelTable* t);        // attention.cc
+void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
+void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
+void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
+void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
+void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
+void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
+void FillAvx512Attention(KernelTable* t);        // attention_avx512.cc
+
+}  // namespace kernel_table
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_KERNEL_TABLE_H_

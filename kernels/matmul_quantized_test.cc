@@ -1,0 +1,190 @@
+// The fast path (QuantizeActivations + MatmulRowsQuantized) under every
+// kernel level the CPU supports: against a double-precision product of the
+// dequantized weights and the dequantized (rounded) activations, batch
+// invariance, and the activation rounding itself.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/dequantize.h"
+#include "kernels/isa_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
+#include "kernels/test_weights.h"
+
+namespace kvs {
+namespace {
+
+struct Problem {
+  std::vector<uint8_t> weights;
+  WeightMatrix w;
+  int nx;
+  std::vector<float> x;
+  std::vector<uint8_t> xq;  // QuantizeActivations(x)
+};
+
+Problem MakeProblem(GgmlType type, int64_t rows, int64_t cols, int nx, std::mt19937& rng) {
+  Problem p;
+  p.weights = RandomWeights(type, rows, cols, rng);
+  p.w = {type, p.weights.data(), rows, cols, RowBytes(type, cols)};
+  p.nx = nx;
+  std::normal_distribution<float> nd(0, 1);
+  p.x.resize(nx * cols);
+  for (float& v : p.x) v = nd(rng);
+  p.xq.resize(nx * ActivationBytes(type, cols));
+  QuantizeActivations(type, cols, p.x.data(), nx, cols, p.xq.data());
+  return p;
+}
+
+std::vector<float> MatmulFast(const Problem& p, int64_t r0, int64_t r1, const uint8_t* xq, int nx) {
+  std::vector<float> y(nx * p.w.rows, std::nanf(""));
+  MatmulRowsQuantized(p.w, r0, r1, xq, nx, y.data(), p.w.rows);
+  return y;
+}
+
+class MatmulQuantizedTest : public ::testing::TestWithParam<std::tuple<KernelIsa, GgmlType>> {
+ protected:
+  void SetUp() override {
+    if (!KernelIsaSupported(isa())) GTEST_SKIP() << KernelIsaName(isa()) << " not supported here";
+  }
+  KernelIsa isa() const { return std::get<0>(GetParam()); }
+  GgmlType type() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(MatmulQuantizedTest, MatchesDoubleProductOfDequantizedOperands) {
+  ScopedKernelIsa active(isa());
+  std::mt19937 rng(31);
+  for (int64_t cols : TestColumnSizes(type())) {
+    for (int nx : {1, 2, 5, 9}) {
+      const int64_t rows = 13;
+      Problem p = MakeProblem(type(), rows, cols, nx, rng);
+      std::vector<float> y = MatmulFast(p, 0, 6, p.xq.data(), nx);
+      std::vector<float> rest = MatmulFast(p, 6, rows, p.xq.data(), nx);
+      const size_t xq_bytes = ActivationBytes(type(), cols);
+      std::vector<float> wrow(cols), xrow(cols);
+      for (int j = 0; j < nx; ++j) {
+        DequantizeActivations(type(), cols, p.xq.data() + j * xq_bytes, xrow.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          DequantizeRow(type(), p.w.row(r), wrow.data(), cols);
+          double want = 0, mag = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            want += static_cast<double>(wrow[k]) * xrow[k];
+            mag += std::fabs(static_cast<double>(wrow[k]) * xrow[k]);
+          }
+          const float got = r < 6 ? y[j * rows + r] : rest[j * rows + r];
+          ASSERT_NEAR(got, want, 1e-5 * mag + 1e-30)
+              << "cols " << cols << " nx " << nx << " row " << r << " x " << j;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulQuantizedTest, RowResultsDoNotDependOnTheBatch) {
+  ScopedKernelIsa active(isa());
+  std::mt19937 rng(37);
+  for (int64_t cols : TestColumnSizes(type())) {
+    const int64_t rows = 13;
+    const int max_nx = 9;
+    Problem p = MakeProblem(type(), rows, cols, max_nx, rng);
+    const size_t xq_bytes = ActivationBytes(type(), cols);
+    std::vector<std::vector<float>> alone(max_nx);
+    for (int j = 0; j < max_nx; ++j) alone[j] = MatmulFast(p, 0, rows, p.xq.data() + j * xq_bytes, 1);
+    for (int nx = 1; nx <= max_nx; ++nx) {
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {3, 11}, {12, 13}}) {
+        std::vector<float> y = MatmulFast(p, r0, r1, p.xq.data(), nx);
+        for (int j = 0; j < nx; ++j) {
+          for (int64_t r = r0; r < r1; ++r) {
+            ASSERT_TRUE(SameBits(y[j * rows + r], alone[j][r]))
+                << "cols " << cols << " nx " << nx << " x " << j << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<KernelIsa, GgmlType>>& info) {
+  return std::string(KernelIsaName(std::get<0>(info.param))) + "_" + TypeName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLevelsAndTypes, MatmulQuantizedTest,
+                         ::testing::Combine(::testing::ValuesIn(AllKernelIsas()),
+                                            ::testing::ValuesIn(AllComputeTypes())),
+                         ParamName);
+
+TEST(MatmulQuantizedF32Test, F32WeightsGiveTheExactPathBits) {
+  for (KernelIsa isa : AllKernelIsas()) {
+    ScopedKernelIsa active(isa);
+    if (!active.supported()) continue;
+    std::mt19937 rng(41);
+    Problem p = MakeProblem(GgmlType::kF32, 13, 100, 6, rng);
+    std::vector<float> fast = MatmulFast(p, 0, 13, p.xq.data(), 6);
+    std::vector<float> exact(6 * 13);
+    std::vector<float> scratch(MatmulScratchFloats(100));
+    MatmulRows(p.w, 0, 13, p.x.data(), 6, 100, exact.data(), 13, scratch.data());
+    for (size_t i = 0; i < exact.size(); ++i) {
+      ASSERT_TRUE(SameBits(fast[i], exact[i])) << KernelIsaName(isa) << " " << i;
+    }
+  }
+}
+
+// Every activation lands within half a quantization step (plus the F16
+// rounding of Q8_0's scale) of its value, and quants stay in [-127, 127].
+TEST(QuantizeActivationsTest, Int8BlocksRoundToTheNearestStep) {
+  std::mt19937 rng(43);
+  std::normal_distribution<float> nd(0, 3);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int block = GgmlTraits(static_cast<uint32_t>(type)).block_elems == 32 ? 32 : 256;
+    const int64_t cols = 1024;
+    std::vector<float> x(cols), back(cols);
+    for (float& v : x) v = nd(rng);
+    x[5] = 0;
+    std::fill_n(x.begin() + 256, block, 0.0f);  // an all-zero block
+    std::vector<uint8_t> xq(ActivationBytes(type, cols));
+    ASSERT_EQ(xq.size() % 64, 0u);
+    QuantizeActivations(type, cols, x.data(), 1, cols, xq.data());
+    DequantizeActivations(type, cols, xq.data(), back.data());
+    for (int64_t b = 0; b < cols / block; ++b) {
+      float amax = 0;
+      for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[b * block + i]));
+      const float step = amax / 127;
+      for (int i = 0; i < block; ++i) {
+        const int64_t k = b * block + i;
+        EXPECT_LE(std::fabs(back[k] - x[k]), 0.5f * step * 1.07f + 1e-30f)
+            << TypeName(type) << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(QuantizeActivationsTest, F32RowBytesBoundEveryType) {
+  for (int64_t cols : {256, 1024, 4864, 151936 / 32 * 32}) {
+    for (GgmlType type : AllComputeTypes()) {
+      if (cols % GgmlTraits(static_cast<uint32_t>(type)).block_elems != 0) continue;
+      EXPECT_LE(ActivationBytes(type, cols), ActivationBytes(GgmlType::kF32, cols)) << TypeName(type);
+      EXPECT_EQ(ActivationBytes(type, cols) % 64, 0u);
+    }
+  }
+}
+
+TEST(QuantizeActivationsTest, HalfTypesRoundToNearestEven) {
+  const float x[4] = {1.0f, 1.0f + 1.0f / 4096, -3.14159f, 65504.0f};
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    std::vector<uint8_t> xq(ActivationBytes(type, 4));
+    std::vector<float> back(4);
+    QuantizeActivations(type, 4, x, 1, 4, xq.data());
+    DequantizeActivations(type, 4, xq.data(), back.data());
+    std::vector<float> want(4);
+    std::vector<uint16_t> bits(4);
+    QuantizeRow(type, x, bits.data(), 4);
+    DequantizeRow(type, bits.data(), want.data(), 4);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(back[i], want[i]) << TypeName(type) << " " << i;
+  }
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,172 @@
+// Generic SIMD AttentionUpdate (the contract is in attention.h),
+// instantiated by attention_avx2.cc / attention_avx512.cc with the vector
+// operations of simd_avx2.h / simd_avx512.h.
+//
+// The F16 block is converted to F32 once per call, for every query of the
+// group; then each query (row r, head h) is processed on its own: scores by
+// vector dot products, the block's probabilities by a vectorized exp, and
+// acc = acc * correction + sum_j p_j v_j with four partial sums per lane
+// group. A query's result therefore depends only on its own inputs, not on
+// how many rows or heads share the call.
+//
+// Include only from SIMD translation units: everything is in an anonymous
+// namespace (the ODR rule in cpu_features.h).
+#ifndef KVSESSION_KERNELS_SIMD_ATTENTION_H_
+#define KVSESSION_KERNELS_SIMD_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernel_table.h"
+
+namespace kvs {
+namespace {
+
+// e^x with relative error below 2e-7 for x in [-87, 88]; smaller x give
+// e^-87 (below 1.7e-38) instead of 0. x = n ln2 + r with |r| <= ln2 / 2
+// (ln2 split in two for an exact n ln2), e^r by its degree-7 Taylor
+// polynomial, then scaled by 2^n.
+template <class V>
+typename V::F Exp(typename V::F x) {
+  using F = typename V::F;
+  x = V::Min(V::Max(x, V::Set1(-87.0f)), V::Set1(88.0f));
+  const F n = V::RoundNearest(V::Mul(x, V::Set1(1.44269504088896341f)));
+  F r = V::Fma(n, V::Set1(-0.693359375f), x);
+  r = V::Fma(n, V::Set1(2.12194440e-4f), r);
+  constexpr float kTaylor[] = {1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+  F p = V::Set1(1.0f / 5040);
+#pragma GCC unroll 8
+  for (int i = 0; i < 7; ++i) p = V::Fma(p, r, V::Set1(kTaylor[i]));
+  return V::ScaleByPow2(p, n);
+}
+
+template <class V>
+void ConvertF16(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) V::Store(dst + i, V::LoadF16(src + i));
+  if (i < n) V::StorePartial(dst + i, V::LoadF16Partial(src + i, static_cast<int>(n - i)), static_cast<int>(n - i));
+}
+
+template <class V>
+void ConvertToF16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) V::StoreF16(dst + i, V::Load(src + i));
+  if (i < n) {
+    const int left = static_cast<int>(n - i);
+    V::StoreF16Partial(dst + i, V::LoadPartial(src + i, left), left);
+  }
+}
+
+template <class V>
+float Dot(const float* a, const float* b, int n) {
+  typename V::F acc0 = V::Zero(), acc1 = V::Zero();
+  int i = 0;
+  for (; i + 2 * V::kLanes <= n; i += 2 * V::kLanes) {
+    acc0 = V::Fma(V::Load(a + i), V::Load(b + i), acc0);
+    acc1 = V::Fma(V::Load(a + i + V::kLanes), V::Load(b + i + V::kLanes), acc1);
+  }
+  for (; i < n; i += V::kLanes) {
+    const int left = n - i < V::kLanes ? n - i : V::kLanes;
+    acc0 = V::Fma(V::LoadPartial(a + i, left), V::LoadPartial(b + i, left), acc0);
+  }
+  return V::Sum(V::Add(acc0, acc1));
+}
+
+// p[j] = e^(p[j] - max) for j < n; returns their sum.
+template <class V>
+float ExpInPlace(float* p, int n, float max) {
+  const typename V::F m = V::Set1(max);
+  typename V::F total = V::Zero();
+  int j = 0;
+  for (; j + V::kLanes <= n; j += V::kLanes) {
+    const typename V::F e = Exp<V>(V::Sub(V::Load(p + j), m));
+    V::Store(p + j, e);
+    total = V::Add(total, e);
+  }
+  if (j < n) {
+    const int left = n - j;
+    const typename V::F e = Exp<V>(V::Sub(V::LoadPartial(p + j, left), m));
+    V::StorePartial(p + j, e, left);
+    total = V::Add(total, V::LoadPartial(p + j, left));
+  }
+  return V::Sum(total);
+}
+
+// acc[0, hd) = acc * correction + sum_{j < n} p[j] * v[j * hd + .].
+template <class V>
+void AccumulateValues(const float* p, const float* v, int n, int hd, float correction, float* acc) {
+  using F = typename V::F;
+  for (int d = 0; d < hd; d += V::kLanes) {
+    const int width = hd - d < V::kLanes ? hd - d : V::kLanes;
+    const float* vd = v + d;
+    F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
+    int j = 0;
+    if (width == V::kLanes) {
+      for (; j + 4 <= n; j += 4) {
+        s0 = V::Fma(V::Set1(p[j]), V::Load(vd + static_cast<size_t>(j) * hd), s0);
+        s1 = V::Fma(V::Set1(p[j + 1]), V::Load(vd + static_cast<size_t>(j + 1) * hd), s1);
+        s2 = V::Fma(V::Set1(p[j + 2]), V::Load(vd + static_cast<size_t>(j + 2) * hd), s2);
+        s3 = V::Fma(V::Set1(p[j + 3]), V::Load(vd + static_cast<size_t>(j + 3) * hd), s3);
+      }
+    }
+    for (; j < n; ++j) s0 = V::Fma(V::Set1(p[j]), V::LoadPartial(vd + static_cast<size_t>(j) * hd, width), s0);
+    const F sum = V::Add(V::Add(s0, s1), V::Add(s2, s3));
+    V::StorePartial(acc + d, V::Fma(V::LoadPartial(acc + d, width), V::Set1(correction), sum), width);
+  }
+}
+
+template <class V>
+void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                         const void* k, const void* v, int n_keys, int head_dim, const int* visible,
+                         float scale, float* max, float* sum, float* acc, float* scratch) {
+  int max_visible = 0;
+  for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
+  if (max_visible > n_keys) max_visible = n_keys;
+  if (max_visible == 0) return;
+
+  const float* kf = static_cast<const float*>(k);
+  const float* vf = static_cast<const float*>(v);
+  float* scores = scratch;
+  if (kv_f16) {  // the visible part of the block, once for the whole group
+    float* kbuf = scratch + n_keys;
+    float* vbuf = kbuf + static_cast<size_t>(n_keys) * head_dim;
+    const int64_t n = static_cast<int64_t>(max_visible) * head_dim;
+    ConvertF16<V>(static_cast<const uint16_t*>(k), kbuf, n);
+    ConvertF16<V>(static_cast<const uint16_t*>(v), vbuf, n);
+    kf = kbuf;
+    vf = vbuf;
+  }
+
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[r] < n_keys ? visible[r] : n_keys;
+    if (n <= 0) continue;
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      const float* qi = q + r * q_row_stride + h * head_dim;
+      float block_max = scores[0] = scale * Dot<V>(qi, kf, head_dim);
+      for (int j = 1; j < n; ++j) {
+        scores[j] = scale * Dot<V>(qi, kf + static_cast<size_t>(j) * head_dim, head_dim);
+        block_max = scores[j] > block_max ? scores[j] : block_max;
+      }
+      const float new_max = block_max > max[i] ? block_max : max[i];
+      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first block
+      const float block_sum = ExpInPlace<V>(scores, n, new_max);
+      AccumulateValues<V>(scores, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
+      sum[i] = sum[i] * correction + block_sum;
+      max[i] = new_max;
+    }
+  }
+}
+
+// The table entries every instruction set fills the same way.
+template <class V>
+void FillAttentionEntries(kernel_table::KernelTable* t) {
+  t->attention_update = AttentionUpdateWith<V>;
+  t->store_f16 = ConvertToF16<V>;
+  t->load_f16 = ConvertF16<V>;
+}
+
+}  // namespace
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_SIMD_ATTENTION_H_
