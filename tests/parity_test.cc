@@ -186,11 +186,11 @@ TEST_P(ParityTest, ExactPathArgmaxMatchesLlamaCppWithF16Cache) {
 // random-weight models amplify to a few hundredths in the logits. So: the
 // fast path must be closer to llama.cpp's native logits than the exact path
 // is, by half where the two differ at all, stay within 0.25, and pick the
-// same token wherever llama.cpp's margin exceeds 0.1.
+// same token wherever llama.cpp's margin exceeds 0.15.
 TEST_P(ParityTest, FastPathReproducesLlamaCppNativeRounding) {
   const std::vector<Step> fast = TeacherForce(KvDtype::kF32, MatmulPath::kFast, native_);
   const std::vector<Step> exact = TeacherForce(KvDtype::kF32, MatmulPath::kExact, native_);
-  ExpectWithin(fast, 0.25f, 0.1f);
+  ExpectWithin(fast, 0.25f, 0.15f);
   const double fast_mean = MeanMaxDiff(fast), exact_mean = MeanMaxDiff(exact);
   RecordProperty("fast_vs_native_mean", std::to_string(fast_mean));
   RecordProperty("exact_vs_native_mean", std::to_string(exact_mean));
@@ -201,7 +201,7 @@ TEST_P(ParityTest, FastPathReproducesLlamaCppNativeRounding) {
 }
 
 TEST_P(ParityTest, FastPathArgmaxMatchesLlamaCppNativeWithF16Cache) {
-  ExpectWithin(TeacherForce(KvDtype::kF16, MatmulPath::kFast, native_), 0.25f, 0.1f);
+  ExpectWithin(TeacherForce(KvDtype::kF16, MatmulPath::kFast, native_), 0.25f, 0.15f);
 }
 
 TEST_P(ParityTest, OnePrefillEqualsChunkedPrefillEqualsTokenByTokenDecode) {
