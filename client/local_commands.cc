@@ -60,7 +60,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   if (!IsValidUtf8(prompt)) return Fail(absl::InvalidArgumentError("--prompt is not valid UTF-8"), 2);
   const bool json = args->Has("json");
 
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(*args->Get("model"));
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) return Fail(model.status());
   std::cerr << (*model)->Summary() << "\n";
   const Model& m = **model;

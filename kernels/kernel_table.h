@@ -71,12 +71,19 @@ using AttentionUpdateFn = void (*)(bool kv_f16, const float* q, int64_t q_row_st
                                    int heads, const void* k, const void* v, int n_keys,
                                    int head_dim, const int* visible, float scale, float* max,
                                    float* sum, float* acc, float* scratch);
+// Rounds `cols` activations to int8 blocks of `block` (32 or 256): scale
+// max|x| / 127 (F16-rounded when `f16_scale`), quants nearest-even of
+// x / scale, and the sums of every 16 quants when `sums` is not null. Every
+// level gives the scalar bits.
+using QuantizeInt8Fn = void (*)(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
+                                float* d, int16_t* sums);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
 struct KernelTable {
   MatmulFn matmul[kNumComputeTypes];
   MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
+  QuantizeInt8Fn quantize_int8;
   DequantizeFn dequantize[kNumComputeTypes];
   AttentionUpdateFn attention_update;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even

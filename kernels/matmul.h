@@ -39,6 +39,9 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_bytes = 0;
+  // Q8_0 only: the same weights in the packed layout (packed_q8_0.h), which
+  // the fast path then uses. Owned by whoever packed them.
+  const uint8_t* packed = nullptr;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
 };

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs {
@@ -92,7 +94,7 @@ void QuantizeRowForType(int type, const float* x, int64_t cols, uint8_t* out,
       return;
     default: {
       const int block = ScaleBlock(type);
-      QuantizeInt8Blocks(x, cols, block, block == kQK8_0, reinterpret_cast<int8_t*>(out),
+      kernel_table::ActiveKernelTable().quantize_int8(x, cols, block, block == kQK8_0, reinterpret_cast<int8_t*>(out),
                          reinterpret_cast<float*>(out + layout.scales_offset),
                          block == kQK_K ? reinterpret_cast<int16_t*>(out + layout.sums_offset)
                                         : nullptr);
@@ -227,6 +229,7 @@ void FillScalarMatmulQuantized(KernelTable* t) {
   t->matmul_quantized[kQ4_0] = MatmulQuantizedScalar<kQ4_0>;
   t->matmul_quantized[kQ4_K] = MatmulQuantizedScalar<kQ4_K>;
   t->matmul_quantized[kQ6_K] = MatmulQuantizedScalar<kQ6_K>;
+  t->quantize_int8 = QuantizeInt8Blocks;
 }
 
 }  // namespace kernel_table
@@ -264,6 +267,12 @@ void MatmulRowsQuantized(const WeightMatrix& w, int64_t r0, int64_t r1, const ui
                          int nx, float* y, int64_t y_stride) {
   const int type = kernel_table::ComputeTypeOf(w.type);
   if (type < 0 || r0 >= r1 || nx <= 0) return;
+  if (w.packed != nullptr && type == kernel_table::kQ8_0) {
+    const QuantizedRows x = Layout(type, xq, w.cols);
+    MatmulPackedQ8_0(w.packed, w.rows, w.cols, r0, r1, xq, x.row_bytes, x.scales_offset, nx, y,
+                     y_stride);
+    return;
+  }
   kernel_table::ActiveKernelTable().matmul_quantized[type](
       {w.data, w.row_bytes, w.cols}, r0, r1, Layout(type, xq, w.cols), nx, y, y_stride);
 }

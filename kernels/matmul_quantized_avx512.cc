@@ -243,7 +243,35 @@ struct Q6_KKernel : IntTiles<1, 8> {
 
 namespace kernel_table {
 
+// QuantizeInt8Blocks with 16 lanes; the same operations lane by lane
+// (max, 1 / scale, multiply, round to nearest even, clamp), so the same bits.
+void QuantizeInt8Avx512(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
+                        float* d, int16_t* sums) {
+  const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < cols / block; ++b, x += block, q += block) {
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < block; i += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(x + i), sign_off));
+    const float max_abs = _mm512_reduce_max_ps(amax);
+    const float scale = max_abs / 127.0f;
+    const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+    d[b] = f16_scale ? _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT)) : scale;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    for (int i = 0; i < block; i += 16) {
+      __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+      const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), bytes);
+      if (sums != nullptr) {
+        sums[b * (block / 16) + i / 16] =
+            static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes)));
+      }
+    }
+  }
+}
+
 void FillAvx512MatmulQuantized(KernelTable* t) {
+  t->quantize_int8 = QuantizeInt8Avx512;
   t->matmul_quantized[kQ8_0] = MatmulQuantizedWith<Avx512, Q8_0Kernel>;
   t->matmul_quantized[kQ4_0] = MatmulQuantizedWith<Avx512, Q4_0Kernel>;
   t->matmul_quantized[kQ4_K] = MatmulQuantizedWith<Avx512, Q4_KKernel>;

@@ -188,3 +188,42 @@ TEST(QuantizeActivationsTest, HalfTypesRoundToNearestEven) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+TEST(QuantizeActivationsTest, EveryLevelGivesTheScalarBits) {
+  std::mt19937 rng(41);
+  std::normal_distribution<float> nd(0, 3);
+  const int64_t cols = 1024;
+  const int nx = 3;
+  std::vector<float> x(nx * cols);
+  for (float& v : x) v = nd(rng);
+  x[5] = 0.5f * 127 / 3;  // values on rounding ties too
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    const size_t bytes = nx * ActivationBytes(type, cols);
+    std::vector<uint8_t> want(bytes), got(bytes);
+    {
+      ScopedKernelIsa scalar(KernelIsa::kScalar);
+      QuantizeActivations(type, cols, x.data(), nx, cols, want.data());
+    }
+    for (KernelIsa isa : AllKernelIsas()) {
+      if (!KernelIsaSupported(isa)) continue;
+      ScopedKernelIsa active(isa);
+      std::fill(got.begin(), got.end(), 0xAB);
+      QuantizeActivations(type, cols, x.data(), nx, cols, got.data());
+      // Compare the meaningful bytes (quants, scales, sums), not padding.
+      for (int j = 0; j < nx; ++j) {
+        const size_t row = ActivationBytes(type, cols);
+        const size_t used = cols + 4 * (cols / (type == GgmlType::kQ8_0 ? 32 : 256)) +
+                            (type == GgmlType::kQ4_K ? 2 * (cols / 16) : 0);
+        for (size_t b = 0; b < used; ++b) {
+          ASSERT_EQ(got[j * row + b], want[j * row + b]) << TypeName(type) << " " << KernelIsaName(isa);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs

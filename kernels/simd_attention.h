@@ -72,6 +72,32 @@ float Dot(const float* a, const float* b, int n) {
   return V::Sum(V::Add(acc0, acc1));
 }
 
+// scores[j] = scale * q . k[j] for j < n. For head_dim a multiple of the
+// vector width, kLanes keys at a time: kLanes partial dot vectors reduced
+// together (V::TransposeSum) instead of one horizontal sum per key.
+template <class V>
+void BlockScores(const float* q, const float* k, int n, int hd, float scale, float* scores) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  int j = 0;
+  if (hd % L == 0) {
+    for (; j + L <= n; j += L) {
+      F part[L];
+#pragma GCC unroll 16
+      for (int t = 0; t < L; ++t) part[t] = V::Zero();
+      for (int d = 0; d < hd; d += L) {
+        const F qd = V::Load(q + d);
+#pragma GCC unroll 16
+        for (int t = 0; t < L; ++t) {
+          part[t] = V::Fma(qd, V::Load(k + static_cast<size_t>(j + t) * hd + d), part[t]);
+        }
+      }
+      V::Store(scores + j, V::Mul(V::TransposeSum(part), V::Set1(scale)));
+    }
+  }
+  for (; j < n; ++j) scores[j] = scale * Dot<V>(q, k + static_cast<size_t>(j) * hd, hd);
+}
+
 // p[j] = e^(p[j] - max) for j < n; returns their sum.
 template <class V>
 float ExpInPlace(float* p, int n, float max) {
@@ -143,11 +169,9 @@ void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
     for (int h = 0; h < heads; ++h) {
       const int i = r * heads + h;
       const float* qi = q + r * q_row_stride + h * head_dim;
-      float block_max = scores[0] = scale * Dot<V>(qi, kf, head_dim);
-      for (int j = 1; j < n; ++j) {
-        scores[j] = scale * Dot<V>(qi, kf + static_cast<size_t>(j) * head_dim, head_dim);
-        block_max = scores[j] > block_max ? scores[j] : block_max;
-      }
+      BlockScores<V>(qi, kf, n, head_dim, scale, scores);
+      float block_max = scores[0];
+      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
       const float new_max = block_max > max[i] ? block_max : max[i];
       const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first block
       const float block_sum = ExpInPlace<V>(scores, n, new_max);

@@ -19,6 +19,13 @@ namespace {
 struct Avx2 {
   using F = __m256;
   static constexpr int kLanes = 8;
+  // out[j] = the sum of v[j]'s lanes, for 8 vectors at once.
+  static __m256 TransposeSum(const __m256 (&v)[8]) {
+    const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
+    const __m256 t4 = _mm256_hadd_ps(t0, t1), t5 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(t4, t5, 0x20), _mm256_permute2f128_ps(t4, t5, 0x31));
+  }
   // See Avx512 for what these mean.
   static constexpr int kGemvRows = 4;
   static constexpr int kFusedMaxX = 2;

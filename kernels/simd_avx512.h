@@ -110,6 +110,24 @@ struct Avx512 {
   }
 
   // Pieces of the vectorized exp (simd_attention.h).
+  // out[j] = the sum of v[j]'s lanes, for 16 vectors at once (a transposing
+  // reduction: pairs within 128-bit lanes, then across them).
+  static F TransposeSum(const F (&v)[16]) {
+    F s[8], u[4];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      s[k] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * k], v[2 * k + 1]),
+                           _mm512_unpackhi_ps(v[2 * k], v[2 * k + 1]));
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      u[k] = _mm512_add_ps(_mm512_shuffle_ps(s[2 * k], s[2 * k + 1], 0x44),
+                           _mm512_shuffle_ps(s[2 * k], s[2 * k + 1], 0xEE));
+    }
+    const F p01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
+    const F p23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88), _mm512_shuffle_f32x4(p01, p23, 0xDD));
+  }
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static F RoundNearest(F x) {

@@ -9,6 +9,10 @@
 namespace kvs {
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  return Load(path, Options());
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const Options& options) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Model> m(new Model());
   absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
@@ -41,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
       m->weight_type_ = name;
     }
   }
+  if (options.pack_for_fast_path) m->weights_->PackForFastPath();
   m->load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return m;
 }

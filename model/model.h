@@ -23,7 +23,12 @@ class Model {
   // Errors: NotFound (no file), InvalidArgument (malformed GGUF, unsupported
   // architecture or tensor type, bad tokenizer metadata; the message names
   // the file and the problem).
+  struct Options {
+    // Re-lay out Q8_0 weights for the fast matmul path (kernels/packed_q8_0.h).
+    bool pack_for_fast_path = true;
+  };
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path, const Options& options);
 
   const GgufFile& gguf() const { return *gguf_; }
   const ModelConfig& config() const { return config_; }

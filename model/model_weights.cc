@@ -1,10 +1,14 @@
 #include "model/model_weights.h"
 
+#include <sys/mman.h>
+
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/dequantize.h"
+#include "kernels/packed_q8_0.h"
 
 namespace kvs {
 namespace {
@@ -135,6 +139,34 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufF
     w->rope_inv_freq[i] = static_cast<float>(f * c.rope_scale);
   }
   return w;
+}
+
+int64_t ModelWeights::PackForFastPath() {
+  if (!PackedQ8_0Supported()) return 0;
+  int64_t total = 0;
+  auto pack = [&](WeightMatrix* m, bool release_original) {
+    if (m->type != GgmlType::kQ8_0 || m->packed != nullptr) return;
+    const size_t bytes = PackedQ8_0Bytes(m->rows, m->cols);
+    uint8_t* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (out == nullptr) return;
+    PackQ8_0(m->data, m->row_bytes, m->rows, m->cols, out);
+    packed_.emplace_back(out);
+    m->packed = out;
+    total += static_cast<int64_t>(bytes);
+    if (release_original) {
+      // Whole pages inside the tensor only.
+      const uintptr_t page = 4096;
+      const uintptr_t begin = (reinterpret_cast<uintptr_t>(m->data) + page - 1) & ~(page - 1);
+      const uintptr_t end = (reinterpret_cast<uintptr_t>(m->data) + m->rows * m->row_bytes) & ~(page - 1);
+      if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+  };
+  for (LayerWeights& L : layers) {
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(m, true);
+  }
+  // Tied embeddings keep their GGUF rows hot: the embedding lookup reads them.
+  pack(&output, !tied_embeddings);
+  return total;
 }
 
 }  // namespace kvs

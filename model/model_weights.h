@@ -11,6 +11,7 @@
 #ifndef KVSESSION_MODEL_MODEL_WEIGHTS_H_
 #define KVSESSION_MODEL_MODEL_WEIGHTS_H_
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -45,8 +46,18 @@ struct ModelWeights {
   static absl::StatusOr<std::unique_ptr<ModelWeights>> FromGguf(const GgufFile& gguf,
                                                                const ModelConfig& config);
 
+  // Re-lays out every Q8_0 matrix for the fast path (kernels/packed_q8_0.h)
+  // when this CPU runs packed Q8_0, and lets the kernel drop the GGUF
+  // copies' pages from memory (the exact path can still read them: they
+  // come back from the file on access). Returns the bytes packed.
+  int64_t PackForFastPath();
+
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
   std::vector<std::vector<float>> owned_;  // F32 copies of small vectors
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // packed Q8_0 matrices
 };
 
 }  // namespace kvs

@@ -108,7 +108,8 @@ absl::Status Transformer::Validate(std::span<const ForwardItem> items) const {
     }
     const KvGeometry& g = it.kv->geometry();
     if (g.n_layers != config_.n_layers || g.n_kv_heads != config_.n_kv_heads ||
-        g.head_dim != config_.head_dim || g.page_tokens > kMaxPageTokens) {
+        g.head_dim != config_.head_dim || g.page_tokens > kMaxPageTokens ||
+        !(g == items[0].kv->geometry())) {
       return absl::InvalidArgumentError("KV sequence geometry does not match the model");
     }
     for (int32_t t : it.tokens) {
@@ -202,24 +203,21 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   });
 }
 
-void Transformer::Attention(int layer, std::span<const ForwardItem> items) {
+void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n_rows) {
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Blocks of consecutive batch rows (of one item or several), per KV head.
   attention_tasks_.clear();
-  for (int i = 0; i < static_cast<int>(items.size()); ++i) {
-    const int n = static_cast<int>(items[i].tokens.size());
-    for (int r = 0; r < n; r += kQueryBlockRows) {
-      for (int h = 0; h < c.n_kv_heads; ++h) {
-        attention_tasks_.push_back({i, item_row_begin_[i] + r, std::min(kQueryBlockRows, n - r), h});
-      }
+  for (int r = 0; r < n_rows; r += kQueryBlockRows) {
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      attention_tasks_.push_back({r, std::min(kQueryBlockRows, n_rows - r), h});
     }
   }
+  const KvGeometry& g = items[0].kv->geometry();
+  const int T = g.page_tokens;
   pool_->Run(static_cast<int>(attention_tasks_.size()), [&](int task_index, int thread) {
     const AttentionTask& task = attention_tasks_[task_index];
-    const KvSequence& kv = *items[task.item].kv;
-    const KvGeometry& g = kv.geometry();
-    const int T = g.page_tokens;
     const int nq = task.rows * group;
     float* scratch = attention_scratch_[thread].data();
     float* m = scratch + AttentionScratchFloats(kMaxPageTokens, c.head_dim);
@@ -228,18 +226,36 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items) {
     AttentionInit(nq, c.head_dim, m, l, acc);
     const float* q = q_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                      static_cast<size_t>(task.kv_head) * group * c.head_dim;
-    const int first_pos = row_pos_[task.row_begin];
-    const int last_pos = row_pos_[task.row_begin + task.rows - 1];
+    int last_pos = 0;
+    for (int r = 0; r < task.rows; ++r) last_pos = std::max(last_pos, row_pos_[task.row_begin + r]);
+    auto page_of = [&](int r, int page) -> PageId {
+      const int row = task.row_begin + r;
+      if (page * T > row_pos_[row]) return -1;  // the row does not see this page
+      return items[row_item_[row]].kv->page_table()[page];
+    };
     int visible[kQueryBlockRows];
     for (int page = 0; page * T <= last_pos; ++page) {
-      const int page_start = page * T;
-      for (int r = 0; r < task.rows; ++r) {
-        visible[r] = std::clamp(first_pos + r - page_start + 1, 0, T);
+      // Rows that read the same page (one prefill item, or forks sharing a
+      // prefix) attend to it in one call: the page is read once for all.
+      for (int r = 0; r < task.rows;) {
+        const PageId id = page_of(r, page);
+        if (id < 0) {
+          ++r;
+          continue;
+        }
+        int end = r + 1;
+        while (end < task.rows && page_of(end, page) == id) ++end;
+        for (int k = r; k < end; ++k) {
+          visible[k - r] = std::clamp(row_pos_[task.row_begin + k] - page * T + 1, 0, T);
+        }
+        const KvSequence& kv = *items[row_item_[task.row_begin + r]].kv;
+        AttentionUpdate(g.dtype, q + static_cast<size_t>(r) * c.q_dim(), c.q_dim(), end - r, group,
+                        kv.block(page, layer, KvPart::kKey, task.kv_head),
+                        kv.block(page, layer, KvPart::kValue, task.kv_head), T, c.head_dim, visible,
+                        scale, m + r * group, l + r * group,
+                        acc + static_cast<size_t>(r) * group * c.head_dim, scratch);
+        r = end;
       }
-      AttentionUpdate(g.dtype, q, c.q_dim(), task.rows, group,
-                      kv.block(page, layer, KvPart::kKey, task.kv_head),
-                      kv.block(page, layer, KvPart::kValue, task.kv_head), T, c.head_dim, visible,
-                      scale, m, l, acc, scratch);
     }
     float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                  static_cast<size_t>(task.kv_head) * group * c.head_dim;
@@ -320,7 +336,7 @@ absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* log
                 kv.slot(row_pos_[r], layer, KvPart::kValue, h), c.head_dim);
       }
     });
-    Attention(layer, items);
+    Attention(layer, items, n_rows);
     Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
     pool_->Run(n_rows, [&](int r, int) {
       float* x = &x_[static_cast<size_t>(r) * c.dim];

@@ -90,8 +90,8 @@ class Transformer {
   absl::Status Forward(std::span<const ForwardItem> items, float* logits);
 
  private:
+  // A block of consecutive batch rows (queries) for one KV head.
   struct AttentionTask {
-    int item;
     int row_begin;  // batch row of the first query
     int rows;
     int kv_head;
@@ -111,7 +111,7 @@ class Transformer {
   // Several products of the same input (Q/K/V, gate/up) in one pass of the
   // thread pool.
   void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride);
-  void Attention(int layer, std::span<const ForwardItem> items);
+  void Attention(int layer, std::span<const ForwardItem> items, int n_rows);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;

@@ -86,7 +86,7 @@ int Serve() {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_path);
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_path, {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) return Fail(std::string(model.status().message()));
   std::cerr << "kvsessiond: " << (*model)->Summary() << "\n";
   absl::StatusOr<std::string> fingerprint = FingerprintFile(model_path);

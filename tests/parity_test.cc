@@ -49,6 +49,7 @@ struct Engine {
     EXPECT_TRUE(weights.ok()) << weights.status();
     if (!weights.ok()) return nullptr;
     e->weights = std::move(*weights);
+    if (matmul == MatmulPath::kFast) e->weights->PackForFastPath();
     e->threads = std::make_unique<ThreadPool>(2);
     e->transformer = std::make_unique<Transformer>(e->config, *e->weights, e->threads.get(), 512,
                                                    e->config.context_length, matmul);

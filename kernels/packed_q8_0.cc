@@ -1,0 +1,103 @@
+#include "kernels/packed_q8_0.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+#include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace kvs {
+namespace {
+
+size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
+
+}  // namespace
+
+size_t PackedQ8_0GroupBytes(int64_t cols) {
+  const int64_t nb = cols / kQK8_0;
+  return ScalesBytes(nb) + static_cast<size_t>(nb) * 512;
+}
+
+size_t PackedQ8_0Bytes(int64_t rows, int64_t cols) {
+  return static_cast<size_t>((rows + 15) / 16) * PackedQ8_0GroupBytes(cols);
+}
+
+void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out) {
+  const int64_t nb = cols / kQK8_0;
+  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    uint8_t* group = out + g * group_bytes;
+    uint16_t* scales = reinterpret_cast<uint16_t*>(group);
+    uint8_t* quants = group + ScalesBytes(nb);
+    std::memset(group, 0, ScalesBytes(nb));
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int n = 0; n < 16; ++n) {
+        const int64_t r = 16 * g + n;
+        const BlockQ8_0* blk = r < rows ? reinterpret_cast<const BlockQ8_0*>(rows_data + r * row_bytes) + b : nullptr;
+        scales[b * 16 + n] = blk ? blk->d : 0;
+        for (int k = 0; k < kQK8_0; ++k) {
+          const int q = blk ? blk->qs[k] : 0;
+          quants[b * 512 + (k / 4) * 64 + n * 4 + k % 4] = static_cast<uint8_t>(q + 128);
+        }
+      }
+    }
+  }
+}
+
+bool PackedQ8_0Supported() { return ActiveKernelIsa() == KernelIsa::kAvx512; }
+
+bool AmxAvailable() {
+  static const bool available = [] {
+    const char* env = std::getenv("KVS_AMX");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    return KernelIsaSupported(KernelIsa::kAvx512) && packed_q8_0_internal::EnableAmx();
+  }();
+  return available;
+}
+
+void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
+                            int64_t r1, const uint8_t* xq, size_t x_row_bytes,
+                            size_t scales_offset, int nx, float* y, int64_t y_stride) {
+  const int64_t nb = cols / kQK8_0;
+  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
+  for (int64_t r = r0; r < r1 && r < rows; ++r) {
+    const uint8_t* group = packed + (r / 16) * group_bytes;
+    const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
+    const uint8_t* quants = group + ScalesBytes(nb);
+    const int n = static_cast<int>(r % 16);
+    for (int j = 0; j < nx; ++j) {
+      const int8_t* xqj = reinterpret_cast<const int8_t*>(xq + j * x_row_bytes);
+      const float* dx = reinterpret_cast<const float*>(xq + j * x_row_bytes + scales_offset);
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t isum = 0;
+        for (int k = 0; k < kQK8_0; ++k) {
+          const int w = quants[b * 512 + (k / 4) * 64 + n * 4 + k % 4] - 128;
+          isum += w * xqj[b * kQK8_0 + k];
+        }
+        acc = std::fma(static_cast<float>(isum), Fp16ToFp32(scales[b * 16 + n]) * dx[b], acc);
+      }
+      y[j * y_stride + r] = acc;
+    }
+  }
+}
+
+void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                      const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
+                      float* y, int64_t y_stride) {
+  if (r0 >= r1 || nx <= 0) return;
+  if (!PackedQ8_0Supported()) {
+    return MatmulPackedQ8_0Scalar(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y,
+                                  y_stride);
+  }
+  if (nx >= kAmxMinRows && AmxAvailable()) {
+    return packed_q8_0_internal::MatmulAmx(packed, rows, cols, r0, r1, xq, x_row_bytes,
+                                           scales_offset, nx, y, y_stride);
+  }
+  packed_q8_0_internal::MatmulAvx512(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset,
+                                     nx, y, y_stride);
+}
+
+}  // namespace kvs

@@ -1,0 +1,72 @@
+// Packed Q8_0: Q8_0 weights re-laid out at load time for the fast path, so
+// that one arithmetic serves every batch size and instruction set.
+//
+// Layout: rows in groups of 16 (the last group padded with zero rows);
+// a group holds, for its nb = cols / 32 blocks,
+//   scales  F16 [nb][16]                 (padded to 64 bytes)
+//   quants  uint8 [nb][8][16][4]         (q + 128, the "VNNI" layout:
+//                                          quants[b][kk][n][t] = q[n][32 b + 4 kk + t])
+// which is the tile layout AMX multiplies directly and lets AVX-512 VNNI
+// compute 16 rows' block dots in the 16 lanes of a register, with no
+// horizontal sums.
+//
+// Arithmetic (every kernel, bit for bit): for weight row n and activation
+// row j (Q8_0 activation blocks, kernels/matmul.h),
+//   isum_b = sum_k q_w[n][k] * q_x[j][k] over block b        (exact int32)
+//   y = 0;  for b = 0 .. nb-1:  y = fma(float(isum_b), d_w[n][b] * d_x[j][b], y)
+// So a row's value never depends on the batch, the thread split, the
+// instruction set or whether AMX ran: prefill, decode and forks agree to
+// the last bit.
+#ifndef KVSESSION_KERNELS_PACKED_Q8_0_H_
+#define KVSESSION_KERNELS_PACKED_Q8_0_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kvs {
+
+// Bytes of one packed group of 16 rows of `cols` values, and of a matrix.
+size_t PackedQ8_0GroupBytes(int64_t cols);
+size_t PackedQ8_0Bytes(int64_t rows, int64_t cols);
+
+// Packs `rows` Q8_0 rows (GGUF layout, `row_bytes` apart) into `out`
+// (PackedQ8_0Bytes, 64-byte aligned).
+void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out);
+
+// True when packed Q8_0 runs on this machine (the AVX-512 VNNI level is
+// active); otherwise the model keeps the GGUF layout.
+bool PackedQ8_0Supported();
+
+// Activation rows from which AMX is used (where the CPU and OS allow it).
+constexpr int kAmxMinRows = 16;
+// True when the CPU has AMX-TILE and AMX-INT8, Linux enabled tile data for
+// this process (asked once), and KVS_AMX is not "0".
+bool AmxAvailable();
+
+// y[j * y_stride + r] = W[r] . x[j] for r in [r0, r1), j in [0, nx), with
+// the arithmetic above. `xq`: nx activation rows of int8 quants, rows
+// `x_row_bytes` apart, F32 scales (one per 32) at + `scales_offset`.
+void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                      const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
+                      float* y, int64_t y_stride);
+
+// The scalar reference of the same arithmetic (tests, and CPUs without
+// AVX-512 VNNI).
+void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
+                            int64_t r1, const uint8_t* xq, size_t x_row_bytes,
+                            size_t scales_offset, int nx, float* y, int64_t y_stride);
+
+namespace packed_q8_0_internal {
+// The instruction-set kernels (packed_q8_0_avx512.cc, packed_q8_0_amx.cc).
+void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                  const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
+                  int64_t y_stride);
+void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+               const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
+               int64_t y_stride);
+bool EnableAmx();
+}  // namespace packed_q8_0_internal
+
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_PACKED_Q8_0_H_

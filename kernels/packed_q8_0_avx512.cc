@@ -1,0 +1,113 @@
+// Packed Q8_0 x Q8_0 activations on AVX-512 VNNI (see packed_q8_0.h for
+// the layout and the arithmetic every kernel shares bit for bit).
+//
+// The 16 lanes of a register are the 16 weight rows of a group: eight
+// VPDPBUSD of the block's quant tile against a broadcast 4-byte slice of
+// the activation block give the 16 exact block sums at once (weights are
+// stored as q + 128, so 128 * sum(x) is subtracted).
+// GCC 12 flags its own intrinsics (intentionally undefined pass-through
+// operands) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/packed_q8_0.h"
+
+namespace kvs {
+namespace packed_q8_0_internal {
+namespace {
+
+constexpr int kMaxBlocks = 1024;  // cols <= 32768 (wider falls back to scalar)
+constexpr int kXChunk = 16;       // activation rows whose block sums are kept
+constexpr int kXTile = 4;         // activation rows per register tile
+
+size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
+
+// Sum of each 32-block of activation quants.
+void BlockSums(const int8_t* x, int64_t nb, int32_t* out) {
+  const __m512i ones = _mm512_set1_epi16(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512i v = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
+    out[b] = _mm512_reduce_add_epi32(_mm512_madd_epi16(v, ones));
+  }
+}
+
+template <int J>
+void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
+               const int32_t* const* xsum, __m512 (&acc)[J]) {
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
+  const uint8_t* quants = group + ScalesBytes(nb);
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; ++kk) w[kk] = _mm512_loadu_si512(quants + b * 512 + kk * 64);
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      const int8_t* xb = x[j] + 32 * b;
+      __m512i p = _mm512_set1_epi32(-128 * xsum[j][b]);
+#pragma GCC unroll 8
+      for (int kk = 0; kk < 8; ++kk) {
+        int32_t slice;
+        std::memcpy(&slice, xb + 4 * kk, 4);
+        p = _mm512_dpbusd_epi32(p, w[kk], _mm512_set1_epi32(slice));
+      }
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(dx[j][b])), acc[j]);
+    }
+  }
+}
+
+}  // namespace
+
+void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                  const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
+                  int64_t y_stride) {
+  const int64_t nb = cols / 32;
+  if (nb > kMaxBlocks) {
+    return MatmulPackedQ8_0Scalar(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y,
+                                  y_stride);
+  }
+  if (r1 > rows) r1 = rows;
+  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
+  alignas(64) int32_t sums[kXChunk][kMaxBlocks];
+  for (int j0 = 0; j0 < nx; j0 += kXChunk) {
+    const int chunk = nx - j0 < kXChunk ? nx - j0 : kXChunk;
+    const int8_t* x[kXChunk];
+    const float* dx[kXChunk];
+    const int32_t* xsum[kXChunk];
+    for (int j = 0; j < chunk; ++j) {
+      const uint8_t* row = xq + static_cast<size_t>(j0 + j) * x_row_bytes;
+      x[j] = reinterpret_cast<const int8_t*>(row);
+      dx[j] = reinterpret_cast<const float*>(row + scales_offset);
+      BlockSums(x[j], nb, sums[j]);
+      xsum[j] = sums[j];
+    }
+    for (int64_t g = r0 / 16; g * 16 < r1; ++g) {
+      const uint8_t* group = packed + g * group_bytes;
+      // Lanes of this group inside [r0, r1).
+      const int64_t lo = r0 > 16 * g ? r0 - 16 * g : 0;
+      const int64_t hi = r1 < 16 * g + 16 ? r1 - 16 * g : 16;
+      const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+      for (int jt = 0; jt < chunk; jt += kXTile) {
+        const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
+        __m512 acc[kXTile];
+        switch (t) {
+          case 1: { __m512 a[1]; GroupTile<1>(group, nb, x + jt, dx + jt, xsum + jt, a); acc[0] = a[0]; break; }
+          case 2: { __m512 a[2]; GroupTile<2>(group, nb, x + jt, dx + jt, xsum + jt, a); acc[0] = a[0]; acc[1] = a[1]; break; }
+          case 3: { __m512 a[3]; GroupTile<3>(group, nb, x + jt, dx + jt, xsum + jt, a); for (int i = 0; i < 3; ++i) acc[i] = a[i]; break; }
+          default: GroupTile<4>(group, nb, x + jt, dx + jt, xsum + jt, acc); break;
+        }
+        for (int j = 0; j < t; ++j) {
+          _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace packed_q8_0_internal
+}  // namespace kvs
