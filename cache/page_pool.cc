@@ -51,6 +51,10 @@ absl::StatusOr<PageId> PagePool::Allocate() {
     const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return absl::ResourceExhaustedError("cannot map KV cache memory");
+    // Huge pages where the kernel allows them: attention walks a (layer,
+    // head) block per KV page, a page apart, so small pages cost a TLB miss
+    // per block.
+    ::madvise(m, bytes, MADV_HUGEPAGE);
     slabs_[n_slabs_] = static_cast<uint8_t*>(m);
     const int64_t first = n_slabs_ * pages_per_slab_;
     const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);

@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -104,17 +105,79 @@ void AttentionUpdateScalar(bool kv_f16, const float* q, int64_t q_row_stride, in
   }
 }
 
+// The scalar reference of AttentionUpdateBlocks.
+void AttentionBlocksScalar(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                           const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
+                           int block_keys, int head_dim, const int* visible, float scale,
+                           float* max, float* sum, float* acc, float* scratch) {
+  const size_t elem = kv_f16 ? 2 : 4;
+  auto at = [&](const void* const* blocks, int key, int d) {
+    const uint8_t* p = static_cast<const uint8_t*>(blocks[key / block_keys]) +
+                       (static_cast<size_t>(key % block_keys) * head_dim + d) * elem;
+    if (!kv_f16) {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return Fp16ToFp32(h);
+  };
+  float* scores = scratch;
+  for (int r = 0; r < rows; ++r) {
+    const int n = std::min(visible[r], n_blocks * block_keys);
+    if (n <= 0) continue;
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      const float* qi = q + r * q_row_stride + h * head_dim;
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) {
+        float dot = 0;
+        for (int d = 0; d < head_dim; ++d) dot += qi[d] * at(k_blocks, j, d);
+        scores[j] = scale * dot;
+        block_max = std::max(block_max, scores[j]);
+      }
+      const float new_max = std::max(block_max, max[i]);
+      const float correction = std::exp(max[i] - new_max);
+      float* acc_i = acc + static_cast<size_t>(i) * head_dim;
+      float block_sum = 0;
+      for (int d = 0; d < head_dim; ++d) acc_i[d] *= correction;
+      for (int j = 0; j < n; ++j) {
+        const float p = std::exp(scores[j] - new_max);
+        block_sum += p;
+        for (int d = 0; d < head_dim; ++d) acc_i[d] += p * at(v_blocks, j, d);
+      }
+      sum[i] = sum[i] * correction + block_sum;
+      max[i] = new_max;
+    }
+  }
+}
+
 }  // namespace
 
 namespace kernel_table {
 
 void FillScalarAttention(KernelTable* t) {
   t->attention_update = AttentionUpdateScalar;
+  t->attention_blocks = AttentionBlocksScalar;
   t->store_f16 = StoreF16Scalar;
   t->load_f16 = LoadF16Scalar;
 }
 
 }  // namespace kernel_table
+
+size_t AttentionBlocksScratchFloats(int max_keys, int block_keys, int head_dim, int heads) {
+  return std::max(static_cast<size_t>(max_keys) * heads, AttentionScratchFloats(block_keys, head_dim));
+}
+
+void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
+                           const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
+                           int block_keys, int head_dim, const int* visible, float scale, float* max,
+                           float* sum, float* acc, float* scratch) {
+  kernel_table::ActiveKernelTable().attention_blocks(dtype == KvDtype::kF16, q, q_row_stride, rows,
+                                                     heads, k_blocks, v_blocks, n_blocks, block_keys,
+                                                     head_dim, visible, scale, max, sum, acc, scratch);
+}
 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                      const void* k, const void* v, int n_keys, int head_dim, const int* visible,

@@ -54,6 +54,20 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
                      const void* k, const void* v, int n_keys, int head_dim, const int* visible,
                      float scale, float* max, float* sum, float* acc, float* scratch);
 
+// Folds several blocks (e.g. the pages of a sequence, in order) into the
+// state in one online-softmax step: all the scores of a query first, then
+// one rescale and one pass over the values. Block b holds block_keys keys
+// (the last may be partly filled); visible[r] counts the keys row r sees
+// from the start of block 0. Keys and values are read in place (F16
+// converted in registers).
+//   scratch: AttentionBlocksScratchFloats(n_blocks * block_keys, block_keys,
+//   head_dim, heads) floats.
+void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
+                           const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
+                           int block_keys, int head_dim, const int* visible, float scale, float* max,
+                           float* sum, float* acc, float* scratch);
+size_t AttentionBlocksScratchFloats(int max_keys, int block_keys, int head_dim, int heads);
+
 // Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,
                      float* out, int64_t out_row_stride);

@@ -77,6 +77,11 @@ using AttentionUpdateFn = void (*)(bool kv_f16, const float* q, int64_t q_row_st
 // level gives the scalar bits.
 using QuantizeInt8Fn = void (*)(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
                                 float* d, int16_t* sums);
+using AttentionBlocksFn = void (*)(bool kv_f16, const float* q, int64_t q_row_stride, int rows,
+                                   int heads, const void* const* k_blocks,
+                                   const void* const* v_blocks, int n_blocks, int block_keys,
+                                   int head_dim, const int* visible, float scale, float* max,
+                                   float* sum, float* acc, float* scratch);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
@@ -86,6 +91,7 @@ struct KernelTable {
   QuantizeInt8Fn quantize_int8;
   DequantizeFn dequantize[kNumComputeTypes];
   AttentionUpdateFn attention_update;
+  AttentionBlocksFn attention_blocks;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact
 };

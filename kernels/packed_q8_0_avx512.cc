@@ -34,31 +34,56 @@ void BlockSums(const int8_t* x, int64_t nb, int32_t* out) {
   }
 }
 
+// Weight tile slices outermost and activation rows innermost, so the J
+// rows' VPDPBUSD chains interleave (one chain is bound by the instruction's
+// latency); a single row splits its block into two chains.
 template <int J>
 void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
                const int32_t* const* xsum, __m512 (&acc)[J]) {
+  constexpr int kChains = J == 1 ? 2 : 1;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
   const uint8_t* quants = group + ScalesBytes(nb);
 #pragma GCC unroll 4
   for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
-    __m512i w[8];
-#pragma GCC unroll 8
-    for (int kk = 0; kk < 8; ++kk) w[kk] = _mm512_loadu_si512(quants + b * 512 + kk * 64);
+    __m512i p[J][kChains];
 #pragma GCC unroll 4
     for (int j = 0; j < J; ++j) {
-      const int8_t* xb = x[j] + 32 * b;
-      __m512i p = _mm512_set1_epi32(-128 * xsum[j][b]);
+      p[j][0] = _mm512_set1_epi32(-128 * xsum[j][b]);
+      if constexpr (kChains == 2) p[j][1] = _mm512_setzero_si512();
+    }
+    const uint8_t* wq = quants + b * 512;
 #pragma GCC unroll 8
-      for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < 8; ++kk) {
+      const __m512i w = _mm512_loadu_si512(wq + kk * 64);
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) {
         int32_t slice;
-        std::memcpy(&slice, xb + 4 * kk, 4);
-        p = _mm512_dpbusd_epi32(p, w[kk], _mm512_set1_epi32(slice));
+        std::memcpy(&slice, x[j] + 32 * b + 4 * kk, 4);
+        __m512i& chain = p[j][kk % kChains];
+        chain = _mm512_dpbusd_epi32(chain, w, _mm512_set1_epi32(slice));
       }
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(dx[j][b])), acc[j]);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      __m512i isum = p[j][0];
+      if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, p[j][1]);
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dx[j][b])), acc[j]);
     }
   }
+}
+
+// GroupTile<t> for a run-time t in [1, kXTile].
+template <int J = kXTile>
+void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
+              const int32_t* const* xsum, __m512* acc) {
+  if constexpr (J > 1) {
+    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, acc);
+  }
+  __m512 a[J];
+  GroupTile<J>(group, nb, x, dx, xsum, a);
+  for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
 }  // namespace
@@ -95,12 +120,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       for (int jt = 0; jt < chunk; jt += kXTile) {
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
         __m512 acc[kXTile];
-        switch (t) {
-          case 1: { __m512 a[1]; GroupTile<1>(group, nb, x + jt, dx + jt, xsum + jt, a); acc[0] = a[0]; break; }
-          case 2: { __m512 a[2]; GroupTile<2>(group, nb, x + jt, dx + jt, xsum + jt, a); acc[0] = a[0]; acc[1] = a[1]; break; }
-          case 3: { __m512 a[3]; GroupTile<3>(group, nb, x + jt, dx + jt, xsum + jt, a); for (int i = 0; i < 3; ++i) acc[i] = a[i]; break; }
-          default: GroupTile<4>(group, nb, x + jt, dx + jt, xsum + jt, acc); break;
-        }
+        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, acc);
         for (int j = 0; j < t; ++j) {
           _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
         }

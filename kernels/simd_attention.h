@@ -182,10 +182,159 @@ void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
   }
 }
 
+// Loads kLanes keys' or values' elements, F32 or F16 (converted in registers).
+template <class V, bool kF16>
+typename V::F LoadKvLanes(const void* base, size_t index) {
+  if constexpr (kF16) {
+    return V::LoadF16(static_cast<const uint16_t*>(base) + index);
+  } else {
+    return V::Load(static_cast<const float*>(base) + index);
+  }
+}
+
+// scores[j] = scale * q . k_j for the n keys of one block read in place,
+// kLanes keys at a time reduced together (head_dim % kLanes == 0).
+template <class V, bool kF16>
+void ScoresInPlace(const float* q, const void* k, int n, int hd, float scale, float* scores) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  int j = 0;
+  for (; j + L <= n; j += L) {
+    F part[L];
+#pragma GCC unroll 16
+    for (int t = 0; t < L; ++t) part[t] = V::Zero();
+    for (int d = 0; d < hd; d += L) {
+      const F qd = V::Load(q + d);
+#pragma GCC unroll 16
+      for (int t = 0; t < L; ++t) {
+        part[t] = V::Fma(qd, LoadKvLanes<V, kF16>(k, static_cast<size_t>(j + t) * hd + d), part[t]);
+      }
+    }
+    V::Store(scores + j, V::Mul(V::TransposeSum(part), V::Set1(scale)));
+  }
+  for (; j < n; ++j) {
+    F a = V::Zero();
+    for (int d = 0; d < hd; d += L) a = V::Fma(V::Load(q + d), LoadKvLanes<V, kF16>(k, static_cast<size_t>(j) * hd + d), a);
+    scores[j] = scale * V::Sum(a);
+  }
+}
+
+// acc[0, kChunks * kLanes) += sum_{j < n} p[j] * v_j, the values read in
+// place, the accumulator in registers.
+template <class V, bool kF16, int kChunks>
+void AccumulateInPlace(const float* p, const void* v, int n, float* acc) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, hd = kChunks * L;
+  F a[kChunks];
+#pragma GCC unroll 16
+  for (int c = 0; c < kChunks; ++c) a[c] = V::Load(acc + c * L);
+  for (int j = 0; j < n; ++j) {
+    const F pj = V::Set1(p[j]);
+#pragma GCC unroll 16
+    for (int c = 0; c < kChunks; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kF16>(v, static_cast<size_t>(j) * hd + c * L), a[c]);
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < kChunks; ++c) V::Store(acc + c * L, a[c]);
+}
+
+// Asks for a block's cache lines ahead of use: pages of one (layer, head)
+// are a page apart in memory, too far for the hardware prefetcher.
+inline void PrefetchBlock(const void* block, size_t bytes) {
+  const char* p = static_cast<const char*>(block);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
+// Blocks prefetched ahead of the one being read.
+constexpr int kPrefetchBlocks = 4;
+
+// One row's heads go through each block together, so a K or V block is
+// read from memory once for the whole group and from L1 for the others.
+template <class V, bool kF16, int kChunks>
+void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int heads,
+                          const void* const* k, const void* const* v, int n_blocks, int block_keys,
+                          const int* visible, float scale, float* max, float* sum, float* acc,
+                          float* scratch) {
+  constexpr int hd = kChunks * V::kLanes;
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[r] < n_blocks * block_keys ? visible[r] : n_blocks * block_keys;
+    if (n <= 0) continue;
+    const float* qr = q + r * q_row_stride;
+    const int used_blocks = (n + block_keys - 1) / block_keys;
+    const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
+    for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
+    for (int b = 0; b * block_keys < n; ++b) {
+      const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
+      if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
+      for (int h = 0; h < heads; ++h) {
+        ScoresInPlace<V, kF16>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
+      }
+    }
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      float* scores = scratch + static_cast<size_t>(h) * n;
+      float block_max = scores[0];
+      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
+      const float new_max = block_max > max[i] ? block_max : max[i];
+      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first call
+      sum[i] = sum[i] * correction + ExpInPlace<V>(scores, n, new_max);
+      max[i] = new_max;
+      float* acc_i = acc + static_cast<size_t>(i) * hd;
+      for (int d = 0; d < hd; d += V::kLanes) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+    }
+    for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(v[b], block_bytes);
+    for (int b = 0; b * block_keys < n; ++b) {
+      const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
+      if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(v[b + kPrefetchBlocks], block_bytes);
+      for (int h = 0; h < heads; ++h) {
+        AccumulateInPlace<V, kF16, kChunks>(scratch + static_cast<size_t>(h) * n + b * block_keys, v[b], nb,
+                                            acc + static_cast<size_t>(r * heads + h) * hd);
+      }
+    }
+  }
+}
+
+// AttentionUpdateBlocks for head_dim = 1, 2, 4, 8 or 16 vectors
+// (register-resident accumulators); other sizes go block by block through
+// the single-block kernel (scratch: also AttentionScratchFloats).
+template <class V>
+void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                         const void* const* k, const void* const* v, int n_blocks, int block_keys,
+                         int head_dim, const int* visible, float scale, float* max, float* sum,
+                         float* acc, float* scratch) {
+  constexpr int L = V::kLanes;
+#define KVS_ATTENTION_FIXED(CHUNKS)                                                                    \
+  if (head_dim == (CHUNKS) * L) {                                                                      \
+    return kv_f16 ? AttentionBlocksFixed<V, true, CHUNKS>(q, q_row_stride, rows, heads, k, v, n_blocks, \
+                                                          block_keys, visible, scale, max, sum, acc,   \
+                                                          scratch)                                     \
+                  : AttentionBlocksFixed<V, false, CHUNKS>(q, q_row_stride, rows, heads, k, v,         \
+                                                           n_blocks, block_keys, visible, scale, max,  \
+                                                           sum, acc, scratch);                         \
+  }
+  KVS_ATTENTION_FIXED(1)
+  KVS_ATTENTION_FIXED(2)
+  KVS_ATTENTION_FIXED(4)
+  KVS_ATTENTION_FIXED(8)
+  KVS_ATTENTION_FIXED(16)
+#undef KVS_ATTENTION_FIXED
+  // Fallback: one block at a time (the single-block kernel's scratch).
+  int vis[64];
+  for (int b = 0; b < n_blocks; ++b) {
+    int any = 0;
+    for (int r = 0; r < rows && r < 64; ++r) {
+      const int left = visible[r] - b * block_keys;
+      vis[r] = left < 0 ? 0 : (left > block_keys ? block_keys : left);
+      any |= vis[r];
+    }
+    if (any) AttentionUpdateWith<V>(kv_f16, q, q_row_stride, rows, heads, k[b], v[b], block_keys, head_dim, vis, scale, max, sum, acc, scratch);
+  }
+}
+
 // The table entries every instruction set fills the same way.
 template <class V>
 void FillAttentionEntries(kernel_table::KernelTable* t) {
   t->attention_update = AttentionUpdateWith<V>;
+  t->attention_blocks = AttentionBlocksWith<V>;
   t->store_f16 = ConvertToF16<V>;
   t->load_f16 = ConvertF16<V>;
 }

@@ -149,6 +149,7 @@ int64_t ModelWeights::PackForFastPath() {
     const size_t bytes = PackedQ8_0Bytes(m->rows, m->cols);
     uint8_t* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
     if (out == nullptr) return;
+    madvise(out, (bytes + 63) / 64 * 64, MADV_HUGEPAGE);  // streamed every token
     PackQ8_0(m->data, m->row_bytes, m->rows, m->cols, out);
     packed_.emplace_back(out);
     m->packed = out;

@@ -15,7 +15,7 @@ namespace kvs {
 namespace {
 
 constexpr int kMaxPageTokens = 256;
-constexpr int kQueryBlockRows = 16;  // query rows per attention task in prefill
+constexpr int kQueryBlockRows = 16;  // query rows per attention task
 
 // Rows quantized per task when a matmul's input has many rows (prefill).
 constexpr int kQuantizeRowsPerTask = 8;
@@ -36,7 +36,8 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
       pool_(pool),
       max_batch_tokens_(max_batch_tokens),
       max_context_(std::min(max_context, config.context_length)),
-      path_(path) {
+      path_(path),
+      max_pages_(max_context_ + 1) {  // pages of at least one token (any page size)
   const size_t m = static_cast<size_t>(max_batch_tokens);
   const ModelConfig& c = config_;
   x_.resize(m * c.dim);
@@ -71,10 +72,12 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   const int group_rows = kQueryBlockRows * c.group_size();
   matmul_scratch_.resize(pool_->size());
   attention_scratch_.resize(pool_->size());
+  attention_blocks_.resize(pool_->size());
   for (int t = 0; t < pool_->size(); ++t) {
     matmul_scratch_[t].resize(MatmulScratchFloats(widest));
-    attention_scratch_[t].resize(AttentionScratchFloats(kMaxPageTokens, c.head_dim) +
+    attention_scratch_[t].resize(AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
                                  static_cast<size_t>(group_rows) * (2 + c.head_dim));
+    attention_blocks_[t].resize(2 * max_pages_);
   }
 }
 
@@ -220,42 +223,36 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
     const AttentionTask& task = attention_tasks_[task_index];
     const int nq = task.rows * group;
     float* scratch = attention_scratch_[thread].data();
-    float* m = scratch + AttentionScratchFloats(kMaxPageTokens, c.head_dim);
+    float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size());
     float* l = m + nq;
     float* acc = l + nq;
     AttentionInit(nq, c.head_dim, m, l, acc);
     const float* q = q_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                      static_cast<size_t>(task.kv_head) * group * c.head_dim;
-    int last_pos = 0;
-    for (int r = 0; r < task.rows; ++r) last_pos = std::max(last_pos, row_pos_[task.row_begin + r]);
-    auto page_of = [&](int r, int page) -> PageId {
-      const int row = task.row_begin + r;
-      if (page * T > row_pos_[row]) return -1;  // the row does not see this page
-      return items[row_item_[row]].kv->page_table()[page];
-    };
+    // Rows of one item (a prefill block) share one call over the item's
+    // pages; each query is folded in one online-softmax step over its whole
+    // visible context, so its arithmetic never depends on the batch. Forks
+    // run one after another on this thread, so the prefix pages they share
+    // are read from memory once and from cache after.
+    const void** k_blocks = attention_blocks_[thread].data();
+    const void** v_blocks = k_blocks + max_pages_;
     int visible[kQueryBlockRows];
-    for (int page = 0; page * T <= last_pos; ++page) {
-      // Rows that read the same page (one prefill item, or forks sharing a
-      // prefix) attend to it in one call: the page is read once for all.
-      for (int r = 0; r < task.rows;) {
-        const PageId id = page_of(r, page);
-        if (id < 0) {
-          ++r;
-          continue;
-        }
-        int end = r + 1;
-        while (end < task.rows && page_of(end, page) == id) ++end;
-        for (int k = r; k < end; ++k) {
-          visible[k - r] = std::clamp(row_pos_[task.row_begin + k] - page * T + 1, 0, T);
-        }
-        const KvSequence& kv = *items[row_item_[task.row_begin + r]].kv;
-        AttentionUpdate(g.dtype, q + static_cast<size_t>(r) * c.q_dim(), c.q_dim(), end - r, group,
-                        kv.block(page, layer, KvPart::kKey, task.kv_head),
-                        kv.block(page, layer, KvPart::kValue, task.kv_head), T, c.head_dim, visible,
-                        scale, m + r * group, l + r * group,
-                        acc + static_cast<size_t>(r) * group * c.head_dim, scratch);
-        r = end;
+    for (int r = 0; r < task.rows;) {
+      const int item = row_item_[task.row_begin + r];
+      int end = r + 1;
+      while (end < task.rows && row_item_[task.row_begin + end] == item) ++end;
+      const KvSequence& kv = *items[item].kv;
+      const int n_pages = row_pos_[task.row_begin + end - 1] / T + 1;
+      for (int p = 0; p < n_pages; ++p) {
+        k_blocks[p] = kv.block(p, layer, KvPart::kKey, task.kv_head);
+        v_blocks[p] = kv.block(p, layer, KvPart::kValue, task.kv_head);
       }
+      for (int k = r; k < end; ++k) visible[k - r] = row_pos_[task.row_begin + k] + 1;
+      AttentionUpdateBlocks(g.dtype, q + static_cast<size_t>(r) * c.q_dim(), c.q_dim(), end - r,
+                            group, k_blocks, v_blocks, n_pages, T, c.head_dim, visible, scale,
+                            m + r * group, l + r * group,
+                            acc + static_cast<size_t>(r) * group * c.head_dim, scratch);
+      r = end;
     }
     float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                  static_cast<size_t>(task.kv_head) * group * c.head_dim;

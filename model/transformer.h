@@ -119,6 +119,7 @@ class Transformer {
   const int max_batch_tokens_;
   const int max_context_;
   const MatmulPath path_;
+  const int max_pages_;  // most KV pages one sequence can have
 
   // Workspace, rows = max_batch_tokens.
   std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_;
@@ -132,6 +133,7 @@ class Transformer {
   // Per-thread scratch.
   std::vector<std::vector<float>> matmul_scratch_;
   std::vector<std::vector<float>> attention_scratch_;
+  std::vector<std::vector<const void*>> attention_blocks_;  // K/V page pointers of one call
 };
 
 }  // namespace kvs
