@@ -15,6 +15,9 @@ namespace kvs {
 namespace {
 
 constexpr int kMaxPageTokens = 256;
+// Matmul tasks per thread: enough that dynamic hand-out evens out the
+// threads (the last task of a matrix is the one the other thread waits for).
+constexpr int kTasksPerThread = 8;
 constexpr int kQueryBlockRows = 16;  // query rows per attention task
 
 // Rows quantized per task when a matmul's input has many rows (prefill).
@@ -152,7 +155,7 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   first_task[0] = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int64_t rows = jobs[i].w->rows;
-    chunk[i] = std::max<int64_t>(16, (rows / (pool_->size() * 8) + 15) / 16 * 16);
+    chunk[i] = std::max<int64_t>(16, (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
     first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
   }
   auto locate = [&](int task, size_t* job, int64_t* r0, int64_t* r1) {
