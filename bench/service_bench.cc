@@ -153,10 +153,11 @@ int Main(int argc, char** argv) {
   // 3. Restore from disk vs re-prefill of a long session.
   const int max_context = info->limits().max_context();
   const int long_len = std::min(long_tokens, max_context - 8);
-  const std::string long_text = TextOfTokens(long_len);
   std::vector<double> restore_ms, prefill_ms;
   int long_session_tokens = 0;
   for (int r = 0; r < repeats; ++r) {
+    // A different first word each time, so no prefix is found in the cache.
+    const std::string long_text = std::to_string(1000 + r) + " " + TextOfTokens(long_len);
     const auto p0 = Clock::now();
     absl::StatusOr<v1::Session> s = client->CreateSession(long_text);
     Check(s.status(), "CreateSession(long)");
