@@ -130,6 +130,7 @@ void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, in
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
 #pragma GCC unroll 16
         for (int i = 0; i < 16; ++i) {
+          if (i >= mm) break;  // padding rows of a partial tile
           const float dx = reinterpret_cast<const float*>(a + i * x_row_bytes + scales_offset)[b];
           const __m512i p = _mm512_add_epi32(_mm512_load_si512(ctile + 16 * i),
                                              _mm512_set1_epi32(xsum[b * 16 + i]));
