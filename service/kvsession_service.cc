@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "service/cancellable_reactor.h"
 #include "service/generate_reactor.h"
 #include "service/proto_convert.h"
 
@@ -98,17 +99,17 @@ absl::Status KvSessionService::ValidateLabels(
   return absl::OkStatus();
 }
 
-void KvSessionService::RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
-                                     int prompt_tokens,
-                                     std::function<void(const absl::Status&, const JobUsage&)> done) {
-  engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
+std::shared_ptr<JobHandle> KvSessionService::RunPrefillJob(
+    std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
+    std::function<void(const absl::Status&, const JobUsage&)> done) {
+  return engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
                   std::make_shared<DoneListener>(std::move(done)));
 }
 
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateSessionRequest* request,
                                                           v1::Session* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* reactor = new CancellableReactor();
   if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
     reactor->Finish(ToGrpc(s));
     return reactor;
@@ -134,7 +135,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
       input = *std::move(ids);
     }
     const int prompt = static_cast<int>(s->tokens.size() + input.size());
-    RunPrefillJob(s, std::move(input), prompt,
+    reactor->SetJob(RunPrefillJob(s, std::move(input), prompt,
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
@@ -143,7 +144,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response);
                     reactor->Finish(ToGrpc(info.status()));
-                  });
+                  }));
   });
   return reactor;
 }
@@ -151,7 +152,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* ctx,
                                                    const v1::AppendRequest* request,
                                                    v1::AppendResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto* reactor = new CancellableReactor();
   const bool empty = !request->has_input() ||
                      (request->input().has_tokens() ? request->input().tokens().ids_size() == 0
                                                     : request->input().text().empty());
@@ -170,14 +171,14 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
       return reactor->Finish(ToGrpc(st));
     }
     const int prompt = static_cast<int>(ids->size());
-    RunPrefillJob(s, *std::move(ids), prompt,
+    reactor->SetJob(RunPrefillJob(s, *std::move(ids), prompt,
                   [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response->mutable_session());
                     reactor->Finish(ToGrpc(info.status()));
-                  });
+                  }));
   });
   return reactor;
 }

@@ -79,9 +79,9 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels) const;
   // Runs an Append-style job (prefill only) on an acquired session; calls
   // `done` with the final status and usage from the executor.
-  void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
-                     int prompt_tokens,
-                     std::function<void(const absl::Status&, const JobUsage&)> done);
+  std::shared_ptr<JobHandle> RunPrefillJob(
+      std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
+      std::function<void(const absl::Status&, const JobUsage&)> done);
   SamplingParams ServerDefaultSampling() const;
 
   const Model& model_;

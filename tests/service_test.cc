@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
 #include "tests/server_process.h"
+#include "tools/model_synth.h"
 
 namespace kvs {
 namespace {
@@ -36,10 +37,12 @@ class ServiceTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // Starts a server on `model` and connects a client.
+  // Starts a server on `model` (a file in ../shared/models, or a path) and
+  // connects a client.
   void StartServer(const std::string& model, std::vector<std::string> flags = {}) {
     server_ = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(server_->Start(ModelPath(model), (dir_ / "data").string(), flags)) << server_->log();
+    const std::string path = model.find('/') == std::string::npos ? ModelPath(model) : model;
+    ASSERT_TRUE(server_->Start(path, (dir_ / "data").string(), flags)) << server_->log();
     client_ = std::make_unique<KvSessionClient>(server_->address());
     ASSERT_TRUE(client_->WaitForServer(std::chrono::seconds(10)));
   }
@@ -274,6 +277,53 @@ TEST_F(ServiceTest, DeadlineStopsTheGenerationLikeACancel) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(Generate(s.id(), 3).ids.size(), 3u);
+}
+
+TEST_F(ServiceTest, DeadlineStopsALongAppendAndTheSessionCatchesUpLater) {
+  // A model big enough that a long prefill takes a while.
+  SynthSpec spec;
+  spec.dim = 512;
+  spec.n_layers = 8;
+  spec.n_heads = 8;
+  spec.n_kv_heads = 4;
+  spec.ffn_dim = 2048;
+  spec.vocab_size = 32000;
+  spec.context_length = 8192;
+  spec.weight_type = GgmlType::kQ8_0;
+  spec.vocab_from = SharedDir() + "/vocab/ggml-vocab-llama-spm.gguf";
+  const std::string model = (dir_ / "big.gguf").string();
+  ASSERT_TRUE(WriteSynthModel(spec, model).ok());
+  StartServer(model);
+  v1::Session s = Create("Once upon a time");
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) long_text += " the machine dreamed of vectors";
+  v1::AppendRequest req;
+  req.set_session_id(s.id());
+  req.mutable_input()->set_text(long_text);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(150));
+  v1::AppendResponse resp;
+  const auto start = std::chrono::steady_clock::now();
+  grpc::Status st = client_->stub()->Append(&ctx, req, &resp);
+  ASSERT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The server stops within a step: the session is idle again long before
+  // the whole prefill could have run.
+  absl::StatusOr<v1::Session> now;
+  for (int i = 0; i < 500; ++i) {
+    now = client_->GetSession(s.id());
+    if (now.ok() && now->state() == v1::SESSION_STATE_IDLE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->state(), v1::SESSION_STATE_IDLE);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
+  EXPECT_LT(info->engine().prefill_tokens(), now->length() - 10)
+      << "the prefill stopped early (" << waited << " s)";
+  // The appended text stays; the next Generate catches the KV up and runs.
+  GenerateResult r = Generate(s.id(), 3);
+  EXPECT_EQ(r.ids.size(), 3u);
+  EXPECT_EQ(r.usage.session_tokens(), now->length() + 3);
 }
 
 TEST_F(ServiceTest, SecondGenerateOnABusySessionIsFailedPrecondition) {
