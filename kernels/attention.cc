@@ -51,60 +51,6 @@ void LoadF16Scalar(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
-// The scalar reference of AttentionUpdate.
-void AttentionUpdateScalar(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
-                           const void* k, const void* v, int n_keys, int head_dim,
-                           const int* visible, float scale, float* max, float* sum, float* acc,
-                           float* scratch) {
-  int max_visible = 0;
-  for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
-  if (max_visible > n_keys) max_visible = n_keys;
-  if (max_visible == 0) return;
-
-  // Convert the visible part of the block once for every query of the group.
-  const float* kf;
-  const float* vf;
-  float* scores = scratch;
-  if (!kv_f16) {
-    kf = static_cast<const float*>(k);
-    vf = static_cast<const float*>(v);
-  } else {
-    float* kbuf = scratch + n_keys;
-    float* vbuf = kbuf + static_cast<size_t>(n_keys) * head_dim;
-    LoadF16Scalar(static_cast<const uint16_t*>(k), kbuf, static_cast<int64_t>(max_visible) * head_dim);
-    LoadF16Scalar(static_cast<const uint16_t*>(v), vbuf, static_cast<int64_t>(max_visible) * head_dim);
-    kf = kbuf;
-    vf = vbuf;
-  }
-
-  for (int r = 0; r < rows; ++r) {
-    const int n = visible[r] < n_keys ? visible[r] : n_keys;
-    if (n <= 0) continue;
-    for (int h = 0; h < heads; ++h) {
-      const int i = r * heads + h;
-      const float* qi = q + r * q_row_stride + h * head_dim;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j < n; ++j) {
-        scores[j] = scale * DotF32(qi, kf + static_cast<size_t>(j) * head_dim, head_dim);
-        block_max = scores[j] > block_max ? scores[j] : block_max;
-      }
-      const float new_max = block_max > max[i] ? block_max : max[i];
-      const float correction = std::exp(max[i] - new_max);  // 0 on the first block
-      float* acc_i = acc + static_cast<size_t>(i) * head_dim;
-      float block_sum = 0;
-      for (int d = 0; d < head_dim; ++d) acc_i[d] *= correction;
-      for (int j = 0; j < n; ++j) {
-        const float p = std::exp(scores[j] - new_max);
-        block_sum += p;
-        const float* vj = vf + static_cast<size_t>(j) * head_dim;
-        for (int d = 0; d < head_dim; ++d) acc_i[d] += p * vj[d];
-      }
-      sum[i] = sum[i] * correction + block_sum;
-      max[i] = new_max;
-    }
-  }
-}
-
 // The scalar reference of AttentionUpdateBlocks.
 void AttentionBlocksScalar(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
@@ -158,7 +104,6 @@ void AttentionBlocksScalar(bool kv_f16, const float* q, int64_t q_row_stride, in
 namespace kernel_table {
 
 void FillScalarAttention(KernelTable* t) {
-  t->attention_update = AttentionUpdateScalar;
   t->attention_blocks = AttentionBlocksScalar;
   t->store_f16 = StoreF16Scalar;
   t->load_f16 = LoadF16Scalar;
@@ -182,9 +127,9 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                      const void* k, const void* v, int n_keys, int head_dim, const int* visible,
                      float scale, float* max, float* sum, float* acc, float* scratch) {
-  kernel_table::ActiveKernelTable().attention_update(dtype == KvDtype::kF16, q, q_row_stride, rows,
-                                                     heads, k, v, n_keys, head_dim, visible, scale,
-                                                     max, sum, acc, scratch);
+  // One block is the one-block case of AttentionUpdateBlocks.
+  AttentionUpdateBlocks(dtype, q, q_row_stride, rows, heads, &k, &v, 1, n_keys, head_dim, visible,
+                        scale, max, sum, acc, scratch);
 }
 
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,

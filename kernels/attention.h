@@ -33,7 +33,8 @@ const char* KvDtypeName(KvDtype t);
 void StoreKv(KvDtype dtype, const float* src, void* dst, int64_t n);
 void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n);
 
-// Floats of scratch AttentionUpdate needs for blocks of up to `block_keys`.
+// Floats of scratch AttentionUpdate needs for blocks of up to `block_keys`
+// (with `heads` query heads per row, at least block_keys * heads).
 size_t AttentionScratchFloats(int block_keys, int head_dim);
 
 // Queries come in rows (one token each) of `heads` query heads that share

@@ -67,10 +67,6 @@ using MatmulFn = void (*)(const WeightRows& w, int64_t r0, int64_t r1, const flo
 using MatmulQuantizedFn = void (*)(const WeightRows& w, int64_t r0, int64_t r1,
                                    const QuantizedRows& x, int nx, float* y, int64_t y_stride);
 using DequantizeFn = void (*)(const uint8_t* row, float* out, int64_t n);
-using AttentionUpdateFn = void (*)(bool kv_f16, const float* q, int64_t q_row_stride, int rows,
-                                   int heads, const void* k, const void* v, int n_keys,
-                                   int head_dim, const int* visible, float scale, float* max,
-                                   float* sum, float* acc, float* scratch);
 // Rounds `cols` activations to int8 blocks of `block` (32 or 256): scale
 // max|x| / 127 (F16-rounded when `f16_scale`), quants nearest-even of
 // x / scale, and the sums of every 16 quants when `sums` is not null. Every
@@ -90,7 +86,6 @@ struct KernelTable {
   MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
   QuantizeInt8Fn quantize_int8;
   DequantizeFn dequantize[kNumComputeTypes];
-  AttentionUpdateFn attention_update;
   AttentionBlocksFn attention_blocks;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact

@@ -333,7 +333,6 @@ void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
 // The table entries every instruction set fills the same way.
 template <class V>
 void FillAttentionEntries(kernel_table::KernelTable* t) {
-  t->attention_update = AttentionUpdateWith<V>;
   t->attention_blocks = AttentionBlocksWith<V>;
   t->store_f16 = ConvertToF16<V>;
   t->load_f16 = ConvertF16<V>;
