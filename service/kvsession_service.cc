@@ -6,15 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "service/cancellable_reactor.h"
 #include "service/generate_reactor.h"
+#include "service/grpc_status.h"
 #include "service/proto_convert.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 namespace {
 
@@ -99,11 +95,11 @@ absl::Status KvSessionService::ValidateLabels(
   return absl::OkStatus();
 }
 
-std::shared_ptr<JobHandle> KvSessionService::RunPrefillJob(
+void KvSessionService::RunPrefillJob(
     std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
-    std::function<void(const absl::Status&, const JobUsage&)> done) {
-  return engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
-                  std::make_shared<DoneListener>(std::move(done)));
+    std::shared_ptr<JobHandle> handle, std::function<void(const absl::Status&, const JobUsage&)> done) {
+  engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
+                  std::make_shared<DoneListener>(std::move(done)), std::move(handle));
 }
 
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
@@ -135,7 +131,9 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
       input = *std::move(ids);
     }
     const int prompt = static_cast<int>(s->tokens.size() + input.size());
-    reactor->SetJob(RunPrefillJob(s, std::move(input), prompt,
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    RunPrefillJob(s, std::move(input), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
@@ -144,7 +142,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response);
                     reactor->Finish(ToGrpc(info.status()));
-                  }));
+                  });
   });
   return reactor;
 }
@@ -171,21 +169,23 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
       return reactor->Finish(ToGrpc(st));
     }
     const int prompt = static_cast<int>(ids->size());
-    reactor->SetJob(RunPrefillJob(s, *std::move(ids), prompt,
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    RunPrefillJob(s, *std::move(ids), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response->mutable_session());
                     reactor->Finish(ToGrpc(info.status()));
-                  }));
+                  });
   });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  auto* reactor = new GenerateReactor(&model_.tokenizer());
+  auto* reactor = new GenerateReactor();
   io_->Submit([this, reactor, request] {
     absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
     if (!session.ok()) return reactor->FailEarly(session.status());
@@ -213,7 +213,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
       return reactor->FailEarly(st);
     }
     const int prompt = static_cast<int>(input.size());
-    reactor->SetJob(engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener()));
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle));
   });
   return reactor;
 }
