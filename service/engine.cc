@@ -210,7 +210,7 @@ void Engine::EndJob(Active& active, Job* job, absl::Status status, FinishReason 
                     StepReport& report) {
   for (auto& slot : active) {
     if (slot.get() == job) {
-      Finish(std::move(slot), std::move(status), reason);
+      ending_.push_back({std::move(slot), std::move(status), reason});
       ++report.finished_jobs;
       return;
     }
@@ -244,14 +244,18 @@ void Engine::Step(Active& active) {
   if (!items_.empty()) Deliver(active, RunForward(), report);
   FinishCaughtUpAppends(active, report);
   RecordStep(report);
+  // Jobs that ended in this step persist and answer only now, so the step
+  // is recorded before any of its results is acknowledged.
+  for (Ending& e : ending_) Finish(std::move(e.job), std::move(e.status), e.reason);
+  ending_.clear();
 }
 
 void Engine::ReapCancelled(Active& active, StepReport& report) {
   // Whatever a cancelled job produced stays in its session.
   for (auto& job : active) {
     if (job->handle->cancelled()) {
-      Finish(std::move(job), absl::CancelledError("the call was cancelled"), FinishReason::kCancelled);
-      ++report.finished_jobs;
+      EndJob(active, job.get(), absl::CancelledError("the call was cancelled"),
+             FinishReason::kCancelled, report);
     }
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
@@ -321,10 +325,7 @@ void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& re
 
 void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {
   for (auto& job : active) {
-    if (!job->gen && job->kv.lag() <= 0) {
-      Finish(std::move(job), absl::OkStatus(), FinishReason::kNone);
-      ++report.finished_jobs;
-    }
+    if (!job->gen && job->kv.lag() <= 0) EndJob(active, job.get(), absl::OkStatus(), FinishReason::kNone, report);
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 }

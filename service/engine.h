@@ -118,8 +118,8 @@ struct EngineOptions {
   int threads = 0;  // 0: one per core
   int max_batch_tokens = 512;
   MatmulPath matmul = MatmulPath::kFast;
-  // Called on the engine thread after every step (tests, metrics); must not
-  // block.
+  // Called on the engine thread after every step, before the jobs that
+  // ended in it are persisted and answered (tests, metrics); must not block.
   std::function<void(const StepReport&)> step_observer;
 };
 
@@ -189,9 +189,10 @@ class Engine {
   void FinishCaughtUpAppends(Active& active, StepReport& report);
   void RecordStep(const StepReport& report);
 
-  // Ends `job` (whose slot in `active` becomes null): persist, release,
-  // then tell the listener, on the executor.
+  // Persists and releases the job's session, then tells its listener, on
+  // the executor.
   void Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason);
+  // Moves `job` out of `active` (its slot becomes null) to end after the step.
   void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
               StepReport& report);
   // Samples, appends and streams the next token of a generating job.
@@ -210,6 +211,13 @@ class Engine {
   std::vector<Planned> ran_;
   std::vector<ForwardItem> items_;
   std::vector<std::pair<int32_t, float>> top_scratch_;
+  // Jobs that ended in the current step, finished after it is recorded.
+  struct Ending {
+    std::unique_ptr<Job> job;
+    absl::Status status;
+    FinishReason reason;
+  };
+  std::vector<Ending> ending_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);
