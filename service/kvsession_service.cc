@@ -8,6 +8,7 @@
 #include "service/generate_reactor.h"
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
+#include "service/request_checks.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
@@ -58,7 +59,7 @@ absl::StatusOr<std::vector<int32_t>> KvSessionService::ResolveInput(const v1::In
   const ServiceLimits& limits = sessions_->limits();
   if (input.has_tokens()) {
     if (input.tokens().ids_size() > limits.max_context) {
-      return absl::InvalidArgumentError(absl::StrCat("input of ", input.tokens().ids_size(),
+      return absl::OutOfRangeError(absl::StrCat("input of ", input.tokens().ids_size(),
                                                      " tokens exceeds the context limit of ",
                                                      limits.max_context, " tokens"));
     }
@@ -154,6 +155,10 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
   const bool empty = !request->has_input() ||
                      (request->input().has_tokens() ? request->input().tokens().ids_size() == 0
                                                     : request->input().text().empty());
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   if (empty) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
     return reactor;
@@ -186,6 +191,10 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
 grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
   auto* reactor = new GenerateReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->FailEarly(st);
+    return reactor;
+  }
   io_->Submit([this, reactor, request] {
     absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
     if (!session.ok()) return reactor->FailEarly(session.status());
@@ -225,8 +234,9 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
                                                  v1::ForkResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const int limit = sessions_->limits().max_fork_count;
-  absl::Status st;
-  if (request->count() < 1 || request->count() > limit) {
+  absl::Status st = CheckSessionId("session_id", request->session_id());
+  if (!st.ok()) {
+  } else if (request->count() < 1 || request->count() > limit) {
     st = absl::InvalidArgumentError(absl::StrCat("count must be in [1, ", limit, "], got ", request->count()));
   } else if (request->seeds_size() > request->count()) {
     st = absl::InvalidArgumentError(absl::StrCat("got ", request->seeds_size(), " seeds for ",
@@ -257,6 +267,15 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
                                                      const v1::SnapshotRequest* request,
                                                      v1::Checkpoint* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  if (request->name().size() > static_cast<size_t>(sessions_->limits().max_label_bytes)) {
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "name must be at most ", sessions_->limits().max_label_bytes, " bytes, got ", request->name().size()))));
+    return reactor;
+  }
   io_->Submit([this, reactor, request, response] {
     int64_t bytes = 0;
     absl::StatusOr<CheckpointRecord> c = sessions_->Snapshot(request->session_id(), request->name(), &bytes);
@@ -278,8 +297,12 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
                                  "give checkpoint_id or session_id to restore"));
     return reactor;
   }
-  if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = request->has_checkpoint_id()
+                           ? CheckCheckpointId("checkpoint_id", request->checkpoint_id())
+                           : CheckSessionId("session_id", request->session_id());
+  if (valid.ok()) valid = ValidateLabels(request->labels());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   io_->Submit([this, reactor, request, response] {
@@ -299,6 +322,10 @@ grpc::ServerUnaryReactor* KvSessionService::GetSession(grpc::CallbackServerConte
                                                        const v1::GetSessionRequest* request,
                                                        v1::Session* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   const bool want_tokens = request->include_token_ids() || request->include_text();
   absl::StatusOr<SessionInfo> info = sessions_->Get(request->session_id(), want_tokens);
   if (info.ok()) {
@@ -322,8 +349,10 @@ grpc::ServerUnaryReactor* KvSessionService::ListSessions(grpc::CallbackServerCon
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = ValidatePageSize(request->page_size());
+  if (valid.ok()) valid = CheckSessionPageToken(request->page_token());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
@@ -340,6 +369,10 @@ grpc::ServerUnaryReactor* KvSessionService::DeleteSession(grpc::CallbackServerCo
                                                           const v1::DeleteSessionRequest* request,
                                                           v1::DeleteSessionResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   io_->Submit([this, reactor, request] {
     reactor->Finish(ToGrpc(sessions_->Delete(request->session_id())));
   });
@@ -350,8 +383,11 @@ grpc::ServerUnaryReactor* KvSessionService::ListCheckpoints(
     grpc::CallbackServerContext* ctx, const v1::ListCheckpointsRequest* request,
     v1::ListCheckpointsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = ValidatePageSize(request->page_size());
+  if (valid.ok()) valid = CheckCheckpointPageToken(request->page_token());
+  if (valid.ok() && !request->session_id().empty()) valid = CheckSessionId("session_id", request->session_id());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
@@ -369,6 +405,10 @@ grpc::ServerUnaryReactor* KvSessionService::DeleteCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::DeleteCheckpointRequest* request,
     v1::DeleteCheckpointResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckCheckpointId("checkpoint_id", request->checkpoint_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   io_->Submit([this, reactor, request] {
     reactor->Finish(ToGrpc(sessions_->DeleteCheckpoint(request->checkpoint_id())));
   });
