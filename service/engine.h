@@ -47,6 +47,7 @@
 #include "model/thread_pool.h"
 #include "model/token_stream.h"
 #include "model/transformer.h"
+#include "service/job_handle.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -93,16 +94,6 @@ class JobListener {
   // Exactly once, after the session is persisted and released.
   virtual void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
                       const std::string& final_text) = 0;
-};
-
-// A submitted job, for cancellation.
-class JobHandle {
- public:
-  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
-  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<bool> cancelled_{false};
 };
 
 // What one step ran (EngineOptions::step_observer).

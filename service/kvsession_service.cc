@@ -1,6 +1,10 @@
 #include "service/kvsession_service.h"
 
+#include <algorithm>
 #include <random>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +37,15 @@ class DoneListener : public JobListener {
  private:
   std::function<void(const absl::Status&, const JobUsage&)> done_;
 };
+
+// How long a call may wait for a session another call is letting go of
+// (session_registry.h): its own deadline, at most kMaxBusyWait (the waits
+// hold an executor thread).
+constexpr absl::Duration kMaxBusyWait = absl::Seconds(30);
+
+absl::Time Deadline(grpc::CallbackServerContext* ctx) {
+  return std::min(absl::FromChrono(ctx->deadline()), absl::Now() + kMaxBusyWait);
+}
 
 absl::Status ValidatePageSize(int page_size) {
   if (page_size < 0 || page_size > kMaxPageSize) {
@@ -134,6 +147,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     const int prompt = static_cast<int>(s->tokens.size() + input.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
     RunPrefillJob(s, std::move(input), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
                     if (!st.ok()) {
@@ -163,8 +177,9 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
-    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        sessions_->Acquire(request->session_id(), "Append", deadline);
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
     absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
@@ -176,6 +191,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     const int prompt = static_cast<int>(ids->size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
     RunPrefillJob(s, *std::move(ids), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
@@ -195,8 +211,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     reactor->FailEarly(st);
     return reactor;
   }
-  io_->Submit([this, reactor, request] {
-    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+  io_->Submit([this, reactor, request, deadline = Deadline(ctx)] {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        sessions_->Acquire(request->session_id(), "Generate", deadline);
     if (!session.ok()) return reactor->FailEarly(session.status());
     std::shared_ptr<Session> s = *session;
     std::vector<int32_t> input;
@@ -224,6 +241,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     const int prompt = static_cast<int>(input.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
     engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle));
   });
   return reactor;
@@ -248,11 +266,11 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     reactor->Finish(ToGrpc(st));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
-        Labels(request->labels()));
+        Labels(request->labels()), deadline);
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     for (const auto& b : *branches) {
       absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);
@@ -276,9 +294,10 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
         "name must be at most ", sessions_->limits().max_label_bytes, " bytes, got ", request->name().size()))));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     int64_t bytes = 0;
-    absl::StatusOr<CheckpointRecord> c = sessions_->Snapshot(request->session_id(), request->name(), &bytes);
+    absl::StatusOr<CheckpointRecord> c =
+        sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline);
     if (c.ok()) {
       ToProto(*c, response);
       response->set_bytes_written(bytes);
@@ -305,11 +324,11 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
     reactor->Finish(ToGrpc(valid));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     absl::StatusOr<std::shared_ptr<Session>> s =
         request->has_checkpoint_id()
             ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
-            : sessions_->RestoreSession(request->session_id());
+            : sessions_->RestoreSession(request->session_id(), deadline);
     if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
     absl::StatusOr<SessionInfo> info = sessions_->Get((*s)->id, false);
     if (info.ok()) ToProto(*info, response);
@@ -373,8 +392,8 @@ grpc::ServerUnaryReactor* KvSessionService::DeleteSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(st));
     return reactor;
   }
-  io_->Submit([this, reactor, request] {
-    reactor->Finish(ToGrpc(sessions_->Delete(request->session_id())));
+  io_->Submit([this, reactor, request, deadline = Deadline(ctx)] {
+    reactor->Finish(ToGrpc(sessions_->Delete(request->session_id(), deadline)));
   });
   return reactor;
 }

@@ -41,7 +41,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "address to serve on (host:por
 ABSL_FLAG(std::string, data_dir, "", "directory of the session store (required; created if missing)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once serving");
 ABSL_FLAG(int, threads, 0, "compute threads (0: one per core)");
-ABSL_FLAG(int, io_threads, 2, "threads for disk I/O (persist, load)");
+ABSL_FLAG(int, io_threads, 2,
+          "threads for requests' disk I/O (KV loads, fork, snapshot), and as many for persisting "
+          "finished jobs");
 ABSL_FLAG(std::string, kv_type, "f16", "KV cache element type: f16 or f32");
 ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
 ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
@@ -193,14 +195,18 @@ int Serve() {
       4, (static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20) / geometry.page_bytes());
   PagePool pool(geometry, max_pages);
 
+  // Requests (which may wait for a busy session) and job completions
+  // (persist, release, answer) run on separate threads, so a waiting
+  // request can never hold up the release it waits for.
   TaskExecutor io(absl::GetFlag(FLAGS_io_threads));
+  TaskExecutor completions(absl::GetFlag(FLAGS_io_threads));
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
   EngineOptions engine_options;
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.matmul = config->matmul;
-  Engine engine(**model, &sessions, &io, engine_options);
+  Engine engine(**model, &sessions, &completions, engine_options);
 
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens};
   KvSessionService service(**model, &sessions, &engine, &io, facts);

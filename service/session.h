@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@
 #include "cache/kv_sequence.h"
 #include "cache/page_hash.h"
 #include "model/sampler.h"
+#include "service/job_handle.h"
 
 namespace kvs {
 
@@ -63,7 +65,20 @@ struct Session {
   // with another model or KV geometry): every use answers this.
   absl::Status foreign;
 
+  // Access (session_registry.h): one exclusive holder (Generate, Append,
+  // Delete, a new session's Create), or any number of readers (Fork,
+  // Snapshot), never both.
   bool busy = false;
+  int readers = 0;
+  const char* holder = "";          // what holds it exclusively, for messages
+  int64_t held_since_us = 0;
+  std::shared_ptr<JobHandle> job;   // the exclusive holder's engine job, if any
+  // Serialises the readers' writes of this session's record (a Fork draws
+  // branch seeds from the session's generator and stores its new state).
+  absl::Mutex persist_mu;
+  // Pages of the KV as of the last release, for describing a busy session.
+  int described_pages = 0;
+  int described_shared_pages = 0;
   // The last write of this session's state failed: RAM is newer than disk
   // (never evicted; the next persist retries).
   bool dirty = false;

@@ -24,14 +24,6 @@ SessionManager::SessionManager(const Model& model, PagePool* pool, SnapshotStore
       registry_(pool, limits.max_sessions),
       persistence_(pool, store, &context_, this) {}
 
-uint64_t SessionManager::RandomSeed() {
-  uint64_t seed = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
-    ABSL_RAW_LOG(FATAL, "RAND_bytes failed");
-  }
-  return seed;
-}
-
 std::string SessionManager::NewId(const char* prefix) {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
@@ -60,14 +52,18 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
   s->labels = labels;
   s->create_time_us = s->update_time_us = s->last_used_us = NowMicros();
   s->busy = true;
+  s->holder = "CreateSession";
+  s->held_since_us = s->create_time_us;
   const Tokenizer& tok = model_.tokenizer();
   if (tok.add_bos() && tok.bos_id() >= 0) s->tokens.push_back(tok.bos_id());
   if (absl::Status st = registry_.Add({&s, 1}); !st.ok()) return st;
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::string& id) {
-  absl::StatusOr<std::shared_ptr<Session>> acquired = registry_.Acquire(id);
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::string& id,
+                                                                 const char* what,
+                                                                 absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Session>> acquired = registry_.Acquire(id, what, deadline);
   if (!acquired.ok()) return acquired.status();
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
@@ -107,74 +103,115 @@ absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s
   return record.status();
 }
 
+absl::Status SessionManager::LoadForReaders(Session& s) {
+  if (s.resident()) return absl::OkStatus();
+  absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s);
+  if (!kv.ok()) return kv.status();
+  registry_.SetKv(s, *std::move(kv));
+  const int full = s.persisted_kv_length / context_.geometry.page_tokens;
+  s.full_page_hashes.assign(s.persisted_page_hashes.begin(), s.persisted_page_hashes.begin() + full);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     const std::string& id, int count, const std::vector<uint64_t>& seeds,
-    const std::map<std::string, std::string>& labels) {
-  absl::StatusOr<std::shared_ptr<Session>> parent = Acquire(id);
+    const std::map<std::string, std::string>& labels, absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Session>> parent = registry_.AcquireShared(id, "Fork", deadline);
   if (!parent.ok()) return parent.status();
   Session& p = **parent;
+  absl::Status st;
   std::vector<std::shared_ptr<Session>> branches;
-  std::vector<SessionRecord> records;
-  registry_.UnderLock([&] {
-    const int64_t now = NowMicros();
-    for (int i = 0; i < count; ++i) {
-      auto b = std::make_shared<Session>();
-      b->id = NewId("ses_");
-      b->tokens = p.tokens;
-      b->kv.emplace(p.kv->Fork());
-      b->full_page_hashes = p.full_page_hashes;
-      b->sampling = p.sampling;
-      // Branch seeds: as given, else fresh random ones (so branches differ
-      // from each other; the parent's own random stream is left alone).
-      b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : RandomSeed();
-      b->rng = SequenceRng(b->sampling.seed);
-      b->labels = p.labels;
-      for (const auto& [k, v] : labels) b->labels[k] = v;
-      b->create_time_us = b->update_time_us = b->last_used_us = now;
-      b->parent_session_id = p.id;
-      b->busy = true;
-      records.push_back(BuildSessionRecord(*b, context_));
-      branches.push_back(std::move(b));
+  {
+    // Readers of one session write its record one at a time.
+    absl::MutexLock persist(&p.persist_mu);
+    st = LoadForReaders(p);
+    std::vector<SessionRecord> records;
+    SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
+    if (st.ok()) {
+      registry_.UnderLock([&] {
+        const int64_t now = NowMicros();
+        for (int i = 0; i < count; ++i) {
+          auto b = std::make_shared<Session>();
+          b->id = NewId("ses_");
+          b->tokens = p.tokens;
+          b->kv.emplace(p.kv->Fork());
+          b->full_page_hashes = p.full_page_hashes;
+          b->sampling = p.sampling;
+          b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
+          b->rng = SequenceRng(b->sampling.seed);
+          b->labels = p.labels;
+          for (const auto& [k, v] : labels) b->labels[k] = v;
+          b->create_time_us = b->update_time_us = b->last_used_us = now;
+          b->parent_session_id = p.id;
+          b->busy = true;
+          b->holder = "Fork";
+          records.push_back(BuildSessionRecord(*b, context_));
+          branches.push_back(std::move(b));
+        }
+        // The source's record with its generator advanced, in the same batch.
+        p.update_time_us = now;
+        SessionRecord source = BuildSessionRecord(p, context_);
+        source.clear_rng_state();
+        for (uint64_t w : parent_rng.state()) source.add_rng_state(w);
+        records.push_back(std::move(source));
+      });
+      st = registry_.Add(branches);
     }
-  });
-  if (absl::Status st = registry_.Add(branches); !st.ok()) {
-    registry_.Release(p);
-    return st;
-  }
-  absl::Status st = persistence_.WriteBranches(records, branches);
-  registry_.Release(p);
-  if (!st.ok()) {
-    for (const auto& b : branches) registry_.Remove(b->id);
-    return st;
-  }
-  registry_.UnderLock([&] {
-    for (size_t i = 0; i < branches.size(); ++i) {
-      MarkPersisted(records[i], branches[i].get());
-      branches[i]->busy = false;
+    if (st.ok()) {
+      std::vector<std::shared_ptr<Session>> writers = branches;
+      writers.push_back(*parent);
+      st = persistence_.WriteBranches(records, writers);
+      if (!st.ok()) {
+        for (const auto& b : branches) registry_.Remove(b->id);
+      } else {
+        registry_.UnderLock([&] {
+          for (size_t i = 0; i < branches.size(); ++i) {
+            MarkPersisted(records[i], branches[i].get());
+            branches[i]->busy = false;
+            branches[i]->holder = "";
+          }
+          p.rng = parent_rng;
+          MarkPersisted(records.back(), &p);
+        });
+      }
     }
-  });
+  }
+  registry_.ReleaseShared(p);
+  if (!st.ok()) return st;
   return branches;
 }
 
 absl::StatusOr<CheckpointRecord> SessionManager::Snapshot(const std::string& id,
                                                           const std::string& name,
-                                                          int64_t* bytes_written) {
-  absl::StatusOr<std::shared_ptr<Session>> s = Acquire(id);
+                                                          int64_t* bytes_written,
+                                                          absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Session>> s = registry_.AcquireShared(id, "Snapshot", deadline);
   if (!s.ok()) return s.status();
-  // The checkpoint is a copy of the session's stored record: rewrite it (its
-  // pages are already stored, so only a missing page would be written).
-  absl::StatusOr<SessionRecord> record = Persist(*s);
-  registry_.Release(**s);
-  if (!record.ok()) return record.status();
-  CheckpointRecord c;
-  c.set_id(NewId("ckpt_"));
-  c.set_name(name);
-  c.set_create_time_us(NowMicros());
-  *c.mutable_session() = *std::move(record);
-  WriteStats stats;
-  if (absl::Status st = store_->PutCheckpoint(c, &stats); !st.ok()) return st;
-  if (bytes_written != nullptr) *bytes_written = stats.bytes_written;
-  registry_.AddCheckpoint(c);
+  absl::StatusOr<CheckpointRecord> c;
+  {
+    absl::MutexLock persist(&(*s)->persist_mu);
+    // The checkpoint is a copy of the session's stored record: rewrite it
+    // (its pages are already stored unless the last write failed).
+    absl::StatusOr<SessionRecord> record = Persist(*s);
+    if (!record.ok()) {
+      c = record.status();
+    } else {
+      CheckpointRecord cp;
+      cp.set_id(NewId("ckpt_"));
+      cp.set_name(name);
+      cp.set_create_time_us(NowMicros());
+      *cp.mutable_session() = *std::move(record);
+      WriteStats stats;
+      if (absl::Status st = store_->PutCheckpoint(cp, &stats); !st.ok()) {
+        c = st;
+      } else {
+        if (bytes_written != nullptr) *bytes_written = stats.bytes_written;
+        registry_.AddCheckpoint(cp);
+        c = std::move(cp);
+      }
+    }
+  }
+  registry_.ReleaseShared(**s);
   return c;
 }
 
@@ -212,15 +249,16 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreSession(const std::string& id) {
-  absl::StatusOr<std::shared_ptr<Session>> s = Acquire(id);
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreSession(const std::string& id,
+                                                                        absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Session>> s = Acquire(id, "Restore", deadline);
   if (!s.ok()) return s.status();
   registry_.Release(**s);
   return s;
 }
 
-absl::Status SessionManager::Delete(const std::string& id) {
-  absl::StatusOr<std::shared_ptr<Session>> s = registry_.AcquireForDelete(id);
+absl::Status SessionManager::Delete(const std::string& id, absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<Session>> s = registry_.Acquire(id, "Delete", deadline);
   if (!s.ok()) return s.status();
   absl::Status st = store_->DeleteSession(id);
   if (absl::IsNotFound(st)) st = absl::OkStatus();  // created, never persisted

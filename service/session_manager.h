@@ -72,12 +72,21 @@ class SessionManager : public KvRoomMaker {
   absl::StatusOr<std::shared_ptr<Session>> CreateAcquired(
       const SamplingParams& sampling, const std::map<std::string, std::string>& labels);
 
-  // Marks the session busy and makes its KV resident (loading it from disk
-  // if needed). NOT_FOUND, FAILED_PRECONDITION (busy, or another model's
-  // session), DATA_LOSS (stored bytes fail their checksum),
-  // RESOURCE_EXHAUSTED (no KV memory even after evicting idle sessions).
-  // On error the session is left as it was.
-  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id);
+  // Takes the session exclusively for `what` (a Generate or an Append)
+  // and makes its KV resident (loading it from disk if needed). NOT_FOUND,
+  // FAILED_PRECONDITION (another model's session), ABORTED (another call
+  // holds it and does not let go before `deadline`: session_registry.h),
+  // DATA_LOSS (stored bytes fail their checksum), RESOURCE_EXHAUSTED (no KV
+  // memory even after evicting idle sessions). On error the session is left
+  // as it was.
+  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id,
+                                                   const char* what = "Generate",
+                                                   absl::Time deadline = absl::Now());
+  // The acquired session's engine job: while it runs the session is busy;
+  // once it is cancelled, other calls wait for it to end.
+  void SetJob(Session& session, std::shared_ptr<JobHandle> job) {
+    registry_.SetJob(session, std::move(job));
+  }
 
   // The engine's handle on an acquired session's KV (session_kv.h).
   SessionKv OpenKv(Session& session) { return SessionKv(&session, pool_, context_, this); }
@@ -94,18 +103,27 @@ class SessionManager : public KvRoomMaker {
   // Forgets an acquired session that was never persisted (failed create).
   void Discard(const std::shared_ptr<Session>& session) { registry_.Remove(session->id); }
 
-  // `count` new sessions sharing the source's KV pages, persisted.
-  // NOT_FOUND, FAILED_PRECONDITION (busy), RESOURCE_EXHAUSTED (session
-  // limit), store errors; on error no branch exists.
+  // `count` new sessions sharing the source's KV pages, persisted. Fork is
+  // a reader: any number run at once on an idle session. Branches without
+  // a seed in `seeds` get seeds drawn from the source's random generator,
+  // whose new state is stored with the branches (so a restored twin of the
+  // source forks identically). NOT_FOUND, FAILED_PRECONDITION (another
+  // model's session), ABORTED (a Generate, Append or Delete holds the
+  // source), RESOURCE_EXHAUSTED (session limit), store errors; on error no
+  // branch exists and the source is unchanged.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
-      const std::map<std::string, std::string>& labels);
+      const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now());
+  // A checkpoint of the session's current state. A reader, like Fork.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
-                                            int64_t* bytes_written);
+                                            int64_t* bytes_written,
+                                            absl::Time deadline = absl::Now());
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
       const std::string& checkpoint_id, const std::map<std::string, std::string>& labels);
-  absl::StatusOr<std::shared_ptr<Session>> RestoreSession(const std::string& id);
-  absl::Status Delete(const std::string& id);
+  absl::StatusOr<std::shared_ptr<Session>> RestoreSession(const std::string& id,
+                                                          absl::Time deadline = absl::Now());
+  // Exclusive, like Acquire.
+  absl::Status Delete(const std::string& id, absl::Time deadline = absl::Now());
   absl::Status DeleteCheckpoint(const std::string& id);
 
   absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const {
@@ -129,7 +147,8 @@ class SessionManager : public KvRoomMaker {
 
  private:
   static std::string NewId(const char* prefix);
-  static uint64_t RandomSeed();
+  // Makes a session held by readers resident (under its persist_mu).
+  absl::Status LoadForReaders(Session& session);
 
   const Model& model_;
   PagePool* const pool_;

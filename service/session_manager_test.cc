@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <set>
+#include <thread>
 
 #include "absl/time/clock.h"
 
@@ -42,15 +45,16 @@ TEST(SessionManager, ForkSharesEveryPageAndAddsOneReferencePerBranch) {
   EXPECT_EQ(env.sessions().session_count(), 4);
 }
 
-TEST(SessionManager, ASecondAcquireOfABusySessionFailsUntilItIsReleased) {
+TEST(SessionManager, ASecondAcquireOfABusySessionIsAbortedUntilItIsReleased) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;
   const std::string id = env.MakeSession(5);
   auto first = env.sessions().Acquire(id);
   ASSERT_TRUE(first.ok());
   auto second = env.sessions().Acquire(id);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(env.sessions().Delete(id).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(env.sessions().Delete(id).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(env.sessions().Fork(id, 1, {}, {}).status().code(), absl::StatusCode::kAborted);
   auto info = env.sessions().Get(id, false);
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->busy);
@@ -61,6 +65,65 @@ TEST(SessionManager, ASecondAcquireOfABusySessionFailsUntilItIsReleased) {
   env.sessions().Release(*third);
   EXPECT_TRUE(env.sessions().Delete(id).ok());
   EXPECT_EQ(env.sessions().Acquire(id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SessionManager, ForksAndSnapshotsOfAnIdleSessionRunTogether) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      if (t % 2 == 0) {
+        ok += env.sessions().Fork(id, 1, {}, {}).ok();
+      } else {
+        int64_t bytes = 0;
+        ok += env.sessions().Snapshot(id, "s", &bytes).ok();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(env.sessions().session_count(), 1 + 4);
+  auto info = env.sessions().Get(id, false);
+  EXPECT_FALSE(info->busy);
+  // The source is idle again: a Generate-style acquire succeeds.
+  auto s = env.sessions().Acquire(id);
+  EXPECT_TRUE(s.ok()) << s.status();
+  env.sessions().Release(*s);
+}
+
+TEST(SessionManager, UnseededBranchesDrawDistinctSeedsFromTheSourceAndARestoredTwinForksAlike) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(20);
+  int64_t bytes = 0;
+  auto checkpoint = env.sessions().Snapshot(id, "before", &bytes);
+  ASSERT_TRUE(checkpoint.ok());
+  auto first = env.sessions().Fork(id, 3, {}, {});
+  ASSERT_TRUE(first.ok());
+  std::set<uint64_t> seeds;
+  for (const auto& b : *first) seeds.insert(b->sampling.seed);
+  EXPECT_EQ(seeds.size(), 3u) << "distinct seeds";
+  // A second fork continues the source's generator: new seeds.
+  auto second = env.sessions().Fork(id, 1, {}, {});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(seeds.count((*second)[0]->sampling.seed), 0u);
+  // A twin restored from the checkpoint taken before, after a restart, forks alike.
+  env.Reopen();
+  auto twin = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(twin.ok());
+  auto twin_branches = env.sessions().Fork((*twin)->id, 3, {}, {});
+  ASSERT_TRUE(twin_branches.ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*twin_branches)[i]->sampling.seed, (*first)[i]->sampling.seed) << i;
+  }
+  // And the source's advanced generator survived the restart.
+  auto again = env.sessions().Fork(id, 1, {}, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(seeds.count((*again)[0]->sampling.seed), 0u);
+  EXPECT_NE((*again)[0]->sampling.seed, (*second)[0]->sampling.seed);
 }
 
 TEST(SessionManager, EvictionDropsTheLeastRecentlyUsedIdleSessionsFirst) {

@@ -48,38 +48,91 @@ void SessionRegistry::Remove(const std::string& id) {
   gone->kv.reset();
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Acquire(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
-  const std::shared_ptr<Session>& s = it->second;
-  if (!s->foreign.ok()) return s->foreign;
-  if (s->busy) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", id, " is busy: another Generate or Append is running on it"));
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::string& id,
+                                                                    const char* what,
+                                                                    bool exclusive,
+                                                                    absl::Time deadline) {
+  // A client's cancel reaches the server as its own event, which may come
+  // after the client's next call: a running job gets this long to turn out
+  // cancelled before the call is refused.
+  const absl::Time grace_end = std::min(deadline, absl::Now() + kCancelGrace);
+  for (;;) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    std::shared_ptr<Session> s = it->second;
+    if (!s->foreign.ok()) return s->foreign;
+    const bool free = !s->busy && (!exclusive || s->readers == 0);
+    if (free) return s;
+    // Waits that end soon by nature: readers finishing, or a cancelled
+    // job's last step and persist. Anything else is a conflict to retry.
+    const bool ends_soon = !s->busy || (s->job != nullptr && s->job->cancelled());
+    const absl::Time now = absl::Now();
+    if ((!ends_soon && now >= grace_end) || now >= deadline) {
+      const std::string held =
+          s->busy ? absl::StrCat("a ", s->holder, " is running on it (for ",
+                                 (absl::ToUnixMicros(now) - s->held_since_us) / 1000, " ms)")
+                  : absl::StrCat(s->readers, " Fork or Snapshot call(s) are reading it");
+      return absl::AbortedError(absl::StrCat("session ", id, " is busy: ", held, "; retry ", what,
+                                             " when it ends"));
+    }
+    // Poll: a cancel flips the job's flag without this mutex.
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](Session* x) { return !x->busy && x->readers == 0; }, s.get()),
+                          std::min(deadline, now + absl::Milliseconds(5)));
   }
-  s->busy = true;
-  s->last_used_us = NowMicros();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Acquire(const std::string& id,
+                                                                  const char* what,
+                                                                  absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<Session>> s = WaitToTake(id, what, /*exclusive=*/true, deadline);
+  if (!s.ok()) return s;
+  Session& x = **s;
+  x.busy = true;
+  x.holder = what;
+  x.held_since_us = x.last_used_us = NowMicros();
+  NoteKvPages(x);
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::AcquireForDelete(const std::string& id) {
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::AcquireShared(const std::string& id,
+                                                                        const char* what,
+                                                                        absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
-  const std::shared_ptr<Session>& s = it->second;
-  if (s->busy) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("session ", id, " is busy: cancel its Generate before deleting it"));
-  }
-  s->busy = true;
+  absl::StatusOr<std::shared_ptr<Session>> s = WaitToTake(id, what, /*exclusive=*/false, deadline);
+  if (!s.ok()) return s;
+  ++(*s)->readers;
+  (*s)->last_used_us = NowMicros();
   return s;
 }
 
 void SessionRegistry::Release(Session& s) {
   absl::MutexLock lock(&mu_);
   s.busy = false;
+  s.holder = "";
+  s.job.reset();
   s.last_used_us = NowMicros();
+  NoteKvPages(s);
+}
+
+void SessionRegistry::ReleaseShared(Session& s) {
+  absl::MutexLock lock(&mu_);
+  --s.readers;
+  s.last_used_us = NowMicros();
+}
+
+void SessionRegistry::SetJob(Session& s, std::shared_ptr<JobHandle> job) {
+  absl::MutexLock lock(&mu_);
+  s.job = std::move(job);
+}
+
+void SessionRegistry::NoteKvPages(Session& s) const {
+  s.described_pages = 0;
+  s.described_shared_pages = 0;
+  if (!s.kv) return;
+  s.described_pages = s.kv->num_pages();
+  for (PageId p : s.kv->page_table()) s.described_shared_pages += pool_->ref_count(p) > 1;
 }
 
 void SessionRegistry::SetKv(Session& s, KvSequence kv) {
@@ -89,7 +142,7 @@ void SessionRegistry::SetKv(Session& s, KvSequence kv) {
 
 bool SessionRegistry::EvictIfIdle(Session& s) {
   absl::MutexLock lock(&mu_);
-  if (s.busy || s.dirty || !s.kv) return false;
+  if (s.busy || s.readers > 0 || s.dirty || !s.kv) return false;
   s.kv.reset();  // everything is on disk; comes back on next use
   s.full_page_hashes.clear();
   return true;
@@ -102,7 +155,7 @@ std::vector<std::shared_ptr<Session>> SessionRegistry::EvictionCandidates() cons
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) {
-      if (s->kv && !s->busy && !s->dirty) idle.emplace_back(s->last_used_us, s);
+      if (s->kv && !s->busy && s->readers == 0 && !s->dirty) idle.emplace_back(s->last_used_us, s);
     }
   }
   std::stable_sort(idle.begin(), idle.end(),
@@ -128,6 +181,11 @@ SessionInfo SessionRegistry::Describe(const Session& s) const {
   if (s.kv && !s.busy) {
     info.kv_pages = s.kv->num_pages();
     for (PageId p : s.kv->page_table()) info.kv_pages_shared += pool_->ref_count(p) > 1;
+  } else if (s.kv) {
+    // Held by a job that changes its page table: the counts as of when it
+    // was taken.
+    info.kv_pages = s.described_pages;
+    info.kv_pages_shared = s.described_shared_pages;
   }
   return info;
 }

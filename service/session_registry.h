@@ -1,10 +1,22 @@
 // SessionRegistry: the server's index of sessions and checkpoints, and the
 // busy protocol that gives one holder at a time a session's KV and tokens.
 //
-// Busy protocol: Acquire() marks an idle session busy and hands it to the
-// caller, who then owns its KV, page hashes, random generator and the right
-// to append tokens (session.h); Release() is the one way back to idle. A
-// second Acquire of a busy session fails.
+// Access protocol: a session has either one exclusive holder or any number
+// of readers, never both.
+//   Acquire()        exclusive (Generate, Append, Delete): the holder owns
+//                    the session's KV, page hashes, random generator and
+//                    the right to append tokens (session.h); Release() is
+//                    the one way back.
+//   AcquireShared()  a reader (Fork, Snapshot): reads tokens and KV, and
+//                    writes the session's record under its persist_mu;
+//                    ReleaseShared() ends it.
+// A call that finds the session taken waits, within its deadline, when the
+// wait is short by nature: readers finishing, or an exclusive holder whose
+// job was cancelled (it ends within one engine step). A holder whose job
+// is not cancelled gets kCancelGrace to turn out cancelled (a client's
+// cancel may reach the server after its next call). Otherwise, and when the
+// deadline passes, the call gets ABORTED (retryable), naming what holds
+// the session and for how long.
 //
 // What it does not do: no disk I/O and no KV loading (SessionManager), no
 // page hashing (SessionKv).
@@ -24,9 +36,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cache/page_pool.h"
 #include "cache/session_record.pb.h"
 #include "model/sampler.h"
+#include "service/job_handle.h"
 #include "service/session.h"
 
 namespace kvs {
@@ -50,6 +64,8 @@ struct SessionInfo {
 
 class SessionRegistry {
  public:
+  static constexpr absl::Duration kCancelGrace = absl::Milliseconds(100);
+
   // `pool` is read for page sharing in SessionInfo; `max_sessions` bounds
   // the number of sessions held.
   SessionRegistry(const PagePool* pool, int max_sessions) : pool_(pool), max_sessions_(max_sessions) {}
@@ -63,21 +79,29 @@ class SessionRegistry {
   absl::Status CheckRoom(int more) const;
   void Remove(const std::string& id);
 
-  // Marks the session busy and returns it. NOT_FOUND, FAILED_PRECONDITION
-  // (busy, or made by another model). On error nothing changes.
-  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id);
-  // Like Acquire, for Delete: FAILED_PRECONDITION names the cancel to do.
-  absl::StatusOr<std::shared_ptr<Session>> AcquireForDelete(const std::string& id);
-  // The one path from busy back to idle.
+  // Takes the session exclusively for `what` ("Generate", ...) and returns
+  // it. NOT_FOUND, FAILED_PRECONDITION (made by another model), ABORTED
+  // (held by another call; see above). On error nothing changes.
+  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id, const char* what,
+                                                   absl::Time deadline);
+  // The one path from exclusive back to idle.
   void Release(Session& session);
+  // Records the exclusive holder's engine job (a cancelled job makes other
+  // calls wait for it instead of failing).
+  void SetJob(Session& session, std::shared_ptr<JobHandle> job);
+
+  // Takes the session as a reader. Same errors as Acquire.
+  absl::StatusOr<std::shared_ptr<Session>> AcquireShared(const std::string& id, const char* what,
+                                                         absl::Time deadline);
+  void ReleaseShared(Session& session);
 
   // Sets or drops the session's resident KV (under the mutex, so readers
   // see resident() consistently).
   void SetKv(Session& session, KvSequence kv);
-  // Drops an idle, clean session's KV; false if it is busy, dirty or not
+  // Drops an idle, clean session's KV; false if it is held, dirty or not
   // resident (then nothing changes).
   bool EvictIfIdle(Session& session);
-  // Resident, idle, clean sessions, least recently used first (a snapshot:
+  // Resident, unheld, clean sessions, least recently used first (a snapshot:
   // each may have changed by the time the caller looks).
   std::vector<std::shared_ptr<Session>> EvictionCandidates() const;
 
@@ -103,6 +127,13 @@ class SessionRegistry {
 
  private:
   SessionInfo Describe(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session for `id` once `can_take` holds for it, waiting as the
+  // protocol above allows; the caller then takes it (mu_ held throughout).
+  absl::StatusOr<std::shared_ptr<Session>> WaitToTake(const std::string& id, const char* what,
+                                                      bool exclusive, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Caches the page counts GetSession shows while the session is held.
+  void NoteKvPages(Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PagePool* const pool_;
   const int max_sessions_;

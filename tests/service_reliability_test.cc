@@ -4,6 +4,8 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include "gmock/gmock.h"
@@ -79,6 +81,92 @@ TEST_F(ReliabilityTest, ManyConcurrentEmptyCreatesAllSucceed) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 320);
   EXPECT_EQ(failed.load(), 0);
+}
+
+// Issue 8 item 2: Fork and Snapshot of an idle session are readers.
+TEST_F(ReliabilityTest, ConcurrentForksAndSnapshotsOfOneIdleSessionAllSucceed) {
+  StartServer("aidreams260K.gguf");
+  v1::Session s = Create("I was flying over the machine city");
+  std::atomic<int> ok{0};
+  std::vector<std::string> errors;
+  absl::Mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&, t] {
+      KvSessionClient client(server_->address());
+      absl::Status st;
+      if (t % 4 == 3) {
+        st = client.Snapshot(s.id()).status();
+      } else {
+        v1::ForkRequest req;
+        req.set_session_id(s.id());
+        req.set_count(1);
+        st = client.Fork(req).status();
+      }
+      if (st.ok()) {
+        ++ok;
+      } else {
+        absl::MutexLock lock(&mu);
+        errors.push_back(st.ToString());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 32) << (errors.empty() ? "" : errors[0]);
+  EXPECT_EQ(client_->ListAllSessions()->size(), 1u + 24u);
+}
+
+// Issue 8 item 3: right after a client sees CANCELLED, its next call on the
+// session waits for the cancelled job instead of failing as busy.
+TEST_F(ReliabilityTest, TheCallRightAfterACancelSucceeds) {
+  StartServer("tiny-llama-gqa.gguf");
+  v1::Session s = Create("Once upon a time");
+  for (int round = 0; round < 10; ++round) {
+    v1::GenerateRequest req;
+    req.set_session_id(s.id());
+    req.set_max_tokens(1000);
+    req.set_ignore_eos(true);
+    int received = 0;
+    absl::StatusOr<GenerateResult> cancelled = client_->Generate(
+        req, [&](const v1::GenerateResponse& m) { return (received += m.token_ids_size()) < 3; });
+    ASSERT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+    if (round % 2 == 0) {
+      absl::StatusOr<v1::AppendResponse> next = client_->Append(s.id(), " and then");
+      ASSERT_TRUE(next.ok()) << "round " << round << ": " << next.status();
+    } else {
+      v1::GenerateRequest next;
+      next.set_session_id(s.id());
+      next.set_max_tokens(2);
+      absl::StatusOr<GenerateResult> r = client_->Generate(next);
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    }
+  }
+}
+
+// Issue 8 item 7: GetSession during a Generate shows the session's pages.
+TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
+  StartServer("tiny-llama-gqa.gguf");
+  std::string prompt;
+  for (int i = 0; i < 20; ++i) prompt += " once upon a time";
+  v1::Session s = Create(prompt);
+  ASSERT_GT(s.kv_pages(), 0);
+  std::atomic<bool> started{false};
+  std::thread gen([&] {
+    v1::GenerateRequest req;
+    req.set_session_id(s.id());
+    req.set_max_tokens(300);
+    req.set_ignore_eos(true);
+    (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
+      started = true;
+      return true;
+    });
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  absl::StatusOr<v1::Session> during = client_->GetSession(s.id());
+  gen.join();
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->state(), v1::SESSION_STATE_BUSY);
+  EXPECT_GE(during->kv_pages(), s.kv_pages());
 }
 
 }  // namespace

@@ -274,18 +274,18 @@ TEST_F(ServiceTest, DeadlineStopsALongAppendAndTheSessionCatchesUpLater) {
   EXPECT_EQ(r.usage.session_tokens(), now->length() + 3);
 }
 
-TEST_F(ServiceTest, SecondGenerateOnABusySessionIsFailedPrecondition) {
+TEST_F(ServiceTest, ASecondGenerateOnABusySessionIsAbortedNamingTheRunningCall) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
-  std::atomic<bool> started{false};
+  std::atomic<bool> started{false}, checked{false};
   std::thread long_one([&] {
     v1::GenerateRequest req;
     req.set_session_id(s.id());
-    req.set_max_tokens(400);
+    req.set_max_tokens(1500);
     req.set_ignore_eos(true);
     (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
       started = true;
-      return true;
+      return !checked;  // runs until the checks below are done
     });
   });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -293,9 +293,16 @@ TEST_F(ServiceTest, SecondGenerateOnABusySessionIsFailedPrecondition) {
   req.set_session_id(s.id());
   req.set_max_tokens(5);
   absl::StatusOr<GenerateResult> second = client_->Generate(req);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(second.status().message()), HasSubstr("busy"));
-  EXPECT_EQ(client_->Append(s.id(), "more").status().code(), absl::StatusCode::kFailedPrecondition);
+  // A transient conflict: ABORTED (retryable), naming what runs.
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("busy: a Generate is running"));
+  EXPECT_EQ(client_->Append(s.id(), "more").status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(client_->DeleteSession(s.id()).code(), absl::StatusCode::kAborted);
+  v1::ForkRequest fork;
+  fork.set_session_id(s.id());
+  fork.set_count(1);
+  EXPECT_EQ(client_->Fork(fork).status().code(), absl::StatusCode::kAborted);
+  checked = true;
   long_one.join();
 }
 
