@@ -476,6 +476,7 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   kv->set_bytes_in_use(ps.bytes_in_use());
   kv->set_bytes_saved_by_sharing(ps.bytes_saved_by_sharing());
   kv->set_pages_cached(ps.pages_cached);
+  kv->set_bytes_cached(ps.pages_cached * ps.page_bytes);
   response->set_sessions(sessions_->session_count());
   response->set_resident_sessions(sessions_->resident_count());
   response->set_threads(engine_->threads());

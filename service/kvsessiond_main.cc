@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -55,6 +56,9 @@ ABSL_FLAG(int, max_fork_count, 64, "most branches one Fork may create");
 ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request");
 ABSL_FLAG(std::string, matmul, "fast",
           "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
+ABSL_FLAG(int, drain_delay_ms, 0,
+          "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
+          "cancelled and the server stops (lets a load balancer stop routing here first)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -160,6 +164,10 @@ void WritePortFile(int port) {
 // stops the server (idle connections get a short grace period), then the
 // engine.
 void Drain(grpc::Server* server, Engine* engine) {
+  // Health checks answer NOT_SERVING from now on (load balancers stop
+  // sending new calls while the running ones end).
+  server->GetHealthCheckService()->SetServingStatus(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_drain_delay_ms)));
   engine->CancelAll();
   engine->WaitIdle(std::chrono::seconds(10));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
@@ -213,6 +221,8 @@ int Serve() {
   int port = 0;
   std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
+  // grpc.health.v1 answers for the server ("") and for the service by name.
+  server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);
 
   std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << config->data_dir
             << "; KV cache " << max_pages << " pages x " << geometry.page_tokens << " tokens ("

@@ -47,6 +47,9 @@ class ServerProcess {
     process_.Signal(SIGTERM);
     return process_.Wait();
   }
+  // SIGTERM without waiting (the server drains meanwhile); Wait() after.
+  void Terminate() { process_.Signal(SIGTERM); }
+  int Wait() { return process_.Wait(); }
   // kill -9: no chance to flush or clean up.
   void Kill() {
     process_.Signal(SIGKILL);

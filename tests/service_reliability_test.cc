@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "gmock/gmock.h"
+#include "tests/health_check.h"
 #include "tests/service_fixture.h"
 
 namespace kvs {
@@ -167,6 +168,41 @@ TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
   ASSERT_TRUE(during.ok());
   EXPECT_EQ(during->state(), v1::SESSION_STATE_BUSY);
   EXPECT_GE(during->kv_pages(), s.kv_pages());
+}
+
+// Issue 8 item 7: a deleted session's pages stay as prefix cache, and
+// GetServerInfo shows the memory they hold.
+TEST_F(ReliabilityTest, ADeletedSessionsPagesShowAsCachedBytes) {
+  StartServer("aidreams260K.gguf");
+  std::string prompt;
+  for (int i = 0; i < 12; ++i) prompt += " the machine";
+  v1::Session s = Create(prompt);
+  const v1::ServerInfo before = client_->GetServerInfo().value();
+  ASSERT_TRUE(client_->DeleteSession(s.id()).ok());
+  const v1::ServerInfo after = client_->GetServerInfo().value();
+  EXPECT_GT(after.kv_cache().pages_cached(), before.kv_cache().pages_cached());
+  EXPECT_EQ(after.kv_cache().bytes_cached(),
+            after.kv_cache().pages_cached() * after.kv_cache().page_bytes());
+  EXPECT_LT(after.kv_cache().pages_in_use(), before.kv_cache().pages_in_use());
+}
+
+// Issue 8 item 7: grpc.health.v1 answers for "" and for the service's
+// name, and both go NOT_SERVING while the server drains on SIGTERM.
+TEST_F(ReliabilityTest, HealthAnswersForTheServerAndTheServiceAndGoesNotServingOnSigterm) {
+  StartServer("aidreams260K.gguf", {"--drain-delay-ms", "3000"});
+  EXPECT_EQ(CheckHealth(server_->address(), ""), Health::kServing);
+  EXPECT_EQ(CheckHealth(server_->address(), "kvsession.v1.KvSession"), Health::kServing);
+  EXPECT_EQ(CheckHealth(server_->address(), "no.such.Service"), Health::kNotFound);
+  server_->Terminate();
+  Health server = Health::kServing, service = Health::kServing;
+  for (int i = 0; i < 200 && (server == Health::kServing || service == Health::kServing); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    server = CheckHealth(server_->address(), "");
+    service = CheckHealth(server_->address(), "kvsession.v1.KvSession");
+  }
+  EXPECT_EQ(server, Health::kNotServing);
+  EXPECT_EQ(service, Health::kNotServing);
+  EXPECT_EQ(server_->Wait(), 0);
 }
 
 }  // namespace
