@@ -49,7 +49,7 @@ std::string ShortFingerprint(const std::string& fp) {
 
 }  // namespace
 
-SessionManager::SessionManager(const Model& model, PagePool* pool, SnapshotStore* store,
+SessionManager::SessionManager(const Model& model, PagePool* pool, SessionStore* store,
                                std::string model_fingerprint, const ServiceLimits& limits)
     : model_(model),
       pool_(pool),

@@ -1,4 +1,4 @@
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 
 #include <optional>
 #include <string_view>
@@ -183,9 +183,9 @@ absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& re
 // Reference-count and record-index changes prepared alongside one
 // WriteBatch. They reach the store's in-memory state (Apply) only after
 // the batch is durable, so a failed write leaves that state as it was.
-class SnapshotStore::Change {
+class SessionStore::Change {
  public:
-  explicit Change(SnapshotStore* store) : store_(store) {}
+  explicit Change(SessionStore* store) : store_(store) {}
 
   // Whether the page is stored now or is written by this change.
   bool Held(const PageHash& h) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -249,7 +249,7 @@ class SnapshotStore::Change {
   }
 
  private:
-  SnapshotStore* store_;
+  SessionStore* store_;
   absl::flat_hash_map<PageHash, PageRef> delta_;  // refs: change; bytes: of written pages
   absl::flat_hash_set<PageHash> written_;
   struct RecordChange {
@@ -260,7 +260,7 @@ class SnapshotStore::Change {
   std::vector<RecordChange> records_;
 };
 
-absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& dir,
+absl::StatusOr<std::unique_ptr<SessionStore>> SessionStore::Open(const std::string& dir,
                                                                    const StoreOptions& options) {
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
@@ -290,14 +290,14 @@ absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::st
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
-  if (!s.ok()) return FromRocks(s, absl::StrCat("open snapshot store ", dir));
-  std::unique_ptr<SnapshotStore> store(
-      new SnapshotStore(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
+  if (!s.ok()) return FromRocks(s, absl::StrCat("open session store ", dir));
+  std::unique_ptr<SessionStore> store(
+      new SessionStore(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
   if (absl::Status v = store->CheckFormatVersion(); !v.ok()) return v;
   return store;
 }
 
-SnapshotStore::SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
+SessionStore::SessionStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
                              std::vector<rocksdb::ColumnFamilyHandle*> handles)
     : options_(options),
       db_(std::move(db)),
@@ -307,12 +307,12 @@ SnapshotStore::SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksd
       checkpoints_cf_(handles_[2]),
       pages_cf_(handles_[3]) {}
 
-SnapshotStore::~SnapshotStore() {
+SessionStore::~SessionStore() {
   for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
   db_->Close().PermitUncheckedError();
 }
 
-absl::Status SnapshotStore::CheckFormatVersion() {
+absl::Status SessionStore::CheckFormatVersion() {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatVersionKey, &value);
   if (s.IsNotFound()) {
@@ -321,7 +321,7 @@ absl::Status SnapshotStore::CheckFormatVersion() {
       std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), family));
       it->SeekToFirst();
       if (it->Valid()) {
-        return absl::DataLossError(absl::StrCat("snapshot store holds ", family->GetName(),
+        return absl::DataLossError(absl::StrCat("session store holds ", family->GetName(),
                                                 " but no ", kFormatVersionKey));
       }
       if (absl::Status st = FromRocks(it->status(), "open"); !st.ok()) return st;
@@ -333,29 +333,29 @@ absl::Status SnapshotStore::CheckFormatVersion() {
   if (!s.ok()) return FromRocks(s, "read format version");
   int version = 0;
   if (!absl::SimpleAtoi(value, &version)) {
-    return absl::DataLossError(absl::StrCat("snapshot store format version '", value,
+    return absl::DataLossError(absl::StrCat("session store format version '", value,
                                             "' is not a number"));
   }
   if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("snapshot store format version ", version,
+    return absl::FailedPreconditionError(absl::StrCat("session store format version ", version,
                                                       " (this build reads ", kFormatVersion,
                                                       ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::RequireLoaded() const {
-  if (!loaded_) return absl::FailedPreconditionError("SnapshotStore: LoadAll has not been called");
+absl::Status SessionStore::RequireLoaded() const {
+  if (!loaded_) return absl::FailedPreconditionError("SessionStore: LoadAll has not been called");
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::Write(rocksdb::WriteBatch* batch) {
+absl::Status SessionStore::Write(rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync_writes;
-  return FromRocks(db_->Write(write_options, batch), "snapshot store write");
+  return FromRocks(db_->Write(write_options, batch), "session store write");
 }
 
-absl::Status SnapshotStore::Commit(Change& change, rocksdb::WriteBatch* batch,
+absl::Status SessionStore::Commit(Change& change, rocksdb::WriteBatch* batch,
                                    WriteStats* stats) {
   const int64_t deleted = change.CollectGarbage(batch);
   if (absl::Status s = Write(batch); !s.ok()) return s;
@@ -364,7 +364,7 @@ absl::Status SnapshotStore::Commit(Change& change, rocksdb::WriteBatch* batch,
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
+absl::Status SessionStore::LoadAll(std::vector<SessionRecord>* sessions,
                                     std::vector<CheckpointRecord>* checkpoints,
                                     std::vector<CorruptEntry>* corrupt) {
   absl::MutexLock lock(&mu_);
@@ -396,7 +396,7 @@ absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
         out->push_back(std::move(record));
       } else {
         refs.corrupt = true;
-        ABSL_RAW_LOG(WARNING, "snapshot store: %s '%s' is unreadable: %s",
+        ABSL_RAW_LOG(WARNING, "session store: %s '%s' is unreadable: %s",
                      family->GetName().c_str(), std::string(key).c_str(), s.ToString().c_str());
         if (corrupt != nullptr) corrupt->push_back({kind, std::string(key), s});
       }
@@ -429,7 +429,7 @@ absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::PutSession(
+absl::Status SessionStore::PutSession(
     const SessionRecord& record,
     absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
     WriteStats* stats) {
@@ -438,7 +438,7 @@ absl::Status SnapshotStore::PutSession(
       [&](int, int page_index) { return encode_missing(page_index); }, stats);
 }
 
-absl::Status SnapshotStore::PutSessions(
+absl::Status SessionStore::PutSessions(
     std::span<const SessionRecord> records,
     absl::FunctionRef<absl::StatusOr<std::string>(int record_index, int page_index)>
         encode_missing,
@@ -505,7 +505,7 @@ absl::Status SnapshotStore::PutSessions(
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
+absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
                                          RecordIndex* index, const std::string& kind,
                                          const std::string& id, WriteStats* stats) {
   absl::MutexLock lock(&mu_);
@@ -521,15 +521,15 @@ absl::Status SnapshotStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::DeleteSession(const std::string& id, WriteStats* stats) {
+absl::Status SessionStore::DeleteSession(const std::string& id, WriteStats* stats) {
   return DeleteRecord(sessions_cf_, &sessions_, "session", id, stats);
 }
 
-absl::Status SnapshotStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
+absl::Status SessionStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
   return DeleteRecord(checkpoints_cf_, &checkpoints_, "checkpoint", id, stats);
 }
 
-absl::Status SnapshotStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
+absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
   if (record.id().empty()) return absl::InvalidArgumentError("checkpoint record without an id");
   absl::StatusOr<std::vector<PageHash>> hashes = CheckSessionRecord(record.session());
   if (!hashes.ok()) {
@@ -577,15 +577,15 @@ absl::StatusOr<Record> GetRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* f
 
 }  // namespace
 
-absl::StatusOr<SessionRecord> SnapshotStore::GetSession(const std::string& id) const {
+absl::StatusOr<SessionRecord> SessionStore::GetSession(const std::string& id) const {
   return GetRecord<SessionRecord>(db_.get(), sessions_cf_, "session", id);
 }
 
-absl::StatusOr<CheckpointRecord> SnapshotStore::GetCheckpoint(const std::string& id) const {
+absl::StatusOr<CheckpointRecord> SessionStore::GetCheckpoint(const std::string& id) const {
   return GetRecord<CheckpointRecord>(db_.get(), checkpoints_cf_, "checkpoint", id);
 }
 
-absl::StatusOr<std::string> SnapshotStore::GetPage(const PageHash& hash) const {
+absl::StatusOr<std::string> SessionStore::GetPage(const PageHash& hash) const {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), pages_cf_, rocksdb::Slice(hash.view()),
                                &value);
@@ -593,7 +593,7 @@ absl::StatusOr<std::string> SnapshotStore::GetPage(const PageHash& hash) const {
   return value;
 }
 
-absl::Status SnapshotStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
+absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
                                      int n_tokens, uint8_t* page) const {
   absl::StatusOr<std::string> encoded = GetPage(hash);
   if (absl::IsNotFound(encoded.status())) {
@@ -611,12 +611,12 @@ absl::Status SnapshotStore::ReadPage(const PageHash& hash, const KvGeometry& geo
   return absl::OkStatus();
 }
 
-bool SnapshotStore::HasPage(const PageHash& hash) const {
+bool SessionStore::HasPage(const PageHash& hash) const {
   absl::ReaderMutexLock lock(&mu_);
   return pages_.contains(hash);
 }
 
-StoreStats SnapshotStore::Stats() const {
+StoreStats SessionStore::Stats() const {
   absl::ReaderMutexLock lock(&mu_);
   StoreStats stats{.pages = static_cast<int64_t>(pages_.size()),
                    .page_bytes = page_bytes_,
@@ -628,7 +628,7 @@ StoreStats SnapshotStore::Stats() const {
   return stats;
 }
 
-absl::Status SnapshotStore::PutMeta(const std::string& key, const std::string& value) {
+absl::Status SessionStore::PutMeta(const std::string& key, const std::string& value) {
   if (key == kFormatVersionKey) {
     return absl::InvalidArgumentError(absl::StrCat("meta key '", key, "' is reserved"));
   }
@@ -638,14 +638,14 @@ absl::Status SnapshotStore::PutMeta(const std::string& key, const std::string& v
   return Write(&batch);
 }
 
-absl::StatusOr<std::string> SnapshotStore::GetMeta(const std::string& key) const {
+absl::StatusOr<std::string> SessionStore::GetMeta(const std::string& key) const {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, key, &value);
   if (!s.ok()) return FromRocks(s, absl::StrCat("meta '", key, "'"));
   return value;
 }
 
-absl::StatusOr<VerifyReport> SnapshotStore::Verify() const {
+absl::StatusOr<VerifyReport> SessionStore::Verify() const {
   // The counts and a RocksDB snapshot taken under the lock describe the same
   // state: writers change both only while holding it.
   absl::flat_hash_map<PageHash, PageRef> referenced;

@@ -1,4 +1,4 @@
-// SnapshotStore: sessions, checkpoints and their KV pages in RocksDB, with
+// SessionStore: sessions, checkpoints and their KV pages in RocksDB, with
 // pages stored once however many records share them.
 //
 // Column families (docs/storage-format.md gives every byte):
@@ -36,8 +36,8 @@
 // FAILED_PRECONDITION (LoadAll not called; checkpoint of pages the store
 // does not hold; store written by a newer format), RESOURCE_EXHAUSTED (disk
 // full), INTERNAL (other I/O errors).
-#ifndef KVSESSION_CACHE_SNAPSHOT_STORE_H_
-#define KVSESSION_CACHE_SNAPSHOT_STORE_H_
+#ifndef KVSESSION_CACHE_SESSION_STORE_H_
+#define KVSESSION_CACHE_SESSION_STORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -107,7 +107,7 @@ struct VerifyReport {
   }
 };
 
-class SnapshotStore {
+class SessionStore {
  public:
   static constexpr int kFormatVersion = 1;
   // Column family names and the meta key of the format version.
@@ -120,11 +120,11 @@ class SnapshotStore {
   // Opens the store in `dir`, creating it if missing. FAILED_PRECONDITION if
   // the directory holds a store of another format version (or is locked by
   // another open store: INTERNAL with RocksDB's message).
-  static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(const std::string& dir,
+  static absl::StatusOr<std::unique_ptr<SessionStore>> Open(const std::string& dir,
                                                              const StoreOptions& options);
-  ~SnapshotStore();
-  SnapshotStore(const SnapshotStore&) = delete;
-  SnapshotStore& operator=(const SnapshotStore&) = delete;
+  ~SessionStore();
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
 
   // Reads every record into `sessions` and `checkpoints` (replacing their
   // contents) and (re)builds the page reference counts. A record that
@@ -212,7 +212,7 @@ class SnapshotStore {
   using RecordIndex = absl::flat_hash_map<std::string, RecordRefs>;
   class Change;
 
-  SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
+  SessionStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
                 std::vector<rocksdb::ColumnFamilyHandle*> handles);
   absl::Status CheckFormatVersion();
   absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -258,4 +258,4 @@ absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& re
 
 }  // namespace kvs
 
-#endif  // KVSESSION_CACHE_SNAPSHOT_STORE_H_
+#endif  // KVSESSION_CACHE_SESSION_STORE_H_
