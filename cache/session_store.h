@@ -23,10 +23,25 @@
 // and mutations return FAILED_PRECONDITION before it. Reads (Get*, GetPage,
 // ReadPage) work as soon as Open returns.
 //
-// Record invariants, checked on every write (INVALID_ARGUMENT) and every
-// read (DATA_LOSS): a valid geometry, 0 <= kv_length <= tokens, and
-// page_hashes == ChainPageHashes(model_fingerprint, geometry, tokens,
-// kv_length), so a record can never name a page for other tokens.
+// Record invariants (cache/record_validation.h), checked on every write
+// (INVALID_ARGUMENT) and every read (DATA_LOSS): a valid geometry, 0 <=
+// kv_length <= tokens, and page_hashes == ChainPageHashes(model_fingerprint,
+// geometry, tokens, kv_length), so a record can never name a page for other
+// tokens. A write hashes only the pages its reference record did not
+// already verify: the stored session of the same id, else (a fork) the
+// stored session named by parent_session_id; a checkpoint's reference is
+// the stored session it copies. WriteStats.pages_hashed counts the SHA-256
+// page hashes a write computed.
+//
+// Failed writes: a failed RocksDB write (disk full, I/O error) leaves the
+// store as it was: nothing of the batch is visible, on disk or in Stats().
+// RocksDB then refuses writes until it recovers; the next mutation asks it
+// to (DB::Resume), so writes resume by themselves once the disk takes
+// them again, without reopening. Reads keep working meanwhile.
+//
+// Parts: record_codec.h frames values, record_validation.h checks
+// records, ref_count_change.h keeps the reference counts; this class
+// holds them together over RocksDB.
 //
 // Thread safety: every method is safe to call from any thread. Mutations
 // (and LoadAll) are serialised by an internal mutex, which is held while
@@ -53,11 +68,15 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_geometry.h"
 #include "cache/page_hash.h"
+#include "cache/record_validation.h"
+#include "cache/ref_count_change.h"
 #include "cache/session_record.pb.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
+class FileSystem;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -68,6 +87,9 @@ struct StoreOptions {
   // acknowledged mutation survives a crash of the process but not of the
   // machine.
   bool sync_writes = true;
+  // The file system RocksDB uses; null (production) is the default one.
+  // Tests pass a fault-injecting wrapper (cache/fault_injection_fs.h).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 // What one mutation wrote.
@@ -76,6 +98,7 @@ struct WriteStats {
   int64_t pages_reused = 0;   // page references the store already held
   int64_t pages_deleted = 0;  // pages whose last reference went away
   int64_t bytes_written = 0;  // value bytes in the batch: new pages and records
+  int64_t pages_hashed = 0;   // SHA-256 page hashes computed to verify the records
 };
 
 struct StoreStats {
@@ -200,32 +223,55 @@ class SessionStore {
   absl::StatusOr<VerifyReport> Verify() const;
 
  private:
-  struct PageRef {
-    int64_t refs = 0;
-    int64_t bytes = 0;  // encoded size (0 if unknown)
-  };
-  // The pages one stored record references, in order.
-  struct RecordRefs {
-    std::vector<PageHash> pages;
-    bool corrupt = false;  // the record failed to load; its pages may be unknown
-  };
-  using RecordIndex = absl::flat_hash_map<std::string, RecordRefs>;
-  class Change;
-
-  SessionStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
-                std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  SessionStore(const std::string& dir, const StoreOptions& options,
+               std::unique_ptr<rocksdb::Env> env, std::unique_ptr<rocksdb::DB> db,
+               std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  // Opens the RocksDB database of the store (env null: the default).
+  static absl::Status OpenDb(const std::string& dir, rocksdb::Env* env,
+                             std::unique_ptr<rocksdb::DB>* db,
+                             std::vector<rocksdb::ColumnFamilyHandle*>* handles);
+  void SetDb(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  void CloseDb();
+  // UNAVAILABLE: db_ is closed because a reopen failed.
+  static absl::Status Reopening();
+  // Reads every record into `table` (and, if not null, the other outputs:
+  // see LoadAll).
+  absl::Status ReadTable(PageRefTable* table, std::vector<SessionRecord>* sessions,
+                         std::vector<CheckpointRecord>* checkpoints,
+                         std::vector<CorruptEntry>* corrupt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if a small file can be written and synced in the store's directory.
+  absl::Status ProbeWritable() const;
+  // After a failed write: once the disk takes writes again, DB::Resume, or
+  // if RocksDB cannot resume, reopen and re-read the counts from disk.
+  absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover() if the last write failed: what every mutation does first,
+  // before it builds its batch (a reopen replaces the handles).
+  absl::Status RecoverIfWriteFailed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckFormatVersion();
   absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::Status Write(rocksdb::WriteBatch* batch);
-  // Writes `batch` with the record change and GC of `change`, then applies
-  // `change` to the in-memory state.
-  absl::Status Commit(Change& change, rocksdb::WriteBatch* batch, WriteStats* stats)
+  // Writes `batch`; a failure makes the next mutation Recover first.
+  absl::Status Write(rocksdb::WriteBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `batch` the deletes of the pages `change` frees, writes it, then
+  // applies `change` to the in-memory table.
+  absl::Status Commit(RefCountChange& change, rocksdb::WriteBatch* batch, WriteStats* stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a new version of session `id` (forked from `parent`) is verified
+  // against: the stored record of that id, else of `parent`; null if none.
+  std::shared_ptr<const VerifiedPages> ReferenceFor(const std::string& id,
+                                                    const std::string& parent) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
-                            WriteStats* stats);
+                            WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string dir_;
   const StoreOptions options_;
+  std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
+
+  // The database and its handles change only in Recover (a reopen), which
+  // holds mu_ and db_mu_ exclusively. Mutations use them under mu_; reads
+  // hold db_mu_ shared. db_ is null only after a failed reopen.
+  mutable absl::Mutex db_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned, in family order
   rocksdb::ColumnFamilyHandle* meta_;
@@ -235,26 +281,10 @@ class SessionStore {
 
   mutable absl::Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
-  // Every page some record references: its count and size.
-  absl::flat_hash_map<PageHash, PageRef> pages_ ABSL_GUARDED_BY(mu_);
-  int64_t page_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t page_references_ ABSL_GUARDED_BY(mu_) = 0;
-  // Every stored record (corrupt ones too) by id.
-  RecordIndex sessions_ ABSL_GUARDED_BY(mu_);
-  RecordIndex checkpoints_ ABSL_GUARDED_BY(mu_);
+  // A write failed: RocksDB may refuse writes until resumed.
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  PageRefTable table_ ABSL_GUARDED_BY(mu_);
 };
-
-// Record helpers.
-
-KvGeometryRecord ToGeometryRecord(const KvGeometry& g);
-// INVALID_ARGUMENT unless the record is a valid geometry (ValidateGeometry).
-absl::StatusOr<KvGeometry> FromGeometryRecord(const KvGeometryRecord& r);
-// Sets record->page_hashes from its model_fingerprint, geometry, tokens and
-// kv_length. INVALID_ARGUMENT if the geometry or kv_length is invalid.
-absl::Status FillPageHashes(SessionRecord* record);
-// The record's page hashes, after checking the invariants above.
-// INVALID_ARGUMENT naming the first one broken.
-absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& record);
 
 }  // namespace kvs
 

@@ -350,5 +350,74 @@ TEST_F(SessionStoreTest, ConcurrentWritersEncodeEachPageOnce) {
   EXPECT_EQ(report->pages_checked, s.pages);
 }
 
+// Incremental verification (cache/record_validation.h): a persist hashes only
+// the pages the stored record of the same id did not already verify.
+
+TEST_F(SessionStoreTest, ARewriteWithOneMoreFullPageHashesOnlyThatPage) {
+  const SessionRecord first = Session("a", Tokens(9, 100));  // kv 8: two full pages
+  WriteStats stats;
+  ASSERT_TRUE(Put(first, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 2);
+  const SessionRecord grown = Session("a", Tokens(13, 100));  // kv 12: three full pages
+  ASSERT_TRUE(Put(grown, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 1);
+  EXPECT_EQ(stats.pages_written, 1);
+  ASSERT_TRUE(Put(grown, &stats).ok());  // unchanged: nothing to hash
+  EXPECT_EQ(stats.pages_hashed, 0);
+}
+
+TEST_F(SessionStoreTest, AGrownPartialPageIsHashedAgain) {
+  ASSERT_TRUE(Put(Session("a", Tokens(7, 100))).ok());  // kv 6: pages of 4, 2
+  WriteStats stats;
+  ASSERT_TRUE(Put(Session("a", Tokens(8, 100)), &stats).ok());  // kv 7: pages of 4, 3
+  EXPECT_EQ(stats.pages_hashed, 1);
+}
+
+TEST_F(SessionStoreTest, AReusedPageHashWithOtherTokensIsStillInvalidArgument) {
+  const SessionRecord a = Session("a", Tokens(13, 100));  // kv 12: three full pages
+  ASSERT_TRUE(Put(a).ok());
+  const StoreStats before = store_->Stats();
+  for (int changed : {1, 6, 11}) {  // a token of page 0, 1 and 2
+    SessionRecord forged = a;
+    forged.set_tokens(changed, 7);  // page_hashes kept: they name a's pages
+    const absl::Status s = Put(forged);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << changed << ": " << s;
+    EXPECT_NE(s.message().find(absl::StrCat("page_hashes[", changed / 4, "]")), std::string::npos)
+        << s;
+  }
+  SessionRecord other_model = a;
+  other_model.set_model_fingerprint("model-b");
+  EXPECT_TRUE(absl::IsInvalidArgument(Put(other_model)));
+  const StoreStats after = store_->Stats();
+  EXPECT_EQ(after.pages, before.pages);
+  EXPECT_EQ(after.page_references, before.page_references);
+  absl::StatusOr<SessionRecord> stored = store_->GetSession("a");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(SameRecord(*stored, a));
+}
+
+TEST_F(SessionStoreTest, AForkHashesOnlyThePagesAfterItsParentsPrefix) {
+  ASSERT_TRUE(Put(Session("parent", Tokens(13, 100))).ok());  // three full pages
+  std::vector<int32_t> tokens = Tokens(17, 100);              // kv 16: four full pages
+  tokens[10] = 5;                                             // page 2 differs
+  SessionRecord fork = Session("fork", tokens);
+  fork.set_parent_session_id("parent");
+  WriteStats stats;
+  ASSERT_TRUE(Put(fork, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 2);
+  EXPECT_EQ(stats.pages_reused, 2);
+}
+
+TEST_F(SessionStoreTest, ACheckpointOfAStoredSessionHashesNothing) {
+  const SessionRecord a = Session("a", Tokens(13, 100));
+  ASSERT_TRUE(Put(a).ok());
+  CheckpointRecord c;
+  c.set_id("c");
+  *c.mutable_session() = a;
+  WriteStats stats;
+  ASSERT_TRUE(store_->PutCheckpoint(c, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 0);
+}
+
 }  // namespace
 }  // namespace kvs
