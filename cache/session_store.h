@@ -33,11 +33,19 @@
 // the stored session it copies. WriteStats.pages_hashed counts the SHA-256
 // page hashes a write computed.
 //
-// Failed writes: a failed RocksDB write (disk full, I/O error) leaves the
-// store as it was: nothing of the batch is visible, on disk or in Stats().
-// RocksDB then refuses writes until it recovers; the next mutation asks it
-// to (DB::Resume), so writes resume by themselves once the disk takes
-// them again, without reopening. Reads keep working meanwhile.
+// Failed writes: a failed RocksDB write (disk full, I/O error) returns its
+// error and leaves the store as it was: nothing of the batch is visible, on
+// disk or in Stats(). RocksDB then refuses writes; each later mutation
+// first checks that the disk takes writes again (a small probe file: while
+// it fails, the mutation fails with its error and RocksDB is left alone),
+// then resumes RocksDB (DB::Resume), or, where RocksDB cannot resume (a
+// failed log write is fatal to it), closes and reopens the database and
+// re-reads the reference counts from disk. So writes resume by themselves
+// once the disk recovers; the caller never reopens the store. Reads keep
+// working while writes fail, wait during a reopen, and return UNAVAILABLE
+// if a reopen failed (until a later mutation reopens the store). Caveat of
+// every log-based store: a batch whose log write reached the file but
+// whose sync failed may reappear after a reopen.
 //
 // Parts: record_codec.h frames values, record_validation.h checks
 // records, ref_count_change.h keeps the reference counts; this class
@@ -45,12 +53,13 @@
 //
 // Thread safety: every method is safe to call from any thread. Mutations
 // (and LoadAll) are serialised by an internal mutex, which is held while
-// PutSession(s) calls the caller's encode_missing; reads take no lock
-// beyond RocksDB's own. Errors: NOT_FOUND (no such record), DATA_LOSS
-// (corrupt or missing data), INVALID_ARGUMENT (bad record),
-// FAILED_PRECONDITION (LoadAll not called; checkpoint of pages the store
-// does not hold; store written by a newer format), RESOURCE_EXHAUSTED (disk
-// full), INTERNAL (other I/O errors).
+// PutSession(s) calls the caller's encode_missing; reads take only a
+// shared lock that a reopen after a failed write holds exclusively.
+// Errors: NOT_FOUND (no such record), DATA_LOSS (corrupt or missing data),
+// INVALID_ARGUMENT (bad record), FAILED_PRECONDITION (LoadAll not called;
+// checkpoint of pages the store does not hold; store written by a newer
+// format), RESOURCE_EXHAUSTED (disk full), INTERNAL (other I/O errors),
+// UNAVAILABLE (RocksDB busy; the store is closed after a failed reopen).
 #ifndef KVSESSION_CACHE_SESSION_STORE_H_
 #define KVSESSION_CACHE_SESSION_STORE_H_
 
