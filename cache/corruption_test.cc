@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache/page_codec.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 
@@ -26,8 +26,8 @@ class RawDb {
 
   explicit RawDb(const std::string& dir) {
     std::vector<rocksdb::ColumnFamilyDescriptor> families;
-    for (const char* name : {SnapshotStore::kMetaFamily, SnapshotStore::kSessionsFamily,
-                             SnapshotStore::kCheckpointsFamily, SnapshotStore::kPagesFamily}) {
+    for (const char* name : {SessionStore::kMetaFamily, SessionStore::kSessionsFamily,
+                             SessionStore::kCheckpointsFamily, SessionStore::kPagesFamily}) {
       families.emplace_back(name, rocksdb::ColumnFamilyOptions());
     }
     rocksdb::DB* db = nullptr;
@@ -98,7 +98,7 @@ class CorruptionTest : public testing::Test {
   // Opens and loads the store; corrupt_ is what LoadAll found unreadable.
   void Reopen() {
     store_.reset();
-    store_ = SnapshotStore::Open(dir_, {}).value();
+    store_ = SessionStore::Open(dir_, {}).value();
     ASSERT_TRUE(store_->LoadAll(&sessions_, &checkpoints_, &corrupt_).ok());
   }
 
@@ -120,7 +120,7 @@ class CorruptionTest : public testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<SessionStore> store_;
   std::map<std::string, SessionRecord> records_;
   std::vector<SessionRecord> sessions_;
   std::vector<CheckpointRecord> checkpoints_;
@@ -225,12 +225,12 @@ TEST_F(CorruptionTest, RecordUnderAnotherKeyIsDataLoss) {
 }
 
 TEST_F(CorruptionTest, FormatVersionIsChecked) {
-  RawDb(dir_).Put(RawDb::kMeta, SnapshotStore::kFormatVersionKey, "2");
-  EXPECT_TRUE(absl::IsFailedPrecondition(SnapshotStore::Open(dir_, {}).status()));
-  RawDb(dir_).Put(RawDb::kMeta, SnapshotStore::kFormatVersionKey, "two");
-  EXPECT_TRUE(absl::IsDataLoss(SnapshotStore::Open(dir_, {}).status()));
-  RawDb(dir_).Delete(RawDb::kMeta, SnapshotStore::kFormatVersionKey);
-  EXPECT_TRUE(absl::IsDataLoss(SnapshotStore::Open(dir_, {}).status()));
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "2");
+  EXPECT_TRUE(absl::IsFailedPrecondition(SessionStore::Open(dir_, {}).status()));
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "two");
+  EXPECT_TRUE(absl::IsDataLoss(SessionStore::Open(dir_, {}).status()));
+  RawDb(dir_).Delete(RawDb::kMeta, SessionStore::kFormatVersionKey);
+  EXPECT_TRUE(absl::IsDataLoss(SessionStore::Open(dir_, {}).status()));
 }
 
 }  // namespace

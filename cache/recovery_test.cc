@@ -13,7 +13,7 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "cache/page_codec.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
@@ -81,7 +81,7 @@ Op StepOp(int step) {
   return op;
 }
 
-absl::Status Apply(SnapshotStore& store, const Op& op) {
+absl::Status Apply(SessionStore& store, const Op& op) {
   if (!op.put.has_value()) return store.DeleteSession(op.id);
   return store.PutSession(*op.put, [&](int page) { return EncodeKvPage(*op.put, page); });
 }
@@ -119,7 +119,7 @@ bool SameState(const State& a, const State& b) {
 [[noreturn]] void RunWriter(const std::string& dir, bool sync, int steps, int ack_fd) {
   StoreOptions options;
   options.sync_writes = sync;
-  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(dir, options);
+  absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir, options);
   if (!store.ok()) _exit(2);
   std::vector<SessionRecord> sessions;
   std::vector<CheckpointRecord> checkpoints;
@@ -145,7 +145,7 @@ class RecoveryTest : public testing::Test {
   // (Re)opens the store and loads it; returns its sessions by id.
   State Reopen() {
     store_.reset();  // the directory's lock is free again
-    store_ = SnapshotStore::Open(dir_, {}).value();
+    store_ = SessionStore::Open(dir_, {}).value();
     std::vector<SessionRecord> sessions;
     std::vector<CorruptEntry> corrupt;
     const absl::Status loaded = store_->LoadAll(&sessions, &checkpoints_, &corrupt);
@@ -220,7 +220,7 @@ class RecoveryTest : public testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<SessionStore> store_;
   std::vector<CheckpointRecord> checkpoints_;
 };
 

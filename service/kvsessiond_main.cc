@@ -28,7 +28,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "service/engine.h"
@@ -191,7 +191,7 @@ int Serve() {
   std::filesystem::create_directories(config->data_dir, ec);
   StoreOptions store_options;
   store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
-  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(config->data_dir, store_options);
+  absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(config->data_dir, store_options);
   if (!store.ok()) {
     return Fail(absl::StrCat("cannot open the store in ", config->data_dir, ": ", store.status().message()));
   }

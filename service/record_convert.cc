@@ -2,7 +2,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "service/session_kv.h"
 
 namespace kvs {

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
@@ -66,7 +66,7 @@ class ServiceTestEnv {
   void OpenStore(StoreOptions options) {
     sessions_.reset();
     store_.reset();
-    auto store = SnapshotStore::Open(dir_, options);
+    auto store = SessionStore::Open(dir_, options);
     EXPECT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
   }
@@ -100,7 +100,7 @@ class ServiceTestEnv {
 
   const Model& model() const { return *model_; }
   PagePool& pool() { return *pool_; }
-  SnapshotStore& store() { return *store_; }
+  SessionStore& store() { return *store_; }
   SessionManager& sessions() { return *sessions_; }
   const std::string& dir() const { return dir_; }
   ServiceLimits& limits() { return limits_; }
@@ -112,7 +112,7 @@ class ServiceTestEnv {
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<PagePool> pool_;
-  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<SessionStore> store_;
   std::unique_ptr<SessionManager> sessions_;
 };
 

@@ -14,7 +14,7 @@ int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
 }  // namespace
 
-SessionManager::SessionManager(const Model& model, PagePool* pool, SnapshotStore* store,
+SessionManager::SessionManager(const Model& model, PagePool* pool, SessionStore* store,
                                std::string model_fingerprint, const ServiceLimits& limits)
     : model_(model),
       pool_(pool),

@@ -10,7 +10,7 @@
 //   record_convert      Session <-> SessionRecord
 // and hands the engine a SessionKv per job (session_kv.h).
 //
-// Persistence: every successful mutation is written to the SnapshotStore
+// Persistence: every successful mutation is written to the SessionStore
 // before it is acknowledged. A session record lists the hashes of the KV
 // pages it covers; the store writes only pages it does not hold yet
 // (content-addressed, so forks and repeated prefixes are stored once).
@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "cache/page_pool.h"
 #include "cache/session_record.pb.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "model/model.h"
 #include "service/record_convert.h"
 #include "service/session.h"
@@ -53,13 +53,13 @@ struct ServiceLimits {
 
 class SessionManager : public KvRoomMaker {
  public:
-  SessionManager(const Model& model, PagePool* pool, SnapshotStore* store,
+  SessionManager(const Model& model, PagePool* pool, SessionStore* store,
                  std::string model_fingerprint, const ServiceLimits& limits);
 
   const ServiceLimits& limits() const { return limits_; }
   const std::string& model_fingerprint() const { return context_.model_fingerprint; }
   PagePool* pool() const { return pool_; }
-  SnapshotStore* store() const { return store_; }
+  SessionStore* store() const { return store_; }
 
   // Registers every session and checkpoint in the store (KV stays on disk
   // until first use). Sessions made with another model or KV geometry are
@@ -152,7 +152,7 @@ class SessionManager : public KvRoomMaker {
 
   const Model& model_;
   PagePool* const pool_;
-  SnapshotStore* const store_;
+  SessionStore* const store_;
   const ServiceLimits limits_;
   const RecordContext context_;
   SessionRegistry registry_;

@@ -2,7 +2,7 @@
 // store: writes a record with the pages the store lacks (encoded from RAM),
 // and loads a stored session's pages back into the pool.
 //
-// Contract: a write is one atomic store mutation (SnapshotStore): on error
+// Contract: a write is one atomic store mutation (SessionStore): on error
 // nothing is written. A load either yields the whole KV or nothing (every
 // page it took is given back): DATA_LOSS when a page is missing or fails
 // its checksum, RESOURCE_EXHAUSTED when the pool has no room even after
@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "cache/kv_sequence.h"
 #include "cache/page_pool.h"
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "service/record_convert.h"
 #include "service/session.h"
 #include "service/session_kv.h"
@@ -30,7 +30,7 @@ namespace kvs {
 
 class SessionPersistence {
  public:
-  SessionPersistence(PagePool* pool, SnapshotStore* store, const RecordContext* context,
+  SessionPersistence(PagePool* pool, SessionStore* store, const RecordContext* context,
                      KvRoomMaker* room)
       : pool_(pool), store_(store), context_(context), room_(room) {}
 
@@ -51,7 +51,7 @@ class SessionPersistence {
   absl::StatusOr<std::string> EncodeResidentPage(const Session& session, int kv_length, int i) const;
 
   PagePool* const pool_;
-  SnapshotStore* const store_;
+  SessionStore* const store_;
   const RecordContext* const context_;
   KvRoomMaker* const room_;
 };

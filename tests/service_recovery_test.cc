@@ -6,7 +6,7 @@
 
 #include <rocksdb/db.h>
 
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 #include "client/kvsession_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -172,7 +172,7 @@ TEST_F(RecoveryTest, CorruptPageIsDataLossForThatSessionOnly) {
   // Flip one byte of a page only the victim references.
   std::string victim_page;
   {
-    absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(data_, StoreOptions());
+    absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(data_, StoreOptions());
     ASSERT_TRUE(store.ok()) << store.status();
     std::vector<SessionRecord> sessions;
     std::vector<CheckpointRecord> checkpoints;

@@ -1,4 +1,4 @@
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 
 #include <optional>
 #include <string_view>
@@ -9,18 +9,17 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cache/crc32c.h"
 #include "cache/page_codec.h"
+#include "cache/record_codec.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
+#include "rocksdb/listener.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 
 namespace kvs {
 namespace {
-
-// Record values are a little-endian CRC-32C of the serialized message,
-// then the message.
-constexpr size_t kRecordCrcBytes = 4;
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -33,59 +32,34 @@ absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return absl::InternalError(message);
 }
 
-std::string EncodeRecordValue(const google::protobuf::MessageLite& record) {
-  std::string value(kRecordCrcBytes, '\0');
-  record.AppendToString(&value);
-  const uint32_t crc = Crc32c(value.data() + kRecordCrcBytes, value.size() - kRecordCrcBytes);
-  for (size_t i = 0; i < kRecordCrcBytes; ++i) value[i] = static_cast<char>(crc >> (8 * i));
-  return value;
-}
-
-absl::Status DecodeRecordValue(std::string_view value, google::protobuf::MessageLite* record) {
-  if (value.size() < kRecordCrcBytes) {
-    return absl::DataLossError(absl::StrCat("record value is ", value.size(),
-                                            " bytes, shorter than its checksum"));
-  }
-  uint32_t stored = 0;
-  for (size_t i = 0; i < kRecordCrcBytes; ++i) {
-    stored |= uint32_t{static_cast<uint8_t>(value[i])} << (8 * i);
-  }
-  const std::string_view payload = value.substr(kRecordCrcBytes);
-  if (Crc32c(payload.data(), payload.size()) != stored) {
-    return absl::DataLossError("record checksum mismatch");
-  }
-  if (!record->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return absl::DataLossError("record does not parse");
-  }
-  return absl::OkStatus();
-}
-
 const SessionRecord& SessionOf(const SessionRecord& r) { return r; }
 const SessionRecord& SessionOf(const CheckpointRecord& r) { return r.session(); }
 
 // Decodes and checks one stored record and gives the pages it references.
 // A record that parses but breaks an invariant still gives every 16-byte
 // hash it lists, so a damaged record never lets its pages be collected.
+// `pages` gets the verified pages, or for a damaged record just its hashes.
 template <typename Record>
 absl::Status ReadRecord(std::string_view key, std::string_view value, Record* record,
-                        std::vector<PageHash>* pages) {
-  pages->clear();
+                        VerifiedPages* pages) {
+  *pages = VerifiedPages();
   if (absl::Status s = DecodeRecordValue(value, record); !s.ok()) return s;
   absl::Status problem;
   if (record->id() != key) {
     problem = absl::DataLossError(
         absl::StrCat("record of id '", record->id(), "' stored under '", std::string(key), "'"));
   } else {
-    absl::StatusOr<std::vector<PageHash>> hashes = CheckSessionRecord(SessionOf(*record));
-    if (hashes.ok()) {
-      *pages = *std::move(hashes);
+    absl::StatusOr<VerifiedPages> verified =
+        VerifySessionRecord(SessionOf(*record), nullptr, nullptr);
+    if (verified.ok()) {
+      *pages = *std::move(verified);
       return absl::OkStatus();
     }
     problem = absl::DataLossError(absl::StrCat("record '", record->id(), "': ",
-                                               std::string(hashes.status().message())));
+                                               std::string(verified.status().message())));
   }
   for (const std::string& h : SessionOf(*record).page_hashes()) {
-    if (std::optional<PageHash> hash = PageHash::FromBytes(h)) pages->push_back(*hash);
+    if (std::optional<PageHash> hash = PageHash::FromBytes(h)) pages->hashes.push_back(*hash);
   }
   return problem;
 }
@@ -101,167 +75,25 @@ absl::Status ForEachEntry(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family,
   return FromRocks(it->status(), absl::StrCat("scan of ", family->GetName()));
 }
 
-}  // namespace
-
-// Record helpers.
-
-KvGeometryRecord ToGeometryRecord(const KvGeometry& g) {
-  KvGeometryRecord r;
-  r.set_n_layers(g.n_layers);
-  r.set_n_kv_heads(g.n_kv_heads);
-  r.set_head_dim(g.head_dim);
-  r.set_page_tokens(g.page_tokens);
-  r.set_dtype(static_cast<int32_t>(g.dtype));
-  return r;
-}
-
-absl::StatusOr<KvGeometry> FromGeometryRecord(const KvGeometryRecord& r) {
-  if (r.dtype() != static_cast<int32_t>(KvDtype::kF32) &&
-      r.dtype() != static_cast<int32_t>(KvDtype::kF16)) {
-    return absl::InvalidArgumentError(absl::StrCat("geometry dtype ", r.dtype(), " is unknown"));
-  }
-  KvGeometry g;
-  g.n_layers = r.n_layers();
-  g.n_kv_heads = r.n_kv_heads();
-  g.head_dim = r.head_dim();
-  g.page_tokens = r.page_tokens();
-  g.dtype = static_cast<KvDtype>(r.dtype());
-  if (absl::Status s = ValidateGeometry(g); !s.ok()) return s;
-  return g;
-}
-
-namespace {
-
-// The record's geometry after checking it and kv_length.
-absl::StatusOr<KvGeometry> CheckShape(const SessionRecord& record) {
-  absl::StatusOr<KvGeometry> g = FromGeometryRecord(record.geometry());
-  if (!g.ok()) return g;
-  if (record.kv_length() < 0 || record.kv_length() > record.tokens_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("kv_length ", record.kv_length(),
-                                                   " is outside [0, ", record.tokens_size(),
-                                                   "] (the token count)"));
-  }
-  return g;
-}
-
-std::vector<PageHash> ExpectedHashes(const SessionRecord& record, const KvGeometry& g) {
-  return ChainPageHashes(record.model_fingerprint(), g,
-                         std::span<const int32_t>(record.tokens().data(), record.tokens_size()),
-                         record.kv_length());
-}
-
-}  // namespace
-
-absl::Status FillPageHashes(SessionRecord* record) {
-  absl::StatusOr<KvGeometry> g = CheckShape(*record);
-  if (!g.ok()) return g.status();
-  record->clear_page_hashes();
-  for (const PageHash& h : ExpectedHashes(*record, *g)) record->add_page_hashes(std::string(h.view()));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& record) {
-  absl::StatusOr<KvGeometry> g = CheckShape(record);
-  if (!g.ok()) return g.status();
-  std::vector<PageHash> expected = ExpectedHashes(record, *g);
-  if (static_cast<size_t>(record.page_hashes_size()) != expected.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("record has ", record.page_hashes_size(),
-                                                   " page hashes, its kv_length ",
-                                                   record.kv_length(), " needs ",
-                                                   expected.size()));
-  }
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (record.page_hashes(static_cast<int>(i)) != expected[i].view()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "page_hashes[", i, "] is not the hash of the record's tokens (expected ",
-          expected[i].hex(), ")"));
-    }
-  }
-  return expected;
-}
-
-// Reference-count and record-index changes prepared alongside one
-// WriteBatch. They reach the store's in-memory state (Apply) only after
-// the batch is durable, so a failed write leaves that state as it was.
-class SnapshotStore::Change {
+// Leaves recovery from a failed write to the store, which resumes RocksDB on
+// its next mutation (Write), instead of RocksDB's background retries: while
+// those run, DB::Resume() is refused as busy, so a write after the disk
+// came back could fail for seconds.
+class ManualErrorRecovery : public rocksdb::EventListener {
  public:
-  explicit Change(SnapshotStore* store) : store_(store) {}
-
-  // Whether the page is stored now or is written by this change.
-  bool Held(const PageHash& h) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return store_->pages_.contains(h) || written_.contains(h);
+  const char* Name() const override { return "KvsManualErrorRecovery"; }
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status bg_error,
+                            bool* auto_recovery) override {
+    bg_error.PermitUncheckedError();
+    *auto_recovery = false;
   }
-  void AddPage(const PageHash& h, int64_t bytes) {
-    written_.insert(h);
-    delta_[h].bytes = bytes;
-  }
-  // Sets (refs given) or erases (nullopt) the record `id` of `index`: its
-  // new pages gain a reference, the replaced record's pages lose one.
-  void SetRecord(RecordIndex* index, const std::string& id, std::optional<RecordRefs> refs)
-      ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (auto it = index->find(id); it != index->end()) {
-      for (const PageHash& h : it->second.pages) --delta_[h].refs;
-    }
-    if (refs.has_value()) {
-      for (const PageHash& h : refs->pages) ++delta_[h].refs;
-    }
-    records_.push_back({index, id, std::move(refs)});
-  }
-
-  // Adds to `batch` the delete of every page whose count drops to zero.
-  int64_t CollectGarbage(rocksdb::WriteBatch* batch) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    int64_t deleted = 0;
-    for (const auto& [hash, delta] : delta_) {
-      auto it = store_->pages_.find(hash);
-      const int64_t before = it == store_->pages_.end() ? 0 : it->second.refs;
-      ABSL_RAW_CHECK(before + delta.refs >= 0, "page reference count below zero");
-      if (before > 0 && before + delta.refs == 0) {
-        batch->Delete(store_->pages_cf_, rocksdb::Slice(hash.view()));
-        ++deleted;
-      }
-    }
-    return deleted;
-  }
-
-  void Apply() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    for (const auto& [hash, delta] : delta_) {
-      store_->page_references_ += delta.refs;
-      auto it = store_->pages_.find(hash);
-      if (it == store_->pages_.end()) {
-        if (delta.refs > 0) {
-          store_->pages_.emplace(hash, PageRef{delta.refs, delta.bytes});
-          store_->page_bytes_ += delta.bytes;
-        }
-      } else if (it->second.refs + delta.refs == 0) {
-        store_->page_bytes_ -= it->second.bytes;
-        store_->pages_.erase(it);
-      } else {
-        it->second.refs += delta.refs;
-      }
-    }
-    for (auto& [index, id, refs] : records_) {
-      if (refs.has_value()) {
-        (*index)[id] = *std::move(refs);
-      } else {
-        index->erase(id);
-      }
-    }
-  }
-
- private:
-  SnapshotStore* store_;
-  absl::flat_hash_map<PageHash, PageRef> delta_;  // refs: change; bytes: of written pages
-  absl::flat_hash_set<PageHash> written_;
-  struct RecordChange {
-    RecordIndex* index;
-    std::string id;
-    std::optional<RecordRefs> refs;
-  };
-  std::vector<RecordChange> records_;
 };
 
-absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::string& dir,
-                                                                   const StoreOptions& options) {
+}  // namespace
+
+absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env,
+                                  std::unique_ptr<rocksdb::DB>* db,
+                                  std::vector<rocksdb::ColumnFamilyHandle*>* handles) {
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -270,6 +102,10 @@ absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::st
   // pages (up to RocksDB's default of gigabytes) and make restarts replay
   // them; this flushes them once the logs pass 256 MiB.
   db_options.max_total_wal_size = uint64_t{256} << 20;
+  // The store recovers from failed writes itself (Recover).
+  db_options.listeners.push_back(std::make_shared<ManualErrorRecovery>());
+  db_options.max_bgerror_resume_count = 0;
+  if (env != nullptr) db_options.env = env;
 
   rocksdb::ColumnFamilyOptions record_options;  // RocksDB defaults (compressed)
   rocksdb::ColumnFamilyOptions page_options;
@@ -287,32 +123,99 @@ absl::StatusOr<std::unique_ptr<SnapshotStore>> SnapshotStore::Open(const std::st
       {kCheckpointsFamily, record_options},
       {kPagesFamily, page_options},
   };
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, &handles, &raw);
-  if (!s.ok()) return FromRocks(s, absl::StrCat("open snapshot store ", dir));
-  std::unique_ptr<SnapshotStore> store(
-      new SnapshotStore(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles)));
+  handles->clear();
+  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, handles, &raw);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("open session store ", dir));
+  db->reset(raw);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SessionStore>> SessionStore::Open(const std::string& dir,
+                                                                  const StoreOptions& options) {
+  std::unique_ptr<rocksdb::Env> env;
+  if (options.file_system != nullptr) env = rocksdb::NewCompositeEnv(options.file_system);
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  if (absl::Status s = OpenDb(dir, env.get(), &db, &handles); !s.ok()) return s;
+  std::unique_ptr<SessionStore> store(
+      new SessionStore(dir, options, std::move(env), std::move(db), std::move(handles)));
   if (absl::Status v = store->CheckFormatVersion(); !v.ok()) return v;
   return store;
 }
 
-SnapshotStore::SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
-                             std::vector<rocksdb::ColumnFamilyHandle*> handles)
-    : options_(options),
-      db_(std::move(db)),
-      handles_(std::move(handles)),
-      meta_(handles_[0]),
-      sessions_cf_(handles_[1]),
-      checkpoints_cf_(handles_[2]),
-      pages_cf_(handles_[3]) {}
-
-SnapshotStore::~SnapshotStore() {
-  for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
-  db_->Close().PermitUncheckedError();
+SessionStore::SessionStore(const std::string& dir, const StoreOptions& options,
+                           std::unique_ptr<rocksdb::Env> env, std::unique_ptr<rocksdb::DB> db,
+                           std::vector<rocksdb::ColumnFamilyHandle*> handles)
+    : dir_(dir), options_(options), env_(std::move(env)) {
+  SetDb(std::move(db), std::move(handles));
 }
 
-absl::Status SnapshotStore::CheckFormatVersion() {
+SessionStore::~SessionStore() { CloseDb(); }
+
+void SessionStore::SetDb(std::unique_ptr<rocksdb::DB> db,
+                         std::vector<rocksdb::ColumnFamilyHandle*> handles) {
+  db_ = std::move(db);
+  handles_ = std::move(handles);
+  meta_ = handles_[0];
+  sessions_cf_ = handles_[1];
+  checkpoints_cf_ = handles_[2];
+  pages_cf_ = handles_[3];
+}
+
+void SessionStore::CloseDb() {
+  if (db_ == nullptr) return;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) db_->DestroyColumnFamilyHandle(h);
+  handles_.clear();
+  meta_ = sessions_cf_ = checkpoints_cf_ = pages_cf_ = nullptr;
+  db_->Close().PermitUncheckedError();
+  db_.reset();
+}
+
+absl::Status SessionStore::ProbeWritable() const {
+  rocksdb::FileSystem* fs = options_.file_system != nullptr
+                                ? options_.file_system.get()
+                                : rocksdb::FileSystem::Default().get();
+  const std::string path = absl::StrCat(dir_, "/WRITE_PROBE");
+  const std::string block(4096, '\0');
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = fs->NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr);
+  if (s.ok()) s = file->Append(block, rocksdb::IOOptions(), nullptr);
+  if (s.ok()) s = file->Sync(rocksdb::IOOptions(), nullptr);
+  if (file != nullptr) file->Close(rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  fs->DeleteFile(path, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  return FromRocks(s, "session store: the disk still refuses writes");
+}
+
+absl::Status SessionStore::Recover() {
+  // A probe first: no RocksDB recovery (which may escalate the error) while
+  // the disk still refuses writes.
+  if (absl::Status s = ProbeWritable(); !s.ok()) return s;
+  if (db_ != nullptr) {
+    rocksdb::Status resumed = db_->Resume();
+    if (resumed.ok()) {
+      write_failed_ = false;
+      return absl::OkStatus();
+    }
+    resumed.PermitUncheckedError();
+  }
+  // RocksDB could not resume (a failed WAL write is a fatal error to it):
+  // reopen. Readers wait meanwhile (db_mu_); the counts are read back from
+  // disk, which is the truth after a write whose outcome is uncertain.
+  absl::MutexLock db_lock(&db_mu_);
+  CloseDb();
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  if (absl::Status s = OpenDb(dir_, env_.get(), &db, &handles); !s.ok()) return s;
+  SetDb(std::move(db), std::move(handles));
+  PageRefTable table;
+  if (absl::Status s = ReadTable(&table, nullptr, nullptr, nullptr); !s.ok()) return s;
+  table_ = std::move(table);
+  write_failed_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::CheckFormatVersion() {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatVersionKey, &value);
   if (s.IsNotFound()) {
@@ -321,55 +224,88 @@ absl::Status SnapshotStore::CheckFormatVersion() {
       std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), family));
       it->SeekToFirst();
       if (it->Valid()) {
-        return absl::DataLossError(absl::StrCat("snapshot store holds ", family->GetName(),
+        return absl::DataLossError(absl::StrCat("session store holds ", family->GetName(),
                                                 " but no ", kFormatVersionKey));
       }
       if (absl::Status st = FromRocks(it->status(), "open"); !st.ok()) return st;
     }
     rocksdb::WriteBatch batch;
     batch.Put(meta_, kFormatVersionKey, absl::StrCat(kFormatVersion));
+    absl::MutexLock lock(&mu_);
     return Write(&batch);
   }
   if (!s.ok()) return FromRocks(s, "read format version");
   int version = 0;
   if (!absl::SimpleAtoi(value, &version)) {
-    return absl::DataLossError(absl::StrCat("snapshot store format version '", value,
+    return absl::DataLossError(absl::StrCat("session store format version '", value,
                                             "' is not a number"));
   }
   if (version != kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("snapshot store format version ", version,
+    return absl::FailedPreconditionError(absl::StrCat("session store format version ", version,
                                                       " (this build reads ", kFormatVersion,
                                                       ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::RequireLoaded() const {
-  if (!loaded_) return absl::FailedPreconditionError("SnapshotStore: LoadAll has not been called");
+absl::Status SessionStore::RequireLoaded() const {
+  if (!loaded_) return absl::FailedPreconditionError("SessionStore: LoadAll has not been called");
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::Write(rocksdb::WriteBatch* batch) {
+absl::Status SessionStore::RecoverIfWriteFailed() {
+  return write_failed_ ? Recover() : absl::OkStatus();
+}
+
+absl::Status SessionStore::Write(rocksdb::WriteBatch* batch) {
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync_writes;
-  return FromRocks(db_->Write(write_options, batch), "snapshot store write");
+  absl::Status s = FromRocks(db_->Write(write_options, batch), "session store write");
+  if (!s.ok()) write_failed_ = true;
+  return s;
 }
 
-absl::Status SnapshotStore::Commit(Change& change, rocksdb::WriteBatch* batch,
-                                   WriteStats* stats) {
-  const int64_t deleted = change.CollectGarbage(batch);
+absl::Status SessionStore::Commit(RefCountChange& change, rocksdb::WriteBatch* batch,
+                                  WriteStats* stats) {
+  const std::vector<PageHash> freed = change.PagesToDelete();
+  for (const PageHash& hash : freed) {
+    if (rocksdb::Status del = batch->Delete(pages_cf_, rocksdb::Slice(hash.view())); !del.ok()) {
+      return FromRocks(del, absl::StrCat("batch delete of page ", hash.hex()));
+    }
+  }
   if (absl::Status s = Write(batch); !s.ok()) return s;
-  change.Apply();
-  if (stats != nullptr) stats->pages_deleted += deleted;
+  change.Apply(&table_);
+  if (stats != nullptr) stats->pages_deleted += static_cast<int64_t>(freed.size());
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
-                                    std::vector<CheckpointRecord>* checkpoints,
-                                    std::vector<CorruptEntry>* corrupt) {
+std::shared_ptr<const VerifiedPages> SessionStore::ReferenceFor(const std::string& id,
+                                                                const std::string& parent) const {
+  for (const std::string* key : {&id, &parent}) {
+    if (key->empty()) continue;
+    auto it = table_.sessions.find(*key);
+    if (it != table_.sessions.end() && !it->second.corrupt) return it->second.verified;
+  }
+  return nullptr;
+}
+
+absl::Status SessionStore::LoadAll(std::vector<SessionRecord>* sessions,
+                                   std::vector<CheckpointRecord>* checkpoints,
+                                   std::vector<CorruptEntry>* corrupt) {
   absl::MutexLock lock(&mu_);
-  absl::flat_hash_map<PageHash, PageRef> pages;
-  RecordIndex session_index, checkpoint_index;
+  if (db_ == nullptr) return Reopening();
+  PageRefTable table;
+  if (absl::Status s = ReadTable(&table, sessions, checkpoints, corrupt); !s.ok()) return s;
+  table_ = std::move(table);
+  loaded_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::ReadTable(PageRefTable* table, std::vector<SessionRecord>* sessions,
+                                     std::vector<CheckpointRecord>* checkpoints,
+                                     std::vector<CorruptEntry>* corrupt) {
+  std::vector<SessionRecord> session_records;
+  std::vector<CheckpointRecord> checkpoint_records;
 
   // Reads one family into `out` and `index`, counting page references.
   auto load = [&](rocksdb::ColumnFamilyHandle* family, CorruptEntry::Kind kind, auto* out,
@@ -380,10 +316,10 @@ absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
     return ForEachEntry(db_.get(), family, read_options, [&](std::string_view key,
                                                              std::string_view value) {
       Record record;
-      RecordRefs refs;
-      absl::Status s = ReadRecord(key, value, &record, &refs.pages);
-      for (size_t i = 0; i < refs.pages.size(); ++i) {
-        PageRef& ref = pages[refs.pages[i]];
+      auto verified = std::make_shared<VerifiedPages>();
+      absl::Status s = ReadRecord(key, value, &record, verified.get());
+      for (size_t i = 0; i < verified->hashes.size(); ++i) {
+        PageRef& ref = table->pages[verified->hashes[i]];
         ++ref.refs;
         if (s.ok()) {
           const SessionRecord& session = SessionOf(record);
@@ -392,44 +328,39 @@ absl::Status SnapshotStore::LoadAll(std::vector<SessionRecord>* sessions,
               EncodedPageBytes(g, PageTokensAt(g, session.kv_length(), static_cast<int>(i))));
         }
       }
+      RecordRefs refs{.verified = std::move(verified)};
       if (s.ok()) {
         out->push_back(std::move(record));
       } else {
         refs.corrupt = true;
-        ABSL_RAW_LOG(WARNING, "snapshot store: %s '%s' is unreadable: %s",
+        ABSL_RAW_LOG(WARNING, "session store: %s '%s' is unreadable: %s",
                      family->GetName().c_str(), std::string(key).c_str(), s.ToString().c_str());
         if (corrupt != nullptr) corrupt->push_back({kind, std::string(key), s});
       }
       index->emplace(std::string(key), std::move(refs));
     });
   };
-  sessions->clear();
-  checkpoints->clear();
   if (corrupt != nullptr) corrupt->clear();
-  if (absl::Status s = load(sessions_cf_, CorruptEntry::Kind::kSession, sessions, &session_index);
+  if (absl::Status s = load(sessions_cf_, CorruptEntry::Kind::kSession, &session_records,
+                            &table->sessions);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = load(checkpoints_cf_, CorruptEntry::Kind::kCheckpoint, checkpoints,
-                            &checkpoint_index);
+  if (absl::Status s = load(checkpoints_cf_, CorruptEntry::Kind::kCheckpoint,
+                            &checkpoint_records, &table->checkpoints);
       !s.ok()) {
     return s;
   }
-
-  pages_ = std::move(pages);
-  sessions_ = std::move(session_index);
-  checkpoints_ = std::move(checkpoint_index);
-  page_bytes_ = 0;
-  page_references_ = 0;
-  for (const auto& [hash, ref] : pages_) {
-    page_bytes_ += ref.bytes;
-    page_references_ += ref.refs;
+  for (const auto& [hash, ref] : table->pages) {
+    table->page_bytes += ref.bytes;
+    table->page_references += ref.refs;
   }
-  loaded_ = true;
+  if (sessions != nullptr) *sessions = std::move(session_records);
+  if (checkpoints != nullptr) *checkpoints = std::move(checkpoint_records);
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::PutSession(
+absl::Status SessionStore::PutSession(
     const SessionRecord& record,
     absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
     WriteStats* stats) {
@@ -438,15 +369,11 @@ absl::Status SnapshotStore::PutSession(
       [&](int, int page_index) { return encode_missing(page_index); }, stats);
 }
 
-absl::Status SnapshotStore::PutSessions(
+absl::Status SessionStore::PutSessions(
     std::span<const SessionRecord> records,
     absl::FunctionRef<absl::StatusOr<std::string>(int record_index, int page_index)>
         encode_missing,
     WriteStats* stats) {
-  // Everything that needs no lock first: checks, hashes, serialisation.
-  std::vector<std::vector<PageHash>> hashes;
-  std::vector<KvGeometry> geometries;
-  std::vector<std::string> values;
   absl::flat_hash_set<std::string_view> ids;
   for (const SessionRecord& record : records) {
     if (record.id().empty()) return absl::InvalidArgumentError("session record without an id");
@@ -454,25 +381,42 @@ absl::Status SnapshotStore::PutSessions(
       return absl::InvalidArgumentError(
           absl::StrCat("session '", record.id(), "' appears twice in one write"));
     }
-    absl::StatusOr<std::vector<PageHash>> h = CheckSessionRecord(record);
-    if (!h.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("session '", record.id(), "': ", std::string(h.status().message())));
+  }
+  // What each record is verified against, then everything that needs no
+  // lock: checks, hashes of the pages the references do not vouch for,
+  // serialisation. A reference replaced meanwhile is still a verified
+  // record, which is all the check needs.
+  std::vector<std::shared_ptr<const VerifiedPages>> references;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    for (const SessionRecord& record : records) {
+      references.push_back(ReferenceFor(record.id(), record.parent_session_id()));
     }
-    hashes.push_back(*std::move(h));
-    geometries.push_back(*FromGeometryRecord(record.geometry()));
-    values.push_back(EncodeRecordValue(record));
+  }
+  WriteStats written;
+  std::vector<std::shared_ptr<const VerifiedPages>> verified;
+  std::vector<std::string> values;
+  for (size_t r = 0; r < records.size(); ++r) {
+    absl::StatusOr<VerifiedPages> v =
+        VerifySessionRecord(records[r], references[r].get(), &written.pages_hashed);
+    if (!v.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("session '", records[r].id(), "': ", std::string(v.status().message())));
+    }
+    verified.push_back(std::make_shared<const VerifiedPages>(*std::move(v)));
+    values.push_back(EncodeRecordValue(records[r]));
   }
 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
+  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
   rocksdb::WriteBatch batch;
-  Change change(this);
-  WriteStats written;
+  RefCountChange change(&table_);
   for (size_t r = 0; r < records.size(); ++r) {
-    const KvGeometry& g = geometries[r];
-    for (size_t i = 0; i < hashes[r].size(); ++i) {
-      const PageHash& hash = hashes[r][i];
+    const KvGeometry& g = verified[r]->geometry;
+    const std::vector<PageHash>& hashes = verified[r]->hashes;
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      const PageHash& hash = hashes[i];
       if (change.Held(hash)) {
         ++written.pages_reused;
         continue;
@@ -498,22 +442,22 @@ absl::Status SnapshotStore::PutSessions(
     }
     batch.Put(sessions_cf_, records[r].id(), values[r]);
     written.bytes_written += static_cast<int64_t>(values[r].size());
-    change.SetRecord(&sessions_, records[r].id(), RecordRefs{std::move(hashes[r])});
+    change.SetRecord(&table_.sessions, records[r].id(), RecordRefs{.verified = verified[r]});
   }
   if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
   if (stats != nullptr) *stats = written;
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
-                                         RecordIndex* index, const std::string& kind,
-                                         const std::string& id, WriteStats* stats) {
-  absl::MutexLock lock(&mu_);
+absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
+                                        RecordIndex* index, const std::string& kind,
+                                        const std::string& id, WriteStats* stats) {
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
   if (!index->contains(id)) return absl::NotFoundError(absl::StrCat(kind, " '", id, "' not found"));
+  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
   rocksdb::WriteBatch batch;
   batch.Delete(family, id);
-  Change change(this);
+  RefCountChange change(&table_);
   change.SetRecord(index, id, std::nullopt);
   WriteStats written;
   if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
@@ -521,38 +465,48 @@ absl::Status SnapshotStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
   return absl::OkStatus();
 }
 
-absl::Status SnapshotStore::DeleteSession(const std::string& id, WriteStats* stats) {
-  return DeleteRecord(sessions_cf_, &sessions_, "session", id, stats);
+absl::Status SessionStore::DeleteSession(const std::string& id, WriteStats* stats) {
+  absl::MutexLock lock(&mu_);
+  return DeleteRecord(sessions_cf_, &table_.sessions, "session", id, stats);
 }
 
-absl::Status SnapshotStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
-  return DeleteRecord(checkpoints_cf_, &checkpoints_, "checkpoint", id, stats);
+absl::Status SessionStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
+  absl::MutexLock lock(&mu_);
+  return DeleteRecord(checkpoints_cf_, &table_.checkpoints, "checkpoint", id, stats);
 }
 
-absl::Status SnapshotStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
+absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
   if (record.id().empty()) return absl::InvalidArgumentError("checkpoint record without an id");
-  absl::StatusOr<std::vector<PageHash>> hashes = CheckSessionRecord(record.session());
-  if (!hashes.ok()) {
+  std::shared_ptr<const VerifiedPages> reference;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    reference = ReferenceFor(record.session().id(), "");
+  }
+  WriteStats written;
+  absl::StatusOr<VerifiedPages> verified =
+      VerifySessionRecord(record.session(), reference.get(), &written.pages_hashed);
+  if (!verified.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", record.id(), "': ",
-                                                   std::string(hashes.status().message())));
+                                                   std::string(verified.status().message())));
   }
   const std::string value = EncodeRecordValue(record);
 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-  for (const PageHash& h : *hashes) {
-    if (!pages_.contains(h)) {
+  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
+  for (const PageHash& h : verified->hashes) {
+    if (!table_.pages.contains(h)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint '", record.id(), "' references page ", h.hex(), " the store does not hold"));
     }
   }
   rocksdb::WriteBatch batch;
   batch.Put(checkpoints_cf_, record.id(), value);
-  WriteStats written;
-  written.pages_reused = static_cast<int64_t>(hashes->size());
+  written.pages_reused = static_cast<int64_t>(verified->hashes.size());
   written.bytes_written = static_cast<int64_t>(value.size());
-  Change change(this);
-  change.SetRecord(&checkpoints_, record.id(), RecordRefs{*std::move(hashes)});
+  RefCountChange change(&table_);
+  change.SetRecord(&table_.checkpoints, record.id(),
+                   RecordRefs{.verified = std::make_shared<const VerifiedPages>(*std::move(verified))});
   if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
   if (stats != nullptr) *stats = written;
   return absl::OkStatus();
@@ -570,22 +524,33 @@ absl::StatusOr<Record> GetRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* f
   }
   if (!s.ok()) return FromRocks(s, absl::StrCat("read ", std::string(kind), " '", id, "'"));
   Record record;
-  std::vector<PageHash> pages;
+  VerifiedPages pages;
   if (absl::Status r = ReadRecord(id, value, &record, &pages); !r.ok()) return r;
   return record;
 }
 
 }  // namespace
 
-absl::StatusOr<SessionRecord> SnapshotStore::GetSession(const std::string& id) const {
+absl::Status SessionStore::Reopening() {
+  return absl::UnavailableError(
+      "session store: reopening after a failed write (the next mutation retries)");
+}
+
+absl::StatusOr<SessionRecord> SessionStore::GetSession(const std::string& id) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
   return GetRecord<SessionRecord>(db_.get(), sessions_cf_, "session", id);
 }
 
-absl::StatusOr<CheckpointRecord> SnapshotStore::GetCheckpoint(const std::string& id) const {
+absl::StatusOr<CheckpointRecord> SessionStore::GetCheckpoint(const std::string& id) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
   return GetRecord<CheckpointRecord>(db_.get(), checkpoints_cf_, "checkpoint", id);
 }
 
-absl::StatusOr<std::string> SnapshotStore::GetPage(const PageHash& hash) const {
+absl::StatusOr<std::string> SessionStore::GetPage(const PageHash& hash) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), pages_cf_, rocksdb::Slice(hash.view()),
                                &value);
@@ -593,7 +558,7 @@ absl::StatusOr<std::string> SnapshotStore::GetPage(const PageHash& hash) const {
   return value;
 }
 
-absl::Status SnapshotStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
+absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
                                      int n_tokens, uint8_t* page) const {
   absl::StatusOr<std::string> encoded = GetPage(hash);
   if (absl::IsNotFound(encoded.status())) {
@@ -611,51 +576,65 @@ absl::Status SnapshotStore::ReadPage(const PageHash& hash, const KvGeometry& geo
   return absl::OkStatus();
 }
 
-bool SnapshotStore::HasPage(const PageHash& hash) const {
+bool SessionStore::HasPage(const PageHash& hash) const {
   absl::ReaderMutexLock lock(&mu_);
-  return pages_.contains(hash);
+  return table_.pages.contains(hash);
 }
 
-StoreStats SnapshotStore::Stats() const {
+StoreStats SessionStore::Stats() const {
   absl::ReaderMutexLock lock(&mu_);
-  StoreStats stats{.pages = static_cast<int64_t>(pages_.size()),
-                   .page_bytes = page_bytes_,
-                   .page_references = page_references_};
-  for (const auto& [id, refs] : sessions_) (refs.corrupt ? stats.corrupt_records : stats.sessions)++;
-  for (const auto& [id, refs] : checkpoints_) {
+  StoreStats stats{.pages = static_cast<int64_t>(table_.pages.size()),
+                   .page_bytes = table_.page_bytes,
+                   .page_references = table_.page_references};
+  for (const auto& [id, refs] : table_.sessions) {
+    (refs.corrupt ? stats.corrupt_records : stats.sessions)++;
+  }
+  for (const auto& [id, refs] : table_.checkpoints) {
     (refs.corrupt ? stats.corrupt_records : stats.checkpoints)++;
   }
   return stats;
 }
 
-absl::Status SnapshotStore::PutMeta(const std::string& key, const std::string& value) {
+absl::Status SessionStore::PutMeta(const std::string& key, const std::string& value) {
   if (key == kFormatVersionKey) {
     return absl::InvalidArgumentError(absl::StrCat("meta key '", key, "' is reserved"));
   }
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
   rocksdb::WriteBatch batch;
   batch.Put(meta_, key, value);
-  absl::MutexLock lock(&mu_);
   return Write(&batch);
 }
 
-absl::StatusOr<std::string> SnapshotStore::GetMeta(const std::string& key) const {
+absl::StatusOr<std::string> SessionStore::GetMeta(const std::string& key) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, key, &value);
   if (!s.ok()) return FromRocks(s, absl::StrCat("meta '", key, "'"));
   return value;
 }
 
-absl::StatusOr<VerifyReport> SnapshotStore::Verify() const {
+absl::StatusOr<VerifyReport> SessionStore::Verify() const {
   // The counts and a RocksDB snapshot taken under the lock describe the same
   // state: writers change both only while holding it.
+  // db_mu_ (taken after mu_, the lock order) keeps the database open until
+  // the scan ends.
   absl::flat_hash_map<PageHash, PageRef> referenced;
   const rocksdb::Snapshot* snapshot = nullptr;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-    referenced = pages_;
-    snapshot = db_->GetSnapshot();
+  mu_.ReaderLock();
+  if (absl::Status s = RequireLoaded(); !s.ok()) {
+    mu_.ReaderUnlock();
+    return s;
   }
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) {
+    mu_.ReaderUnlock();
+    return Reopening();
+  }
+  referenced = table_.pages;
+  snapshot = db_->GetSnapshot();
+  mu_.ReaderUnlock();
   rocksdb::ReadOptions read_options;
   read_options.snapshot = snapshot;
   read_options.fill_cache = false;

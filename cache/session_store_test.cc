@@ -1,7 +1,7 @@
-// SnapshotStore over a real RocksDB in a temporary directory: records,
+// SessionStore over a real RocksDB in a temporary directory: records,
 // page dedup, reference counting and garbage collection, checkpoints,
 // atomic multi-record writes.
-#include "cache/snapshot_store.h"
+#include "cache/session_store.h"
 
 #include <unistd.h>
 
@@ -71,12 +71,12 @@ bool SameRecord(const google::protobuf::Message& a, const google::protobuf::Mess
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
 }
 
-class SnapshotStoreTest : public testing::Test {
+class SessionStoreTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "snapshot_store_test.", getpid());
+    dir_ = absl::StrCat(testing::TempDir(), "session_store_test.", getpid());
     std::filesystem::remove_all(dir_);
-    absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(dir_, {});
+    absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, {});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     std::vector<SessionRecord> sessions;
@@ -106,11 +106,11 @@ class SnapshotStoreTest : public testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<SnapshotStore> store_;
+  std::unique_ptr<SessionStore> store_;
   Encoder encoder_;
 };
 
-TEST_F(SnapshotStoreTest, PutThenGetSession) {
+TEST_F(SessionStoreTest, PutThenGetSession) {
   const SessionRecord a = Session("a", Tokens(11, 100));  // kv 10: pages of 4, 4, 2
   WriteStats stats;
   ASSERT_TRUE(Put(a, &stats).ok());
@@ -133,7 +133,7 @@ TEST_F(SnapshotStoreTest, PutThenGetSession) {
   EXPECT_EQ(s.page_bytes, stats.bytes_written - static_cast<int64_t>(a.ByteSizeLong()) - 4);
 }
 
-TEST_F(SnapshotStoreTest, SharedPagesAreStoredAndEncodedOnce) {
+TEST_F(SessionStoreTest, SharedPagesAreStoredAndEncodedOnce) {
   std::vector<int32_t> tb = Tokens(41, 100);
   for (int i = 24; i < 41; ++i) tb[i] = 5;  // same first 6 pages
   const SessionRecord a = Session("a", Tokens(41, 100)), b = Session("b", tb);
@@ -159,7 +159,7 @@ TEST_F(SnapshotStoreTest, SharedPagesAreStoredAndEncodedOnce) {
   EXPECT_EQ(store_->Stats().page_references, 20);
 }
 
-TEST_F(SnapshotStoreTest, ReplacingARecordCollectsPagesItNoLongerReferences) {
+TEST_F(SessionStoreTest, ReplacingARecordCollectsPagesItNoLongerReferences) {
   const SessionRecord a10 = Session("a", Tokens(11, 100));  // pages 0, 1 full, 2 partial
   const SessionRecord b10 = Session("b", Tokens(11, 100));  // the same pages
   ASSERT_TRUE(Put(a10).ok());
@@ -184,7 +184,7 @@ TEST_F(SnapshotStoreTest, ReplacingARecordCollectsPagesItNoLongerReferences) {
   ExpectPagesReadable(b5);
 }
 
-TEST_F(SnapshotStoreTest, DeleteSessionCollectsOnlyItsOwnPages) {
+TEST_F(SessionStoreTest, DeleteSessionCollectsOnlyItsOwnPages) {
   std::vector<int32_t> tb = Tokens(13, 100);
   tb[9] = 1;  // shares pages 0, 1
   const SessionRecord a = Session("a", Tokens(13, 100)), b = Session("b", tb);
@@ -203,7 +203,7 @@ TEST_F(SnapshotStoreTest, DeleteSessionCollectsOnlyItsOwnPages) {
   EXPECT_EQ(store_->Verify()->pages_checked, 0);  // nothing left on disk
 }
 
-TEST_F(SnapshotStoreTest, CheckpointsKeepPagesAlive) {
+TEST_F(SessionStoreTest, CheckpointsKeepPagesAlive) {
   const SessionRecord a = Session("a", Tokens(10, 100));
   ASSERT_TRUE(Put(a).ok());
   CheckpointRecord cp;
@@ -228,7 +228,7 @@ TEST_F(SnapshotStoreTest, CheckpointsKeepPagesAlive) {
   EXPECT_TRUE(absl::IsNotFound(store_->DeleteCheckpoint("cp1")));
 }
 
-TEST_F(SnapshotStoreTest, CheckpointOfPagesNotHeldIsRefused) {
+TEST_F(SessionStoreTest, CheckpointOfPagesNotHeldIsRefused) {
   CheckpointRecord cp;
   cp.set_id("cp");
   *cp.mutable_session() = Session("a", Tokens(10, 100));
@@ -237,7 +237,7 @@ TEST_F(SnapshotStoreTest, CheckpointOfPagesNotHeldIsRefused) {
   EXPECT_EQ(store_->Stats().checkpoints, 0);
 }
 
-TEST_F(SnapshotStoreTest, PutSessionsWritesForksInOneBatch) {
+TEST_F(SessionStoreTest, PutSessionsWritesForksInOneBatch) {
   const SessionRecord parent = Session("p", Tokens(10, 100));
   std::vector<SessionRecord> forks;
   for (int i = 0; i < 3; ++i) {
@@ -256,7 +256,7 @@ TEST_F(SnapshotStoreTest, PutSessionsWritesForksInOneBatch) {
   EXPECT_EQ(store_->Stats().sessions, 3);
 }
 
-TEST_F(SnapshotStoreTest, PutSessionsIsAllOrNothing) {
+TEST_F(SessionStoreTest, PutSessionsIsAllOrNothing) {
   const SessionRecord a = Session("a", Tokens(10, 100)), b = Session("b", Tokens(10, 500));
   const std::vector<SessionRecord> both = {a, b};
   int calls = 0;
@@ -276,7 +276,7 @@ TEST_F(SnapshotStoreTest, PutSessionsIsAllOrNothing) {
   EXPECT_EQ(store_->Stats().sessions, 0);
 }
 
-TEST_F(SnapshotStoreTest, RejectsRecordsThatBreakTheInvariants) {
+TEST_F(SessionStoreTest, RejectsRecordsThatBreakTheInvariants) {
   SessionRecord wrong_hash = Session("a", Tokens(10, 100));
   wrong_hash.set_page_hashes(1, std::string(16, 'x'));
   EXPECT_TRUE(absl::IsInvalidArgument(Put(wrong_hash)));
@@ -298,9 +298,9 @@ TEST_F(SnapshotStoreTest, RejectsRecordsThatBreakTheInvariants) {
   EXPECT_EQ(store_->Stats().pages, 0);
 }
 
-TEST_F(SnapshotStoreTest, MutationsWaitForLoadAll) {
+TEST_F(SessionStoreTest, MutationsWaitForLoadAll) {
   store_.reset();
-  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(dir_, {});
+  absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, {});
   ASSERT_TRUE(store.ok());
   store_ = *std::move(store);
   EXPECT_TRUE(absl::IsFailedPrecondition(Put(Session("a", Tokens(3, 1)))));
@@ -309,15 +309,15 @@ TEST_F(SnapshotStoreTest, MutationsWaitForLoadAll) {
   EXPECT_TRUE(absl::IsNotFound(store_->GetSession("a").status()));  // reads work
 }
 
-TEST_F(SnapshotStoreTest, MetaKeyValues) {
-  EXPECT_EQ(*store_->GetMeta(SnapshotStore::kFormatVersionKey), "1");
+TEST_F(SessionStoreTest, MetaKeyValues) {
+  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "1");
   EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("node").status()));
   ASSERT_TRUE(store_->PutMeta("node", "n1").ok());
   EXPECT_EQ(*store_->GetMeta("node"), "n1");
-  EXPECT_TRUE(absl::IsInvalidArgument(store_->PutMeta(SnapshotStore::kFormatVersionKey, "2")));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PutMeta(SessionStore::kFormatVersionKey, "2")));
 }
 
-TEST_F(SnapshotStoreTest, ConcurrentWritersEncodeEachPageOnce) {
+TEST_F(SessionStoreTest, ConcurrentWritersEncodeEachPageOnce) {
   constexpr int kThreads = 4, kSessionsPerThread = 8;
   std::vector<std::thread> threads;
   std::vector<absl::flat_hash_set<PageHash>> asked(kThreads);
@@ -348,6 +348,75 @@ TEST_F(SnapshotStoreTest, ConcurrentWritersEncodeEachPageOnce) {
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok());
   EXPECT_EQ(report->pages_checked, s.pages);
+}
+
+// Incremental verification (cache/record_validation.h): a persist hashes only
+// the pages the stored record of the same id did not already verify.
+
+TEST_F(SessionStoreTest, ARewriteWithOneMoreFullPageHashesOnlyThatPage) {
+  const SessionRecord first = Session("a", Tokens(9, 100));  // kv 8: two full pages
+  WriteStats stats;
+  ASSERT_TRUE(Put(first, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 2);
+  const SessionRecord grown = Session("a", Tokens(13, 100));  // kv 12: three full pages
+  ASSERT_TRUE(Put(grown, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 1);
+  EXPECT_EQ(stats.pages_written, 1);
+  ASSERT_TRUE(Put(grown, &stats).ok());  // unchanged: nothing to hash
+  EXPECT_EQ(stats.pages_hashed, 0);
+}
+
+TEST_F(SessionStoreTest, AGrownPartialPageIsHashedAgain) {
+  ASSERT_TRUE(Put(Session("a", Tokens(7, 100))).ok());  // kv 6: pages of 4, 2
+  WriteStats stats;
+  ASSERT_TRUE(Put(Session("a", Tokens(8, 100)), &stats).ok());  // kv 7: pages of 4, 3
+  EXPECT_EQ(stats.pages_hashed, 1);
+}
+
+TEST_F(SessionStoreTest, AReusedPageHashWithOtherTokensIsStillInvalidArgument) {
+  const SessionRecord a = Session("a", Tokens(13, 100));  // kv 12: three full pages
+  ASSERT_TRUE(Put(a).ok());
+  const StoreStats before = store_->Stats();
+  for (int changed : {1, 6, 11}) {  // a token of page 0, 1 and 2
+    SessionRecord forged = a;
+    forged.set_tokens(changed, 7);  // page_hashes kept: they name a's pages
+    const absl::Status s = Put(forged);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << changed << ": " << s;
+    EXPECT_NE(s.message().find(absl::StrCat("page_hashes[", changed / 4, "]")), std::string::npos)
+        << s;
+  }
+  SessionRecord other_model = a;
+  other_model.set_model_fingerprint("model-b");
+  EXPECT_TRUE(absl::IsInvalidArgument(Put(other_model)));
+  const StoreStats after = store_->Stats();
+  EXPECT_EQ(after.pages, before.pages);
+  EXPECT_EQ(after.page_references, before.page_references);
+  absl::StatusOr<SessionRecord> stored = store_->GetSession("a");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_TRUE(SameRecord(*stored, a));
+}
+
+TEST_F(SessionStoreTest, AForkHashesOnlyThePagesAfterItsParentsPrefix) {
+  ASSERT_TRUE(Put(Session("parent", Tokens(13, 100))).ok());  // three full pages
+  std::vector<int32_t> tokens = Tokens(17, 100);              // kv 16: four full pages
+  tokens[10] = 5;                                             // page 2 differs
+  SessionRecord fork = Session("fork", tokens);
+  fork.set_parent_session_id("parent");
+  WriteStats stats;
+  ASSERT_TRUE(Put(fork, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 2);
+  EXPECT_EQ(stats.pages_reused, 2);
+}
+
+TEST_F(SessionStoreTest, ACheckpointOfAStoredSessionHashesNothing) {
+  const SessionRecord a = Session("a", Tokens(13, 100));
+  ASSERT_TRUE(Put(a).ok());
+  CheckpointRecord c;
+  c.set_id("c");
+  *c.mutable_session() = a;
+  WriteStats stats;
+  ASSERT_TRUE(store_->PutCheckpoint(c, &stats).ok());
+  EXPECT_EQ(stats.pages_hashed, 0);
 }
 
 }  // namespace

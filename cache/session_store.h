@@ -1,4 +1,4 @@
-// SnapshotStore: sessions, checkpoints and their KV pages in RocksDB, with
+// SessionStore: sessions, checkpoints and their KV pages in RocksDB, with
 // pages stored once however many records share them.
 //
 // Column families (docs/storage-format.md gives every byte):
@@ -23,21 +23,45 @@
 // and mutations return FAILED_PRECONDITION before it. Reads (Get*, GetPage,
 // ReadPage) work as soon as Open returns.
 //
-// Record invariants, checked on every write (INVALID_ARGUMENT) and every
-// read (DATA_LOSS): a valid geometry, 0 <= kv_length <= tokens, and
-// page_hashes == ChainPageHashes(model_fingerprint, geometry, tokens,
-// kv_length), so a record can never name a page for other tokens.
+// Record invariants (cache/record_validation.h), checked on every write
+// (INVALID_ARGUMENT) and every read (DATA_LOSS): a valid geometry, 0 <=
+// kv_length <= tokens, and page_hashes == ChainPageHashes(model_fingerprint,
+// geometry, tokens, kv_length), so a record can never name a page for other
+// tokens. A write hashes only the pages its reference record did not
+// already verify: the stored session of the same id, else (a fork) the
+// stored session named by parent_session_id; a checkpoint's reference is
+// the stored session it copies. WriteStats.pages_hashed counts the SHA-256
+// page hashes a write computed.
+//
+// Failed writes: a failed RocksDB write (disk full, I/O error) returns its
+// error and leaves the store as it was: nothing of the batch is visible, on
+// disk or in Stats(). RocksDB then refuses writes; each later mutation
+// first checks that the disk takes writes again (a small probe file: while
+// it fails, the mutation fails with its error and RocksDB is left alone),
+// then resumes RocksDB (DB::Resume), or, where RocksDB cannot resume (a
+// failed log write is fatal to it), closes and reopens the database and
+// re-reads the reference counts from disk. So writes resume by themselves
+// once the disk recovers; the caller never reopens the store. Reads keep
+// working while writes fail, wait during a reopen, and return UNAVAILABLE
+// if a reopen failed (until a later mutation reopens the store). Caveat of
+// every log-based store: a batch whose log write reached the file but
+// whose sync failed may reappear after a reopen.
+//
+// Parts: record_codec.h frames values, record_validation.h checks
+// records, ref_count_change.h keeps the reference counts; this class
+// holds them together over RocksDB.
 //
 // Thread safety: every method is safe to call from any thread. Mutations
 // (and LoadAll) are serialised by an internal mutex, which is held while
-// PutSession(s) calls the caller's encode_missing; reads take no lock
-// beyond RocksDB's own. Errors: NOT_FOUND (no such record), DATA_LOSS
-// (corrupt or missing data), INVALID_ARGUMENT (bad record),
-// FAILED_PRECONDITION (LoadAll not called; checkpoint of pages the store
-// does not hold; store written by a newer format), RESOURCE_EXHAUSTED (disk
-// full), INTERNAL (other I/O errors).
-#ifndef KVSESSION_CACHE_SNAPSHOT_STORE_H_
-#define KVSESSION_CACHE_SNAPSHOT_STORE_H_
+// PutSession(s) calls the caller's encode_missing; reads take only a
+// shared lock that a reopen after a failed write holds exclusively.
+// Errors: NOT_FOUND (no such record), DATA_LOSS (corrupt or missing data),
+// INVALID_ARGUMENT (bad record), FAILED_PRECONDITION (LoadAll not called;
+// checkpoint of pages the store does not hold; store written by a newer
+// format), RESOURCE_EXHAUSTED (disk full), INTERNAL (other I/O errors),
+// UNAVAILABLE (RocksDB busy; the store is closed after a failed reopen).
+#ifndef KVSESSION_CACHE_SESSION_STORE_H_
+#define KVSESSION_CACHE_SESSION_STORE_H_
 
 #include <cstdint>
 #include <memory>
@@ -53,11 +77,15 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_geometry.h"
 #include "cache/page_hash.h"
+#include "cache/record_validation.h"
+#include "cache/ref_count_change.h"
 #include "cache/session_record.pb.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Env;
+class FileSystem;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -68,6 +96,9 @@ struct StoreOptions {
   // acknowledged mutation survives a crash of the process but not of the
   // machine.
   bool sync_writes = true;
+  // The file system RocksDB uses; null (production) is the default one.
+  // Tests pass a fault-injecting wrapper (cache/fault_injection_fs.h).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
 };
 
 // What one mutation wrote.
@@ -76,6 +107,7 @@ struct WriteStats {
   int64_t pages_reused = 0;   // page references the store already held
   int64_t pages_deleted = 0;  // pages whose last reference went away
   int64_t bytes_written = 0;  // value bytes in the batch: new pages and records
+  int64_t pages_hashed = 0;   // SHA-256 page hashes computed to verify the records
 };
 
 struct StoreStats {
@@ -107,7 +139,7 @@ struct VerifyReport {
   }
 };
 
-class SnapshotStore {
+class SessionStore {
  public:
   static constexpr int kFormatVersion = 1;
   // Column family names and the meta key of the format version.
@@ -120,11 +152,11 @@ class SnapshotStore {
   // Opens the store in `dir`, creating it if missing. FAILED_PRECONDITION if
   // the directory holds a store of another format version (or is locked by
   // another open store: INTERNAL with RocksDB's message).
-  static absl::StatusOr<std::unique_ptr<SnapshotStore>> Open(const std::string& dir,
+  static absl::StatusOr<std::unique_ptr<SessionStore>> Open(const std::string& dir,
                                                              const StoreOptions& options);
-  ~SnapshotStore();
-  SnapshotStore(const SnapshotStore&) = delete;
-  SnapshotStore& operator=(const SnapshotStore&) = delete;
+  ~SessionStore();
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
 
   // Reads every record into `sessions` and `checkpoints` (replacing their
   // contents) and (re)builds the page reference counts. A record that
@@ -200,32 +232,55 @@ class SnapshotStore {
   absl::StatusOr<VerifyReport> Verify() const;
 
  private:
-  struct PageRef {
-    int64_t refs = 0;
-    int64_t bytes = 0;  // encoded size (0 if unknown)
-  };
-  // The pages one stored record references, in order.
-  struct RecordRefs {
-    std::vector<PageHash> pages;
-    bool corrupt = false;  // the record failed to load; its pages may be unknown
-  };
-  using RecordIndex = absl::flat_hash_map<std::string, RecordRefs>;
-  class Change;
-
-  SnapshotStore(const StoreOptions& options, std::unique_ptr<rocksdb::DB> db,
-                std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  SessionStore(const std::string& dir, const StoreOptions& options,
+               std::unique_ptr<rocksdb::Env> env, std::unique_ptr<rocksdb::DB> db,
+               std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  // Opens the RocksDB database of the store (env null: the default).
+  static absl::Status OpenDb(const std::string& dir, rocksdb::Env* env,
+                             std::unique_ptr<rocksdb::DB>* db,
+                             std::vector<rocksdb::ColumnFamilyHandle*>* handles);
+  void SetDb(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles);
+  void CloseDb();
+  // UNAVAILABLE: db_ is closed because a reopen failed.
+  static absl::Status Reopening();
+  // Reads every record into `table` (and, if not null, the other outputs:
+  // see LoadAll).
+  absl::Status ReadTable(PageRefTable* table, std::vector<SessionRecord>* sessions,
+                         std::vector<CheckpointRecord>* checkpoints,
+                         std::vector<CorruptEntry>* corrupt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if a small file can be written and synced in the store's directory.
+  absl::Status ProbeWritable() const;
+  // After a failed write: once the disk takes writes again, DB::Resume, or
+  // if RocksDB cannot resume, reopen and re-read the counts from disk.
+  absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recover() if the last write failed: what every mutation does first,
+  // before it builds its batch (a reopen replaces the handles).
+  absl::Status RecoverIfWriteFailed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckFormatVersion();
   absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::Status Write(rocksdb::WriteBatch* batch);
-  // Writes `batch` with the record change and GC of `change`, then applies
-  // `change` to the in-memory state.
-  absl::Status Commit(Change& change, rocksdb::WriteBatch* batch, WriteStats* stats)
+  // Writes `batch`; a failure makes the next mutation Recover first.
+  absl::Status Write(rocksdb::WriteBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds to `batch` the deletes of the pages `change` frees, writes it, then
+  // applies `change` to the in-memory table.
+  absl::Status Commit(RefCountChange& change, rocksdb::WriteBatch* batch, WriteStats* stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a new version of session `id` (forked from `parent`) is verified
+  // against: the stored record of that id, else of `parent`; null if none.
+  std::shared_ptr<const VerifiedPages> ReferenceFor(const std::string& id,
+                                                    const std::string& parent) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
-                            WriteStats* stats);
+                            WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const std::string dir_;
   const StoreOptions options_;
+  std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
+
+  // The database and its handles change only in Recover (a reopen), which
+  // holds mu_ and db_mu_ exclusively. Mutations use them under mu_; reads
+  // hold db_mu_ shared. db_ is null only after a failed reopen.
+  mutable absl::Mutex db_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // owned, in family order
   rocksdb::ColumnFamilyHandle* meta_;
@@ -235,27 +290,11 @@ class SnapshotStore {
 
   mutable absl::Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
-  // Every page some record references: its count and size.
-  absl::flat_hash_map<PageHash, PageRef> pages_ ABSL_GUARDED_BY(mu_);
-  int64_t page_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t page_references_ ABSL_GUARDED_BY(mu_) = 0;
-  // Every stored record (corrupt ones too) by id.
-  RecordIndex sessions_ ABSL_GUARDED_BY(mu_);
-  RecordIndex checkpoints_ ABSL_GUARDED_BY(mu_);
+  // A write failed: RocksDB may refuse writes until resumed.
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  PageRefTable table_ ABSL_GUARDED_BY(mu_);
 };
-
-// Record helpers.
-
-KvGeometryRecord ToGeometryRecord(const KvGeometry& g);
-// INVALID_ARGUMENT unless the record is a valid geometry (ValidateGeometry).
-absl::StatusOr<KvGeometry> FromGeometryRecord(const KvGeometryRecord& r);
-// Sets record->page_hashes from its model_fingerprint, geometry, tokens and
-// kv_length. INVALID_ARGUMENT if the geometry or kv_length is invalid.
-absl::Status FillPageHashes(SessionRecord* record);
-// The record's page hashes, after checking the invariants above.
-// INVALID_ARGUMENT naming the first one broken.
-absl::StatusOr<std::vector<PageHash>> CheckSessionRecord(const SessionRecord& record);
 
 }  // namespace kvs
 
-#endif  // KVSESSION_CACHE_SNAPSHOT_STORE_H_
+#endif  // KVSESSION_CACHE_SESSION_STORE_H_

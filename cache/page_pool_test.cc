@@ -1,0 +1,258 @@
+// PagePool on its own: allocation under the page budget, reference counts,
+// the prefix-cache key index, and the order in which free pages are reused
+// (unkeyed first, then cached keyed pages least recently freed first).
+#include "cache/page_pool.h"
+
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+#include "gtest/gtest.h"
+
+namespace kvs {
+namespace {
+
+KvGeometry Geometry() {
+  return {.n_layers = 1, .n_kv_heads = 1, .head_dim = 4, .page_tokens = 4, .dtype = KvDtype::kF32};
+}
+
+PageKey Key(uint8_t b) {
+  PageKey k{};
+  k[0] = b;
+  k[15] = static_cast<uint8_t>(~b);
+  return k;
+}
+
+PageId MustAllocate(PagePool& pool) {
+  absl::StatusOr<PageId> p = pool.Allocate();
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.value_or(-1);
+}
+
+TEST(PagePoolTest, AllocateHandsOutDistinctPagesWithOneReferenceUntilTheBudget) {
+  PagePool pool(Geometry(), 4);
+  std::set<PageId> pages;
+  for (int i = 0; i < 4; ++i) {
+    const PageId p = MustAllocate(pool);
+    EXPECT_EQ(pool.ref_count(p), 1);
+    pages.insert(p);
+  }
+  EXPECT_EQ(pages.size(), 4u);
+  const PagePoolStats before = pool.Stats();
+  EXPECT_EQ(before.pages_in_use, 4);
+  EXPECT_EQ(before.page_references, 4);
+  EXPECT_EQ(before.max_pages, 4);
+  EXPECT_EQ(before.bytes_in_use(), 4 * static_cast<int64_t>(Geometry().page_bytes()));
+
+  const absl::StatusOr<PageId> more = pool.Allocate();
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(more.status().message().find("KV cache is full"), std::string::npos);
+  const PagePoolStats after = pool.Stats();
+  EXPECT_EQ(after.pages_in_use, 4);
+  EXPECT_EQ(after.page_references, 4);
+}
+
+TEST(PagePoolTest, ReferencesCountSharingAndTheLastReleaseFreesThePage) {
+  PagePool pool(Geometry(), 2);
+  const PageId p = MustAllocate(pool);
+  pool.AddRef(p);
+  pool.AddRef(p);
+  EXPECT_EQ(pool.ref_count(p), 3);
+  PagePoolStats s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 1);
+  EXPECT_EQ(s.pages_shared, 1);
+  EXPECT_EQ(s.page_references, 3);
+  EXPECT_EQ(s.bytes_saved_by_sharing(), 2 * static_cast<int64_t>(Geometry().page_bytes()));
+
+  pool.Release(p);
+  pool.Release(p);
+  s = pool.Stats();
+  EXPECT_EQ(s.pages_shared, 0);
+  EXPECT_EQ(s.page_references, 1);
+  pool.Release(p);
+  EXPECT_EQ(pool.ref_count(p), 0);
+  s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 0);
+  EXPECT_EQ(s.page_references, 0);
+  EXPECT_EQ(s.pages_cached, 0);  // it had no key
+}
+
+TEST(PagePoolTest, UnkeyedFreePagesAreReusedLastFreedFirst) {
+  PagePool pool(Geometry(), 3);
+  const PageId a = MustAllocate(pool);
+  const PageId b = MustAllocate(pool);
+  pool.Release(a);
+  pool.Release(b);
+  EXPECT_EQ(MustAllocate(pool), b);
+  EXPECT_EQ(MustAllocate(pool), a);
+}
+
+TEST(PagePoolTest, AReleasedKeyedPageStaysFindableWithItsContents) {
+  PagePool pool(Geometry(), 2);
+  const PageId p = MustAllocate(pool);
+  std::memset(pool.data(p), 0x5A, Geometry().page_bytes());
+  pool.SetKey(p, Key(1));
+  EXPECT_TRUE(pool.has_key(p));
+  pool.Release(p);
+  PagePoolStats s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 0);
+  EXPECT_EQ(s.pages_cached, 1);
+
+  const std::optional<PageId> hit = pool.LookupKey(Key(1));
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(*hit, p);
+  EXPECT_EQ(pool.ref_count(p), 1);
+  EXPECT_EQ(pool.data(p)[Geometry().page_bytes() - 1], 0x5A);
+  s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 1);
+  EXPECT_EQ(s.pages_cached, 0);
+  EXPECT_FALSE(pool.LookupKey(Key(2)).has_value());
+}
+
+TEST(PagePoolTest, ALookupOfAPageInUseSharesIt) {
+  PagePool pool(Geometry(), 2);
+  const PageId p = MustAllocate(pool);
+  pool.SetKey(p, Key(3));
+  EXPECT_EQ(pool.LookupKey(Key(3)), p);
+  EXPECT_EQ(pool.ref_count(p), 2);
+  const PagePoolStats s = pool.Stats();
+  EXPECT_EQ(s.pages_in_use, 1);
+  EXPECT_EQ(s.pages_shared, 1);
+  EXPECT_EQ(s.page_references, 2);
+}
+
+TEST(PagePoolTest, AKeyBelongsToTheFirstPageGivenIt) {
+  PagePool pool(Geometry(), 3);
+  const PageId a = MustAllocate(pool);
+  const PageId b = MustAllocate(pool);
+  pool.SetKey(a, Key(1));
+  pool.SetKey(b, Key(1));  // taken: no-op
+  EXPECT_FALSE(pool.has_key(b));
+  pool.SetKey(a, Key(2));  // a keeps its first key
+  EXPECT_FALSE(pool.LookupKey(Key(2)).has_value());
+  EXPECT_EQ(pool.LookupKey(Key(1)), a);
+}
+
+TEST(PagePoolTest, UnkeyedPagesAreReusedBeforeCachedOnes) {
+  PagePool pool(Geometry(), 3);
+  const PageId a = MustAllocate(pool);
+  const PageId b = MustAllocate(pool);
+  const PageId c = MustAllocate(pool);
+  pool.SetKey(a, Key(1));
+  pool.Release(a);  // cached
+  pool.Release(b);  // plain free
+  EXPECT_EQ(MustAllocate(pool), b);
+  EXPECT_TRUE(pool.has_key(a));
+  EXPECT_EQ(pool.Stats().pages_cached, 1);
+  // Nothing else free: the cached page is evicted and reused.
+  EXPECT_EQ(MustAllocate(pool), a);
+  EXPECT_FALSE(pool.has_key(a));
+  EXPECT_FALSE(pool.LookupKey(Key(1)).has_value());
+  EXPECT_EQ(pool.Stats().pages_cached, 0);
+  EXPECT_EQ(pool.Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+  pool.Release(c);
+}
+
+TEST(PagePoolTest, CachedPagesAreEvictedLeastRecentlyFreedFirst) {
+  PagePool pool(Geometry(), 3);
+  const PageId a = MustAllocate(pool);
+  const PageId b = MustAllocate(pool);
+  const PageId c = MustAllocate(pool);
+  pool.SetKey(a, Key(1));
+  pool.SetKey(b, Key(2));
+  pool.SetKey(c, Key(3));
+  pool.Release(b);
+  pool.Release(a);
+  pool.Release(c);
+  // Taking a back and freeing it again makes it the most recently freed.
+  ASSERT_EQ(pool.LookupKey(Key(2)), b);
+  pool.Release(b);  // freed order now: a, c, b
+  EXPECT_EQ(MustAllocate(pool), a);
+  EXPECT_FALSE(pool.LookupKey(Key(1)).has_value());
+  EXPECT_EQ(MustAllocate(pool), c);
+  EXPECT_FALSE(pool.LookupKey(Key(3)).has_value());
+  EXPECT_EQ(pool.LookupKey(Key(2)), b);
+  EXPECT_EQ(pool.Allocate().status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Random operations against a model kept by the test: every Stats() field
+// and every lookup match it exactly.
+TEST(PagePoolTest, StatsAreExactOverRandomOperations) {
+  constexpr int kPages = 12;
+  PagePool pool(Geometry(), kPages);
+  std::map<PageId, int> refs;                  // model: reference count of every page seen
+  std::map<PageId, uint8_t> key_of;            // model: the key a page holds
+  std::map<uint8_t, PageId> page_of;           // model: the page a key names
+  std::mt19937 rng(7);
+  auto held = [&] {
+    std::vector<PageId> out;
+    for (const auto& [p, n] : refs) {
+      if (n > 0) out.push_back(p);
+    }
+    return out;
+  };
+  for (int step = 0; step < 5000; ++step) {
+    const std::vector<PageId> in_use = held();
+    const int op = static_cast<int>(rng() % 5);
+    if (op == 0) {
+      absl::StatusOr<PageId> p = pool.Allocate();
+      if (static_cast<int>(in_use.size()) == kPages) {
+        ASSERT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << step;
+        continue;
+      }
+      ASSERT_TRUE(p.ok()) << step << " " << p.status();
+      ASSERT_EQ(refs[*p], 0) << "handed out a page in use";
+      refs[*p] = 1;
+      if (auto k = key_of.find(*p); k != key_of.end()) {  // evicted from the cache
+        page_of.erase(k->second);
+        key_of.erase(k);
+      }
+    } else if (in_use.empty()) {
+      continue;
+    } else {
+      const PageId p = in_use[rng() % in_use.size()];
+      if (op == 1) {
+        pool.AddRef(p);
+        ++refs[p];
+      } else if (op == 2 || op == 3) {
+        pool.Release(p);
+        --refs[p];
+      } else {
+        const uint8_t k = static_cast<uint8_t>(rng() % 20);
+        pool.SetKey(p, Key(k));
+        if (!key_of.contains(p) && !page_of.contains(k)) {
+          key_of[p] = k;
+          page_of[k] = p;
+        }
+      }
+    }
+    if (step % 3 == 0) {  // a lookup of a random key
+      const uint8_t k = static_cast<uint8_t>(rng() % 20);
+      const std::optional<PageId> hit = pool.LookupKey(Key(k));
+      if (auto it = page_of.find(k); it != page_of.end()) {
+        ASSERT_EQ(hit, it->second) << step;
+        ++refs[it->second];
+      } else {
+        ASSERT_FALSE(hit.has_value()) << step;
+      }
+    }
+    int64_t in_use_n = 0, shared = 0, references = 0, cached = 0;
+    for (const auto& [p, n] : refs) {
+      in_use_n += n > 0;
+      shared += n > 1;
+      references += n;
+      cached += n == 0 && key_of.contains(p);
+      ASSERT_EQ(pool.ref_count(p), n) << step;
+      ASSERT_EQ(pool.has_key(p), key_of.contains(p)) << step;
+    }
+    const PagePoolStats s = pool.Stats();
+    ASSERT_EQ(s.pages_in_use, in_use_n) << step;
+    ASSERT_EQ(s.pages_shared, shared) << step;
+    ASSERT_EQ(s.page_references, references) << step;
+    ASSERT_EQ(s.pages_cached, cached) << step;
+  }
+}
+
+}  // namespace
+}  // namespace kvs
