@@ -22,3 +22,16 @@ target_link_libraries(kvs_tokenizer
   PRIVATE absl::strings absl::str_format PkgConfig::PCRE2 PkgConfig::ICU_UC)
 
 kvs_test(tokenizer_test SOURCES tokenizer_test.cc hf_parity_test.cc unicode_classes_test.cc LIBS kvs_tokenizer kvs_gguf absl::strings)
+
+# Chat templates: families recognised from `tokenizer.chat_template`,
+# rendered to text and token ids.
+add_library(kvs_chat_template
+  chat_template.cc
+  chat_template_family.cc
+)
+target_include_directories(kvs_chat_template PUBLIC ${CMAKE_SOURCE_DIR})
+target_link_libraries(kvs_chat_template PUBLIC kvs_tokenizer kvs_gguf absl::status absl::statusor
+  PRIVATE absl::strings)
+
+kvs_test(chat_template_test SOURCES chat_template_test.cc chat_template_family_test.cc
+  LIBS kvs_chat_template absl::strings)
