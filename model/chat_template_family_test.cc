@@ -141,6 +141,21 @@ TEST(ChatTemplateFamily, Qwen3WithoutThinkingAddsAnEmptyThinkBlock) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
+// Qwen3's template keeps (or writes an empty) think block for assistant
+// turns after the last user message, and drops it before.
+TEST(ChatTemplateFamily, Qwen3KeepsReasoningOnlyAfterTheLastUserMessage) {
+  const ChatFormat qwen3{ChatFamily::kQwen3, ""};
+  EXPECT_EQ(Text(qwen3, {{"user", "Q"}, {"assistant", "<think>\nr\n</think>\n\nA"}}, false),
+            "<|im_start|>user\nQ<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\nr\n</think>\n\nA<|im_end|>\n");
+  EXPECT_EQ(Text(qwen3, {{"user", "Q"}, {"assistant", "A"}}, false),
+            "<|im_start|>user\nQ<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n");
+  EXPECT_EQ(Text(qwen3, {{"user", "Q"}, {"assistant", "<think>r</think>A"}, {"user", "Q2"}}, false),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+            "<|im_start|>user\nQ2<|im_end|>\n");
+}
+
 TEST(ChatTemplateFamily, BadMessagesAreInvalidArgumentAndAddNothing) {
   std::vector<ChatPiece> pieces;
   const std::vector<std::vector<ChatMessage>> bad = {

@@ -46,7 +46,8 @@ enum class PreTokenizerKind {
 // is absent (kDefault). InvalidArgument naming the value when unknown.
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view pre);
 
-// The regexes (PCRE2 syntax, UTF-8) a family applies, in order.
+// The regexes (PCRE2 syntax, UTF-8) a family applies, in order, as
+// published (Create() compiles them with RewriteUnicodeClasses applied).
 const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind);
 
 class PreTokenizer {

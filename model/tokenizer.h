@@ -6,7 +6,10 @@
 //   "gpt2"  -> BpeTokenizer (byte-level BPE: ranked merges, a pre-tokenizer
 //              regex chosen by `tokenizer.ggml.pre`).
 // Results match llama.cpp's tokenizer for the same GGUF (the test vectors in
-// ../shared/vocab are the acceptance check).
+// ../shared/vocab are the acceptance check), except where llama.cpp differs
+// from the Hugging Face tokenizer the model was trained with; there they
+// match Hugging Face (NFC for Qwen2/Qwen3 vocabularies, Unicode 15 character
+// classes, U+180E not whitespace: ../shared/vocab/*.hf-divergent.jsonl).
 //
 // Contract: Encode() takes valid UTF-8 (callers validate user input with
 // IsValidUtf8 first and report INVALID_ARGUMENT otherwise). Piece() gives the
