@@ -17,6 +17,8 @@ Local (no server):
             --matmul fast|exact]
             [--parse-special] [--json]
   tokenize  --model M.gguf --text TEXT [--no-bos] [--parse-special] [--json]
+  render    --model M.gguf --messages FILE.json [--no-generation-prompt] [--no-thinking]
+            [--chat-template NAME] [--json]
 
 Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON):
   create    [--text T] [sampling flags]
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return kvs::RunCommand(args);
   if (command == "tokenize") return kvs::TokenizeCommand(args);
+  if (command == "render") return kvs::RenderCommand(args);
   if (int rc = kvs::RunRemoteCommand(command, args); rc >= 0) return rc;
   std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
   return 2;

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -10,6 +12,7 @@
 #include "cache/kv_sequence.h"
 #include "client/cli_args.h"
 #include "client/sampling_flags.h"
+#include "model/chat_template.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
@@ -223,6 +226,75 @@ int TokenizeCommand(const std::vector<std::string>& argv) {
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+namespace {
+
+// The messages of a --messages file: a JSON array of {"role", "content"}
+// objects. InvalidArgument naming the problem (never echoing the file).
+absl::StatusOr<std::vector<ChatMessage>> ReadMessagesFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read --messages file ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected a JSON array of {\"role\", \"content\"} objects"));
+  }
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const nlohmann::json& m = json[i];
+    if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
+        !m["content"].is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": message ", i, " is not an object with string \"role\" and \"content\""));
+    }
+    messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  }
+  return messages;
+}
+
+}  // namespace
+
+int RenderCommand(const std::vector<std::string>& argv) {
+  absl::StatusOr<CliArgs> args =
+      CliArgs::Parse(argv, {"model", "messages", "chat-template"},
+                     {"json", "no-generation-prompt", "no-thinking"});
+  if (!args.ok()) return Fail(args.status(), 2);
+  if (!args->Has("model") || !args->Has("messages")) {
+    return Fail(absl::InvalidArgumentError("render needs --model M.gguf and --messages FILE.json"),
+                2);
+  }
+  absl::StatusOr<std::vector<ChatMessage>> messages = ReadMessagesFile(*args->Get("messages"));
+  if (!messages.ok()) return Fail(messages.status(), 2);
+  // Only the vocabulary and the template are needed.
+  absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(*args->Get("model"));
+  if (!gguf.ok()) return Fail(gguf.status());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = Tokenizer::FromGguf(**gguf);
+  if (!tok.ok()) return Fail(tok.status());
+  absl::StatusOr<ChatTemplate> chat =
+      ChatTemplate::Create(**gguf, **tok, args->GetOr("chat-template", ""));
+  if (!chat.ok()) return Fail(chat.status(), absl::IsInvalidArgument(chat.status()) ? 2 : 1);
+  ChatRenderOptions options;
+  options.add_generation_prompt = !args->Has("no-generation-prompt");
+  options.enable_thinking = !args->Has("no-thinking");
+  absl::StatusOr<RenderedChat> rendered = chat->RenderConversation(*messages, options);
+  if (!rendered.ok()) return Fail(rendered.status(), 2);
+  if (args->Has("json")) {
+    nlohmann::json out;
+    out["text"] = rendered->text;
+    out["ids"] = rendered->ids;
+    out["chat_template"] = std::string(ChatFamilyName(chat->format().family));
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << rendered->text << "\n";
+    for (size_t i = 0; i < rendered->ids.size(); ++i) {
+      std::cout << (i ? " " : "") << rendered->ids[i];
+    }
     std::cout << "\n";
   }
   return 0;

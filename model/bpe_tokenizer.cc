@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "model/unicode_classes.h"
 #include "model/utf8.h"
 
 namespace kvs {
@@ -113,6 +114,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(const GgufFile& 
     return status;
   }
   tokenizer->ignore_merges_ = llama3;
+  // Keyed on the `pre` name, not the family: of the names that share the
+  // Qwen2 regexes, only Qwen2/Qwen3's own tokenizer.json normalizes to NFC.
+  tokenizer->normalize_nfc_ = *pre == "qwen2";
   if (absl::Status status = tokenizer->LoadMerges(gguf); !status.ok()) return status;
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
@@ -170,7 +174,12 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_specia
       ids.push_back(fragment.token);
       continue;
     }
-    for (std::string_view word : pre_tokenizer_.Split(fragment.text)) EncodeWord(word, &ids);
+    if (normalize_nfc_) {
+      const std::string normalized = NormalizeNfc(fragment.text);
+      for (std::string_view word : pre_tokenizer_.Split(normalized)) EncodeWord(word, &ids);
+    } else {
+      for (std::string_view word : pre_tokenizer_.Split(fragment.text)) EncodeWord(word, &ids);
+    }
   }
   if (add_special && add_eos_) ids.push_back(eos_id_);
   return ids;

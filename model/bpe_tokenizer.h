@@ -2,7 +2,11 @@
 // "gpt2"` vocabularies (GPT-2, Llama 3, Qwen2/3, DeepSeek, Falcon,
 // StarCoder, ...), with llama.cpp's behavior.
 //
-// Contract: the text is split by the pre-tokenizer `tokenizer.ggml.pre`
+// Contract: for `tokenizer.ggml.pre` = "qwen2" (Qwen2, Qwen2.5, Qwen3), whose
+// Hugging Face tokenizer.json has an NFC normalizer, each text fragment
+// between special tokens is first normalized to NFC (ICU); other
+// vocabularies have no normalizer and see the text as given. Then the text
+// is split by the pre-tokenizer `tokenizer.ggml.pre`
 // names (model/pretokenizer.h); each piece's bytes are mapped to GPT-2's
 // printable byte alphabet and merged pair by pair, always applying the merge
 // of lowest rank (its index in `tokenizer.ggml.merges`, leftmost first on
@@ -64,6 +68,7 @@ class BpeTokenizer final : public Tokenizer {
 
   PreTokenizer pre_tokenizer_;
   bool ignore_merges_ = false;
+  bool normalize_nfc_ = false;  // the HF normalizer is NFC ("qwen2")
   absl::flat_hash_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   std::array<int32_t, 256> byte_token_ids_{};    // token of each byte's symbol, or -1
 };

@@ -1,6 +1,9 @@
 // PreTokenizer: the regex lists per `tokenizer.ggml.pre` family and the
 // splitting loop over PCRE2 (UTF + UCP mode, so \p{L}, \p{N}, \p{P} and \s
-// follow Unicode). See model/pretokenizer.h for the contract.
+// follow Unicode). Before compiling, \p{L}, \p{N}, \p{P} are extended to
+// Unicode 15 and \s becomes the White_Space property (model/unicode_classes.h),
+// as Hugging Face's tokenizers classify. See model/pretokenizer.h for the
+// contract.
 #include "model/pretokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -12,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer.h"
+#include "model/unicode_classes.h"
 #include "model/utf8.h"
 
 namespace kvs {
@@ -136,7 +140,10 @@ const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind) {
 // regexes llama.cpp runs), not "before a final newline".
 class PreTokenizer::CompiledRegex {
  public:
-  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(const std::string& pattern) {
+  // Compiles `published` with its Unicode classes rewritten to Unicode 15
+  // and the White_Space property (model/unicode_classes.h).
+  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(const std::string& published) {
+    const std::string pattern = RewriteUnicodeClasses(published);
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
@@ -145,7 +152,7 @@ class PreTokenizer::CompiledRegex {
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof(message));
-      return absl::InternalError(absl::StrCat("pre-tokenizer regex '", pattern,
+      return absl::InternalError(absl::StrCat("pre-tokenizer regex '", published,
                                               "' does not compile at offset ", error_offset, ": ",
                                               reinterpret_cast<const char*>(message)));
     }

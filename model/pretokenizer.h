@@ -3,7 +3,10 @@
 // `tokenizer.ggml.pre` names.
 //
 // Contract: the regexes are the ones the models publish in their
-// tokenizer.json (as llama.cpp adapts them). They are applied in order: each
+// tokenizer.json (as llama.cpp adapts them), with character classes as
+// Hugging Face's tokenizers see them: \p{L}/\p{N}/\p{P} by Unicode 15 and \s
+// as the White_Space property (so not U+180E), via ICU; see
+// model/unicode_classes.h. They are applied in order: each
 // one splits every piece produced by the previous one into its matches and
 // the unmatched gaps between them, and sees only that piece (so a lookahead
 // at a piece's end sees the end of the subject). Split() returns views into
@@ -43,7 +46,8 @@ enum class PreTokenizerKind {
 // is absent (kDefault). InvalidArgument naming the value when unknown.
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view pre);
 
-// The regexes (PCRE2 syntax, UTF-8) a family applies, in order.
+// The regexes (PCRE2 syntax, UTF-8) a family applies, in order, as
+// published (Create() compiles them with RewriteUnicodeClasses applied).
 const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind);
 
 class PreTokenizer {

@@ -7,6 +7,7 @@
 #include "model/tokenizer.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -22,8 +23,24 @@ constexpr char kTokenTypeKey[] = "tokenizer.ggml.token_type";
 
 // Token texts llama.cpp treats as end-of-generation whatever their ids.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>",         "<|return|>",         "<|call|>",
+    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
+    "<|end_of_text|>", "<end_of_utterance>",
+};
+
+// Fill-in-the-middle tokens also end generation in llama.cpp (a model that
+// emits one has left the document): the pad, repository and file-separator
+// tokens, from `tokenizer.ggml.fim_{pad,rep,sep}_token_id` or else found by
+// these texts (first present wins, as in llama.cpp).
+struct FimToken {
+  std::string_view key;
+  std::initializer_list<std::string_view> texts;
+};
+const FimToken kFimEndOfGeneration[] = {
+    {"tokenizer.ggml.fim_pad_token_id", {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}},
+    {"tokenizer.ggml.fim_rep_token_id",
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
+    {"tokenizer.ggml.fim_sep_token_id", {"<|file_sep|>", "<file_sep>"}},
 };
 
 // Whitespace as C's isspace() in the "C" locale; used for the strip rules.
@@ -118,7 +135,7 @@ absl::Status Tokenizer::LoadVocabulary(const GgufFile& gguf, const VocabularyDef
   if (absl::Status status = LoadTokenTexts(gguf); !status.ok()) return status;
   if (absl::Status status = LoadTokenTypes(gguf); !status.ok()) return status;
   if (absl::Status status = LoadSpecialIds(gguf, defaults); !status.ok()) return status;
-  BuildEndOfGenerationSet();
+  if (absl::Status status = BuildEndOfGenerationSet(gguf); !status.ok()) return status;
   BuildSpecialTokenTable(gguf);
   return absl::OkStatus();
 }
@@ -203,21 +220,32 @@ absl::Status Tokenizer::LoadSpecialIds(const GgufFile& gguf, const VocabularyDef
   return absl::OkStatus();
 }
 
-void Tokenizer::BuildEndOfGenerationSet() {
+absl::Status Tokenizer::BuildEndOfGenerationSet(const GgufFile& gguf) {
+  // Like llama.cpp: a token that ends generation is a control token even
+  // if the converter marked it otherwise (it renders as nothing and is
+  // only matched in text with parse_special).
+  const auto add = [this](int32_t id) {
+    eog_ids_.push_back(id);
+    types_[id] = TokenType::kControl;
+  };
+  for (const FimToken& fim : kFimEndOfGeneration) {
+    absl::StatusOr<int32_t> id = ReadTokenId(gguf, fim.key, -1, tokens_.size());
+    if (!id.ok()) return id.status();
+    for (auto text = fim.texts.begin(); *id < 0 && text != fim.texts.end(); ++text) {
+      *id = FindToken(*text);
+    }
+    if (*id >= 0) add(*id);
+  }
   for (std::string_view text : kEndOfGenerationTexts) {
     const int32_t id = FindToken(text);
-    if (id < 0) continue;
-    eog_ids_.push_back(id);
-    // Like llama.cpp: a token that ends generation is a control token even
-    // if the converter marked it otherwise (it renders as nothing and is
-    // only matched in text with parse_special).
-    types_[id] = TokenType::kControl;
+    if (id >= 0) add(id);
   }
   for (int32_t id : {eos_id_, eot_id_, eom_id_}) {
     if (id >= 0) eog_ids_.push_back(id);
   }
   std::sort(eog_ids_.begin(), eog_ids_.end());
   eog_ids_.erase(std::unique(eog_ids_.begin(), eog_ids_.end()), eog_ids_.end());
+  return absl::OkStatus();
 }
 
 void Tokenizer::BuildSpecialTokenTable(const GgufFile& gguf) {

@@ -6,7 +6,10 @@
 //   "gpt2"  -> BpeTokenizer (byte-level BPE: ranked merges, a pre-tokenizer
 //              regex chosen by `tokenizer.ggml.pre`).
 // Results match llama.cpp's tokenizer for the same GGUF (the test vectors in
-// ../shared/vocab are the acceptance check).
+// ../shared/vocab are the acceptance check), except where llama.cpp differs
+// from the Hugging Face tokenizer the model was trained with; there they
+// match Hugging Face (NFC for Qwen2/Qwen3 vocabularies, Unicode 15 character
+// classes, U+180E not whitespace: ../shared/vocab/*.hf-divergent.jsonl).
 //
 // Contract: Encode() takes valid UTF-8 (callers validate user input with
 // IsValidUtf8 first and report INVALID_ARGUMENT otherwise). Piece() gives the
@@ -89,9 +92,12 @@ class Tokenizer {
   int32_t eos_id() const { return eos_id_; }
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
-  // True for tokens that end generation: EOS, EOT/EOM and the control tokens
-  // llama.cpp treats as end-of-generation (e.g. "<|im_end|>", "<|end|>",
-  // "<|eot_id|>", "<|endoftext|>").
+  // True for tokens that end generation: EOS, EOT/EOM and every token
+  // llama.cpp treats as end-of-generation: by text ("<|im_end|>", "<|end|>",
+  // "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>",
+  // "<end_of_turn>", ...) and the fill-in-the-middle pad, repository and
+  // file-separator tokens (Qwen: "<|fim_pad|>", "<|repo_name|>",
+  // "<|file_sep|>"). All of them are control tokens.
   bool IsEndOfGeneration(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
   // "llama" or "gpt2".
@@ -163,7 +169,7 @@ class Tokenizer {
   absl::Status LoadTokenTexts(const GgufFile& gguf);
   absl::Status LoadTokenTypes(const GgufFile& gguf);
   absl::Status LoadSpecialIds(const GgufFile& gguf, const VocabularyDefaults& defaults);
-  void BuildEndOfGenerationSet();
+  absl::Status BuildEndOfGenerationSet(const GgufFile& gguf);
   void BuildSpecialTokenTable(const GgufFile& gguf);
   // Indices into special_tokens_ of the tokens that occur in `text` and
   // apply (see SplitSpecialTokens), in precedence order.

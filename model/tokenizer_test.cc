@@ -757,6 +757,27 @@ TEST(HandMadeVocab, BpeMergesByRank) {
   EXPECT_EQ(bpe.bos_id(), -1);
 }
 
+// End-of-generation tokens found by text (<|eom_id|>, Llama 3.1's) and by
+// the fill-in-the-middle metadata keys, as llama.cpp finds them.
+TEST(HandMadeVocab, EndOfGenerationComesFromTextsAndFimKeys) {
+  GgufWriter writer;
+  writer.AddString("tokenizer.ggml.model", "gpt2");
+  writer.AddString("tokenizer.ggml.pre", "gpt-2");
+  writer.AddStringArray("tokenizer.ggml.tokens",
+                        {"a", "b", "<|eom_id|>", "<my_file_sep>", "<|repo_name|>", "<s>"});
+  writer.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 3, 3, 3});
+  writer.AddStringArray("tokenizer.ggml.merges", {});
+  writer.AddUint32("tokenizer.ggml.fim_sep_token_id", 3);
+  TempDir dir;
+  std::unique_ptr<GgufFile> gguf;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = TokenizerFromWriter(writer, dir, &gguf);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  EXPECT_EQ((*tokenizer)->end_of_generation_ids(), (std::vector<int32_t>{2, 3, 4}));
+  EXPECT_FALSE((*tokenizer)->IsEndOfGeneration(5));
+  // A normal-typed <|eom_id|> becomes a control token, as in llama.cpp.
+  EXPECT_EQ((*tokenizer)->token_type(2), TokenType::kControl);
+}
+
 TEST(HandMadeVocab, SpmMergesByScoreAndFallsBackToBytes) {
   GgufWriter writer;
   writer.AddString("tokenizer.ggml.model", "llama");

@@ -1,5 +1,6 @@
 // The `kvsession` binary's local commands, run as a user runs them.
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -80,6 +81,54 @@ TEST_F(CliTest, TokenizeWorksOnVocabularyOnlyFiles) {
   r = Kvsession({"tokenize", "--model", Model("tiny-llama-gqa.gguf"), "--text", "Once upon a time"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "1 9038 2501 263 931\n");
+}
+
+// `render` on the vocabulary-only Qwen3 GGUF reproduces a conversation
+// Hugging Face rendered (../shared/chat), text and ids, in both modes.
+TEST_F(CliTest, RenderReproducesHuggingFaceChatTemplates) {
+  const std::string chat = SharedDir() + "/chat/qwen3.jsonl";
+  if (!std::filesystem::exists(chat)) GTEST_SKIP() << chat << " absent";
+  std::ifstream in(chat);
+  int checked = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json conversation = nlohmann::json::parse(line);
+    if (conversation["name"] != "thinking-history") continue;
+    const std::string messages = (tmp_ / "messages.json").string();
+    std::ofstream(messages) << conversation["messages"].dump();
+    std::vector<std::string> args = {"render", "--model",
+                                     SharedDir() + "/vocab/ggml-vocab-qwen3.gguf", "--messages",
+                                     messages, "--json"};
+    if (!conversation["add_generation_prompt"].get<bool>()) args.push_back("--no-generation-prompt");
+    if (!conversation.value("enable_thinking", true)) args.push_back("--no-thinking");
+    ProcessResult r = Kvsession(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    EXPECT_EQ(out["text"], conversation["text"]) << line;
+    EXPECT_EQ(out["ids"], conversation["ids"]) << line;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
+TEST_F(CliTest, RenderErrorsAreClear) {
+  const std::string messages = (tmp_ / "messages.json").string();
+  std::ofstream(messages) << R"([{"role": "user", "content": "Hi"}])";
+  // gpt-2's vocabulary has no chat template; naming one works.
+  const std::string gpt2 = SharedDir() + "/vocab/ggml-vocab-gpt-2.gguf";
+  ProcessResult r = Kvsession({"render", "--model", gpt2, "--messages", messages});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("supported families: chatml, qwen3"));
+  r = Kvsession({"render", "--model", gpt2, "--messages", messages, "--chat-template", "chatml",
+                 "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["text"],
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  r = Kvsession({"render", "--model", gpt2, "--messages", messages, "--chat-template", "nope"});
+  EXPECT_EQ(r.exit_code, 2);
+  std::ofstream(messages) << R"({"role": "user"})";
+  r = Kvsession({"render", "--model", gpt2, "--messages", messages, "--chat-template", "chatml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("expected a JSON array"));
 }
 
 TEST_F(CliTest, PromptLongerThanTheContextIsAClearError) {

@@ -1,0 +1,110 @@
+// ChatTemplate: pieces from model/chat_template_family.h turned into text
+// and token ids. See model/chat_template.h.
+#include "model/chat_template.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kvs {
+
+ChatTemplate::ChatTemplate(ChatFormat format, const Tokenizer& tokenizer)
+    : format_(std::move(format)), tokenizer_(&tokenizer) {
+  for (const std::string& marker : ChatEndOfTurnMarkers(format_.family)) {
+    const int32_t id = MarkerToken(marker);
+    if (id >= 0) end_of_turn_ids_.push_back(id);
+  }
+  std::sort(end_of_turn_ids_.begin(), end_of_turn_ids_.end());
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::Create(const GgufFile& gguf, const Tokenizer& tokenizer,
+                                                  std::string_view family_name) {
+  if (!family_name.empty()) {
+    absl::StatusOr<ChatFormat> format = ChatFormatFromName(family_name);
+    if (!format.ok()) return format.status();
+    return ChatTemplate(*std::move(format), tokenizer);
+  }
+  absl::StatusOr<std::string_view> text = gguf.GetString("tokenizer.chat_template", "");
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ChatFormat> format = DetectChatFormat(*text);
+  if (!format.ok()) return format.status();
+  return ChatTemplate(*std::move(format), tokenizer);
+}
+
+ChatTemplate ChatTemplate::ForFormat(ChatFormat format, const Tokenizer& tokenizer) {
+  return ChatTemplate(std::move(format), tokenizer);
+}
+
+int32_t ChatTemplate::MarkerToken(std::string_view marker) const {
+  const std::vector<int32_t> ids =
+      tokenizer_->Encode(marker, /*add_special=*/false, /*parse_special=*/true);
+  if (ids.size() != 1 || tokenizer_->token_text(ids[0]) != marker) return -1;
+  const TokenType type = tokenizer_->token_type(ids[0]);
+  return type == TokenType::kControl || type == TokenType::kUserDefined ? ids[0] : -1;
+}
+
+RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, bool continues) const {
+  RenderedChat rendered;
+  std::string run;  // text since the last marker token
+  bool run_follows_token = false;
+  const auto flush = [&] {
+    if (run.empty()) return;
+    // Plain text: never parse control tokens out of it.
+    std::vector<int32_t> ids = continues && !run_follows_token
+                                   ? tokenizer_->EncodeContinuation(run, /*parse_special=*/false)
+                                   : tokenizer_->Encode(run, /*add_special=*/false,
+                                                        /*parse_special=*/false);
+    rendered.ids.insert(rendered.ids.end(), ids.begin(), ids.end());
+    run.clear();
+  };
+  for (const ChatPiece& piece : pieces) {
+    rendered.text += piece.text;
+    const int32_t token = piece.is_marker ? MarkerToken(piece.text) : -1;
+    if (token < 0) {
+      run += piece.text;
+      continue;
+    }
+    flush();
+    rendered.ids.push_back(token);
+    run_follows_token = true;
+  }
+  flush();
+  return rendered;
+}
+
+absl::StatusOr<RenderedChat> ChatTemplate::RenderConversation(
+    std::span<const ChatMessage> messages, const ChatRenderOptions& options) const {
+  std::vector<ChatPiece> pieces;
+  const ChatRenderPlace place = {.whole_conversation = true, .conversation_has_start = false};
+  if (absl::Status status = AppendChatMessages(format_, messages, place, &pieces); !status.ok()) {
+    return status;
+  }
+  if (options.add_generation_prompt) {
+    AppendChatGenerationPrompt(format_, options.enable_thinking, &pieces);
+  }
+  return Tokenize(pieces, /*continues=*/false);
+}
+
+absl::StatusOr<RenderedChat> ChatTemplate::RenderAppended(std::span<const ChatMessage> messages,
+                                                          bool conversation_has_start) const {
+  std::vector<ChatPiece> pieces;
+  const ChatRenderPlace place = {.whole_conversation = false,
+                                 .conversation_has_start = conversation_has_start};
+  if (absl::Status status = AppendChatMessages(format_, messages, place, &pieces); !status.ok()) {
+    return status;
+  }
+  return Tokenize(pieces, /*continues=*/conversation_has_start);
+}
+
+RenderedChat ChatTemplate::RenderGenerationPrompt(const ChatRenderOptions& options) const {
+  std::vector<ChatPiece> pieces;
+  AppendChatGenerationPrompt(format_, options.enable_thinking, &pieces);
+  return Tokenize(pieces, /*continues=*/true);
+}
+
+RenderedChat ChatTemplate::RenderAfterEndOfTurn() const {
+  const std::string_view text = ChatTextAfterEndOfTurn(format_.family);
+  if (text.empty()) return {};
+  return Tokenize({ChatPiece{std::string(text), false}}, /*continues=*/true);
+}
+
+}  // namespace kvs
