@@ -135,7 +135,8 @@ absl::Status SessionLedger::AckAppend(const std::string& id, int32_t length_afte
     return absl::InternalError(absl::StrCat("session ", id, ": ", what));
   };
   if (begin < 0) return contradiction(absl::StrCat("length ", length_after, " < tokens added"));
-  if (s.life == Life::kDeleted) return contradiction("acknowledged after its Delete was");
+  // An acknowledgement may reach us after the Delete that followed it on the
+  // server was acknowledged to another client: not a contradiction.
   for (size_t i = 0; i < added.size(); ++i) {
     const size_t pos = begin + i;
     if (pos < s.tokens.size() && s.tokens[pos] != kUnknownToken && s.tokens[pos] != added[i]) {
