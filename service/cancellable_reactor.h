@@ -4,11 +4,14 @@
 // was prefilled stays in the session).
 //
 // Lifetime: gRPC deletes it in OnDone, after Finish; Finish is called once,
-// by the handler, after the job's last callback.
+// by the handler: directly when no job runs, else through FinishJob from the
+// job's last callback. FinishJob defers Finish until SetJob has recorded the
+// job (the job may end before SetJob runs, and Finish may delete the reactor).
 #ifndef KVSESSION_SERVICE_CANCELLABLE_REACTOR_H_
 #define KVSESSION_SERVICE_CANCELLABLE_REACTOR_H_
 
 #include <memory>
+#include <optional>
 
 #include <grpcpp/grpcpp.h>
 
@@ -22,9 +25,26 @@ class CancellableReactor : public grpc::ServerUnaryReactor {
  public:
   // Records the job, cancelling it at once if the call is already cancelled.
   void SetJob(std::shared_ptr<JobHandle> job) {
-    absl::MutexLock lock(&mu_);
-    job_ = std::move(job);
-    if (cancelled_) job_->Cancel();
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      job_ = std::move(job);
+      job_set_ = true;
+      if (cancelled_) job_->Cancel();
+      finish.swap(deferred_finish_);
+    }
+    if (finish) Finish(*finish);  // may delete this: nothing after it
+  }
+  // Finish from the job's callback (see Lifetime above).
+  void FinishJob(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!job_set_) {
+        deferred_finish_ = status;
+        return;
+      }
+    }
+    Finish(status);
   }
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
@@ -37,6 +57,8 @@ class CancellableReactor : public grpc::ServerUnaryReactor {
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool job_set_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> deferred_finish_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvs

@@ -8,7 +8,8 @@ namespace v1 = kvsession::v1;
 
 class GenerateReactor::Listener : public JobListener {
  public:
-  explicit Listener(GenerateReactor* reactor) : reactor_(reactor) {}
+  explicit Listener(GenerateReactor* reactor) : reactor_(reactor) { reactor_->Ref(); }
+  ~Listener() override { reactor_->Unref(); }
   void OnToken(const GeneratedToken& token, const std::string& text) override {
     reactor_->AddToken(token, text);
   }
@@ -138,6 +139,12 @@ void GenerateReactor::OnCancel() {
   if (job_) job_->Cancel();
 }
 
-void GenerateReactor::OnDone() { delete this; }
+void GenerateReactor::Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
+
+void GenerateReactor::Unref() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+void GenerateReactor::OnDone() { Unref(); }
 
 }  // namespace kvs

@@ -7,12 +7,16 @@
 // A client cancellation or deadline cancels the job, which stops within one
 // engine step; the tokens generated so far stay in the session.
 //
-// Lifetime: gRPC deletes the reactor in OnDone, which comes after Finish;
-// Finish is called once, after the job's last callback (or instead of
-// submitting a job when the request fails early).
+// Lifetime: Finish is called once, after the job's last callback (or instead
+// of submitting a job when the request fails early). The reactor is deleted
+// when gRPC is done with it (OnDone, after Finish) and no engine listener
+// refers to it: the engine's threads call into it after Finish may have
+// started, and the handler calls SetJob after the job may have ended (it
+// keeps the listener alive across Submit and SetJob).
 #ifndef KVSESSION_SERVICE_GENERATE_REACTOR_H_
 #define KVSESSION_SERVICE_GENERATE_REACTOR_H_
 
+#include <atomic>
 #include <memory>
 
 #include <grpcpp/grpcpp.h>
@@ -43,12 +47,17 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
  private:
   class Listener;
 
+  // References: gRPC's (dropped in OnDone) and one per live Listener.
+  void Ref();
+  void Unref();
+
   void AddToken(const GeneratedToken& token, const std::string& text);
   void Complete(const absl::Status& status, FinishReason reason, const JobUsage& usage,
                 const std::string& final_text);
   void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Tokenizer* const tokenizer_;
+  std::atomic<int> refs_{1};
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -139,11 +139,11 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
-                      return reactor->Finish(ToGrpc(st));
+                      return reactor->FinishJob(ToGrpc(st));
                     }
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response);
-                    reactor->Finish(ToGrpc(info.status()));
+                    reactor->FinishJob(ToGrpc(info.status()));
                   }));
   });
   return reactor;
@@ -173,11 +173,11 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     const int prompt = static_cast<int>(ids->size());
     reactor->SetJob(RunPrefillJob(s, *std::move(ids), prompt,
                   [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
-                    if (!st.ok()) return reactor->Finish(ToGrpc(st));
+                    if (!st.ok()) return reactor->FinishJob(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response->mutable_session());
-                    reactor->Finish(ToGrpc(info.status()));
+                    reactor->FinishJob(ToGrpc(info.status()));
                   }));
   });
   return reactor;
@@ -213,7 +213,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
       return reactor->FailEarly(st);
     }
     const int prompt = static_cast<int>(input.size());
-    reactor->SetJob(engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener()));
+    // The listener keeps the reactor alive until SetJob returns, even if the
+    // job ends (and the call finishes) first.
+    std::shared_ptr<JobListener> listener = reactor->listener();
+    reactor->SetJob(engine_->Submit(s, std::move(input), prompt, std::move(gen), listener));
   });
   return reactor;
 }
