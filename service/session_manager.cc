@@ -378,15 +378,21 @@ absl::StatusOr<CheckpointRecord> SessionManager::Snapshot(const std::string& id,
   // The checkpoint is a copy of the session's stored record: rewrite it (its
   // pages are already stored, so only a missing page would be written).
   absl::StatusOr<SessionRecord> record = Persist(*s);
-  Release(*s);
-  if (!record.ok()) return record.status();
+  if (!record.ok()) {
+    Release(*s);
+    return record.status();
+  }
   CheckpointRecord c;
   c.set_id(NewId("ckpt_"));
   c.set_name(name);
   c.set_create_time_us(NowMicros());
   *c.mutable_session() = *std::move(record);
   WriteStats stats;
-  if (absl::Status st = store_->PutCheckpoint(c, &stats); !st.ok()) return st;
+  // The session stays acquired until the checkpoint holds its pages: an
+  // Append or Delete in between would drop pages the record refers to.
+  absl::Status put = store_->PutCheckpoint(c, &stats);
+  Release(*s);
+  if (!put.ok()) return put;
   if (bytes_written != nullptr) *bytes_written = stats.bytes_written;
   absl::MutexLock lock(&mu_);
   checkpoints_[c.id()] = c;
