@@ -9,6 +9,7 @@
 // exits) or 2 (bad flags).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,10 +17,12 @@
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli_args.h"
 #include "tools/load/error_classifier.h"
 #include "tools/load/load_controller.h"
+#include "tools/load/load_worker.h"
 
 namespace {
 
@@ -48,6 +51,9 @@ constexpr char kUsage[] =
     "  --work-dir DIR         data directory and logs (default: a fresh temporary\n"
     "                         directory, removed after a passing run)\n"
     "  --summary-json PATH    also write the figures as JSON\n"
+    "  --skip-ops A,B,...     operations not to run: append, generate, fork, snapshot,\n"
+    "                         restore, restore-session, get, list, delete,\n"
+    "                         delete-checkpoint (create always runs)\n"
     "  --strict-busy          count \"busy\" with no conflicting call as unexpected\n"
     "\n"
     "exit status: 0 PASS, 1 FAIL (lost acknowledged calls, unexpected errors, server\n"
@@ -78,7 +84,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<kvs::CliArgs> args = kvs::CliArgs::Parse(
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
-       "seed", "work-dir", "summary-json"},
+       "seed", "work-dir", "summary-json", "skip-ops"},
       {"strict-busy", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
@@ -114,6 +120,16 @@ int main(int argc, char** argv) {
   options.seed = *seed;
   options.cancel_fraction = *cancel;
   options.strict_busy = args->Has("strict-busy");
+  if (args->Has("skip-ops")) {
+    const std::vector<std::string> known = kvs::load::OperationNames();
+    const std::vector<std::string> ops = absl::StrSplit(*args->Get("skip-ops"), ',', absl::SkipEmpty());
+    for (const std::string& op : ops) {
+      if (op == "create" || std::find(known.begin(), known.end(), op) == known.end()) {
+        return Usage("--skip-ops: unknown or required operation (see the list below)");
+      }
+      options.skipped_ops.insert(op);
+    }
+  }
   const bool temporary = !args->Has("work-dir");
   options.work_dir = temporary ? (std::filesystem::temp_directory_path() /
                                   ("kvs_load_" + std::to_string(::getpid()))).string()

@@ -41,6 +41,9 @@ LoadController::LoadController(LoadOptions options)
   report_.duration_s = std::chrono::duration<double>(options_.duration).count();
   report_.kills_planned = options_.kills;
   report_.seed = options_.seed;
+  for (const std::string& op : options_.skipped_ops) {
+    report_.skipped_ops += (report_.skipped_ops.empty() ? "" : ",") + op;
+  }
 }
 
 LoadController::~LoadController() = default;
@@ -155,6 +158,7 @@ LoadReport LoadController::Run() {
   work.bos_token_id = info->model().bos_token_id();
   work.cancel_fraction = options_.cancel_fraction;
   work.strict_busy = options_.strict_busy;
+  work.skipped_ops = options_.skipped_ops;
 
   // The kill moments, at random within the duration.
   std::vector<Clock::duration> kill_at;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 
 #include "tools/load/load_report.h"
@@ -40,6 +41,7 @@ struct LoadOptions {
   double cancel_fraction = 0.05;
   bool strict_busy = false;
   int server_threads = 2;
+  std::set<std::string> skipped_ops;  // see OperationNames() in load_worker.h
 };
 
 class LoadController {

@@ -45,6 +45,7 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
   std::fprintf(out, "kvs-load: %d clients, %.0f s, %d kills planned, seed %llu, model %s\n\n",
                r.clients, r.duration_s, r.kills_planned,
                static_cast<unsigned long long>(r.seed), r.model.c_str());
+  if (!r.skipped_ops.empty()) std::fprintf(out, "skipped operations: %s\n\n", r.skipped_ops.c_str());
   if (!r.fatal.empty()) std::fprintf(out, "FATAL: %s\n\n", r.fatal.c_str());
 
   std::fprintf(out, "%-18s %9s %9s %11s %9s %9s\n", "method", "ok", "expected", "unexpected",
@@ -110,6 +111,7 @@ std::string SummaryJson(const LoadReport& r) {
   j["duration_s"] = r.duration_s;
   j["kills_planned"] = r.kills_planned;
   j["kills"] = r.kills;
+  j["skipped_ops"] = r.skipped_ops;
   j["load_s"] = r.load_s;
   j["fatal"] = r.fatal;
   j["hung"] = r.hung;

@@ -30,6 +30,7 @@ struct LoadReport {
   double duration_s = 0;
   int kills_planned = 0;
   uint64_t seed = 0;
+  std::string skipped_ops;  // comma-separated
   // What happened
   double load_s = 0;   // wall time of the load phase
   int kills = 0;       // mid-run kills done (the final check's kill is extra)

@@ -1,6 +1,7 @@
 #include "tools/load/load_worker.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -8,17 +9,26 @@ namespace kvs::load {
 namespace v1 = kvsession::v1;
 namespace {
 
-// Operation mix (relative weights).
+// Operation mix (relative weights), in the order of Op.
 enum class Op { kCreate, kAppend, kGenerate, kFork, kSnapshot, kRestore, kRestoreSession, kGet, kList, kDelete, kDeleteCheckpoint };
 constexpr struct {
   Op op;
+  const char* name;
   int weight;
 } kMix[] = {
-    {Op::kCreate, 8},   {Op::kAppend, 18},        {Op::kGenerate, 30}, {Op::kFork, 8},
-    {Op::kSnapshot, 8}, {Op::kRestore, 5},        {Op::kRestoreSession, 2},
-    {Op::kGet, 8},      {Op::kList, 3},           {Op::kDelete, 6},
-    {Op::kDeleteCheckpoint, 2},
+    {Op::kCreate, "create", 8},
+    {Op::kAppend, "append", 18},
+    {Op::kGenerate, "generate", 30},
+    {Op::kFork, "fork", 8},
+    {Op::kSnapshot, "snapshot", 8},
+    {Op::kRestore, "restore", 5},
+    {Op::kRestoreSession, "restore-session", 2},
+    {Op::kGet, "get", 8},
+    {Op::kList, "list", 3},
+    {Op::kDelete, "delete", 6},
+    {Op::kDeleteCheckpoint, "delete-checkpoint", 2},
 };
+constexpr auto kUnavailablePause = std::chrono::milliseconds(10);
 constexpr int kMaxAppendTokens = 8;
 constexpr int kMaxGenerateTokens = 12;
 constexpr int kMaxForkCount = 2;
@@ -27,9 +37,19 @@ constexpr int32_t kFirstPlainToken = 3;
 
 }  // namespace
 
+std::vector<std::string> OperationNames() {
+  std::vector<std::string> names;
+  for (const auto& m : kMix) names.push_back(m.name);
+  return names;
+}
+
 LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, ServerLink& link,
                        SessionLedger& ledger, LoadStats& stats)
-    : rng_(seed), options_(options), link_(link), ledger_(ledger), stats_(stats) {}
+    : rng_(seed), options_(options), link_(link), ledger_(ledger), stats_(stats) {
+  for (const auto& m : kMix) {
+    weights_.push_back(options_.skipped_ops.count(m.name) ? 0 : m.weight);
+  }
+}
 
 void LoadWorker::Run(const std::atomic<bool>& stop) {
   while (true) {
@@ -46,17 +66,7 @@ void LoadWorker::Run(const std::atomic<bool>& stop) {
 }
 
 void LoadWorker::RunOne(uint64_t epoch) {
-  int total = 0;
-  for (const auto& m : kMix) total += m.weight;
-  int pick = std::uniform_int_distribution<int>(0, total - 1)(rng_);
-  Op op = kMix[0].op;
-  for (const auto& m : kMix) {
-    if (pick < m.weight) {
-      op = m.op;
-      break;
-    }
-    pick -= m.weight;
-  }
+  Op op = kMix[std::discrete_distribution<size_t>(weights_.begin(), weights_.end())(rng_)].op;
   const size_t live = ledger_.live_sessions();
   const size_t target = static_cast<size_t>(options_.target_sessions);
   if (live < std::max<size_t>(1, target / 2)) op = Op::kCreate;
@@ -65,6 +75,7 @@ void LoadWorker::RunOne(uint64_t epoch) {
   }
   if (op == Op::kCreate && live >= target) op = Op::kGenerate;
   if (op == Op::kSnapshot && ledger_.live_checkpoints() >= 2 * target) op = Op::kDeleteCheckpoint;
+  if (op != Op::kCreate && weights_[static_cast<size_t>(op)] == 0) return;  // skipped
 
   switch (op) {
     case Op::kCreate: return Create();
@@ -105,6 +116,8 @@ Classification LoadWorker::Fail(const std::string& method, const absl::Status& s
   context.kill_window = link_.KillWindow(epoch_);
   Classification c = ClassifyError(status, context, options_.strict_busy);
   stats_.RecordError(method, status, c);
+  // A server that went away by itself: do not spin until the controller sees it.
+  if (absl::IsUnavailable(status)) std::this_thread::sleep_for(kUnavailablePause);
   return c;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@
 
 namespace kvs::load {
 
+// Names of the operations a worker picks from ("create", "append",
+// "generate", "fork", "snapshot", "restore", "restore-session", "get",
+// "list", "delete", "delete-checkpoint").
+std::vector<std::string> OperationNames();
+
 struct WorkloadOptions {
   int target_sessions = 16;
   int32_t max_session_tokens = 64;  // delete a session once it is longer
@@ -35,6 +41,7 @@ struct WorkloadOptions {
   int32_t bos_token_id = -1;
   double cancel_fraction = 0.05;  // of Generates cancelled after the first token
   bool strict_busy = false;
+  std::set<std::string> skipped_ops;  // never run these (not "create")
 };
 
 class LoadWorker {
@@ -75,6 +82,7 @@ class LoadWorker {
   ServerLink& link_;
   SessionLedger& ledger_;
   LoadStats& stats_;
+  std::vector<int> weights_;  // per operation, 0 when skipped
   uint64_t epoch_ = 0;  // of the current operation
   uint64_t client_epoch_ = 0;
   std::unique_ptr<KvSessionClient> client_;
