@@ -94,7 +94,6 @@ int main(int argc, char** argv) {
   kvs::load::LoadOptions options;
   if (!args->Has("model")) return Usage("--model is required");
   options.model = *args->Get("model");
-  if (!std::filesystem::exists(options.model)) return Usage("--model: no such file");
   absl::StatusOr<int64_t> clients = args->GetInt("clients", 64);
   absl::StatusOr<int64_t> kills = args->GetInt("kills", 3);
   absl::StatusOr<int64_t> sessions = args->GetInt("sessions", 0);
@@ -134,6 +133,8 @@ int main(int argc, char** argv) {
   options.work_dir = temporary ? (std::filesystem::temp_directory_path() /
                                   ("kvs_load_" + std::to_string(::getpid()))).string()
                                : *args->Get("work-dir");
+
+  if (!std::filesystem::exists(options.model)) return Usage("--model: no such file");
 
   kvs::load::LoadReport report = kvs::load::LoadController(options).Run();
   kvs::load::PrintReport(report, stdout);
