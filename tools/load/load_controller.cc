@@ -71,6 +71,21 @@ void LoadController::SampleRss() {
   }
 }
 
+void LoadController::DescribeServer() {
+  KvSessionClient client(server_->address());
+  absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+  if (!info.ok()) return;
+  const v1::KvCacheInfo& kv = info->kv_cache();
+  const v1::StoreInfo& store = info->store();
+  auto mib = [](int64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " MiB"); };
+  report_.end_state = absl::StrCat(
+      "run ", server_run_, ": ", info->sessions(), " sessions (", info->resident_sessions(),
+      " resident); KV pages in use ", kv.pages_in_use(), " (", mib(kv.bytes_in_use()),
+      "), cached ", kv.pages_cached(), ", budget ", kv.max_pages(), " (", mib(kv.max_pages() * kv.page_bytes()),
+      "); store ", store.sessions(), " sessions, ", store.checkpoints(), " checkpoints, ",
+      store.pages(), " pages (", mib(store.page_bytes()), ")");
+}
+
 void LoadController::Check() {
   KvSessionClient client(server_->address());
   client.WaitForServer(std::chrono::seconds(10));
@@ -196,6 +211,7 @@ LoadReport LoadController::Run() {
   report_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
   stop = true;  // workers stop once their current call ends
   for (std::thread& t : threads) t.join();
+  if (server_->Running()) DescribeServer();
   if (ok) ok = RestartAndCheck(server_->Running() ? Cycle::kFinal : Cycle::kUnexpectedExit);
   if (ok) {
     const int code = server_->Stop();

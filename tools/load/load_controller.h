@@ -60,6 +60,8 @@ class LoadController {
   // it and checks it against the ledger. False if it could not restart.
   bool RestartAndCheck(Cycle why);
   void Check();
+  // Records the server's sessions, KV cache and store figures in the report.
+  void DescribeServer();
   void SampleRss();
   double SecondsSinceStart() const;
 

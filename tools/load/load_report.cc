@@ -90,6 +90,8 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
                  Mib(d->last.kib - d->first.kib));
   }
 
+  if (!r.end_state.empty()) std::fprintf(out, "  server at the end of the load: %s\n", r.end_state.c_str());
+
   std::vector<double> restarts = r.restart_ms;
   std::fprintf(out, "\nkills: %d of %d planned (+1 final check); kill to serving again p50 %.0f ms, "
                "max %.0f ms\n", r.kills, r.kills_planned, Percentile(restarts, 0.5),

@@ -48,6 +48,7 @@ struct LoadReport {
   int64_t unexpected_errors = 0;
   std::vector<std::string> unexpected_samples;
   std::vector<RssSample> rss;
+  std::string end_state;  // the server's own figures at the end of the load
 
   bool passed() const {
     return fatal.empty() && !hung && verify.lost == 0 && verify.phantom == 0 &&
