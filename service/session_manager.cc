@@ -425,12 +425,22 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   std::shared_ptr<Session> s = FromRecord(record);
   if (!s->foreign.ok()) return s->foreign;
   s->busy = true;
-  // Load the KV now: a restore that cannot read its pages fails here.
-  if (absl::Status st = LoadKv(*s); !st.ok()) return st;
+  // Load the KV now: a restore that cannot read its pages fails here (with
+  // NOT_FOUND if a DeleteCheckpoint dropped them meanwhile).
+  if (absl::Status st = LoadKv(*s); !st.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (!checkpoints_.count(checkpoint_id)) {
+      return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
+    }
+    return st;
+  }
   record.set_version(1);
+  // The store normally holds every page (the checkpoint refers to them), but
+  // a concurrent DeleteCheckpoint may have dropped some since LoadKv: write
+  // them back from RAM.
   absl::Status st = store_->PutSession(record, [&](int i) -> absl::StatusOr<std::string> {
-    return absl::DataLossError(absl::StrCat("checkpoint ", checkpoint_id, ": page ", i,
-                                            " is no longer in the store"));
+    return EncodePage(geometry_, pool_->data(s->kv->page_table()[i]),
+                      PageTokensAt(geometry_, record.kv_length(), i));
   });
   if (!st.ok()) return st;
   s->version = 1;
@@ -474,13 +484,21 @@ absl::Status SessionManager::Delete(const std::string& id) {
 }
 
 absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {
+  // Out of the registry before its pages can go, so a Restore that finds
+  // them gone also finds the checkpoint gone.
+  CheckpointRecord record;
   {
     absl::MutexLock lock(&mu_);
-    if (!checkpoints_.count(id)) return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+    auto it = checkpoints_.find(id);
+    if (it == checkpoints_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+    record = std::move(it->second);
+    checkpoints_.erase(it);
   }
-  if (absl::Status st = store_->DeleteCheckpoint(id); !st.ok() && !absl::IsNotFound(st)) return st;
-  absl::MutexLock lock(&mu_);
-  checkpoints_.erase(id);
+  if (absl::Status st = store_->DeleteCheckpoint(id); !st.ok() && !absl::IsNotFound(st)) {
+    absl::MutexLock lock(&mu_);
+    checkpoints_[id] = std::move(record);
+    return st;
+  }
   return absl::OkStatus();
 }
 
