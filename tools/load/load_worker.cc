@@ -60,12 +60,12 @@ void LoadWorker::Run(const std::atomic<bool>& stop) {
       client_epoch_ = lease->epoch;
     }
     epoch_ = lease->epoch;
-    RunOne(lease->epoch);
+    RunOne();
     link_.EndOperation();
   }
 }
 
-void LoadWorker::RunOne(uint64_t epoch) {
+void LoadWorker::RunOne() {
   Op op = kMix[std::discrete_distribution<size_t>(weights_.begin(), weights_.end())(rng_)].op;
   const size_t live = ledger_.live_sessions();
   const size_t target = static_cast<size_t>(options_.target_sessions);
@@ -138,7 +138,7 @@ void LoadWorker::Create() {
   std::vector<int32_t> input = RandomTokens(1, kMaxAppendTokens);
   v1::CreateSessionRequest req;
   *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
-  (*req.mutable_labels())["kvs-load"] = "1";
+  req.mutable_labels()->insert({std::string("kvs-load"), std::string("1")});
   const auto start = Clock::now();
   absl::StatusOr<v1::Session> r = client_->CreateSession(req);
   if (!r.ok()) {

@@ -55,7 +55,7 @@ class LoadWorker {
  private:
   using Clock = std::chrono::steady_clock;
 
-  void RunOne(uint64_t epoch);
+  void RunOne();
   void Create();
   void Append(const std::string& id);
   void Generate(const std::string& id);
