@@ -195,13 +195,14 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
   std::shared_ptr<Job> shared(std::move(job));
   io_->Submit([this, shared, status, reason, final_text] {
     absl::Status st = status;
-    absl::Status persisted = sessions_->PersistAndRelease(shared->session);
+    SessionInfo released;
+    absl::Status persisted = sessions_->PersistAndRelease(shared->session, &released);
     if (!persisted.ok() && st.ok()) {
       st = absl::UnavailableError(absl::StrCat("the session could not be persisted: ",
                                                persisted.message()));
     }
     shared->listener->OnDone(st, st.ok() || reason == FinishReason::kCancelled ? reason : FinishReason::kError,
-                             shared->usage, final_text);
+                             shared->usage, final_text, released);
     in_flight_.fetch_sub(1);
   });
 }

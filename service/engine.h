@@ -91,9 +91,11 @@ class JobListener {
   virtual ~JobListener() = default;
   // A generated token and the text it completes (may be empty), in order.
   virtual void OnToken(const GeneratedToken& token, const std::string& text) = 0;
-  // Exactly once, after the session is persisted and released.
+  // Exactly once, after the session is persisted and released; `session`
+  // is the session as released (the call's own result, whatever later
+  // calls do to it).
   virtual void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
-                      const std::string& final_text) = 0;
+                      const std::string& final_text, const SessionInfo& session) = 0;
 };
 
 // What one step ran (EngineOptions::step_observer).

@@ -22,7 +22,8 @@ class RecordingListener : public JobListener {
     if (ids.size() == 1 && hold_first_token != nullptr) hold_first_token->WaitForNotification();
     if (cancel_after > 0 && static_cast<int>(ids.size()) == cancel_after) handle->Cancel();
   }
-  void OnDone(const absl::Status& st, FinishReason r, const JobUsage& u, const std::string&) override {
+  void OnDone(const absl::Status& st, FinishReason r, const JobUsage& u, const std::string&,
+              const SessionInfo&) override {
     status = st;
     reason = r;
     usage = u;

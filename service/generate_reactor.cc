@@ -13,7 +13,7 @@ class GenerateReactor::Listener : public JobListener {
     reactor_->AddToken(token, text);
   }
   void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
-              const std::string& final_text) override {
+              const std::string& final_text, const SessionInfo&) override {
     reactor_->Complete(status, reason, usage, final_text);
   }
 

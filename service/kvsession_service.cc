@@ -26,16 +26,16 @@ constexpr int kMaxPageSize = 1000;
 // A JobListener for unary calls: only the end matters.
 class DoneListener : public JobListener {
  public:
-  explicit DoneListener(std::function<void(const absl::Status&, const JobUsage&)> done)
-      : done_(std::move(done)) {}
+  using Done = std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)>;
+  explicit DoneListener(Done done) : done_(std::move(done)) {}
   void OnToken(const GeneratedToken&, const std::string&) override {}
-  void OnDone(const absl::Status& status, FinishReason, const JobUsage& usage,
-              const std::string&) override {
-    done_(status, usage);
+  void OnDone(const absl::Status& status, FinishReason, const JobUsage& usage, const std::string&,
+              const SessionInfo& session) override {
+    done_(status, usage, session);
   }
 
  private:
-  std::function<void(const absl::Status&, const JobUsage&)> done_;
+  Done done_;
 };
 
 // How long a call may wait for a session another call is letting go of
@@ -111,7 +111,8 @@ absl::Status KvSessionService::ValidateLabels(
 
 void KvSessionService::RunPrefillJob(
     std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
-    std::shared_ptr<JobHandle> handle, std::function<void(const absl::Status&, const JobUsage&)> done) {
+    std::shared_ptr<JobHandle> handle,
+    std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done) {
   engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
                   std::make_shared<DoneListener>(std::move(done)), std::move(handle));
 }
@@ -149,14 +150,14 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, std::move(input), prompt, std::move(handle),
-                  [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
+                  [this, s, reactor, response](const absl::Status& st, const JobUsage&,
+                                               const SessionInfo& info) {
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
                       return reactor->Finish(ToGrpc(st));
                     }
-                    absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
-                    if (info.ok()) ToProto(*info, response);
-                    reactor->Finish(ToGrpc(info.status()));
+                    ToProto(info, response);
+                    reactor->Finish(grpc::Status::OK);
                   });
   });
   return reactor;
@@ -193,12 +194,12 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, *std::move(ids), prompt, std::move(handle),
-                  [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
+                  [reactor, response](const absl::Status& st, const JobUsage& usage,
+                                      const SessionInfo& info) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
-                    absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
-                    if (info.ok()) ToProto(*info, response->mutable_session());
-                    reactor->Finish(ToGrpc(info.status()));
+                    ToProto(info, response->mutable_session());
+                    reactor->Finish(grpc::Status::OK);
                   });
   });
   return reactor;

@@ -82,7 +82,7 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   // final status and usage from the executor.
   void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
                      int prompt_tokens, std::shared_ptr<JobHandle> handle,
-                     std::function<void(const absl::Status&, const JobUsage&)> done);
+                     std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);
   SamplingParams ServerDefaultSampling() const;
 
   const Model& model_;

@@ -97,9 +97,10 @@ absl::StatusOr<SessionRecord> SessionManager::Persist(const std::shared_ptr<Sess
   return record;
 }
 
-absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s) {
+absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s,
+                                               SessionInfo* described) {
   absl::StatusOr<SessionRecord> record = Persist(s);
-  registry_.Release(*s);
+  registry_.Release(*s, described);
   return record.status();
 }
 
@@ -237,12 +238,21 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   // Load the KV now: a restore that cannot read its pages fails here. The
   // session is not registered yet, so nobody else can see it.
   absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
-  if (!kv.ok()) return kv.status();
+  if (!kv.ok()) {
+    // A DeleteCheckpoint may have dropped the pages meanwhile.
+    if (!registry_.HasCheckpoint(checkpoint_id)) {
+      return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
+    }
+    return kv.status();
+  }
   s->kv.emplace(*std::move(kv));
   const int full = s->persisted_kv_length / context_.geometry.page_tokens;
   s->full_page_hashes.assign(s->persisted_page_hashes.begin(), s->persisted_page_hashes.begin() + full);
   record.set_version(1);
-  if (absl::Status st = persistence_.WriteStoredPages(record, checkpoint_id); !st.ok()) return st;
+  // The store normally holds every page (the checkpoint refers to them),
+  // but a concurrent DeleteCheckpoint may have dropped some since the load:
+  // they are written back from RAM.
+  if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
   s->version = 1;
   s->last_used_us = NowMicros();
   registry_.AddLoaded(s);
@@ -271,9 +281,15 @@ absl::Status SessionManager::Delete(const std::string& id, absl::Time deadline) 
 }
 
 absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {
-  if (!registry_.HasCheckpoint(id)) return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
-  if (absl::Status st = store_->DeleteCheckpoint(id); !st.ok() && !absl::IsNotFound(st)) return st;
+  // Out of the registry before its pages can go, so a Restore that finds
+  // them gone also finds the checkpoint gone.
+  absl::StatusOr<CheckpointRecord> record = registry_.GetCheckpoint(id);
+  if (!record.ok()) return record.status();
   registry_.RemoveCheckpoint(id);
+  if (absl::Status st = store_->DeleteCheckpoint(id); !st.ok() && !absl::IsNotFound(st)) {
+    registry_.AddCheckpoint(*record);
+    return st;
+  }
   return absl::OkStatus();
 }
 

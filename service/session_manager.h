@@ -95,7 +95,9 @@ class SessionManager : public KvRoomMaker {
   // atomic write), then releases it. On a store error the session is
   // released but stays marked dirty (it is never evicted, and the next
   // persist retries the write).
-  absl::Status PersistAndRelease(const std::shared_ptr<Session>& session);
+  // `described`, if not null, receives the session as released.
+  absl::Status PersistAndRelease(const std::shared_ptr<Session>& session,
+                                 SessionInfo* described = nullptr);
   // Persists an acquired session and returns the record written.
   absl::StatusOr<SessionRecord> Persist(const std::shared_ptr<Session>& session);
   // Releases without writing (nothing changed).

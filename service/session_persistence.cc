@@ -28,14 +28,6 @@ absl::Status SessionPersistence::WriteBranches(
   });
 }
 
-absl::Status SessionPersistence::WriteStoredPages(const SessionRecord& record,
-                                                  const std::string& source) const {
-  return store_->PutSession(record, [&](int i) -> absl::StatusOr<std::string> {
-    return absl::DataLossError(
-        absl::StrCat("checkpoint ", source, ": page ", i, " is no longer in the store"));
-  });
-}
-
 absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
   const KvGeometry& g = context_->geometry;
   const int t = g.page_tokens;

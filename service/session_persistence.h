@@ -40,9 +40,6 @@ class SessionPersistence {
   // Writes fork branches' records in one batch; records[i] is branches[i]'s.
   absl::Status WriteBranches(std::span<const SessionRecord> records,
                              std::span<const std::shared_ptr<Session>> branches) const;
-  // Writes a record whose every page the store already holds (a restored
-  // checkpoint); DATA_LOSS if one is gone.
-  absl::Status WriteStoredPages(const SessionRecord& record, const std::string& source) const;
   // The session's stored KV (persisted_kv_length positions), in the pool.
   // Full pages already in RAM under their key are shared, not read.
   absl::StatusOr<KvSequence> LoadKv(const Session& session) const;

@@ -107,13 +107,14 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::AcquireShared(const st
   return s;
 }
 
-void SessionRegistry::Release(Session& s) {
+void SessionRegistry::Release(Session& s, SessionInfo* described) {
   absl::MutexLock lock(&mu_);
   s.busy = false;
   s.holder = "";
   s.job.reset();
   s.last_used_us = NowMicros();
   NoteKvPages(s);
+  if (described != nullptr) *described = Describe(s);
 }
 
 void SessionRegistry::ReleaseShared(Session& s) {

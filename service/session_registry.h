@@ -84,8 +84,10 @@ class SessionRegistry {
   // (held by another call; see above). On error nothing changes.
   absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id, const char* what,
                                                    absl::Time deadline);
-  // The one path from exclusive back to idle.
-  void Release(Session& session);
+  // The one path from exclusive back to idle. `described`, if not null,
+  // receives the session as it is released (before any other call can
+  // take it).
+  void Release(Session& session, SessionInfo* described = nullptr);
   // Records the exclusive holder's engine job (a cancelled job makes other
   // calls wait for it instead of failing).
   void SetJob(Session& session, std::shared_ptr<JobHandle> job);

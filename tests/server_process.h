@@ -40,6 +40,7 @@ class ServerProcess {
   }
 
   const std::string& address() const { return address_; }
+  pid_t pid() const { return process_.pid(); }
   std::string log() const { return ReadFile(log_); }
 
   // Graceful stop (SIGTERM); returns the exit code.

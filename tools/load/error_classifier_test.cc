@@ -1,0 +1,66 @@
+#include "tools/load/error_classifier.h"
+
+#include <gtest/gtest.h>
+
+namespace kvs::load {
+namespace {
+
+const absl::Status kBusy = absl::FailedPreconditionError(
+    "session ses_1 is busy: another Generate or Append is running on it");
+
+TEST(ErrorClassifier, UnavailableDuringAKillWindowIsExpected) {
+  Classification c = ClassifyError(absl::UnavailableError("Socket closed"),
+                                   {.kill_window = true, .mid_stream = true}, false);
+  EXPECT_TRUE(c.expected);
+  EXPECT_EQ(c.kind, ErrorKind::kKillWindow);
+}
+
+TEST(ErrorClassifier, UnavailableOutsideAKillWindowIsUnexpected) {
+  EXPECT_FALSE(ClassifyError(absl::UnavailableError("could not persist"), {}, false).expected);
+}
+
+TEST(ErrorClassifier, InternalIsUnexpectedEvenDuringAKillWindow) {
+  EXPECT_FALSE(ClassifyError(absl::InternalError("x"), {.kill_window = true}, false).expected);
+  EXPECT_FALSE(ClassifyError(absl::DataLossError("x"), {.kill_window = true}, false).expected);
+}
+
+TEST(ErrorClassifier, BusyWhileAnotherCallRanOnTheSessionIsAnExpectedConflict) {
+  Classification c = ClassifyError(kBusy, {.overlapped_on_session = true}, /*strict_busy=*/true);
+  EXPECT_TRUE(c.expected);
+  EXPECT_EQ(c.kind, ErrorKind::kBusyConflict);
+}
+
+TEST(ErrorClassifier, BusyOnAnIdleSessionIsReportedApartAndIsUnexpectedWhenStrict) {
+  EXPECT_EQ(ClassifyError(kBusy, {}, false).kind, ErrorKind::kBusyIdle);
+  EXPECT_TRUE(ClassifyError(kBusy, {}, false).expected);
+  EXPECT_FALSE(ClassifyError(kBusy, {}, true).expected);
+}
+
+TEST(ErrorClassifier, BusyRightAfterOurCancelIsReportedApart) {
+  Classification c = ClassifyError(kBusy, {.recent_cancel_on_session = true}, false);
+  EXPECT_EQ(c.kind, ErrorKind::kBusyAfterCancel);
+  EXPECT_TRUE(c.expected);
+  EXPECT_FALSE(ClassifyError(kBusy, {.recent_cancel_on_session = true}, true).expected);
+}
+
+TEST(ErrorClassifier, AbortedBusyCountsAsBusyButOtherFailedPreconditionsDoNot) {
+  EXPECT_TRUE(IsBusy(absl::AbortedError("session is busy")));
+  const absl::Status foreign = absl::FailedPreconditionError("made with another model");
+  EXPECT_FALSE(IsBusy(foreign));
+  EXPECT_FALSE(ClassifyError(foreign, {.overlapped_on_session = true}, false).expected);
+}
+
+TEST(ErrorClassifier, NotFoundIsExpectedOnlyForATargetWeDeleted) {
+  const absl::Status gone = absl::NotFoundError("no session 'ses_1'");
+  EXPECT_TRUE(ClassifyError(gone, {.target_deleted = true}, false).expected);
+  EXPECT_FALSE(ClassifyError(gone, {}, false).expected);
+}
+
+TEST(ErrorClassifier, AStreamThatBreaksAfterItsFirstTokenOutsideAKillWindowIsUnexpected) {
+  Classification c = ClassifyError(absl::UnknownError("Stream removed"), {.mid_stream = true}, false);
+  EXPECT_FALSE(c.expected);
+  EXPECT_EQ(c.kind, ErrorKind::kMidStream);
+}
+
+}  // namespace
+}  // namespace kvs::load

@@ -1,0 +1,234 @@
+#include "tools/load/load_controller.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/kvsession_client.h"
+#include "tests/server_process.h"
+#include "tools/load/load_worker.h"
+#include "tools/load/rss_sampler.h"
+
+namespace kvs::load {
+namespace v1 = kvsession::v1;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTick = std::chrono::milliseconds(50);
+constexpr auto kRssPeriod = std::chrono::seconds(1);
+// How long calls may take to fail once the server is gone.
+constexpr absl::Duration kQuietTimeout = absl::Seconds(60);
+// Kills fall in [kFirstKill, kLastKill] of the duration.
+constexpr double kFirstKill = 0.1;
+constexpr double kLastKill = 0.9;
+constexpr size_t kMaxLogTail = 2000;
+
+std::string Tail(const std::string& s) {
+  return s.size() <= kMaxLogTail ? s : s.substr(s.size() - kMaxLogTail);
+}
+
+}  // namespace
+
+LoadController::LoadController(LoadOptions options)
+    : options_(std::move(options)), rng_(options_.seed) {
+  data_dir_ = options_.work_dir + "/data";
+  report_.model = options_.model;
+  report_.clients = options_.clients;
+  report_.duration_s = std::chrono::duration<double>(options_.duration).count();
+  report_.kills_planned = options_.kills;
+  report_.seed = options_.seed;
+  for (const std::string& op : options_.skipped_ops) {
+    report_.skipped_ops += (report_.skipped_ops.empty() ? "" : ",") + op;
+  }
+}
+
+LoadController::~LoadController() = default;
+
+double LoadController::SecondsSinceStart() const {
+  return std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+bool LoadController::StartServer() {
+  ++server_run_;
+  server_ = std::make_unique<ServerProcess>();
+  if (!server_->Start(options_.model, data_dir_,
+                      {"--threads", std::to_string(options_.server_threads)})) {
+    report_.fatal = absl::StrCat("kvsessiond (run ", server_run_, ") did not start; its log ends:\n",
+                                 Tail(server_->log()));
+    return false;
+  }
+  return true;
+}
+
+void LoadController::SampleRss() {
+  if (!server_ || !server_->Running()) return;
+  if (std::optional<int64_t> kib = ReadVmRssKiB(server_->pid())) {
+    report_.rss.push_back({SecondsSinceStart(), server_run_, *kib});
+  }
+}
+
+void LoadController::DescribeServer() {
+  KvSessionClient client(server_->address());
+  absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+  if (!info.ok()) return;
+  const v1::KvCacheInfo& kv = info->kv_cache();
+  const v1::StoreInfo& store = info->store();
+  auto mib = [](int64_t bytes) { return absl::StrCat(bytes / (1024 * 1024), " MiB"); };
+  report_.end_state = absl::StrCat(
+      "run ", server_run_, ": ", info->sessions(), " sessions (", info->resident_sessions(),
+      " resident); KV pages in use ", kv.pages_in_use(), " (", mib(kv.bytes_in_use()),
+      "), cached ", kv.pages_cached(), ", budget ", kv.max_pages(), " (", mib(kv.max_pages() * kv.page_bytes()),
+      "); store ", store.sessions(), " sessions, ", store.checkpoints(), " checkpoints, ",
+      store.pages(), " pages (", mib(store.page_bytes()), ")");
+}
+
+void LoadController::Check() {
+  KvSessionClient client(server_->address());
+  client.WaitForServer(std::chrono::seconds(10));
+  ServerView view;
+  auto unexpected = [&](const std::string& method, const absl::Status& st) {
+    stats_.RecordError(method, st, {ErrorKind::kOther, false});
+  };
+  for (const std::string& id : ledger_.SessionsToCheck()) {
+    absl::StatusOr<v1::Session> s = client.GetSession(id, /*include_tokens=*/true);
+    if (s.ok()) {
+      view.sessions[id] = std::vector<int32_t>(s->token_ids().begin(), s->token_ids().end());
+    } else if (absl::IsNotFound(s.status())) {
+      view.sessions[id] = std::nullopt;
+    } else {
+      unexpected("check: GetSession", s.status());
+    }
+  }
+  std::string page_token;
+  do {
+    v1::ListCheckpointsRequest req;
+    req.set_page_size(1000);
+    req.set_page_token(page_token);
+    v1::ListCheckpointsResponse resp;
+    grpc::ClientContext ctx;
+    absl::Status st = FromGrpc(client.stub()->ListCheckpoints(&ctx, req, &resp));
+    if (!st.ok()) {
+      unexpected("check: ListCheckpoints", st);
+      break;
+    }
+    for (const v1::Checkpoint& c : resp.checkpoints()) view.checkpoints[c.id()] = c.length();
+    page_token = resp.next_page_token();
+  } while (!page_token.empty());
+  VerifyResult v = ledger_.Verify(view);
+  report_.verify.checked += v.checked;
+  report_.verify.lost += v.lost;
+  report_.verify.phantom += v.phantom;
+  for (std::string& p : v.problems) {
+    if (report_.verify.problems.size() < 20) report_.verify.problems.push_back(std::move(p));
+  }
+}
+
+bool LoadController::RestartAndCheck(Cycle why) {
+  link_.MarkDown();
+  const auto down = Clock::now();
+  if (why == Cycle::kUnexpectedExit) {
+    ++report_.unexpected_exits;
+    report_.exit_notes.push_back(absl::StrCat("run ", server_run_, " exited at ",
+                                              static_cast<int>(SecondsSinceStart()),
+                                              " s; its log ends:\n", Tail(server_->log())));
+  } else {
+    server_->Kill();
+  }
+  if (!link_.WaitQuiet(kQuietTimeout)) {
+    report_.hung = true;
+    report_.fatal = "client calls did not end within 60 s of the kill";
+    return false;
+  }
+  std::error_code ignored;  // keep each run's log apart
+  std::filesystem::rename(data_dir_ + ".log", absl::StrCat(data_dir_, ".run", server_run_, ".log"),
+                          ignored);
+  if (!StartServer()) return false;
+  report_.restart_ms.push_back(
+      std::chrono::duration<double, std::milli>(Clock::now() - down).count());
+  Check();
+  if (why == Cycle::kKill) ++report_.kills;
+  if (why != Cycle::kFinal) link_.MarkUp(server_->address());
+  return true;
+}
+
+LoadReport LoadController::Run() {
+  std::filesystem::create_directories(options_.work_dir);
+  start_ = Clock::now();
+  if (!StartServer()) return report_;
+  KvSessionClient probe(server_->address());
+  probe.WaitForServer(std::chrono::seconds(10));
+  absl::StatusOr<v1::ServerInfo> info = probe.GetServerInfo();
+  if (!info.ok()) {
+    report_.fatal = absl::StrCat("GetServerInfo failed: ", info.status().ToString());
+    return report_;
+  }
+  WorkloadOptions work;
+  work.target_sessions = options_.target_sessions > 0 ? options_.target_sessions : options_.clients;
+  work.max_session_tokens = info->limits().max_context() / 2;
+  work.vocab_size = info->model().vocab_size();
+  work.bos_token_id = info->model().bos_token_id();
+  work.cancel_fraction = options_.cancel_fraction;
+  work.strict_busy = options_.strict_busy;
+  work.skipped_ops = options_.skipped_ops;
+
+  // The kill moments, at random within the duration.
+  std::vector<Clock::duration> kill_at;
+  std::uniform_real_distribution<double> when(kFirstKill, kLastKill);
+  for (int i = 0; i < options_.kills; ++i) {
+    kill_at.push_back(std::chrono::duration_cast<Clock::duration>(options_.duration * when(rng_)));
+  }
+  std::sort(kill_at.begin(), kill_at.end());
+
+  link_.MarkUp(server_->address());
+  std::atomic<bool> stop{false};
+  std::vector<std::unique_ptr<LoadWorker>> workers;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < options_.clients; ++i) {
+    workers.push_back(std::make_unique<LoadWorker>(rng_(), work, link_, ledger_, stats_));
+    threads.emplace_back([w = workers.back().get(), &stop] { w->Run(stop); });
+  }
+  const auto load_start = Clock::now();
+  auto next_rss = load_start + kRssPeriod;
+  size_t next_kill = 0;
+  bool ok = true;
+  while (ok && Clock::now() - load_start < options_.duration) {
+    std::this_thread::sleep_for(kTick);
+    if (!server_->Running()) {
+      ok = RestartAndCheck(Cycle::kUnexpectedExit);
+    } else if (next_kill < kill_at.size() && Clock::now() - load_start >= kill_at[next_kill]) {
+      ++next_kill;
+      ok = RestartAndCheck(Cycle::kKill);
+    }
+    if (Clock::now() >= next_rss) {
+      SampleRss();
+      next_rss += kRssPeriod;
+    }
+  }
+  report_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();
+  stop = true;  // workers stop once their current call ends
+  for (std::thread& t : threads) t.join();
+  if (server_->Running()) DescribeServer();
+  if (ok) ok = RestartAndCheck(server_->Running() ? Cycle::kFinal : Cycle::kUnexpectedExit);
+  if (ok) {
+    const int code = server_->Stop();
+    if (code != 0) {
+      ++report_.unexpected_exits;
+      report_.exit_notes.push_back(absl::StrCat("SIGTERM stop exited with ", code, "; log ends:\n",
+                                                Tail(server_->log())));
+    }
+  }
+  report_.methods = stats_.Methods();
+  report_.errors = stats_.Errors();
+  report_.ttft_ms = stats_.TtftMs();
+  report_.generated_tokens = stats_.generated_tokens();
+  report_.cancels = stats_.cancels();
+  report_.unexpected_errors = stats_.unexpected_errors();
+  report_.unexpected_samples = stats_.UnexpectedSamples();
+  return report_;
+}
+
+}  // namespace kvs::load

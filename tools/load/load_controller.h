@@ -1,0 +1,82 @@
+// LoadController: one run of the load tool. Starts the real kvsessiond on a
+// loopback port (tests/server_process.h), runs `clients` LoadWorkers for
+// `duration`, samples the server's VmRSS once a second, kills the server
+// with SIGKILL at `kills` random moments and restarts it on the same data
+// directory, and after every restart checks the server against the
+// SessionLedger (every acknowledged call must have survived). At the end it
+// kills and checks once more (so calls after the last kill are checked too),
+// then stops the server with SIGTERM, which must exit 0.
+//
+// Run() may be called once, from one thread; it owns the server process
+// and the worker threads.
+#ifndef KVSESSION_TOOLS_LOAD_LOAD_CONTROLLER_H_
+#define KVSESSION_TOOLS_LOAD_LOAD_CONTROLLER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+
+#include "tools/load/load_report.h"
+#include "tools/load/load_stats.h"
+#include "tools/load/server_link.h"
+#include "tools/load/session_ledger.h"
+
+namespace kvs {
+class ServerProcess;
+}  // namespace kvs
+
+namespace kvs::load {
+
+struct LoadOptions {
+  std::string model;
+  std::string work_dir;  // data directory and server logs go here
+  int clients = 64;
+  std::chrono::milliseconds duration{30000};
+  int kills = 3;
+  uint64_t seed = 1;
+  int target_sessions = 0;  // 0: as many as clients
+  double cancel_fraction = 0.05;
+  bool strict_busy = false;
+  int server_threads = 2;
+  std::set<std::string> skipped_ops;  // see OperationNames() in load_worker.h
+};
+
+class LoadController {
+ public:
+  explicit LoadController(LoadOptions options);
+  ~LoadController();
+
+  // Runs to the end; the report says what happened (report.passed()).
+  LoadReport Run();
+
+ private:
+  enum class Cycle { kKill, kUnexpectedExit, kFinal };
+
+  bool StartServer();
+  // Takes the server down (killing it unless it exited by itself), restarts
+  // it and checks it against the ledger. False if it could not restart.
+  bool RestartAndCheck(Cycle why);
+  void Check();
+  // Records the server's sessions, KV cache and store figures in the report.
+  void DescribeServer();
+  void SampleRss();
+  double SecondsSinceStart() const;
+
+  LoadOptions options_;
+  LoadReport report_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<ServerProcess> server_;
+  int server_run_ = 0;
+  std::string data_dir_;
+  ServerLink link_;
+  SessionLedger ledger_;
+  LoadStats stats_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace kvs::load
+
+#endif  // KVSESSION_TOOLS_LOAD_LOAD_CONTROLLER_H_

@@ -1,0 +1,356 @@
+#include "tools/load/load_worker.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvs::load {
+namespace v1 = kvsession::v1;
+namespace {
+
+// Operation mix (relative weights), in the order of Op.
+enum class Op { kCreate, kAppend, kGenerate, kFork, kSnapshot, kRestore, kRestoreSession, kGet, kList, kDelete, kDeleteCheckpoint };
+constexpr struct {
+  Op op;
+  const char* name;
+  int weight;
+} kMix[] = {
+    {Op::kCreate, "create", 8},
+    {Op::kAppend, "append", 18},
+    {Op::kGenerate, "generate", 30},
+    {Op::kFork, "fork", 8},
+    {Op::kSnapshot, "snapshot", 8},
+    {Op::kRestore, "restore", 5},
+    {Op::kRestoreSession, "restore-session", 2},
+    {Op::kGet, "get", 8},
+    {Op::kList, "list", 3},
+    {Op::kDelete, "delete", 6},
+    {Op::kDeleteCheckpoint, "delete-checkpoint", 2},
+};
+constexpr auto kUnavailablePause = std::chrono::milliseconds(10);
+constexpr int kMaxAppendTokens = 8;
+constexpr int kMaxGenerateTokens = 12;
+constexpr int kMaxForkCount = 2;
+// Ids below this are left alone (BOS, EOS and other control tokens).
+constexpr int32_t kFirstPlainToken = 3;
+
+}  // namespace
+
+std::vector<std::string> OperationNames() {
+  std::vector<std::string> names;
+  for (const auto& m : kMix) names.push_back(m.name);
+  return names;
+}
+
+LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, ServerLink& link,
+                       SessionLedger& ledger, LoadStats& stats)
+    : rng_(seed), options_(options), link_(link), ledger_(ledger), stats_(stats) {
+  for (const auto& m : kMix) {
+    weights_.push_back(options_.skipped_ops.count(m.name) ? 0 : m.weight);
+  }
+}
+
+void LoadWorker::Run(const std::atomic<bool>& stop) {
+  while (true) {
+    std::optional<ServerLink::Lease> lease = link_.BeginOperation(stop);
+    if (!lease) return;
+    if (!client_ || client_epoch_ != lease->epoch) {
+      client_ = std::make_unique<KvSessionClient>(lease->address);
+      client_epoch_ = lease->epoch;
+    }
+    epoch_ = lease->epoch;
+    RunOne();
+    link_.EndOperation();
+  }
+}
+
+void LoadWorker::RunOne() {
+  Op op = kMix[std::discrete_distribution<size_t>(weights_.begin(), weights_.end())(rng_)].op;
+  const size_t live = ledger_.live_sessions();
+  const size_t target = static_cast<size_t>(options_.target_sessions);
+  if (live < std::max<size_t>(1, target / 2)) op = Op::kCreate;
+  if ((op == Op::kCreate || op == Op::kFork || op == Op::kRestore) && live >= 2 * target) {
+    op = Op::kDelete;
+  }
+  if (op == Op::kCreate && live >= target) op = Op::kGenerate;
+  if (op == Op::kSnapshot && ledger_.live_checkpoints() >= 2 * target) op = Op::kDeleteCheckpoint;
+  if (op != Op::kCreate && weights_[static_cast<size_t>(op)] == 0) return;  // skipped
+
+  switch (op) {
+    case Op::kCreate: return Create();
+    case Op::kRestore: return Restore();
+    case Op::kList: return List();
+    case Op::kDeleteCheckpoint: return DeleteCheckpoint();
+    default: break;
+  }
+  std::optional<std::string> id = ledger_.PickSession(rng_);
+  if (!id) return Create();
+  const bool grows = op == Op::kAppend || op == Op::kGenerate || op == Op::kFork;
+  if (grows && ledger_.AcknowledgedLength(*id) > options_.max_session_tokens) op = Op::kDelete;
+  switch (op) {
+    case Op::kAppend: return Append(*id);
+    case Op::kGenerate: return Generate(*id);
+    case Op::kFork: return Fork(*id);
+    case Op::kSnapshot: return Snapshot(*id);
+    case Op::kRestoreSession: return RestoreSession(*id);
+    case Op::kGet: return Get(*id);
+    case Op::kDelete: return Delete(*id);
+    default: return;
+  }
+}
+
+std::vector<int32_t> LoadWorker::RandomTokens(int min_count, int max_count) {
+  std::uniform_int_distribution<int32_t> token(kFirstPlainToken, options_.vocab_size - 1);
+  std::vector<int32_t> ids(std::uniform_int_distribution<int>(min_count, max_count)(rng_));
+  for (int32_t& id : ids) id = token(rng_);
+  return ids;
+}
+
+double LoadWorker::MillisSince(Clock::time_point start) const {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+Classification LoadWorker::Fail(const std::string& method, const absl::Status& status,
+                                CallContext context) {
+  context.kill_window = link_.KillWindow(epoch_);
+  Classification c = ClassifyError(status, context, options_.strict_busy);
+  stats_.RecordError(method, status, c);
+  // A server that went away by itself: do not spin until the controller sees it.
+  if (absl::IsUnavailable(status)) std::this_thread::sleep_for(kUnavailablePause);
+  return c;
+}
+
+void LoadWorker::FailMutation(const std::string& method, const std::string& id,
+                              const absl::Status& status, const SessionLedger::CallEnd& end,
+                              bool mid_stream) {
+  CallContext context;
+  context.overlapped_on_session = end.overlapped;
+  context.recent_cancel_on_session = end.recent_cancel;
+  context.target_deleted = end.deleted;
+  context.mid_stream = mid_stream;
+  Classification c = Fail(method, status, context);
+  const bool nothing_happened = IsBusy(status) || c.kind == ErrorKind::kDeletedTarget;
+  if (!nothing_happened) ledger_.MarkUncertain(id);
+}
+
+void LoadWorker::Create() {
+  std::vector<int32_t> input = RandomTokens(1, kMaxAppendTokens);
+  v1::CreateSessionRequest req;
+  *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  req.mutable_labels()->insert({std::string("kvs-load"), std::string("1")});
+  const auto start = Clock::now();
+  absl::StatusOr<v1::Session> r = client_->CreateSession(req);
+  if (!r.ok()) {
+    Fail("CreateSession", r.status(), {});
+    return;
+  }
+  stats_.RecordOk("CreateSession", MillisSince(start));
+  std::vector<int32_t> tokens;
+  const int32_t n = static_cast<int32_t>(input.size());
+  if (r->length() == n + 1 && options_.bos_token_id >= 0) {
+    tokens.push_back(options_.bos_token_id);
+  } else if (r->length() != n) {
+    stats_.RecordWrongResult("CreateSession", absl::StrCat("length ", r->length(), " for ", n,
+                                                           " input tokens"));
+    tokens.assign(r->length() - n > 0 ? r->length() - n : 0, kUnknownToken);
+  }
+  tokens.insert(tokens.end(), input.begin(), input.end());
+  ledger_.AckNewSession(r->id(), std::move(tokens));
+}
+
+void LoadWorker::Append(const std::string& id) {
+  std::vector<int32_t> input = RandomTokens(1, kMaxAppendTokens);
+  v1::AppendRequest req;
+  req.set_session_id(id);
+  *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<v1::AppendResponse> r = client_->Append(req);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) return FailMutation("Append", id, r.status(), end);
+  stats_.RecordOk("Append", MillisSince(start));
+  if (absl::Status st = ledger_.AckAppend(id, r->session().length(), input); !st.ok()) {
+    stats_.RecordWrongResult("Append", std::string(st.message()));
+  }
+}
+
+void LoadWorker::Generate(const std::string& id) {
+  v1::GenerateRequest req;
+  req.set_session_id(id);
+  req.set_max_tokens(std::uniform_int_distribution<int>(1, kMaxGenerateTokens)(rng_));
+  std::vector<int32_t> input;
+  if (std::bernoulli_distribution(0.3)(rng_)) {
+    input = RandomTokens(1, 4);
+    *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  }
+  const bool cancel = std::bernoulli_distribution(options_.cancel_fraction)(rng_);
+  const auto start = Clock::now();
+  double ttft_ms = -1;
+  auto on_message = [&](const v1::GenerateResponse& m) {
+    if (ttft_ms < 0 && m.token_ids_size() > 0) ttft_ms = MillisSince(start);
+    return !(cancel && ttft_ms >= 0);
+  };
+  GenerateResult partial;
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<GenerateResult> r = client_->Generate(req, on_message, std::nullopt, &partial);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) {
+    stats_.RecordGenerate(ttft_ms, static_cast<int64_t>(partial.ids.size()));
+    if (cancel && absl::IsCancelled(r.status())) {
+      stats_.RecordCancel();
+      ledger_.MarkUncertain(id, /*cancelled=*/true);
+      return;
+    }
+    return FailMutation("Generate", id, r.status(), end, !partial.ids.empty());
+  }
+  stats_.RecordOk("Generate", MillisSince(start));
+  stats_.RecordGenerate(ttft_ms, static_cast<int64_t>(r->ids.size()));
+  const v1::FinishReason why = r->finish_reason;
+  if (why != v1::FINISH_REASON_STOP_TOKEN && why != v1::FINISH_REASON_STOP_SEQUENCE &&
+      why != v1::FINISH_REASON_LENGTH) {
+    stats_.RecordWrongResult("Generate", absl::StrCat("OK with finish reason ", FinishReasonName(why)));
+    ledger_.MarkUncertain(id);
+    return;
+  }
+  input.insert(input.end(), r->ids.begin(), r->ids.end());
+  if (absl::Status st = ledger_.AckAppend(id, r->usage.session_tokens(), input); !st.ok()) {
+    stats_.RecordWrongResult("Generate", std::string(st.message()));
+  }
+}
+
+void LoadWorker::Fork(const std::string& id) {
+  v1::ForkRequest req;
+  req.set_session_id(id);
+  req.set_count(std::uniform_int_distribution<int>(1, kMaxForkCount)(rng_));
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<v1::ForkResponse> r = client_->Fork(req);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) {
+    Fail("Fork", r.status(), {.overlapped_on_session = end.overlapped,
+                              .recent_cancel_on_session = end.recent_cancel,
+                              .target_deleted = end.deleted});
+    return;
+  }
+  stats_.RecordOk("Fork", MillisSince(start));
+  if (r->sessions_size() != req.count()) {
+    stats_.RecordWrongResult("Fork", absl::StrCat(r->sessions_size(), " branches for count ", req.count()));
+  }
+  for (const v1::Session& branch : r->sessions()) {
+    ledger_.AckNewSession(branch.id(), ledger_.KnownPrefix(id, branch.length()));
+  }
+}
+
+void LoadWorker::Snapshot(const std::string& id) {
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<v1::Checkpoint> r = client_->Snapshot(id, "kvs-load");
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) {
+    Fail("Snapshot", r.status(), {.overlapped_on_session = end.overlapped,
+                                  .recent_cancel_on_session = end.recent_cancel,
+                                  .target_deleted = end.deleted});
+    return;
+  }
+  stats_.RecordOk("Snapshot", MillisSince(start));
+  ledger_.AckSnapshot(r->id(), r->length(), ledger_.KnownPrefix(id, r->length()));
+}
+
+void LoadWorker::Restore() {
+  std::optional<std::string> checkpoint = ledger_.PickCheckpoint(rng_);
+  if (!checkpoint) return;
+  const auto start = Clock::now();
+  absl::StatusOr<v1::Session> r = client_->RestoreCheckpoint(*checkpoint);
+  if (!r.ok()) {
+    Fail("Restore", r.status(), {.target_deleted = ledger_.CheckpointDeleted(*checkpoint)});
+    return;
+  }
+  stats_.RecordOk("Restore", MillisSince(start));
+  std::vector<int32_t> tokens = ledger_.CheckpointTokens(*checkpoint);
+  if (r->length() != static_cast<int32_t>(tokens.size())) {
+    stats_.RecordWrongResult("Restore", absl::StrCat("length ", r->length(), ", checkpoint has ",
+                                                     tokens.size()));
+    tokens.resize(r->length(), kUnknownToken);
+  }
+  ledger_.AckNewSession(r->id(), std::move(tokens));
+}
+
+void LoadWorker::RestoreSession(const std::string& id) {
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<v1::Session> r = client_->RestoreSession(id);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) {
+    Fail("RestoreSession", r.status(), {.overlapped_on_session = end.overlapped,
+                                        .recent_cancel_on_session = end.recent_cancel,
+                                        .target_deleted = end.deleted});
+    return;
+  }
+  stats_.RecordOk("RestoreSession", MillisSince(start));
+}
+
+void LoadWorker::Get(const std::string& id) {
+  const auto start = Clock::now();
+  absl::StatusOr<v1::Session> r = client_->GetSession(id, /*include_tokens=*/true);
+  if (!r.ok()) {
+    Fail("GetSession", r.status(), {.target_deleted = ledger_.SessionDeleted(id)});
+    return;
+  }
+  stats_.RecordOk("GetSession", MillisSince(start));
+  // Tokens are only ever added: every position the ledger knows must match.
+  std::vector<int32_t> known = ledger_.KnownPrefix(id, r->token_ids_size());
+  for (int i = 0; i < r->token_ids_size(); ++i) {
+    if (known[i] != kUnknownToken && known[i] != r->token_ids(i)) {
+      stats_.RecordWrongResult("GetSession", absl::StrCat("session ", id, ": token at ", i, " is ",
+                                                          r->token_ids(i), ", acknowledged ", known[i]));
+      return;
+    }
+  }
+}
+
+void LoadWorker::List() {
+  const auto start = Clock::now();
+  absl::StatusOr<v1::ListSessionsResponse> r = client_->ListSessions(100, "");
+  if (!r.ok()) {
+    Fail("ListSessions", r.status(), {});
+    return;
+  }
+  stats_.RecordOk("ListSessions", MillisSince(start));
+}
+
+void LoadWorker::Delete(const std::string& id) {
+  if (!ledger_.BeginDelete(id)) return;
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::Status st = client_->DeleteSession(id);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (st.ok()) {
+    stats_.RecordOk("DeleteSession", MillisSince(start));
+    ledger_.AckDelete(id);
+    return;
+  }
+  Fail("DeleteSession", st, {.overlapped_on_session = end.overlapped,
+                             .recent_cancel_on_session = end.recent_cancel});
+  if (IsBusy(st)) {
+    ledger_.DeleteRejected(id);
+  } else {
+    ledger_.DeleteUnknown(id);
+  }
+}
+
+void LoadWorker::DeleteCheckpoint() {
+  std::optional<std::string> checkpoint = ledger_.PickCheckpoint(rng_);
+  if (!checkpoint || !ledger_.BeginDeleteCheckpoint(*checkpoint)) return;
+  const auto start = Clock::now();
+  absl::Status st = client_->DeleteCheckpoint(*checkpoint);
+  if (st.ok()) {
+    stats_.RecordOk("DeleteCheckpoint", MillisSince(start));
+    ledger_.AckDeleteCheckpoint(*checkpoint);
+    return;
+  }
+  Fail("DeleteCheckpoint", st, {});
+  ledger_.DeleteCheckpointUnknown(*checkpoint);
+}
+
+}  // namespace kvs::load

@@ -1,0 +1,93 @@
+// LoadWorker: one simulated client of the load tool. It loops until told to
+// stop, each time picking an operation at random (Create, Append, Generate,
+// Fork, Snapshot, Restore, GetSession, ListSessions, DeleteSession,
+// DeleteCheckpoint) on sessions and checkpoints shared with every other
+// worker through the SessionLedger, records what the server acknowledged in
+// the ledger and what it observed in LoadStats (errors classified by
+// error_classifier.h).
+//
+// Sessions stay below half the context (longer ones get deleted), the pool
+// holds about `target_sessions` sessions. A worker owns its own gRPC channel
+// (remade when the server restarts). Each worker is used by one thread;
+// the ledger, stats and link it shares are thread-safe.
+#ifndef KVSESSION_TOOLS_LOAD_LOAD_WORKER_H_
+#define KVSESSION_TOOLS_LOAD_LOAD_WORKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "client/kvsession_client.h"
+#include "tools/load/load_stats.h"
+#include "tools/load/server_link.h"
+#include "tools/load/session_ledger.h"
+
+namespace kvs::load {
+
+// Names of the operations a worker picks from ("create", "append",
+// "generate", "fork", "snapshot", "restore", "restore-session", "get",
+// "list", "delete", "delete-checkpoint").
+std::vector<std::string> OperationNames();
+
+struct WorkloadOptions {
+  int target_sessions = 16;
+  int32_t max_session_tokens = 64;  // delete a session once it is longer
+  int32_t vocab_size = 0;
+  int32_t bos_token_id = -1;
+  double cancel_fraction = 0.05;  // of Generates cancelled after the first token
+  bool strict_busy = false;
+  std::set<std::string> skipped_ops;  // never run these (not "create")
+};
+
+class LoadWorker {
+ public:
+  LoadWorker(uint64_t seed, const WorkloadOptions& options, ServerLink& link,
+             SessionLedger& ledger, LoadStats& stats);
+
+  // Runs operations until `stop` is set.
+  void Run(const std::atomic<bool>& stop);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void RunOne();
+  void Create();
+  void Append(const std::string& id);
+  void Generate(const std::string& id);
+  void Fork(const std::string& id);
+  void Snapshot(const std::string& id);
+  void Restore();
+  void RestoreSession(const std::string& id);
+  void Get(const std::string& id);
+  void List();
+  void Delete(const std::string& id);
+  void DeleteCheckpoint();
+
+  std::vector<int32_t> RandomTokens(int min_count, int max_count);
+  double MillisSince(Clock::time_point start) const;
+  // Classifies and records a failed call; returns the classification.
+  Classification Fail(const std::string& method, const absl::Status& status, CallContext context);
+  // Failure of a call that may have changed session `id`: records it and,
+  // unless nothing can have happened (busy, deleted), marks it uncertain.
+  void FailMutation(const std::string& method, const std::string& id, const absl::Status& status,
+                    const SessionLedger::CallEnd& end, bool mid_stream = false);
+
+  std::mt19937_64 rng_;
+  WorkloadOptions options_;
+  ServerLink& link_;
+  SessionLedger& ledger_;
+  LoadStats& stats_;
+  std::vector<int> weights_;  // per operation, 0 when skipped
+  uint64_t epoch_ = 0;  // of the current operation
+  uint64_t client_epoch_ = 0;
+  std::unique_ptr<KvSessionClient> client_;
+};
+
+}  // namespace kvs::load
+
+#endif  // KVSESSION_TOOLS_LOAD_LOAD_WORKER_H_
