@@ -91,6 +91,7 @@ int RunCommand(const std::vector<std::string>& argv) {
   const auto prefill_start = Clock::now();
   for (size_t i = 0; i < ids.size(); i += kPrefillChunk) {
     ForwardItem item{&kv, std::span<const int32_t>(ids).subspan(i, std::min<size_t>(kPrefillChunk, ids.size() - i))};
+    if (absl::Status s = kv.PrepareAppend(static_cast<int>(item.tokens.size())); !s.ok()) return Fail(s);
     if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
   }
   const double prefill_ms = MsSince(prefill_start);
@@ -122,6 +123,7 @@ int RunCommand(const std::vector<std::string>& argv) {
       break;
     }
     ForwardItem item{&kv, {&ids.back(), 1}};
+    if (absl::Status s = kv.PrepareAppend(1); !s.ok()) return Fail(s);
     if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
     ++forwards;
   }
