@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
+#include "model/token_stream.h"
 #include "model/tokenizer.h"
 #include "model/transformer.h"
 
@@ -33,126 +34,170 @@ int Fail(const absl::Status& s, int code = 1) {
 constexpr int kPageTokens = 16;
 constexpr int kPrefillChunk = 512;
 
-}  // namespace
+// What `kvsession run` was asked to do.
+struct RunOptions {
+  std::string model_path;
+  std::string prompt;
+  bool parse_special = false;
+  SamplingParams sampling;
+  int64_t n_predict = 128;
+  int threads = 0;
+  KvDtype kv_dtype = KvDtype::kF16;
+  MatmulPath matmul = MatmulPath::kFast;
+  bool json = false;
+};
 
-int RunCommand(const std::vector<std::string>& argv) {
+// What it did.
+struct RunResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> generated;  // without a final end-of-generation token
+  std::string text;
+  FinishReason finish = FinishReason::kLength;
+  double prefill_ms = 0;
+  double decode_ms = 0;
+  int decode_forwards = 0;
+};
+
+absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = {"model", "prompt", "n", "kv-type", "threads", "matmul"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
   absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "parse-special"});
-  if (!args.ok()) return Fail(args.status(), 2);
-  if (!args->Has("model")) return Fail(absl::InvalidArgumentError("run needs --model M.gguf"), 2);
+  if (!args.ok()) return args.status();
+  if (!args->Has("model")) return absl::InvalidArgumentError("run needs --model M.gguf");
+  RunOptions o;
+  o.model_path = *args->Get("model");
   absl::StatusOr<SamplingParams> params = ParseSamplingFlags(*args);
-  if (!params.ok()) return Fail(params.status(), 2);
+  if (!params.ok()) return params.status();
+  o.sampling = *params;
   absl::StatusOr<int64_t> n_predict = args->GetInt("n", 128);
   absl::StatusOr<int64_t> n_threads = args->GetInt("threads", 0);
-  if (!n_predict.ok()) return Fail(n_predict.status(), 2);
-  if (!n_threads.ok()) return Fail(n_threads.status(), 2);
-  if (*n_predict < 0) return Fail(absl::InvalidArgumentError("-n must be >= 0"), 2);
+  if (!n_predict.ok()) return n_predict.status();
+  if (!n_threads.ok()) return n_threads.status();
+  if (*n_predict < 0) return absl::InvalidArgumentError("-n must be >= 0");
+  o.n_predict = *n_predict;
+  o.threads = static_cast<int>(*n_threads);
   const std::string kv_type = args->GetOr("kv-type", "f16");
-  if (kv_type != "f16" && kv_type != "f32") {
-    return Fail(absl::InvalidArgumentError("--kv-type must be f16 or f32"), 2);
-  }
-  const KvDtype dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  if (kv_type != "f16" && kv_type != "f32") return absl::InvalidArgumentError("--kv-type must be f16 or f32");
+  o.kv_dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
   bool matmul_ok = false;
-  const MatmulPath matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &matmul_ok);
-  if (!matmul_ok) return Fail(absl::InvalidArgumentError("--matmul must be fast or exact"), 2);
-  const std::string prompt = args->GetOr("prompt", "");
-  if (!IsValidUtf8(prompt)) return Fail(absl::InvalidArgumentError("--prompt is not valid UTF-8"), 2);
-  const bool json = args->Has("json");
+  o.matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &matmul_ok);
+  if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
+  o.prompt = args->GetOr("prompt", "");
+  if (!IsValidUtf8(o.prompt)) return absl::InvalidArgumentError("--prompt is not valid UTF-8");
+  o.parse_special = args->Has("parse-special");
+  o.json = args->Has("json");
+  return o;
+}
 
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
-  if (!model.ok()) return Fail(model.status());
-  std::cerr << (*model)->Summary() << "\n";
-  const Model& m = **model;
+// One forward pass of `tokens` after the sequence's current KV.
+absl::Status Forward(Transformer& transformer, KvSequence& kv, std::span<const int32_t> tokens,
+                     float* logits) {
+  if (absl::Status s = kv.PrepareAppend(static_cast<int>(tokens.size())); !s.ok()) return s;
+  ForwardItem item{&kv, tokens};
+  return transformer.Forward({&item, 1}, logits);
+}
+
+// Prefills the prompt, then samples until the TokenStream ends generation
+// (the same per-token rules as the server's engine), streaming text to
+// stdout unless `json`.
+absl::StatusOr<RunResult> Generate(const Model& m, const RunOptions& o, std::vector<int32_t> ids) {
   const ModelConfig& c = m.config();
-  const Tokenizer& tok = m.tokenizer();
-
-  std::vector<int32_t> ids = tok.Encode(prompt, /*add_special=*/true, args->Has("parse-special"));
-  if (ids.empty()) {
-    return Fail(absl::InvalidArgumentError("the prompt is empty and the vocabulary adds no BOS token"));
-  }
-  if (static_cast<int64_t>(ids.size()) >= c.context_length) {
-    return Fail(absl::OutOfRangeError(absl::StrCat("the prompt is ", ids.size(),
-                                                   " tokens; the model's context length is ",
-                                                   c.context_length, " tokens")));
-  }
-  const std::vector<int32_t> prompt_ids = ids;
-
-  ThreadPool threads(static_cast<int>(*n_threads));
-  Transformer transformer(c, m.weights(), &threads, kPrefillChunk, c.context_length, matmul);
-  const int max_tokens = static_cast<int>(std::min<int64_t>(c.context_length, ids.size() + *n_predict));
-  PagePool pages(transformer.kv_geometry(kPageTokens, dtype), max_tokens / kPageTokens + 2);
+  RunResult r;
+  r.prompt_ids = ids;
+  ThreadPool threads(o.threads);
+  Transformer transformer(c, m.weights(), &threads, kPrefillChunk, c.context_length, o.matmul);
+  const int max_tokens = static_cast<int>(std::min<int64_t>(c.context_length, ids.size() + o.n_predict));
+  PagePool pages(transformer.kv_geometry(kPageTokens, o.kv_dtype), max_tokens / kPageTokens + 2);
   KvSequence kv(&pages);
   Sampler sampler(c.vocab_size);
-  SequenceRng rng(params->seed);
+  SequenceRng rng(o.sampling.seed);
   std::vector<float> logits(c.vocab_size);
 
-  // Prefill in chunks.
   const auto prefill_start = Clock::now();
   for (size_t i = 0; i < ids.size(); i += kPrefillChunk) {
-    ForwardItem item{&kv, std::span<const int32_t>(ids).subspan(i, std::min<size_t>(kPrefillChunk, ids.size() - i))};
-    if (absl::Status s = kv.PrepareAppend(static_cast<int>(item.tokens.size())); !s.ok()) return Fail(s);
-    if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
-  }
-  const double prefill_ms = MsSince(prefill_start);
-
-  // Decode.
-  std::vector<int32_t> generated;
-  std::string text;
-  Utf8StreamDecoder stream;
-  std::string finish_reason = "length";
-  const auto decode_start = Clock::now();
-  int forwards = 0;
-  while (static_cast<int64_t>(generated.size()) < *n_predict) {
-    const int32_t next = sampler.Sample(*params, logits, ids, &rng);
-    if (tok.IsEndOfGeneration(next)) {
-      finish_reason = "stop_token";
-      break;
+    const size_t n = std::min<size_t>(kPrefillChunk, ids.size() - i);
+    if (absl::Status s = Forward(transformer, kv, std::span<const int32_t>(ids).subspan(i, n), logits.data());
+        !s.ok()) {
+      return s;
     }
-    generated.push_back(next);
+  }
+  r.prefill_ms = MsSince(prefill_start);
+
+  const auto decode_start = Clock::now();
+  TokenStreamOptions stream_options;
+  stream_options.max_tokens = static_cast<int>(o.n_predict);
+  stream_options.max_context = c.context_length;
+  TokenStream stream(&m.tokenizer(), stream_options);
+  for (int64_t i = 0; i < o.n_predict; ++i) {
+    const int32_t next = sampler.Sample(o.sampling, logits, ids, &rng);
     ids.push_back(next);
-    std::string delta = stream.Push(tok.Piece(next));
-    text += delta;
-    if (!json && !delta.empty()) {
+    const std::string delta = stream.Push(next, static_cast<int>(ids.size()));
+    if (!stream.IsStopToken(next)) r.generated.push_back(next);
+    r.text += delta;
+    if (!o.json && !delta.empty()) {
       std::fwrite(delta.data(), 1, delta.size(), stdout);
       std::fflush(stdout);
     }
-    if (static_cast<int64_t>(generated.size()) == *n_predict) break;
-    if (kv.length() + 1 > c.context_length - 0 || static_cast<int>(ids.size()) >= c.context_length) {
-      finish_reason = "length";  // the context is full
-      break;
-    }
-    ForwardItem item{&kv, {&ids.back(), 1}};
-    if (absl::Status s = kv.PrepareAppend(1); !s.ok()) return Fail(s);
-    if (absl::Status s = transformer.Forward({&item, 1}, logits.data()); !s.ok()) return Fail(s);
-    ++forwards;
+    if (stream.finished()) break;
+    if (absl::Status s = Forward(transformer, kv, {&ids.back(), 1}, logits.data()); !s.ok()) return s;
+    ++r.decode_forwards;
   }
-  const double decode_ms = MsSince(decode_start);
-  std::string tail = stream.Finish();
-  text += tail;
+  if (stream.finished()) r.finish = stream.reason();
+  r.decode_ms = MsSince(decode_start);
+  const std::string tail = stream.Finish();
+  r.text += tail;
+  if (!o.json) std::fwrite(tail.data(), 1, tail.size(), stdout);
+  return r;
+}
 
-  if (json) {
+void PrintRunResult(const Model& m, const RunOptions& o, const RunResult& r) {
+  if (o.json) {
     nlohmann::json out;
-    out["prompt_ids"] = prompt_ids;
-    out["ids"] = generated;
-    out["text"] = text;
-    out["finish_reason"] = finish_reason;
-    out["seed"] = params->seed;
+    out["prompt_ids"] = r.prompt_ids;
+    out["ids"] = r.generated;
+    out["text"] = r.text;
+    out["finish_reason"] = FinishReasonName(r.finish);
+    out["seed"] = o.sampling.seed;
     out["timings"] = {
         {"load_ms", m.load_ms()},
-        {"prefill_ms", prefill_ms},
-        {"decode_ms", decode_ms},
-        {"prefill_tok_s", prefill_ms > 0 ? prompt_ids.size() * 1000.0 / prefill_ms : 0.0},
-        {"decode_tok_s", decode_ms > 0 && forwards > 0 ? forwards * 1000.0 / decode_ms : 0.0},
+        {"prefill_ms", r.prefill_ms},
+        {"decode_ms", r.decode_ms},
+        {"prefill_tok_s", r.prefill_ms > 0 ? r.prompt_ids.size() * 1000.0 / r.prefill_ms : 0.0},
+        {"decode_tok_s",
+         r.decode_ms > 0 && r.decode_forwards > 0 ? r.decode_forwards * 1000.0 / r.decode_ms : 0.0},
     };
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  } else {
-    std::fwrite(tail.data(), 1, tail.size(), stdout);
-    std::cout << "\n";
-    std::cerr << "finish_reason " << finish_reason << ", prompt " << prompt_ids.size()
-              << " tokens in " << prefill_ms << " ms, " << generated.size() << " tokens generated in "
-              << decode_ms << " ms\n";
+    return;
   }
+  std::cout << "\n";
+  std::cerr << "finish_reason " << FinishReasonName(r.finish) << ", prompt " << r.prompt_ids.size()
+            << " tokens in " << r.prefill_ms << " ms, " << r.generated.size()
+            << " tokens generated in " << r.decode_ms << " ms\n";
+}
+
+}  // namespace
+
+int RunCommand(const std::vector<std::string>& argv) {
+  absl::StatusOr<RunOptions> options = ParseRunOptions(argv);
+  if (!options.ok()) return Fail(options.status(), 2);
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(options->model_path, {.pack_for_fast_path = options->matmul == MatmulPath::kFast});
+  if (!model.ok()) return Fail(model.status());
+  std::cerr << (*model)->Summary() << "\n";
+  const Model& m = **model;
+  std::vector<int32_t> ids =
+      m.tokenizer().Encode(options->prompt, /*add_special=*/true, options->parse_special);
+  if (ids.empty()) {
+    return Fail(absl::InvalidArgumentError("the prompt is empty and the vocabulary adds no BOS token"));
+  }
+  if (static_cast<int64_t>(ids.size()) >= m.config().context_length) {
+    return Fail(absl::OutOfRangeError(absl::StrCat("the prompt is ", ids.size(),
+                                                   " tokens; the model's context length is ",
+                                                   m.config().context_length, " tokens")));
+  }
+  absl::StatusOr<RunResult> result = Generate(m, *options, std::move(ids));
+  if (!result.ok()) return Fail(result.status());
+  PrintRunResult(m, *options, *result);
   return 0;
 }
 

@@ -196,8 +196,8 @@ TEST_P(VocabVectorTest, RoundTrips) {
   }
 }
 
-const std::string kVocabularies[] = {"llama-spm",    "phi-3",  "gpt-2",
-                                     "deepseek-llm", "falcon", "starcoder"};
+const std::string kVocabularies[] = {"llama-spm", "phi-3",     "gpt-2", "deepseek-llm",
+                                     "falcon",    "starcoder", "llama3", "qwen3"};
 
 INSTANTIATE_TEST_SUITE_P(SharedVocab, VocabVectorTest, ::testing::ValuesIn(kVocabularies),
                          [](const ::testing::TestParamInfo<std::string>& info) {

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer.h"
-#include "service/stop_matcher.h"
 
 namespace kvs {
 namespace {
@@ -19,13 +18,13 @@ constexpr int kMaxStopBytes = 256;
 
 struct Engine::Job {
   std::shared_ptr<Session> session;
+  SessionKv kv;
   std::vector<int32_t> input;
   std::optional<GenerateOptions> gen;
+  std::optional<TokenStream> stream;  // when generating
   std::shared_ptr<JobListener> listener;
   std::shared_ptr<JobHandle> handle;
   JobUsage usage;
-  Utf8StreamDecoder decoder;
-  std::unique_ptr<StopMatcher> stop;
   bool admitted = false;
 };
 
@@ -94,30 +93,29 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
   return absl::OkStatus();
 }
 
-std::shared_ptr<JobHandle> Engine::Submit(std::shared_ptr<Session> session,
-                                          std::vector<int32_t> input, int prompt_tokens,
-                                          std::optional<GenerateOptions> generate,
-                                          std::shared_ptr<JobListener> listener) {
-  auto job = std::make_unique<Job>();
-  job->session = std::move(session);
-  job->input = std::move(input);
-  job->gen = std::move(generate);
-  job->listener = std::move(listener);
-  job->handle = std::make_shared<JobHandle>();
+void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input,
+                    int prompt_tokens, std::optional<GenerateOptions> generate,
+                    std::shared_ptr<JobListener> listener, std::shared_ptr<JobHandle> handle) {
+  SessionKv kv = sessions_->OpenKv(*session);
+  auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
+                                          std::move(generate), std::nullopt, std::move(listener),
+                                          std::move(handle), {}, false});
   job->usage.prompt_tokens = prompt_tokens;
-  job->stop = std::make_unique<StopMatcher>(job->gen ? job->gen->stop : std::vector<std::string>());
-  std::shared_ptr<JobHandle> handle = job->handle;
+  if (job->gen) {
+    job->stream.emplace(&model_.tokenizer(),
+                        TokenStreamOptions{job->gen->max_tokens, sessions_->limits().max_context,
+                                           job->gen->stop, job->gen->ignore_eos});
+  }
   in_flight_.fetch_add(1);
   absl::MutexLock lock(&mu_);
   if (stopping_) {
     // The step loop is gone: end the job here (nothing ran; persist as is).
     Finish(std::move(job), absl::UnavailableError("the server is shutting down"),
            FinishReason::kError);
-    return handle;
+    return;
   }
-  handles_.push_back(handle);
+  handles_.push_back(job->handle);
   incoming_.push_back(std::move(job));
-  return handle;
 }
 
 bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
@@ -152,47 +150,47 @@ EngineStats Engine::Stats() const {
 }
 
 void Engine::Loop() {
-  std::vector<std::unique_ptr<Job>> active;
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (active.empty()) {
-        mu_.Await(absl::Condition(
-            +[](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-              return e->stopping_ || !e->incoming_.empty();
-            },
-            this));
-      }
-      for (auto& j : incoming_) active.push_back(std::move(j));
-      incoming_.clear();
-      // Forget handles of jobs that are gone.
-      handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
-                                    [](const auto& h) { return h.use_count() == 1; }),
-                     handles_.end());
-      stats_.active_jobs = static_cast<int>(active.size());
-      if (stopping_ && active.empty()) return;
+  Active active;
+  while (TakeIncoming(active)) Step(active);
+}
+
+bool Engine::TakeIncoming(Active& active) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (active.empty()) {
+      mu_.Await(absl::Condition(
+          +[](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->stopping_ || !e->incoming_.empty();
+          },
+          this));
     }
-    for (auto& job : active) {
-      if (job->admitted) continue;
-      job->admitted = true;
-      // Room for everything this job may add, so appending a generated
-      // token never reallocates in the step loop.
-      const size_t more = job->input.size() + (job->gen ? job->gen->max_tokens : 0);
-      sessions_->ReserveTokens(*job->session, more);
-      job->session->kv->ReserveTable(static_cast<int>(job->session->tokens.size() + more));
-      sessions_->AppendTokens(*job->session, job->input);
-      if (job->gen && job->gen->reseed) job->session->rng = SequenceRng(job->gen->sampling.seed);
-    }
-    Step(active);
+    for (auto& j : incoming_) active.push_back(std::move(j));
+    incoming_.clear();
+    // Forget handles of jobs that are gone.
+    handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
+                                  [](const auto& h) { return h.use_count() == 1; }),
+                   handles_.end());
+    stats_.active_jobs = static_cast<int>(active.size());
+    if (stopping_ && active.empty()) return false;
   }
+  for (auto& job : active) {
+    if (!job->admitted) Admit(*job);
+  }
+  return true;
+}
+
+void Engine::Admit(Job& job) {
+  job.admitted = true;
+  // Room for everything this job may add, so appending a generated token
+  // never reallocates in the step loop.
+  job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0));
+  job.session->AppendTokens(job.input);
+  if (job.gen && job.gen->reseed) job.session->rng = SequenceRng(job.gen->sampling.seed);
 }
 
 void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason) {
   std::string final_text;
-  if (job->gen && !job->stop->stopped()) {
-    final_text = job->stop->Push(job->decoder.Finish());
-    final_text += job->stop->Finish();
-  }
+  if (job->stream) final_text = job->stream->Finish();
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
   std::shared_ptr<Job> shared(std::move(job));
   io_->Submit([this, shared, status, reason, final_text] {
@@ -208,7 +206,18 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
   });
 }
 
-void Engine::HandleToken(Job& job, const float* logits, bool* finished, FinishReason* reason) {
+void Engine::EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
+                    StepReport& report) {
+  for (auto& slot : active) {
+    if (slot.get() == job) {
+      ending_.push_back({std::move(slot), std::move(status), reason});
+      ++report.finished_jobs;
+      return;
+    }
+  }
+}
+
+void Engine::SampleNext(Job& job, const float* logits) {
   Session& s = *job.session;
   const GenerateOptions& g = *job.gen;
   const Tokenizer& tok = model_.tokenizer();
@@ -217,123 +226,119 @@ void Engine::HandleToken(Job& job, const float* logits, bool* finished, FinishRe
   t.id = sampler_.Sample(g.sampling, l, s.tokens, &s.rng);
   if (g.top_logprobs > 0) {
     t.logprob = Sampler::Logprob(l, t.id);
-    sampler_.TopLogprobs(l, g.top_logprobs, &t.top);
+    t.piece = tok.Piece(t.id);
+    sampler_.TopLogprobs(l, g.top_logprobs, &top_scratch_);
+    for (const auto& [id, logprob] : top_scratch_) t.top.push_back({id, logprob, tok.Piece(id)});
   }
-  sessions_->AppendTokens(s, {&t.id, 1});
+  job.kv.Append(t.id);
   ++job.usage.generated_tokens;
-  const bool eog = !g.ignore_eos && tok.IsEndOfGeneration(t.id);
-  std::string text = eog ? std::string() : job.stop->Push(job.decoder.Push(tok.Piece(t.id)));
+  const std::string text = job.stream->Push(t.id, static_cast<int>(s.tokens.size()));
   job.listener->OnToken(t, text);
-  *finished = true;
-  if (eog) {
-    *reason = FinishReason::kStopToken;
-  } else if (job.stop->stopped()) {
-    *reason = FinishReason::kStopSequence;
-  } else if (job.usage.generated_tokens >= g.max_tokens ||
-             static_cast<int>(s.tokens.size()) >= sessions_->limits().max_context) {
-    *reason = FinishReason::kLength;
-  } else {
-    *finished = false;
-  }
 }
 
-void Engine::Step(std::vector<std::unique_ptr<Job>>& active) {
-  // Cancelled jobs end here: whatever they produced stays in the session.
+void Engine::Step(Active& active) {
+  StepReport report;
+  ReapCancelled(active, report);
+  Plan(active, report);
+  Reserve(active, report);
+  if (!items_.empty()) Deliver(active, RunForward(), report);
+  FinishCaughtUpAppends(active, report);
+  RecordStep(report);
+  // Jobs that ended in this step persist and answer only now, so the step
+  // is recorded before any of its results is acknowledged.
+  for (Ending& e : ending_) Finish(std::move(e.job), std::move(e.status), e.reason);
+  ending_.clear();
+}
+
+void Engine::ReapCancelled(Active& active, StepReport& report) {
+  // Whatever a cancelled job produced stays in its session.
   for (auto& job : active) {
-    if (job && job->handle->cancelled()) {
-      Finish(std::move(job), absl::CancelledError("the call was cancelled"), FinishReason::kCancelled);
+    if (job->handle->cancelled()) {
+      EndJob(active, job.get(), absl::CancelledError("the call was cancelled"),
+             FinishReason::kCancelled, report);
     }
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
 
-  // Plan the batch: decode tokens first, then prefill chunks.
-  std::vector<Planned>& plan = plan_;
-  plan.clear();
+void Engine::Plan(const Active& active, StepReport& report) {
+  plan_.clear();
   int budget = options_.max_batch_tokens;
-  int decode_rows = 0;
-  for (auto& job : active) {
-    Session& s = *job->session;
-    const int target = static_cast<int>(s.tokens.size()) - 1;
-    if (job->gen && s.kv->length() == target && decode_rows < kMaxDecodeRows && budget > 0) {
-      plan.push_back({job.get(), true, 1});
-      ++decode_rows;
+  for (const auto& job : active) {
+    if (job->gen && job->kv.lag() == 0 && report.decode_rows < kMaxDecodeRows && budget > 0) {
+      plan_.push_back({job.get(), true, 1});
+      ++report.decode_rows;
       --budget;
     }
   }
-  int64_t cached = 0;
-  for (auto& job : active) {
-    Session& s = *job->session;
-    const int target = std::max(0, static_cast<int>(s.tokens.size()) - 1);
-    int lag = target - s.kv->length();
+  for (const auto& job : active) {
+    int lag = job->kv.lag();
     if (lag <= 0) continue;
-    const int hit = sessions_->AttachCachedPrefix(s, lag);
+    const int hit = job->kv.AttachCachedPrefix(lag);
     job->usage.cached_tokens += hit;
-    cached += hit;
+    report.cached_tokens += hit;
     lag -= hit;
     const int n = std::min(lag, budget);
     if (n <= 0) continue;
-    plan.push_back({job.get(), false, n});
+    plan_.push_back({job.get(), false, n});
     budget -= n;
   }
+}
 
-  // Reserve KV space; under memory pressure evict idle sessions' KV first.
-  std::vector<ForwardItem>& items = items_;
-  std::vector<Planned>& ran = ran_;
-  items.clear();
-  ran.clear();
-  for (const Planned& p : plan) {
-    Session& s = *p.job->session;
-    absl::Status st = s.kv->PrepareAppend(p.n_tokens);
-    if (!st.ok() && absl::IsResourceExhausted(st)) {
-      const int t = s.kv->geometry().page_tokens;
-      if (sessions_->EvictIdle(p.n_tokens / t + 2)) st = s.kv->PrepareAppend(p.n_tokens);
-    }
-    if (!st.ok()) {
-      for (auto& job : active) {
-        if (job.get() == p.job) Finish(std::move(job), st, FinishReason::kError);
-      }
+void Engine::Reserve(Active& active, StepReport& report) {
+  items_.clear();
+  ran_.clear();
+  for (const Planned& p : plan_) {
+    if (absl::Status st = p.job->kv.Reserve(p.n_tokens); !st.ok()) {
+      EndJob(active, p.job, st, FinishReason::kError, report);
       continue;
     }
-    const int start = s.kv->length();
-    items.push_back({&*s.kv, std::span<const int32_t>(s.tokens).subspan(start, p.n_tokens),
-                     p.decode ? Logits::kLast : Logits::kNone});
-    ran.push_back(p);
+    items_.push_back(p.job->kv.Item(p.n_tokens, p.decode ? Logits::kLast : Logits::kNone));
+    ran_.push_back(p);
+    if (p.decode) continue;
+    ++report.prefill_chunks;
+    report.prefill_tokens += p.n_tokens;
   }
+  report.decode_rows = 0;
+  for (const Planned& p : ran_) report.decode_rows += p.decode;
+}
 
-  if (!items.empty()) {
-    absl::Status st = transformer_.Forward(items, logits_.data());
-    int row = 0;
-    for (const Planned& p : ran) {
-      auto it = std::find_if(active.begin(), active.end(), [&](const auto& j) { return j.get() == p.job; });
-      if (!st.ok()) {
-        Finish(std::move(*it), st, FinishReason::kError);
-        continue;
-      }
-      sessions_->RegisterFullPages(*p.job->session);
-      if (!p.decode) continue;
-      bool finished = false;
-      FinishReason reason = FinishReason::kNone;
-      HandleToken(*p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size,
-                  &finished, &reason);
-      ++row;
-      if (finished) Finish(std::move(*it), absl::OkStatus(), reason);
+absl::Status Engine::RunForward() { return transformer_.Forward(items_, logits_.data()); }
+
+void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& report) {
+  int row = 0;
+  for (const Planned& p : ran_) {
+    if (!forward.ok()) {
+      EndJob(active, p.job, forward, FinishReason::kError, report);
+      continue;
+    }
+    p.job->kv.Commit();
+    if (!p.decode) continue;
+    SampleNext(*p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size);
+    ++row;
+    if (p.job->stream->finished()) {
+      EndJob(active, p.job, absl::OkStatus(), p.job->stream->reason(), report);
     }
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
 
-  // Appends whose KV caught up are done.
+void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {
   for (auto& job : active) {
-    Session& s = *job->session;
-    if (!job->gen && s.kv->length() >= static_cast<int>(s.tokens.size()) - 1) {
-      Finish(std::move(job), absl::OkStatus(), FinishReason::kNone);
-    }
+    if (!job->gen && job->kv.lag() <= 0) EndJob(active, job.get(), absl::OkStatus(), FinishReason::kNone, report);
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
 
-  absl::MutexLock lock(&mu_);
-  ++stats_.steps;
-  stats_.cached_tokens += cached;
-  for (const Planned& p : ran) (p.decode ? stats_.decode_tokens : stats_.prefill_tokens) += p.n_tokens;
+void Engine::RecordStep(const StepReport& report) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.steps;
+    stats_.cached_tokens += report.cached_tokens;
+    stats_.decode_tokens += report.decode_rows;
+    stats_.prefill_tokens += report.prefill_tokens;
+  }
+  if (options_.step_observer) options_.step_observer(report);
 }
 
 }  // namespace kvs

@@ -1,17 +1,23 @@
 // Engine: the one scheduler that runs every session's prefill and decode.
 //
 // A job (an Append, or a Generate with optional input) holds an acquired
-// session. The engine's step loop builds one batch per step from every
-// active job, under a token budget:
-//   - one decode token for each job that is generating (decode first, for
-//     latency), then
-//   - prefill chunks for jobs whose KV lags their tokens (after taking
-//     whole pages from the prefix cache where the same prefix was computed
-//     before),
-// runs one Forward for the whole batch (one pass over the weights however
-// many sessions; this is what makes N forks cost far less than N sessions),
-// then samples each generating job's next token with its own parameters
-// and random generator, and streams it out at once.
+// session and a SessionKv handle on its KV. The engine's step loop runs
+// one Step per iteration over every active job, in phases:
+//   1. reap      jobs whose call was cancelled end (as cancelled);
+//   2. plan      under the --max-batch-tokens budget: one decode token for
+//                each generating job first (latency), then prefill chunks
+//                for jobs whose KV lags their tokens, after taking whole
+//                pages from the prefix cache;
+//   3. reserve   KV space for every planned row (evicting idle sessions'
+//                KV under pressure); a job that gets none ends with
+//                RESOURCE_EXHAUSTED;
+//   4. forward   one Transformer::Forward for the whole batch (one pass over
+//                the weights however many sessions: what makes N forks cost
+//                far less than N sessions);
+//   5. deliver   key newly full pages; each generating job samples its
+//                next token with its own parameters and random generator
+//                and streams it (TokenStream decides text and the end);
+//   6. finish    Appends whose KV caught up are done.
 //
 // A job ends with a finish reason (end-of-generation token, stop string,
 // length, cancellation, error); the session keeps every token generated,
@@ -19,13 +25,14 @@
 // acknowledged result is durable). Cancellation is seen within one step.
 //
 // Threads: the step loop runs on the engine's own thread and drives the
-// forward pass's thread pool; listeners' OnChunk runs on that thread and
+// forward pass's thread pool; listeners' OnToken runs on that thread and
 // must not block; persistence and OnDone run on the TaskExecutor.
 #ifndef KVSESSION_SERVICE_ENGINE_H_
 #define KVSESSION_SERVICE_ENGINE_H_
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,7 +45,9 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
+#include "model/token_stream.h"
 #include "model/transformer.h"
+#include "service/job_handle.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -55,12 +64,19 @@ struct GenerateOptions {
   bool ignore_eos = false;
 };
 
-enum class FinishReason { kNone, kStopToken, kStopSequence, kLength, kCancelled, kError };
+// A candidate token with its log-probability and text piece.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string piece;
+};
 
 struct GeneratedToken {
   int32_t id = 0;
+  // Only when the request asked for top_logprobs > 0:
   float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // when top_logprobs > 0
+  std::string piece;
+  std::vector<TokenLogprob> top;
 };
 
 struct JobUsage {
@@ -80,20 +96,22 @@ class JobListener {
                       const std::string& final_text) = 0;
 };
 
-// A submitted job, for cancellation.
-class JobHandle {
- public:
-  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
-  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<bool> cancelled_{false};
+// What one step ran (EngineOptions::step_observer).
+struct StepReport {
+  int decode_rows = 0;      // generating jobs that got a token this step
+  int prefill_chunks = 0;   // jobs that prefilled this step
+  int prefill_tokens = 0;   // their tokens
+  int cached_tokens = 0;    // tokens taken from the prefix cache this step
+  int finished_jobs = 0;    // jobs that ended this step (any reason)
 };
 
 struct EngineOptions {
   int threads = 0;  // 0: one per core
   int max_batch_tokens = 512;
   MatmulPath matmul = MatmulPath::kFast;
+  // Called on the engine thread after every step, before the jobs that
+  // ended in it are persisted and answered (tests, metrics); must not block.
+  std::function<void(const StepReport&)> step_observer;
 };
 
 struct EngineStats {
@@ -119,9 +137,12 @@ class Engine {
   // Takes over an acquired, validated session: appends `input` to it,
   // prefills, and generates when `generate` is set. `prompt_tokens` is what
   // usage reports as the call's prompt (input plus a new session's BOS).
-  std::shared_ptr<JobHandle> Submit(std::shared_ptr<Session> session, std::vector<int32_t> input,
-                                    int prompt_tokens, std::optional<GenerateOptions> generate,
-                                    std::shared_ptr<JobListener> listener);
+  // `handle` cancels the job; the caller creates it and attaches it to
+  // whatever may cancel (a call's reactor) before submitting, since the job
+  // may finish before Submit returns.
+  void Submit(std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
+              std::optional<GenerateOptions> generate, std::shared_ptr<JobListener> listener,
+              std::shared_ptr<JobHandle> handle);
 
   // Cancels every job (shutdown); they finish as cancelled and persist.
   void CancelAll();
@@ -143,11 +164,30 @@ class Engine {
     bool decode;
     int n_tokens;
   };
+  using Active = std::vector<std::unique_ptr<Job>>;
 
   void Loop();
-  void Step(std::vector<std::unique_ptr<Job>>& active);
+  // Moves submitted jobs into `active` and admits them; false to stop.
+  bool TakeIncoming(Active& active);
+  void Admit(Job& job);
+  void Step(Active& active);
+  // The phases of Step, in order (see the header comment).
+  void ReapCancelled(Active& active, StepReport& report);
+  void Plan(const Active& active, StepReport& report);
+  void Reserve(Active& active, StepReport& report);
+  absl::Status RunForward();
+  void Deliver(Active& active, const absl::Status& forward, StepReport& report);
+  void FinishCaughtUpAppends(Active& active, StepReport& report);
+  void RecordStep(const StepReport& report);
+
+  // Persists and releases the job's session, then tells its listener, on
+  // the executor.
   void Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason);
-  void HandleToken(Job& job, const float* logits, bool* finished, FinishReason* reason);
+  // Moves `job` out of `active` (its slot becomes null) to end after the step.
+  void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
+              StepReport& report);
+  // Samples, appends and streams the next token of a generating job.
+  void SampleNext(Job& job, const float* logits);
 
   const Model& model_;
   SessionManager* const sessions_;
@@ -161,6 +201,14 @@ class Engine {
   std::vector<Planned> plan_;
   std::vector<Planned> ran_;
   std::vector<ForwardItem> items_;
+  std::vector<std::pair<int32_t, float>> top_scratch_;
+  // Jobs that ended in the current step, finished after it is recorded.
+  struct Ending {
+    std::unique_ptr<Job> job;
+    absl::Status status;
+    FinishReason reason;
+  };
+  std::vector<Ending> ending_;
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,6 @@
 #include "service/generate_reactor.h"
 
-#include "service/kvsession_service.h"
+#include "service/grpc_status.h"
 #include "service/proto_convert.h"
 
 namespace kvs {
@@ -21,8 +21,6 @@ class GenerateReactor::Listener : public JobListener {
   GenerateReactor* const reactor_;
 };
 
-GenerateReactor::GenerateReactor(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
-
 std::shared_ptr<JobListener> GenerateReactor::listener() { return std::make_shared<Listener>(this); }
 
 void GenerateReactor::SetJob(std::shared_ptr<JobHandle> handle) {
@@ -41,95 +39,100 @@ void GenerateReactor::FailEarly(const absl::Status& status) {
 }
 
 void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& text) {
-  absl::MutexLock lock(&mu_);
-  pending_.add_token_ids(token.id);
-  pending_.mutable_text()->append(text);
-  if (!token.top.empty()) {
-    v1::TokenLogprobs* lp = pending_.add_logprobs();
-    v1::TokenLogprob* sampled = lp->mutable_sampled();
-    sampled->set_token_id(token.id);
-    sampled->set_logprob(token.logprob);
-    sampled->set_piece(tokenizer_->Piece(token.id));
-    for (const auto& [id, logprob] : token.top) {
-      v1::TokenLogprob* alt = lp->add_top();
-      alt->set_token_id(id);
-      alt->set_logprob(logprob);
-      alt->set_piece(tokenizer_->Piece(id));
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.add_token_ids(token.id);
+    pending_.mutable_text()->append(text);
+    if (!token.top.empty()) {
+      v1::TokenLogprobs* lp = pending_.add_logprobs();
+      v1::TokenLogprob* sampled = lp->mutable_sampled();
+      sampled->set_token_id(token.id);
+      sampled->set_logprob(token.logprob);
+      sampled->set_piece(token.piece);
+      for (const TokenLogprob& t : token.top) {
+        v1::TokenLogprob* alt = lp->add_top();
+        alt->set_token_id(t.id);
+        alt->set_logprob(t.logprob);
+        alt->set_piece(t.piece);
+      }
     }
+    action = NextAction();
   }
-  MaybeWrite();
+  Perform(action);
 }
 
 void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
                                const JobUsage& usage, const std::string& final_text) {
-  absl::MutexLock lock(&mu_);
-  pending_.mutable_text()->append(final_text);
-  pending_.set_finish_reason(ToProto(reason));
-  ToProto(usage, pending_.mutable_usage());
-  if (!status.ok() && reason != FinishReason::kCancelled) {
-    pending_.set_error_message(std::string(status.message()));
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.mutable_text()->append(final_text);
+    pending_.set_finish_reason(ToProto(reason));
+    ToProto(usage, pending_.mutable_usage());
+    if (!status.ok() && reason != FinishReason::kCancelled) {
+      pending_.set_error_message(std::string(status.message()));
+    }
+    status_ = ToGrpc(status);
+    complete_ = true;
+    action = NextAction();
   }
-  status_ = ToGrpc(status);
-  complete_ = true;
-  MaybeWrite();
+  Perform(action);
 }
 
-// Called with mu_ held. gRPC operations are started after the lock is
-// released (a reaction may run on this thread).
-void GenerateReactor::MaybeWrite() {
-  enum class Action { kNone, kWrite, kWriteAndFinish, kFinish } action = Action::kNone;
-  grpc::Status finish_status;
-  if (finished_ || writing_) return;
+GenerateReactor::Action GenerateReactor::NextAction() {
+  if (finished_ || writing_) return {};
   if (client_gone_ || cancelled_) {
-    if (complete_) {
-      finished_ = true;
-      action = Action::kFinish;
-      finish_status = status_.ok() ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_;
-    }
-  } else if (complete_) {
+    if (!complete_) return {};
+    finished_ = true;
+    return {Action::kFinish,
+            status_.ok() ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_};
+  }
+  if (complete_) {
     in_flight_ = std::move(pending_);
     pending_.Clear();
     writing_ = true;
     final_sent_ = true;
-    if (status_.ok()) {
-      finished_ = true;
-      action = Action::kWriteAndFinish;
-    } else {
-      action = Action::kWrite;  // Finish(status_) follows in OnWriteDone
-    }
-  } else if (pending_.token_ids_size() > 0 || !pending_.text().empty()) {
+    if (!status_.ok()) return {Action::kWrite, {}};  // Finish(status_) follows in OnWriteDone
+    finished_ = true;
+    return {Action::kWriteAndFinish, grpc::Status::OK};
+  }
+  if (pending_.token_ids_size() > 0 || !pending_.text().empty()) {
     in_flight_ = std::move(pending_);
     pending_.Clear();
     writing_ = true;
-    action = Action::kWrite;
+    return {Action::kWrite, {}};
   }
-  if (action == Action::kNone) return;
-  mu_.Unlock();
-  switch (action) {
+  return {};
+}
+
+void GenerateReactor::Perform(const Action& action) {
+  switch (action.kind) {
     case Action::kWrite: StartWrite(&in_flight_); break;
-    case Action::kWriteAndFinish: StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), grpc::Status::OK); break;
-    case Action::kFinish: Finish(finish_status); break;
+    case Action::kWriteAndFinish: StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), action.status); break;
+    case Action::kFinish: Finish(action.status); break;
     case Action::kNone: break;
   }
-  mu_.Lock();
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  writing_ = false;
-  if (!ok) {
-    client_gone_ = true;
-    if (job_) job_->Cancel();
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      client_gone_ = true;
+      if (job_) job_->Cancel();
+    }
+    if (final_sent_ && !finished_) {
+      finished_ = true;
+      action = {Action::kFinish,
+                client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_};
+    } else {
+      action = NextAction();
+    }
   }
-  if (final_sent_ && !finished_) {
-    finished_ = true;
-    grpc::Status st = client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_;
-    mu_.Unlock();
-    Finish(st);
-    mu_.Lock();
-    return;
-  }
-  MaybeWrite();
+  Perform(action);
 }
 
 void GenerateReactor::OnCancel() {

@@ -7,9 +7,14 @@
 // A client cancellation or deadline cancels the job, which stops within one
 // engine step; the tokens generated so far stay in the session.
 //
-// Lifetime: gRPC deletes the reactor in OnDone, which comes after Finish;
-// Finish is called once, after the job's last callback (or instead of
-// submitting a job when the request fails early).
+// Lifetime: gRPC deletes the reactor in OnDone, which may run on another
+// thread as soon as Finish (or StartWriteAndFinish) is called; so Finish is
+// called once, after the job's last callback (or instead of submitting a
+// job when the request fails early), and nothing touches the reactor after
+// it: every state change happens under the mutex first, and the gRPC
+// operation it decided on is the caller's last act. The job handle is
+// attached (SetJob) before the job is submitted, so a finished job can
+// never meet a deleted reactor.
 #ifndef KVSESSION_SERVICE_GENERATE_REACTOR_H_
 #define KVSESSION_SERVICE_GENERATE_REACTOR_H_
 
@@ -20,18 +25,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "kvsession/v1/kvsession.pb.h"
-#include "model/tokenizer.h"
 #include "service/engine.h"
 
 namespace kvs {
 
 class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateResponse> {
  public:
-  explicit GenerateReactor(const Tokenizer* tokenizer);
+  GenerateReactor() = default;
 
   // The listener to give the engine (forwards to this reactor).
   std::shared_ptr<JobListener> listener();
-  // Records the job's handle, so a client cancellation reaches it.
+  // Records the job's handle, so a client cancellation reaches it. Call
+  // before submitting the job.
   void SetJob(std::shared_ptr<JobHandle> handle);
   // Ends the call without a job (the request failed before generating).
   void FailEarly(const absl::Status& status);
@@ -46,9 +51,15 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   void AddToken(const GeneratedToken& token, const std::string& text);
   void Complete(const absl::Status& status, FinishReason reason, const JobUsage& usage,
                 const std::string& final_text);
-  void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gRPC operation decided under the mutex, performed after it.
+  struct Action {
+    enum Kind { kNone, kWrite, kWriteAndFinish, kFinish } kind = kNone;
+    grpc::Status status;
+  };
+  Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `action`; the reactor may be deleted when it returns.
+  void Perform(const Action& action);
 
-  const Tokenizer* const tokenizer_;
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,20 +1,21 @@
 #include "service/kvsession_service.h"
 
+#include <algorithm>
 #include <random>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/cancellable_reactor.h"
 #include "service/generate_reactor.h"
+#include "service/grpc_status.h"
 #include "service/proto_convert.h"
+#include "service/request_checks.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 namespace {
 
@@ -36,6 +37,15 @@ class DoneListener : public JobListener {
  private:
   std::function<void(const absl::Status&, const JobUsage&)> done_;
 };
+
+// How long a call may wait for a session another call is letting go of
+// (session_registry.h): its own deadline, at most kMaxBusyWait (the waits
+// hold an executor thread).
+constexpr absl::Duration kMaxBusyWait = absl::Seconds(30);
+
+absl::Time Deadline(grpc::CallbackServerContext* ctx) {
+  return std::min(absl::FromChrono(ctx->deadline()), absl::Now() + kMaxBusyWait);
+}
 
 absl::Status ValidatePageSize(int page_size) {
   if (page_size < 0 || page_size > kMaxPageSize) {
@@ -62,7 +72,7 @@ absl::StatusOr<std::vector<int32_t>> KvSessionService::ResolveInput(const v1::In
   const ServiceLimits& limits = sessions_->limits();
   if (input.has_tokens()) {
     if (input.tokens().ids_size() > limits.max_context) {
-      return absl::InvalidArgumentError(absl::StrCat("input of ", input.tokens().ids_size(),
+      return absl::OutOfRangeError(absl::StrCat("input of ", input.tokens().ids_size(),
                                                      " tokens exceeds the context limit of ",
                                                      limits.max_context, " tokens"));
     }
@@ -99,11 +109,11 @@ absl::Status KvSessionService::ValidateLabels(
   return absl::OkStatus();
 }
 
-std::shared_ptr<JobHandle> KvSessionService::RunPrefillJob(
+void KvSessionService::RunPrefillJob(
     std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
-    std::function<void(const absl::Status&, const JobUsage&)> done) {
-  return engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
-                  std::make_shared<DoneListener>(std::move(done)));
+    std::shared_ptr<JobHandle> handle, std::function<void(const absl::Status&, const JobUsage&)> done) {
+  engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
+                  std::make_shared<DoneListener>(std::move(done)), std::move(handle));
 }
 
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
@@ -135,7 +145,10 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
       input = *std::move(ids);
     }
     const int prompt = static_cast<int>(s->tokens.size() + input.size());
-    reactor->SetJob(RunPrefillJob(s, std::move(input), prompt,
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
+    RunPrefillJob(s, std::move(input), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&) {
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
@@ -144,7 +157,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response);
                     reactor->Finish(ToGrpc(info.status()));
-                  }));
+                  });
   });
   return reactor;
 }
@@ -156,12 +169,17 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
   const bool empty = !request->has_input() ||
                      (request->input().has_tokens() ? request->input().tokens().ids_size() == 0
                                                     : request->input().text().empty());
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   if (empty) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
-    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        sessions_->Acquire(request->session_id(), "Append", deadline);
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
     absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
@@ -171,23 +189,31 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
       return reactor->Finish(ToGrpc(st));
     }
     const int prompt = static_cast<int>(ids->size());
-    reactor->SetJob(RunPrefillJob(s, *std::move(ids), prompt,
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
+    RunPrefillJob(s, *std::move(ids), prompt, std::move(handle),
                   [this, s, reactor, response](const absl::Status& st, const JobUsage& usage) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
                     absl::StatusOr<SessionInfo> info = sessions_->Get(s->id, false);
                     if (info.ok()) ToProto(*info, response->mutable_session());
                     reactor->Finish(ToGrpc(info.status()));
-                  }));
+                  });
   });
   return reactor;
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  auto* reactor = new GenerateReactor(&model_.tokenizer());
-  io_->Submit([this, reactor, request] {
-    absl::StatusOr<std::shared_ptr<Session>> session = sessions_->Acquire(request->session_id());
+  auto* reactor = new GenerateReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->FailEarly(st);
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, deadline = Deadline(ctx)] {
+    absl::StatusOr<std::shared_ptr<Session>> session =
+        sessions_->Acquire(request->session_id(), "Generate", deadline);
     if (!session.ok()) return reactor->FailEarly(session.status());
     std::shared_ptr<Session> s = *session;
     std::vector<int32_t> input;
@@ -213,7 +239,10 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
       return reactor->FailEarly(st);
     }
     const int prompt = static_cast<int>(input.size());
-    reactor->SetJob(engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener()));
+    auto handle = std::make_shared<JobHandle>();
+    reactor->SetJob(handle);
+    sessions_->SetJob(*s, handle);
+    engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle));
   });
   return reactor;
 }
@@ -223,8 +252,9 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
                                                  v1::ForkResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const int limit = sessions_->limits().max_fork_count;
-  absl::Status st;
-  if (request->count() < 1 || request->count() > limit) {
+  absl::Status st = CheckSessionId("session_id", request->session_id());
+  if (!st.ok()) {
+  } else if (request->count() < 1 || request->count() > limit) {
     st = absl::InvalidArgumentError(absl::StrCat("count must be in [1, ", limit, "], got ", request->count()));
   } else if (request->seeds_size() > request->count()) {
     st = absl::InvalidArgumentError(absl::StrCat("got ", request->seeds_size(), " seeds for ",
@@ -236,11 +266,11 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     reactor->Finish(ToGrpc(st));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
-        Labels(request->labels()));
+        Labels(request->labels()), deadline);
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     for (const auto& b : *branches) {
       absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);
@@ -255,9 +285,19 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
                                                      const v1::SnapshotRequest* request,
                                                      v1::Checkpoint* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  io_->Submit([this, reactor, request, response] {
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  if (request->name().size() > static_cast<size_t>(sessions_->limits().max_label_bytes)) {
+    reactor->Finish(ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+        "name must be at most ", sessions_->limits().max_label_bytes, " bytes, got ", request->name().size()))));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     int64_t bytes = 0;
-    absl::StatusOr<CheckpointRecord> c = sessions_->Snapshot(request->session_id(), request->name(), &bytes);
+    absl::StatusOr<CheckpointRecord> c =
+        sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline);
     if (c.ok()) {
       ToProto(*c, response);
       response->set_bytes_written(bytes);
@@ -276,15 +316,19 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
                                  "give checkpoint_id or session_id to restore"));
     return reactor;
   }
-  if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = request->has_checkpoint_id()
+                           ? CheckCheckpointId("checkpoint_id", request->checkpoint_id())
+                           : CheckSessionId("session_id", request->session_id());
+  if (valid.ok()) valid = ValidateLabels(request->labels());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response] {
+  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
     absl::StatusOr<std::shared_ptr<Session>> s =
         request->has_checkpoint_id()
             ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
-            : sessions_->RestoreSession(request->session_id());
+            : sessions_->RestoreSession(request->session_id(), deadline);
     if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
     absl::StatusOr<SessionInfo> info = sessions_->Get((*s)->id, false);
     if (info.ok()) ToProto(*info, response);
@@ -297,6 +341,10 @@ grpc::ServerUnaryReactor* KvSessionService::GetSession(grpc::CallbackServerConte
                                                        const v1::GetSessionRequest* request,
                                                        v1::Session* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   const bool want_tokens = request->include_token_ids() || request->include_text();
   absl::StatusOr<SessionInfo> info = sessions_->Get(request->session_id(), want_tokens);
   if (info.ok()) {
@@ -320,8 +368,10 @@ grpc::ServerUnaryReactor* KvSessionService::ListSessions(grpc::CallbackServerCon
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = ValidatePageSize(request->page_size());
+  if (valid.ok()) valid = CheckSessionPageToken(request->page_token());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
@@ -338,8 +388,12 @@ grpc::ServerUnaryReactor* KvSessionService::DeleteSession(grpc::CallbackServerCo
                                                           const v1::DeleteSessionRequest* request,
                                                           v1::DeleteSessionResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  io_->Submit([this, reactor, request] {
-    reactor->Finish(ToGrpc(sessions_->Delete(request->session_id())));
+  if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, deadline = Deadline(ctx)] {
+    reactor->Finish(ToGrpc(sessions_->Delete(request->session_id(), deadline)));
   });
   return reactor;
 }
@@ -348,8 +402,11 @@ grpc::ServerUnaryReactor* KvSessionService::ListCheckpoints(
     grpc::CallbackServerContext* ctx, const v1::ListCheckpointsRequest* request,
     v1::ListCheckpointsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status s = ValidatePageSize(request->page_size()); !s.ok()) {
-    reactor->Finish(ToGrpc(s));
+  absl::Status valid = ValidatePageSize(request->page_size());
+  if (valid.ok()) valid = CheckCheckpointPageToken(request->page_token());
+  if (valid.ok() && !request->session_id().empty()) valid = CheckSessionId("session_id", request->session_id());
+  if (!valid.ok()) {
+    reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
@@ -367,6 +424,10 @@ grpc::ServerUnaryReactor* KvSessionService::DeleteCheckpoint(
     grpc::CallbackServerContext* ctx, const v1::DeleteCheckpointRequest* request,
     v1::DeleteCheckpointResponse*) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status st = CheckCheckpointId("checkpoint_id", request->checkpoint_id()); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
   io_->Submit([this, reactor, request] {
     reactor->Finish(ToGrpc(sessions_->DeleteCheckpoint(request->checkpoint_id())));
   });

@@ -77,11 +77,12 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   absl::StatusOr<std::vector<int32_t>> ResolveInput(const kvsession::v1::Input& input,
                                                     const Session& session) const;
   absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels) const;
-  // Runs an Append-style job (prefill only) on an acquired session; calls
-  // `done` with the final status and usage from the executor.
-  std::shared_ptr<JobHandle> RunPrefillJob(
-      std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
-      std::function<void(const absl::Status&, const JobUsage&)> done);
+  // Runs an Append-style job (prefill only) on an acquired session under
+  // `handle` (attached to the call before this); calls `done` with the
+  // final status and usage from the executor.
+  void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
+                     int prompt_tokens, std::shared_ptr<JobHandle> handle,
+                     std::function<void(const absl::Status&, const JobUsage&)> done);
   SamplingParams ServerDefaultSampling() const;
 
   const Model& model_;
@@ -90,9 +91,6 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   TaskExecutor* const io_;
   const ServerFacts facts_;
 };
-
-// absl::Status -> grpc::Status (same code, same message).
-grpc::Status ToGrpc(const absl::Status& s);
 
 }  // namespace kvs
 

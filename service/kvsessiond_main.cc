@@ -41,7 +41,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "address to serve on (host:por
 ABSL_FLAG(std::string, data_dir, "", "directory of the session store (required; created if missing)");
 ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once serving");
 ABSL_FLAG(int, threads, 0, "compute threads (0: one per core)");
-ABSL_FLAG(int, io_threads, 2, "threads for disk I/O (persist, load)");
+ABSL_FLAG(int, io_threads, 2,
+          "threads for requests' disk I/O (KV loads, fork, snapshot), and as many for persisting "
+          "finished jobs");
 ABSL_FLAG(std::string, kv_type, "f16", "KV cache element type: f16 or f32");
 ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
 ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
@@ -65,41 +67,36 @@ int Fail(const std::string& what) {
   return 1;
 }
 
-int Serve() {
-  const std::string model_path = absl::GetFlag(FLAGS_model);
-  const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (model_path.empty()) return Fail("--model is required");
-  if (data_dir.empty()) return Fail("--data-dir is required");
+// The validated command line.
+struct ServerConfig {
+  std::string model_path;
+  std::string data_dir;
+  std::string listen;
+  KvDtype kv_dtype = KvDtype::kF16;
+  int page_tokens = 16;
+  MatmulPath matmul = MatmulPath::kFast;
+};
+
+absl::StatusOr<ServerConfig> ReadFlags() {
+  ServerConfig c;
+  c.model_path = absl::GetFlag(FLAGS_model);
+  c.data_dir = absl::GetFlag(FLAGS_data_dir);
+  c.listen = absl::GetFlag(FLAGS_listen);
+  if (c.model_path.empty()) return absl::InvalidArgumentError("--model is required");
+  if (c.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
   const std::string kv_type = absl::GetFlag(FLAGS_kv_type);
-  if (kv_type != "f16" && kv_type != "f32") return Fail("--kv-type must be f16 or f32");
-  const int page_tokens = absl::GetFlag(FLAGS_page_tokens);
-  if (page_tokens < 1 || page_tokens > 256) return Fail("--page-tokens must be in [1, 256]");
-  if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return Fail("--max-batch-tokens must be >= 1");
+  if (kv_type != "f16" && kv_type != "f32") return absl::InvalidArgumentError("--kv-type must be f16 or f32");
+  c.kv_dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  c.page_tokens = absl::GetFlag(FLAGS_page_tokens);
+  if (c.page_tokens < 1 || c.page_tokens > 256) return absl::InvalidArgumentError("--page-tokens must be in [1, 256]");
+  if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
   bool matmul_ok = false;
-  const MatmulPath matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
-  if (!matmul_ok) return Fail("--matmul must be fast or exact");
+  c.matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
+  if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
+  return c;
+}
 
-  // Block the shutdown signals in every thread; main waits for them below.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_path, {.pack_for_fast_path = matmul == MatmulPath::kFast});
-  if (!model.ok()) return Fail(std::string(model.status().message()));
-  std::cerr << "kvsessiond: " << (*model)->Summary() << "\n";
-  absl::StatusOr<std::string> fingerprint = FingerprintFile(model_path);
-  if (!fingerprint.ok()) return Fail(std::string(fingerprint.status().message()));
-
-  std::error_code ec;
-  std::filesystem::create_directories(data_dir, ec);
-  StoreOptions store_options;
-  store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
-  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(data_dir, store_options);
-  if (!store.ok()) return Fail(absl::StrCat("cannot open the store in ", data_dir, ": ", store.status().message()));
-
-  const ModelConfig& c = (*model)->config();
+ServiceLimits LimitsFromFlags(const ModelConfig& c) {
   ServiceLimits limits;
   limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   limits.max_context = absl::GetFlag(FLAGS_max_context) > 0
@@ -108,64 +105,128 @@ int Serve() {
   limits.max_tokens_per_generate = absl::GetFlag(FLAGS_max_tokens_per_generate);
   limits.max_fork_count = absl::GetFlag(FLAGS_max_fork_count);
   limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+  return limits;
+}
 
+KvGeometry GeometryFor(const ModelConfig& c, const ServerConfig& config) {
   KvGeometry geometry;
   geometry.n_layers = c.n_layers;
   geometry.n_kv_heads = c.n_kv_heads;
   geometry.head_dim = c.head_dim;
-  geometry.page_tokens = page_tokens;
-  geometry.dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  geometry.page_tokens = config.page_tokens;
+  geometry.dtype = config.kv_dtype;
+  return geometry;
+}
+
+// Blocks the shutdown signals in every thread (threads started later
+// inherit the mask); WaitForShutdownSignal takes them.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+int WaitForShutdownSignal(const sigset_t& signals) {
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return sig;
+}
+
+std::unique_ptr<grpc::Server> StartServer(const std::string& listen, KvSessionService* service,
+                                          const ServiceLimits& limits, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
+  return builder.BuildAndStart();
+}
+
+// Writes the bound port to --port-file atomically (tests wait for it).
+void WritePortFile(int port) {
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (port_file.empty()) return;
+  const std::string tmp = port_file + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::error_code ec;
+  std::filesystem::rename(tmp, port_file, ec);
+}
+
+// Cancels running jobs and lets them persist and end their calls, then
+// stops the server (idle connections get a short grace period), then the
+// engine.
+void Drain(grpc::Server* server, Engine* engine) {
+  engine->CancelAll();
+  engine->WaitIdle(std::chrono::seconds(10));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  engine->Stop();
+  server->Wait();
+}
+
+int Serve() {
+  absl::StatusOr<ServerConfig> config = ReadFlags();
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  const sigset_t signals = BlockShutdownSignals();
+
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
+  if (!model.ok()) return Fail(std::string(model.status().message()));
+  std::cerr << "kvsessiond: " << (*model)->Summary() << "\n";
+  absl::StatusOr<std::string> fingerprint = FingerprintFile(config->model_path);
+  if (!fingerprint.ok()) return Fail(std::string(fingerprint.status().message()));
+
+  std::error_code ec;
+  std::filesystem::create_directories(config->data_dir, ec);
+  StoreOptions store_options;
+  store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  absl::StatusOr<std::unique_ptr<SnapshotStore>> store = SnapshotStore::Open(config->data_dir, store_options);
+  if (!store.ok()) {
+    return Fail(absl::StrCat("cannot open the store in ", config->data_dir, ": ", store.status().message()));
+  }
+
+  const ModelConfig& c = (*model)->config();
+  const ServiceLimits limits = LimitsFromFlags(c);
+  const KvGeometry geometry = GeometryFor(c, *config);
   const int64_t max_pages = std::max<int64_t>(
       4, (static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20) / geometry.page_bytes());
   PagePool pool(geometry, max_pages);
 
+  // Requests (which may wait for a busy session) and job completions
+  // (persist, release, answer) run on separate threads, so a waiting
+  // request can never hold up the release it waits for.
   TaskExecutor io(absl::GetFlag(FLAGS_io_threads));
+  TaskExecutor completions(absl::GetFlag(FLAGS_io_threads));
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
   EngineOptions engine_options;
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
-  engine_options.matmul = matmul;
-  Engine engine(**model, &sessions, &io, engine_options);
+  engine_options.matmul = config->matmul;
+  Engine engine(**model, &sessions, &completions, engine_options);
 
-  ServerFacts facts{kVersion, model_path, ActiveKernelsName(), engine_options.max_batch_tokens};
+  ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_listen)));
+  std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, &port);
+  if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
 
-  std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << data_dir
-            << "; KV cache " << max_pages << " pages x " << page_tokens << " tokens ("
-            << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << kv_type << "); "
-            << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
-            << MatmulPathName(matmul) << "\n";
-  const std::string listen = absl::GetFlag(FLAGS_listen);
-  std::cerr << "kvsessiond: listening on " << listen.substr(0, listen.rfind(':') + 1) << port
-            << std::endl;
-  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << port << "\n";
-    std::filesystem::rename(tmp, port_file, ec);
-  }
+  std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << config->data_dir
+            << "; KV cache " << max_pages << " pages x " << geometry.page_tokens << " tokens ("
+            << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << KvDtypeName(geometry.dtype)
+            << "); " << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
+            << MatmulPathName(config->matmul) << "\n";
+  std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)
+            << port << std::endl;
+  WritePortFile(port);
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForShutdownSignal(signals);
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
-  // Cancel running jobs and let them persist and end their calls, then stop
-  // the server (idle connections get a short grace period), then the engine.
-  engine.CancelAll();
-  engine.WaitIdle(std::chrono::seconds(10));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-  engine.Stop();
-  server->Wait();
+  Drain(server.get(), &engine);
   std::cerr << "kvsessiond: stopped" << std::endl;
   return 0;
 }

@@ -11,29 +11,42 @@
 //     of the KV (the prefix cache and the store key pages by them).
 //
 // Ownership and locking: sessions are shared_ptrs owned by the
-// SessionManager's registry. Every field is guarded by the manager's mutex,
-// except `kv` and the page hashes, which belong to whoever holds the
-// session busy (a job in the engine, or a manager operation); an idle
-// session's KV may also be evicted by the manager under its mutex.
+// SessionRegistry. Three owners, three rules:
+//   - registry fields (busy, dirty, last_used_us, times, labels, sampling,
+//     version and the persisted_* fields) are guarded by the registry's
+//     mutex;
+//   - `tokens` is written only by the holder of the busy session, under
+//     `tokens_mu`; readers that do not hold the session copy it under
+//     `tokens_mu` (the holder itself reads without the lock);
+//   - `kv`, `full_page_hashes` and `rng` belong to whoever holds the session
+//     busy (a job in the engine, or a manager operation). `kv` is set or
+//     reset only under the registry's mutex (load, eviction), so readers
+//     under that mutex may test resident() and, when idle, read the table.
 #ifndef KVSESSION_SERVICE_SESSION_H_
 #define KVSESSION_SERVICE_SESSION_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "cache/kv_sequence.h"
 #include "cache/page_hash.h"
 #include "model/sampler.h"
+#include "service/job_handle.h"
 
 namespace kvs {
 
 struct Session {
   std::string id;
   std::vector<int32_t> tokens;
-  std::optional<KvSequence> kv;  // set when resident
+  mutable absl::Mutex tokens_mu;  // see "Ownership and locking" above
+  std::optional<KvSequence> kv;   // set when resident
   std::vector<PageHash> full_page_hashes;
   SamplingParams sampling;  // defaults for Generate
   SequenceRng rng;
@@ -52,7 +65,20 @@ struct Session {
   // with another model or KV geometry): every use answers this.
   absl::Status foreign;
 
+  // Access (session_registry.h): one exclusive holder (Generate, Append,
+  // Delete, a new session's Create), or any number of readers (Fork,
+  // Snapshot), never both.
   bool busy = false;
+  int readers = 0;
+  const char* holder = "";          // what holds it exclusively, for messages
+  int64_t held_since_us = 0;
+  std::shared_ptr<JobHandle> job;   // the exclusive holder's engine job, if any
+  // Serialises the readers' writes of this session's record (a Fork draws
+  // branch seeds from the session's generator and stores its new state).
+  absl::Mutex persist_mu;
+  // Pages of the KV as of the last release, for describing a busy session.
+  int described_pages = 0;
+  int described_shared_pages = 0;
   // The last write of this session's state failed: RAM is newer than disk
   // (never evicted; the next persist retries).
   bool dirty = false;
@@ -60,6 +86,27 @@ struct Session {
 
   bool resident() const { return kv.has_value(); }
   int kv_length() const { return kv ? kv->length() : persisted_kv_length; }
+
+  // Holder only: appends under tokens_mu, so concurrent readers see a
+  // consistent list.
+  void AppendTokens(std::span<const int32_t> more) {
+    absl::MutexLock lock(&tokens_mu);
+    tokens.insert(tokens.end(), more.begin(), more.end());
+  }
+  // Holder only: room for `more` tokens, so appends never reallocate.
+  void ReserveTokens(size_t more) {
+    absl::MutexLock lock(&tokens_mu);
+    tokens.reserve(tokens.size() + more);
+  }
+  // Any thread: a copy of the token list, or its length.
+  std::vector<int32_t> CopyTokens() const {
+    absl::MutexLock lock(&tokens_mu);
+    return tokens;
+  }
+  int TokenCount() const {
+    absl::MutexLock lock(&tokens_mu);
+    return static_cast<int>(tokens.size());
+  }
 };
 
 }  // namespace kvs

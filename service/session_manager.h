@@ -1,19 +1,21 @@
-// SessionManager: the registry of sessions and everything that happens to a
-// session outside the engine's forward passes: creation, acquisition for a
-// job (loading its KV from disk on first use), persistence after each job,
-// fork, snapshot, restore, delete, listing, and eviction of idle KV under
-// memory pressure.
+// SessionManager: everything that happens to a session outside the
+// engine's forward passes, as operations named for the caller: create,
+// acquire for a job (loading its KV from disk on first use), persist and
+// release after a job, fork, snapshot, restore, delete, describe, and
+// making KV room by evicting idle sessions.
+//
+// It composes three parts, each in its own file:
+//   SessionRegistry     ids -> sessions and checkpoints; the busy protocol
+//   SessionPersistence  record + new pages to the store; pages back to RAM
+//   record_convert      Session <-> SessionRecord
+// and hands the engine a SessionKv per job (session_kv.h).
 //
 // Persistence: every successful mutation is written to the SnapshotStore
 // before it is acknowledged. A session record lists the hashes of the KV
 // pages it covers; the store writes only pages it does not hold yet
 // (content-addressed, so forks and repeated prefixes are stored once).
-//
-// Busy protocol: a job (engine) or a manager operation acquires a session
-// (busy = true) and releases it when done; a second acquisition fails with
-// FAILED_PRECONDITION. While busy, the holder owns the session's KV, token
-// list and page hashes (it writes `tokens` under the manager's lock, so
-// readers under the lock see a consistent length).
+// A failed write leaves the session dirty (RAM newer than disk): it is
+// never evicted, and the next persist of it retries the write.
 //
 // Thread safety: all methods are thread-safe. Methods that touch the store
 // block on disk I/O; the gRPC layer calls them from its TaskExecutor.
@@ -23,18 +25,19 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cache/page_pool.h"
 #include "cache/session_record.pb.h"
 #include "cache/snapshot_store.h"
 #include "model/model.h"
+#include "service/record_convert.h"
 #include "service/session.h"
+#include "service/session_kv.h"
+#include "service/session_persistence.h"
+#include "service/session_registry.h"
 
 namespace kvs {
 
@@ -48,30 +51,13 @@ struct ServiceLimits {
   int max_label_bytes = 256;
 };
 
-// A copy of a session's metadata, safe to read without locks.
-struct SessionInfo {
-  std::string id;
-  int length = 0;
-  SamplingParams sampling;
-  std::map<std::string, std::string> labels;
-  int64_t create_time_us = 0;
-  int64_t update_time_us = 0;
-  bool busy = false;
-  bool resident = false;
-  std::string parent_session_id;
-  std::string checkpoint_id;
-  int kv_pages = 0;
-  int kv_pages_shared = 0;
-  std::vector<int32_t> tokens;  // only when asked for
-};
-
-class SessionManager {
+class SessionManager : public KvRoomMaker {
  public:
   SessionManager(const Model& model, PagePool* pool, SnapshotStore* store,
                  std::string model_fingerprint, const ServiceLimits& limits);
 
   const ServiceLimits& limits() const { return limits_; }
-  const std::string& model_fingerprint() const { return fingerprint_; }
+  const std::string& model_fingerprint() const { return context_.model_fingerprint; }
   PagePool* pool() const { return pool_; }
   SnapshotStore* store() const { return store_; }
 
@@ -86,80 +72,91 @@ class SessionManager {
   absl::StatusOr<std::shared_ptr<Session>> CreateAcquired(
       const SamplingParams& sampling, const std::map<std::string, std::string>& labels);
 
-  // Marks the session busy and makes its KV resident (loading it from disk
-  // if needed). NOT_FOUND, FAILED_PRECONDITION (busy, or another model's
-  // session), DATA_LOSS (stored bytes fail their checksum),
-  // RESOURCE_EXHAUSTED (no KV memory even after evicting idle sessions).
-  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id);
+  // Takes the session exclusively for `what` (a Generate or an Append)
+  // and makes its KV resident (loading it from disk if needed). NOT_FOUND,
+  // FAILED_PRECONDITION (another model's session), ABORTED (another call
+  // holds it and does not let go before `deadline`: session_registry.h),
+  // DATA_LOSS (stored bytes fail their checksum), RESOURCE_EXHAUSTED (no KV
+  // memory even after evicting idle sessions). On error the session is left
+  // as it was.
+  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id,
+                                                   const char* what = "Generate",
+                                                   absl::Time deadline = absl::Now());
+  // The acquired session's engine job: while it runs the session is busy;
+  // once it is cancelled, other calls wait for it to end.
+  void SetJob(Session& session, std::shared_ptr<JobHandle> job) {
+    registry_.SetJob(session, std::move(job));
+  }
+
+  // The engine's handle on an acquired session's KV (session_kv.h).
+  SessionKv OpenKv(Session& session) { return SessionKv(&session, pool_, context_, this); }
 
   // Persists the session's current state (new pages and record in one
   // atomic write), then releases it. On a store error the session is
   // released but stays marked dirty (it is never evicted, and the next
-  // release retries the write).
+  // persist retries the write).
   absl::Status PersistAndRelease(const std::shared_ptr<Session>& session);
   // Persists an acquired session and returns the record written.
   absl::StatusOr<SessionRecord> Persist(const std::shared_ptr<Session>& session);
   // Releases without writing (nothing changed).
-  void Release(const std::shared_ptr<Session>& session);
+  void Release(const std::shared_ptr<Session>& session) { registry_.Release(*session); }
   // Forgets an acquired session that was never persisted (failed create).
-  void Discard(const std::shared_ptr<Session>& session);
+  void Discard(const std::shared_ptr<Session>& session) { registry_.Remove(session->id); }
 
-  // Appends tokens to an acquired session (under the manager lock, so
-  // concurrent readers see a consistent length).
-  void AppendTokens(Session& session, std::span<const int32_t> tokens);
-  void ReserveTokens(Session& session, size_t more);
-
+  // `count` new sessions sharing the source's KV pages, persisted. Fork is
+  // a reader: any number run at once on an idle session. Branches without
+  // a seed in `seeds` get seeds drawn from the source's random generator,
+  // whose new state is stored with the branches (so a restored twin of the
+  // source forks identically). NOT_FOUND, FAILED_PRECONDITION (another
+  // model's session), ABORTED (a Generate, Append or Delete holds the
+  // source), RESOURCE_EXHAUSTED (session limit), store errors; on error no
+  // branch exists and the source is unchanged.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
-      const std::map<std::string, std::string>& labels);
+      const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now());
+  // A checkpoint of the session's current state. A reader, like Fork.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
-                                            int64_t* bytes_written);
+                                            int64_t* bytes_written,
+                                            absl::Time deadline = absl::Now());
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
       const std::string& checkpoint_id, const std::map<std::string, std::string>& labels);
-  absl::StatusOr<std::shared_ptr<Session>> RestoreSession(const std::string& id);
-  absl::Status Delete(const std::string& id);
+  absl::StatusOr<std::shared_ptr<Session>> RestoreSession(const std::string& id,
+                                                          absl::Time deadline = absl::Now());
+  // Exclusive, like Acquire.
+  absl::Status Delete(const std::string& id, absl::Time deadline = absl::Now());
   absl::Status DeleteCheckpoint(const std::string& id);
 
-  absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const;
-  SessionInfo Describe(const Session& session) const;
-  // Sessions with id > `after`, in id order, at most `limit`.
-  std::vector<SessionInfo> List(const std::string& after, int limit) const;
+  absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const {
+    return registry_.Get(id, include_tokens);
+  }
+  std::vector<SessionInfo> List(const std::string& after, int limit) const {
+    return registry_.List(after, limit);
+  }
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& session_id,
-                                                const std::string& after, int limit) const;
+                                                const std::string& after, int limit) const {
+    return registry_.ListCheckpoints(session_id, after, limit);
+  }
 
-  // Prefix cache: page hashes of the session's full KV pages are computed
-  // and registered with the pool as pages fill up.
-  void RegisterFullPages(Session& session);
-  // Before prefilling: attaches cached pages for the next whole pages of
-  // tokens (up to `max_tokens`) and returns how many tokens they cover.
-  int AttachCachedPrefix(Session& session, int max_tokens);
+  // KvRoomMaker: drops the KV of least recently used idle sessions (all
+  // persisted) until `pages_wanted` pages are free or nothing idle is left.
+  // Returns whether enough pages are free.
+  bool MakeRoom(int64_t pages_wanted) override;
 
-  // Drops the KV of least recently used idle sessions (all persisted) until
-  // `pages_wanted` pages are free or nothing idle is left. Returns whether
-  // enough pages are free.
-  bool EvictIdle(int64_t pages_wanted);
-
-  int session_count() const;
-  int resident_count() const;
+  int session_count() const { return registry_.session_count(); }
+  int resident_count() const { return registry_.resident_count(); }
 
  private:
-  absl::Status LoadKv(Session& session);
-  SessionRecord BuildRecord(const Session& session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<Session> FromRecord(const SessionRecord& record) const;
-  absl::Status CheckCapacity(int more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static std::string NewId(const char* prefix);
-  static uint64_t RandomSeed();
+  // Makes a session held by readers resident (under its persist_mu).
+  absl::Status LoadForReaders(Session& session);
 
   const Model& model_;
   PagePool* const pool_;
   SnapshotStore* const store_;
-  const std::string fingerprint_;
   const ServiceLimits limits_;
-  const KvGeometry geometry_;
-
-  mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, CheckpointRecord> checkpoints_ ABSL_GUARDED_BY(mu_);
+  const RecordContext context_;
+  SessionRegistry registry_;
+  SessionPersistence persistence_;
 };
 
 }  // namespace kvs

@@ -83,8 +83,11 @@ class PythonClientTest(unittest.TestCase):
 
     def test_errors_have_grpc_codes(self):
         with self.assertRaises(grpc.RpcError) as e:
-            self.client.get("ses_unknown")
+            self.client.get("ses_" + "0" * 32)
         self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.get("ses_unknown")
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         sid = self.client.create("I was flying")
         with self.assertRaises(grpc.RpcError) as e:
             self.client.stub.Append(pb.AppendRequest(session_id=sid, input=text_input(b"\xff\xfe")))

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
 #include "tests/server_process.h"
+#include "tests/service_fixture.h"
 #include "tools/model_synth.h"
 
 namespace kvs {
@@ -20,60 +21,7 @@ namespace {
 namespace v1 = kvsession::v1;
 using ::testing::HasSubstr;
 
-std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
-
-class ServiceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(ModelPath("aidreams260K.gguf"))) GTEST_SKIP() << "../shared absent";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("service_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (server_ && server_->Running()) server_->Stop();
-    std::filesystem::remove_all(dir_);
-  }
-
-  // Starts a server on `model` (a file in ../shared/models, or a path) and
-  // connects a client.
-  void StartServer(const std::string& model, std::vector<std::string> flags = {}) {
-    server_ = std::make_unique<ServerProcess>();
-    const std::string path = model.find('/') == std::string::npos ? ModelPath(model) : model;
-    ASSERT_TRUE(server_->Start(path, (dir_ / "data").string(), flags)) << server_->log();
-    client_ = std::make_unique<KvSessionClient>(server_->address());
-    ASSERT_TRUE(client_->WaitForServer(std::chrono::seconds(10)));
-  }
-
-  v1::Session Create(const std::string& text, std::optional<uint64_t> seed = std::nullopt,
-                     std::optional<float> temperature = std::nullopt) {
-    v1::CreateSessionRequest req;
-    if (!text.empty()) req.mutable_input()->set_text(text);
-    if (seed) req.mutable_sampling()->set_seed(*seed);
-    if (temperature) req.mutable_sampling()->set_temperature(*temperature);
-    absl::StatusOr<v1::Session> s = client_->CreateSession(req);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *s : v1::Session();
-  }
-
-  GenerateResult Generate(const std::string& session, int n, std::optional<float> temperature = 0.0f,
-                          const std::string& prompt = "") {
-    v1::GenerateRequest req;
-    req.set_session_id(session);
-    req.set_max_tokens(n);
-    if (temperature) req.mutable_sampling()->set_temperature(*temperature);
-    if (!prompt.empty()) req.mutable_input()->set_text(prompt);
-    absl::StatusOr<GenerateResult> r = client_->Generate(req);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : GenerateResult();
-  }
-
-  std::filesystem::path dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<KvSessionClient> client_;
-};
+class ServiceTest : public ServiceFixture {};
 
 TEST_F(ServiceTest, StreamsAGreedyGenerationThatMatchesLlamaCpp) {
   StartServer("aidreams260K.gguf");
@@ -326,18 +274,18 @@ TEST_F(ServiceTest, DeadlineStopsALongAppendAndTheSessionCatchesUpLater) {
   EXPECT_EQ(r.usage.session_tokens(), now->length() + 3);
 }
 
-TEST_F(ServiceTest, SecondGenerateOnABusySessionIsFailedPrecondition) {
+TEST_F(ServiceTest, ASecondGenerateOnABusySessionIsAbortedNamingTheRunningCall) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
-  std::atomic<bool> started{false};
+  std::atomic<bool> started{false}, checked{false};
   std::thread long_one([&] {
     v1::GenerateRequest req;
     req.set_session_id(s.id());
-    req.set_max_tokens(400);
+    req.set_max_tokens(1500);
     req.set_ignore_eos(true);
     (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
       started = true;
-      return true;
+      return !checked;  // runs until the checks below are done
     });
   });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -345,9 +293,16 @@ TEST_F(ServiceTest, SecondGenerateOnABusySessionIsFailedPrecondition) {
   req.set_session_id(s.id());
   req.set_max_tokens(5);
   absl::StatusOr<GenerateResult> second = client_->Generate(req);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(second.status().message()), HasSubstr("busy"));
-  EXPECT_EQ(client_->Append(s.id(), "more").status().code(), absl::StatusCode::kFailedPrecondition);
+  // A transient conflict: ABORTED (retryable), naming what runs.
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("busy: a Generate is running"));
+  EXPECT_EQ(client_->Append(s.id(), "more").status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(client_->DeleteSession(s.id()).code(), absl::StatusCode::kAborted);
+  v1::ForkRequest fork;
+  fork.set_session_id(s.id());
+  fork.set_count(1);
+  EXPECT_EQ(client_->Fork(fork).status().code(), absl::StatusCode::kAborted);
+  checked = true;
   long_one.join();
 }
 
@@ -356,9 +311,13 @@ TEST_F(ServiceTest, BadRequestsGetClearErrorsAndChangeNothing) {
   v1::Session s = Create("I was flying");
   auto code = [](const absl::Status& st) { return st.code(); };
 
-  EXPECT_EQ(code(client_->GetSession("ses_nope").status()), absl::StatusCode::kNotFound);
+  // A well-formed id that names nothing is NOT_FOUND; a malformed one is
+  // INVALID_ARGUMENT, and its message quotes only a short prefix.
+  const std::string missing = "ses_00000000000000000000000000000000";
+  EXPECT_EQ(code(client_->GetSession(missing).status()), absl::StatusCode::kNotFound);
+  EXPECT_EQ(code(client_->GetSession("ses_nope").status()), absl::StatusCode::kInvalidArgument);
   v1::GenerateRequest g;
-  g.set_session_id("ses_nope");
+  g.set_session_id(missing);
   EXPECT_EQ(code(client_->Generate(g).status()), absl::StatusCode::kNotFound);
   EXPECT_EQ(code(client_->Append(s.id(), "").status()), absl::StatusCode::kInvalidArgument);
 

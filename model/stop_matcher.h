@@ -7,8 +7,8 @@
 // stop string appears, Push() returns the text before it and stopped()
 // becomes true (the stop string itself is never sent). Finish() releases
 // what is held back when generation ends for another reason.
-#ifndef KVSESSION_SERVICE_STOP_MATCHER_H_
-#define KVSESSION_SERVICE_STOP_MATCHER_H_
+#ifndef KVSESSION_MODEL_STOP_MATCHER_H_
+#define KVSESSION_MODEL_STOP_MATCHER_H_
 
 #include <string>
 #include <vector>
@@ -31,4 +31,4 @@ class StopMatcher {
 
 }  // namespace kvs
 
-#endif  // KVSESSION_SERVICE_STOP_MATCHER_H_
+#endif  // KVSESSION_MODEL_STOP_MATCHER_H_

@@ -1,4 +1,4 @@
-#include "service/stop_matcher.h"
+#include "model/stop_matcher.h"
 
 #include <algorithm>
 

@@ -1,0 +1,180 @@
+// Engine with a real model, session manager and store: what one step
+// plans (decode before prefill under the token budget, prefill chunks),
+// and cancellation seen within one step.
+#include "service/engine.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "service/service_test_env.h"
+#include "service/task_executor.h"
+
+namespace kvs {
+namespace {
+
+// Records what a job streamed and how it ended; optionally cancels its own
+// job after `cancel_after` tokens (from the engine thread, as a client
+// cancellation would arrive between steps).
+class RecordingListener : public JobListener {
+ public:
+  void OnToken(const GeneratedToken& token, const std::string& text) override {
+    ids.push_back(token.id);
+    if (ids.size() == 1 && hold_first_token != nullptr) hold_first_token->WaitForNotification();
+    if (cancel_after > 0 && static_cast<int>(ids.size()) == cancel_after) handle->Cancel();
+  }
+  void OnDone(const absl::Status& st, FinishReason r, const JobUsage& u, const std::string&) override {
+    status = st;
+    reason = r;
+    usage = u;
+    done.Notify();
+  }
+  std::vector<int32_t> ids;
+  int cancel_after = 0;
+  // When set, the engine thread waits at the first token until it is
+  // notified (so a test can line up another job beside this one).
+  absl::Notification* hold_first_token = nullptr;
+  std::shared_ptr<JobHandle> handle = std::make_shared<JobHandle>();
+  absl::Status status;
+  FinishReason reason = FinishReason::kNone;
+  JobUsage usage;
+  absl::Notification done;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void Start(int max_batch_tokens) {
+    env_ = std::make_unique<ServiceTestEnv>();
+    io_ = std::make_unique<TaskExecutor>(1);
+    EngineOptions options;
+    options.threads = 1;
+    options.max_batch_tokens = max_batch_tokens;
+    options.step_observer = [this](const StepReport& r) {
+      absl::MutexLock lock(&mu_);
+      steps_.push_back(r);
+    };
+    engine_ = std::make_unique<Engine>(env_->model(), &env_->sessions(), io_.get(), options);
+  }
+  void TearDown() override {
+    if (engine_) engine_->Stop();
+    engine_.reset();
+    io_.reset();
+    env_.reset();
+  }
+
+  std::shared_ptr<RecordingListener> Submit(const std::string& id, std::vector<int32_t> input,
+                                            std::optional<GenerateOptions> gen, int cancel_after = 0,
+                                            absl::Notification* hold_first_token = nullptr) {
+    auto s = env_->sessions().Acquire(id);
+    EXPECT_TRUE(s.ok()) << s.status();
+    EXPECT_TRUE(engine_->Validate(**s, input, gen).ok());
+    auto listener = std::make_shared<RecordingListener>();
+    listener->cancel_after = cancel_after;
+    listener->hold_first_token = hold_first_token;
+    engine_->Submit(*s, std::move(input), 0, std::move(gen), listener, listener->handle);
+    return listener;
+  }
+  static GenerateOptions Greedy(int max_tokens) {
+    GenerateOptions g;
+    g.max_tokens = max_tokens;
+    g.sampling.temperature = 0;
+    g.ignore_eos = true;
+    return g;
+  }
+  std::vector<StepReport> Steps() {
+    absl::MutexLock lock(&mu_);
+    return steps_;
+  }
+
+  std::unique_ptr<ServiceTestEnv> env_;
+  std::unique_ptr<TaskExecutor> io_;
+  std::unique_ptr<Engine> engine_;
+  absl::Mutex mu_;
+  std::vector<StepReport> steps_;
+};
+
+TEST_F(EngineTest, APrefillIsCutIntoChunksOfTheStepBudget) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/16);
+  const std::string id = env_->MakeSession(0);  // BOS only
+  std::vector<int32_t> input(50);
+  for (int i = 0; i < 50; ++i) input[i] = 20 + i;
+  auto job = Submit(id, input, std::nullopt);
+  job->done.WaitForNotification();
+  ASSERT_TRUE(job->status.ok()) << job->status;
+  // BOS + 50 tokens: the KV needs the first 50 positions (not the last token's).
+  std::vector<int> chunks;
+  for (const StepReport& r : Steps()) {
+    if (r.prefill_chunks > 0) chunks.push_back(r.prefill_tokens);
+  }
+  EXPECT_EQ(chunks, (std::vector<int>{16, 16, 16, 2}));
+  EXPECT_EQ(env_->sessions().Get(id, false)->length, 51);
+}
+
+TEST_F(EngineTest, DecodeTokensGoFirstAndPrefillGetsTheRestOfTheBudget) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/8);
+  const std::string generating = env_->MakeSession(10, 30);
+  const std::string appending = env_->MakeSession(0);
+  // The generation's first token holds the engine until the long prefill
+  // is submitted, so the two run side by side from the next step on.
+  absl::Notification append_submitted;
+  auto gen = Submit(generating, {}, Greedy(100), 0, &append_submitted);
+  std::vector<int32_t> input(60, 42);
+  auto append = Submit(appending, input, std::nullopt);
+  append_submitted.Notify();
+  append->done.WaitForNotification();
+  gen->done.WaitForNotification();
+  ASSERT_TRUE(append->status.ok()) << append->status;
+  ASSERT_TRUE(gen->status.ok()) << gen->status;
+  EXPECT_EQ(gen->ids.size(), 100u);
+
+  int shared_steps = 0;
+  for (const StepReport& r : Steps()) {
+    EXPECT_LE(r.decode_rows + r.prefill_tokens, 8) << "the step budget is 8 tokens";
+    if (r.prefill_chunks == 0) continue;
+    // While both jobs run, the generating job gets its token in every step
+    // and the prefill takes the other 7.
+    if (r.decode_rows == 1) {
+      EXPECT_LE(r.prefill_tokens, 7);
+      shared_steps += r.prefill_tokens == 7;
+    }
+  }
+  EXPECT_EQ(shared_steps, 60 / 7) << "60 prefill tokens go 7 per step beside the decode token";
+}
+
+TEST_F(EngineTest, ACancelledGenerationEndsAtTheNextStepAndKeepsItsTokens) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64);
+  const std::string id = env_->MakeSession(10);
+  auto job = Submit(id, {}, Greedy(100), /*cancel_after=*/5);
+  job->done.WaitForNotification();
+  EXPECT_EQ(job->reason, FinishReason::kCancelled);
+  EXPECT_TRUE(absl::IsCancelled(job->status)) << job->status;
+  EXPECT_EQ(job->ids.size(), 5u) << "no token after the step that saw the cancel";
+  EXPECT_EQ(job->usage.generated_tokens, 5);
+  // The session keeps (and has persisted) what was generated.
+  EXPECT_EQ(env_->sessions().Get(id, false)->length, 11 + 5);
+  env_->Reopen();
+  EXPECT_EQ(env_->sessions().Get(id, true)->tokens.size(), 16u);
+}
+
+TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64);
+  const std::string first = env_->MakeSession(40, 60);
+  (void)first;
+  const std::string second = env_->MakeSession(0);
+  std::vector<int32_t> same;
+  for (int i = 0; i < 40; ++i) same.push_back(60 + i);
+  auto job = Submit(second, same, std::nullopt);
+  job->done.WaitForNotification();
+  ASSERT_TRUE(job->status.ok());
+  // BOS + the same 40 tokens: the first two full pages (32 positions) are cached.
+  EXPECT_EQ(job->usage.cached_tokens, 32);
+  int computed = 0;
+  for (const StepReport& r : Steps()) computed += r.prefill_tokens;
+  EXPECT_EQ(computed, 40 - 32);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,12 @@
+#include "service/grpc_status.h"
+
+#include <string>
+
+namespace kvs {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+}  // namespace kvs

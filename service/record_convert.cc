@@ -1,0 +1,118 @@
+#include "service/record_convert.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "cache/snapshot_store.h"
+#include "service/session_kv.h"
+
+namespace kvs {
+namespace {
+
+PageHash HashFromBytes(const std::string& b) {
+  return PageHash::FromBytes(b).value_or(PageHash{});  // the store checks record hashes
+}
+
+std::string ShortFingerprint(const std::string& fp) {
+  return absl::BytesToHexString(fp.substr(0, 6));
+}
+
+void AddHash(const PageHash& h, SessionRecord* r) {
+  r->add_page_hashes(std::string(h.bytes.begin(), h.bytes.end()));
+}
+
+}  // namespace
+
+SamplingRecord ToRecord(const SamplingParams& p) {
+  SamplingRecord r;
+  r.set_temperature(p.temperature);
+  r.set_top_k(p.top_k);
+  r.set_top_p(p.top_p);
+  r.set_min_p(p.min_p);
+  r.set_repetition_penalty(p.repetition_penalty);
+  r.set_repetition_last_n(p.repetition_last_n);
+  r.set_seed(p.seed);
+  return r;
+}
+
+SamplingParams FromRecord(const SamplingRecord& r) {
+  SamplingParams p;
+  p.temperature = r.temperature();
+  p.top_k = r.top_k();
+  p.top_p = r.top_p();
+  p.min_p = r.min_p();
+  p.repetition_penalty = r.repetition_penalty();
+  p.repetition_last_n = r.repetition_last_n();
+  p.seed = r.seed();
+  return p;
+}
+
+SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context) {
+  SessionRecord r;
+  r.set_id(s.id);
+  r.set_model_fingerprint(context.model_fingerprint);
+  *r.mutable_geometry() = ToGeometryRecord(context.geometry);
+  r.mutable_tokens()->Add(s.tokens.begin(), s.tokens.end());
+  *r.mutable_sampling() = ToRecord(s.sampling);
+  for (uint64_t w : s.rng.state()) r.add_rng_state(w);
+  for (const auto& [k, v] : s.labels) (*r.mutable_labels())[k] = v;
+  r.set_create_time_us(s.create_time_us);
+  r.set_update_time_us(s.update_time_us);
+  r.set_parent_session_id(s.parent_session_id);
+  r.set_checkpoint_id(s.checkpoint_id);
+  r.set_version(s.version + 1);
+  if (!s.kv) {
+    r.set_kv_length(s.persisted_kv_length);
+    for (const PageHash& h : s.persisted_page_hashes) AddHash(h, &r);
+    return r;
+  }
+  const int kv_length = s.kv->length();
+  const int t = context.geometry.page_tokens;
+  r.set_kv_length(kv_length);
+  const int full = kv_length / t;
+  for (int i = 0; i < full; ++i) AddHash(s.full_page_hashes[i], &r);
+  if (kv_length % t != 0) {
+    AddHash(PageKeys(context).TailPageHash(s.full_page_hashes, s.tokens, kv_length), &r);
+  }
+  return r;
+}
+
+std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordContext& context) {
+  auto s = std::make_shared<Session>();
+  s->id = r.id();
+  s->tokens.assign(r.tokens().begin(), r.tokens().end());
+  s->sampling = FromRecord(r.sampling());
+  if (r.rng_state_size() == 4) {
+    s->rng.set_state({r.rng_state(0), r.rng_state(1), r.rng_state(2), r.rng_state(3)});
+  }
+  s->labels = std::map<std::string, std::string>(r.labels().begin(), r.labels().end());
+  s->create_time_us = r.create_time_us();
+  s->update_time_us = r.update_time_us();
+  s->parent_session_id = r.parent_session_id();
+  s->checkpoint_id = r.checkpoint_id();
+  s->version = r.version();
+  s->persisted_kv_length = r.kv_length();
+  for (const std::string& h : r.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
+  const KvGeometry& g = context.geometry;
+  if (r.model_fingerprint() != context.model_fingerprint) {
+    s->foreign = absl::FailedPreconditionError(absl::StrCat(
+        "session ", r.id(), " was created with another model (fingerprint ",
+        ShortFingerprint(r.model_fingerprint()), "...; this server runs ", context.model_name,
+        ", fingerprint ", ShortFingerprint(context.model_fingerprint), "...)"));
+  } else if (absl::StatusOr<KvGeometry> rg = FromGeometryRecord(r.geometry()); !rg.ok() || !(*rg == g)) {
+    s->foreign = absl::FailedPreconditionError(absl::StrCat(
+        "session ", r.id(), " was stored with KV pages of ", r.geometry().page_tokens(),
+        " tokens, dtype ", r.geometry().dtype() == 0 ? "f32" : "f16", "; this server uses ",
+        g.page_tokens, " tokens, ", KvDtypeName(g.dtype)));
+  }
+  return s;
+}
+
+void MarkPersisted(const SessionRecord& record, Session* s) {
+  s->version = record.version();
+  s->persisted_kv_length = record.kv_length();
+  s->persisted_page_hashes.clear();
+  for (const std::string& h : record.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
+  s->dirty = false;
+}
+
+}  // namespace kvs

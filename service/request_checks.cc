@@ -1,0 +1,58 @@
+#include "service/request_checks.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvs {
+namespace {
+
+constexpr size_t kIdHexDigits = 32;
+
+bool HasIdForm(absl::string_view id, absl::string_view prefix) {
+  if (id.size() != prefix.size() + kIdHexDigits || !absl::StartsWith(id, prefix)) return false;
+  for (char c : id.substr(prefix.size())) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+absl::Status BadId(absl::string_view field, absl::string_view id, absl::string_view prefix) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", prefix, " followed by ",
+                                                 kIdHexDigits, " lowercase hex digits; got ",
+                                                 Quote(id)));
+}
+
+}  // namespace
+
+std::string Quote(absl::string_view input, size_t max_bytes) {
+  if (input.size() <= max_bytes) return absl::StrCat("'", absl::CHexEscape(input), "'");
+  return absl::StrCat("'", absl::CHexEscape(input.substr(0, max_bytes)), "...' (", input.size(),
+                      " bytes)");
+}
+
+bool IsSessionId(absl::string_view id) { return HasIdForm(id, kSessionIdPrefix); }
+bool IsCheckpointId(absl::string_view id) { return HasIdForm(id, kCheckpointIdPrefix); }
+
+absl::Status CheckSessionId(absl::string_view field, absl::string_view id) {
+  return IsSessionId(id) ? absl::OkStatus() : BadId(field, id, kSessionIdPrefix);
+}
+
+absl::Status CheckCheckpointId(absl::string_view field, absl::string_view id) {
+  return IsCheckpointId(id) ? absl::OkStatus() : BadId(field, id, kCheckpointIdPrefix);
+}
+
+absl::Status CheckSessionPageToken(absl::string_view token) {
+  if (token.empty() || IsSessionId(token)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "page_token must be empty or the next_page_token of a previous ListSessions; got ", Quote(token)));
+}
+
+absl::Status CheckCheckpointPageToken(absl::string_view token) {
+  if (token.empty() || IsCheckpointId(token)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "page_token must be empty or the next_page_token of a previous ListCheckpoints; got ",
+      Quote(token)));
+}
+
+}  // namespace kvs

@@ -1,0 +1,41 @@
+// Checks on client-supplied identifiers, and quoting of client input in
+// error messages.
+//
+// Ids are what the server hands out: "ses_" or "ckpt_" followed by 32
+// lowercase hex digits (128 random bits). Anything else is
+// INVALID_ARGUMENT, checked before any lookup, so a malformed or huge id
+// never reaches a registry, a log line or a status message. Every message
+// that echoes client input goes through Quote(), which bounds it.
+//
+// Pure functions; thread-safe.
+#ifndef KVSESSION_SERVICE_REQUEST_CHECKS_H_
+#define KVSESSION_SERVICE_REQUEST_CHECKS_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+
+namespace kvs {
+
+inline constexpr char kSessionIdPrefix[] = "ses_";
+inline constexpr char kCheckpointIdPrefix[] = "ckpt_";
+
+// At most `max_bytes` of `input`, C-escaped, in single quotes, with its
+// total size when it was cut: 'ses_zz\xff...' (4000 bytes).
+std::string Quote(absl::string_view input, size_t max_bytes = 48);
+
+bool IsSessionId(absl::string_view id);
+bool IsCheckpointId(absl::string_view id);
+
+// OK, or INVALID_ARGUMENT naming `field` and quoting a prefix of `id`.
+absl::Status CheckSessionId(absl::string_view field, absl::string_view id);
+absl::Status CheckCheckpointId(absl::string_view field, absl::string_view id);
+// A list's page_token: empty (the first page) or the id the previous page
+// ended with. INVALID_ARGUMENT otherwise.
+absl::Status CheckSessionPageToken(absl::string_view token);
+absl::Status CheckCheckpointPageToken(absl::string_view token);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_REQUEST_CHECKS_H_

@@ -1,0 +1,102 @@
+// SessionKv: the engine's handle on one acquired session's KV cache, in the
+// manner of vLLM's KVCacheBlocks between its scheduler and KV manager. The
+// engine asks it, step by step, to
+//   AttachCachedPrefix(n)  take whole pages of the next tokens from the
+//                          prefix cache instead of computing them,
+//   Reserve(n)             make room for n more positions (evicting idle
+//                          sessions' KV under memory pressure),
+//   Item(n, logits)        the ForwardItem for those positions,
+//   Commit()               after the forward pass: key newly full pages so
+//                          the prefix cache (and the store) can find them,
+// and appends generated tokens through it. Everything else about the
+// session (registry, persistence) stays with the SessionManager.
+//
+// PageKeys is the one place page hashes are computed for a session's
+// tokens (the prefix cache's keys and the store's page names).
+//
+// Ownership and threads: borrows the session, the pool and the room-maker;
+// the session must be held busy by the caller for the handle's lifetime.
+// Not thread-safe: one job uses it from the engine's thread.
+#ifndef KVSESSION_SERVICE_SESSION_KV_H_
+#define KVSESSION_SERVICE_SESSION_KV_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "cache/kv_geometry.h"
+#include "cache/page_hash.h"
+#include "cache/page_pool.h"
+#include "model/transformer.h"
+#include "service/record_convert.h"
+#include "service/session.h"
+
+namespace kvs {
+
+// The page-hash chain of this server's sessions (cache/page_hash.h): the
+// model fingerprint and geometry every hash includes.
+class PageKeys {
+ public:
+  explicit PageKeys(const RecordContext& context)
+      : fingerprint_(context.model_fingerprint), geometry_(context.geometry) {}
+
+  // Hash of full page `i` of `tokens`, chained on full_hashes[i - 1].
+  PageHash FullPage(std::span<const PageHash> full_hashes, std::span<const int32_t> tokens,
+                    int i) const;
+  // Hash of the partial last page of a KV of `kv_length` positions (not a
+  // multiple of T), chained on the last full page's hash.
+  PageHash TailPageHash(std::span<const PageHash> full_hashes, std::span<const int32_t> tokens,
+                        int kv_length) const;
+
+ private:
+  std::string_view fingerprint_;
+  KvGeometry geometry_;
+};
+
+// Frees KV pages for a job: evicts idle sessions' KV (all persisted) until
+// `pages` pages are free. Returns whether they are.
+class KvRoomMaker {
+ public:
+  virtual ~KvRoomMaker() = default;
+  virtual bool MakeRoom(int64_t pages) = 0;
+};
+
+class SessionKv {
+ public:
+  // `session` must be resident and held busy by the caller.
+  SessionKv(Session* session, PagePool* pool, const RecordContext& context, KvRoomMaker* room);
+
+  Session& session() const { return *session_; }
+  int kv_length() const { return session_->kv->length(); }
+  // Positions whose KV the next Generate needs but the cache lacks: every
+  // token but the last (see the idle invariant in session.h).
+  int lag() const;
+
+  // Room for `more` tokens and their page table, so that appending them
+  // never allocates in the step loop.
+  void ReserveCapacity(size_t more);
+  // Attaches cached pages for the next whole pages of missing tokens (at
+  // most `max_tokens` tokens); returns how many tokens they cover.
+  int AttachCachedPrefix(int max_tokens);
+  // Makes positions [kv_length, kv_length + n) writable, evicting idle
+  // sessions' KV if the pool is full. RESOURCE_EXHAUSTED when even that
+  // does not free enough; on error nothing visible changes.
+  absl::Status Reserve(int n);
+  // The forward-pass item for the n reserved positions after kv_length.
+  ForwardItem Item(int n, Logits logits) const;
+  // After a successful forward pass: keys every newly full page.
+  void Commit();
+  // Appends a token the job produced (visible to readers at once).
+  void Append(int32_t token) { session_->AppendTokens({&token, 1}); }
+
+ private:
+  Session* const session_;
+  PagePool* const pool_;
+  const PageKeys keys_;
+  KvRoomMaker* const room_;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_SESSION_KV_H_

@@ -1,0 +1,234 @@
+// SessionManager with a real model, page pool and RocksDB store: fork
+// reference counts, the busy protocol, eviction order, and persistence.
+#include "service/session_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "absl/time/clock.h"
+
+#include "service/service_test_env.h"
+
+namespace kvs {
+namespace {
+
+std::vector<uint8_t> PageBytes(PagePool& pool, PageId page) {
+  const uint8_t* p = pool.data(page);
+  return std::vector<uint8_t>(p, p + pool.geometry().page_bytes());
+}
+
+TEST(SessionManager, ForkSharesEveryPageAndAddsOneReferencePerBranch) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);  // BOS + 40 tokens: 40 KV positions, 3 pages
+  const int64_t pages_before = env.pool().Stats().pages_in_use;
+  const int64_t stored_refs_before = env.store().Stats().page_references;
+
+  auto branches = env.sessions().Fork(id, 3, {}, {});
+  ASSERT_TRUE(branches.ok()) << branches.status();
+  ASSERT_EQ(branches->size(), 3u);
+
+  auto parent = env.sessions().Acquire(id);
+  ASSERT_TRUE(parent.ok());
+  const std::vector<PageId> table = (*parent)->kv->page_table();
+  env.sessions().Release(*parent);
+  ASSERT_EQ(table.size(), 3u);
+  for (PageId p : table) EXPECT_EQ(env.pool().ref_count(p), 4) << "page " << p;
+  for (const auto& b : *branches) EXPECT_EQ(b->kv->page_table(), table);
+  EXPECT_EQ(env.pool().Stats().pages_in_use, pages_before) << "a fork copies no page";
+  EXPECT_EQ(env.store().Stats().page_references, stored_refs_before + 3 * 3)
+      << "each branch record references the parent's 3 stored pages";
+  EXPECT_EQ(env.sessions().session_count(), 4);
+}
+
+TEST(SessionManager, ASecondAcquireOfABusySessionIsAbortedUntilItIsReleased) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(5);
+  auto first = env.sessions().Acquire(id);
+  ASSERT_TRUE(first.ok());
+  auto second = env.sessions().Acquire(id);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(env.sessions().Delete(id).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(env.sessions().Fork(id, 1, {}, {}).status().code(), absl::StatusCode::kAborted);
+  auto info = env.sessions().Get(id, false);
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->busy);
+
+  env.sessions().Release(*first);
+  auto third = env.sessions().Acquire(id);
+  EXPECT_TRUE(third.ok()) << third.status();
+  env.sessions().Release(*third);
+  EXPECT_TRUE(env.sessions().Delete(id).ok());
+  EXPECT_EQ(env.sessions().Acquire(id).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(SessionManager, ForksAndSnapshotsOfAnIdleSessionRunTogether) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      if (t % 2 == 0) {
+        ok += env.sessions().Fork(id, 1, {}, {}).ok();
+      } else {
+        int64_t bytes = 0;
+        ok += env.sessions().Snapshot(id, "s", &bytes).ok();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 8);
+  EXPECT_EQ(env.sessions().session_count(), 1 + 4);
+  auto info = env.sessions().Get(id, false);
+  EXPECT_FALSE(info->busy);
+  // The source is idle again: a Generate-style acquire succeeds.
+  auto s = env.sessions().Acquire(id);
+  EXPECT_TRUE(s.ok()) << s.status();
+  env.sessions().Release(*s);
+}
+
+TEST(SessionManager, UnseededBranchesDrawDistinctSeedsFromTheSourceAndARestoredTwinForksAlike) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(20);
+  int64_t bytes = 0;
+  auto checkpoint = env.sessions().Snapshot(id, "before", &bytes);
+  ASSERT_TRUE(checkpoint.ok());
+  auto first = env.sessions().Fork(id, 3, {}, {});
+  ASSERT_TRUE(first.ok());
+  std::set<uint64_t> seeds;
+  for (const auto& b : *first) seeds.insert(b->sampling.seed);
+  EXPECT_EQ(seeds.size(), 3u) << "distinct seeds";
+  // A second fork continues the source's generator: new seeds.
+  auto second = env.sessions().Fork(id, 1, {}, {});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(seeds.count((*second)[0]->sampling.seed), 0u);
+  // A twin restored from the checkpoint taken before, after a restart, forks alike.
+  env.Reopen();
+  auto twin = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(twin.ok());
+  auto twin_branches = env.sessions().Fork((*twin)->id, 3, {}, {});
+  ASSERT_TRUE(twin_branches.ok());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*twin_branches)[i]->sampling.seed, (*first)[i]->sampling.seed) << i;
+  }
+  // And the source's advanced generator survived the restart.
+  auto again = env.sessions().Fork(id, 1, {}, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(seeds.count((*again)[0]->sampling.seed), 0u);
+  EXPECT_NE((*again)[0]->sampling.seed, (*second)[0]->sampling.seed);
+}
+
+TEST(SessionManager, EvictionDropsTheLeastRecentlyUsedIdleSessionsFirst) {
+  KVS_REQUIRE_SHARED_MODEL();
+  // 12 pages: three sessions of 3 pages each fill 9.
+  ServiceTestEnv env(/*max_pages=*/12);
+  const std::string a = env.MakeSession(40, 10);
+  const std::string b = env.MakeSession(40, 50);
+  const std::string c = env.MakeSession(40, 90);
+  // Use them in the order b, a, c: b is now the least recently used.
+  for (const std::string& id : {b, a, c}) {
+    auto s = env.sessions().Acquire(id);
+    ASSERT_TRUE(s.ok());
+    absl::SleepFor(absl::Milliseconds(2));
+    env.sessions().Release(*s);
+  }
+  auto resident = [&](const std::string& id) { return env.sessions().Get(id, false)->resident; };
+  ASSERT_TRUE(resident(a) && resident(b) && resident(c));
+
+  // Asking for 5 free pages (3 are free) evicts exactly one session: b.
+  EXPECT_TRUE(env.sessions().MakeRoom(5));
+  EXPECT_FALSE(resident(b));
+  EXPECT_TRUE(resident(a));
+  EXPECT_TRUE(resident(c));
+  // Then a.
+  EXPECT_TRUE(env.sessions().MakeRoom(8));
+  EXPECT_FALSE(resident(a));
+  EXPECT_TRUE(resident(c));
+}
+
+TEST(SessionManager, ABusySessionIsNeverEvicted) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/6);
+  const std::string a = env.MakeSession(40);
+  auto held = env.sessions().Acquire(a);
+  ASSERT_TRUE(held.ok());
+  EXPECT_FALSE(env.sessions().MakeRoom(6)) << "only a busy session could free pages";
+  EXPECT_TRUE((*held)->resident());
+  env.sessions().Release(*held);
+  EXPECT_TRUE(env.sessions().MakeRoom(6));
+}
+
+TEST(SessionManager, AnEvictedSessionComesBackFromDiskWithTheSameKvBytes) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/8);
+  const std::string id = env.MakeSession(40);
+  std::vector<std::vector<uint8_t>> before;
+  {
+    auto s = env.sessions().Acquire(id);
+    ASSERT_TRUE(s.ok());
+    for (PageId p : (*s)->kv->page_table()) before.push_back(PageBytes(env.pool(), p));
+    env.sessions().Release(*s);
+  }
+  ASSERT_TRUE(env.sessions().MakeRoom(env.pool().max_pages()));
+  ASSERT_FALSE(env.sessions().Get(id, false)->resident);
+  // Overwrite the freed pages' memory so a stale read would show.
+  for (int i = 0; i < 8; ++i) {
+    auto p = env.pool().Allocate();
+    ASSERT_TRUE(p.ok());
+    std::memset(env.pool().data(*p), 0xAB, env.pool().geometry().page_bytes());
+    env.pool().Release(*p);
+  }
+  auto s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ((*s)->kv->num_pages(), static_cast<int>(before.size()));
+  const KvGeometry& g = env.pool().geometry();
+  for (size_t i = 0; i < before.size(); ++i) {
+    const std::vector<uint8_t> after = PageBytes(env.pool(), (*s)->kv->page_table()[i]);
+    // The last page holds 40 % 16 = 8 positions; compare only written slots.
+    const int n = i + 1 < before.size() ? g.page_tokens : 40 % g.page_tokens;
+    for (int layer = 0; layer < g.n_layers; ++layer) {
+      for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+        for (int h = 0; h < g.n_kv_heads; ++h) {
+          const size_t off = g.block_offset(layer, part, h);
+          EXPECT_EQ(0, std::memcmp(before[i].data() + off, after.data() + off, g.slot_offset(n)))
+              << "page " << i << " layer " << layer << " head " << h;
+        }
+      }
+    }
+  }
+  env.sessions().Release(*s);
+}
+
+TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);
+  auto branches = env.sessions().Fork(id, 2, {7, 8}, {{"k", "v"}});
+  ASSERT_TRUE(branches.ok());
+  int64_t bytes = 0;
+  auto checkpoint = env.sessions().Snapshot(id, "cp", &bytes);
+  ASSERT_TRUE(checkpoint.ok());
+  env.Reopen();
+  EXPECT_EQ(env.sessions().session_count(), 3);
+  auto info = env.sessions().Get((*branches)[1]->id, true);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->length, 41);
+  EXPECT_EQ(info->sampling.seed, 8u);
+  EXPECT_EQ(info->labels.at("k"), "v");
+  EXPECT_FALSE(info->resident);
+  auto restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ((*restored)->TokenCount(), 41);
+  EXPECT_EQ((*restored)->kv->length(), 40);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,83 @@
+#include "service/session_persistence.h"
+
+#include "absl/strings/str_cat.h"
+#include "cache/page_codec.h"
+
+namespace kvs {
+
+absl::StatusOr<std::string> SessionPersistence::EncodeResidentPage(const Session& s, int kv_length,
+                                                                   int i) const {
+  if (!s.kv || i >= s.kv->num_pages()) {
+    return absl::DataLossError(absl::StrCat("session ", s.id, ": page ", i, " is not in RAM"));
+  }
+  return EncodePage(context_->geometry, pool_->data(s.kv->page_table()[i]),
+                    PageTokensAt(context_->geometry, kv_length, i));
+}
+
+absl::Status SessionPersistence::Write(const SessionRecord& record, const Session& s) const {
+  return store_->PutSession(record, [&](int i) { return EncodeResidentPage(s, record.kv_length(), i); });
+}
+
+absl::Status SessionPersistence::WriteBranches(
+    std::span<const SessionRecord> records,
+    std::span<const std::shared_ptr<Session>> branches) const {
+  // The parent's pages are already stored (it is persisted whenever idle),
+  // so the branches' records only add references.
+  return store_->PutSessions(records, [&](int r, int i) {
+    return EncodeResidentPage(*branches[r], records[r].kv_length(), i);
+  });
+}
+
+absl::Status SessionPersistence::WriteStoredPages(const SessionRecord& record,
+                                                  const std::string& source) const {
+  return store_->PutSession(record, [&](int i) -> absl::StatusOr<std::string> {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", source, ": page ", i, " is no longer in the store"));
+  });
+}
+
+absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
+  const KvGeometry& g = context_->geometry;
+  const int t = g.page_tokens;
+  const int kv_length = s.persisted_kv_length;
+  const int n_pages = (kv_length + t - 1) / t;
+  if (static_cast<int>(s.persisted_page_hashes.size()) != n_pages) {
+    return absl::DataLossError(absl::StrCat("session ", s.id, " record lists ",
+                                            s.persisted_page_hashes.size(), " pages for ",
+                                            kv_length, " KV positions"));
+  }
+  std::vector<PageId> pages;
+  auto give_back = [&] {
+    for (PageId p : pages) pool_->Release(p);
+  };
+  for (int i = 0; i < n_pages; ++i) {
+    const PageHash& hash = s.persisted_page_hashes[i];
+    const int expected_tokens = PageTokensAt(g, kv_length, i);
+    const bool full = expected_tokens == t;
+    if (full) {
+      if (std::optional<PageId> cached = pool_->LookupKey(hash.bytes)) {
+        pages.push_back(*cached);
+        continue;
+      }
+    }
+    absl::StatusOr<PageId> page = pool_->Allocate();
+    if (!page.ok() && room_->MakeRoom(n_pages - i)) page = pool_->Allocate();
+    if (!page.ok()) {
+      give_back();
+      return page.status();
+    }
+    pages.push_back(*page);
+    absl::Status read = store_->ReadPage(hash, g, expected_tokens, pool_->data(*page));
+    if (!read.ok()) {
+      give_back();
+      return absl::DataLossError(absl::StrCat("session ", s.id, ": KV page ", i, " (", hash.hex(),
+                                              ") is corrupt or missing: ", read.message()));
+    }
+    if (full) pool_->SetKey(*page, hash.bytes);
+  }
+  KvSequence kv(pool_);
+  kv.Adopt(std::move(pages), kv_length);
+  return kv;
+}
+
+}  // namespace kvs

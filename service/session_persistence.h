@@ -1,0 +1,61 @@
+// SessionPersistence: moves a session's KV between the page pool and the
+// store: writes a record with the pages the store lacks (encoded from RAM),
+// and loads a stored session's pages back into the pool.
+//
+// Contract: a write is one atomic store mutation (SnapshotStore): on error
+// nothing is written. A load either yields the whole KV or nothing (every
+// page it took is given back): DATA_LOSS when a page is missing or fails
+// its checksum, RESOURCE_EXHAUSTED when the pool has no room even after
+// the room-maker evicted idle sessions.
+//
+// Ownership and threads: borrows the pool, store, record context and
+// room-maker. Thread-safe (the store and pool are); the sessions it reads
+// must be held busy by the caller.
+#ifndef KVSESSION_SERVICE_SESSION_PERSISTENCE_H_
+#define KVSESSION_SERVICE_SESSION_PERSISTENCE_H_
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache/kv_sequence.h"
+#include "cache/page_pool.h"
+#include "cache/snapshot_store.h"
+#include "service/record_convert.h"
+#include "service/session.h"
+#include "service/session_kv.h"
+
+namespace kvs {
+
+class SessionPersistence {
+ public:
+  SessionPersistence(PagePool* pool, SnapshotStore* store, const RecordContext* context,
+                     KvRoomMaker* room)
+      : pool_(pool), store_(store), context_(context), room_(room) {}
+
+  // Writes `record` (built from `session`), encoding the pages the store
+  // lacks from the session's resident KV (DATA_LOSS if one is not in RAM).
+  absl::Status Write(const SessionRecord& record, const Session& session) const;
+  // Writes fork branches' records in one batch; records[i] is branches[i]'s.
+  absl::Status WriteBranches(std::span<const SessionRecord> records,
+                             std::span<const std::shared_ptr<Session>> branches) const;
+  // Writes a record whose every page the store already holds (a restored
+  // checkpoint); DATA_LOSS if one is gone.
+  absl::Status WriteStoredPages(const SessionRecord& record, const std::string& source) const;
+  // The session's stored KV (persisted_kv_length positions), in the pool.
+  // Full pages already in RAM under their key are shared, not read.
+  absl::StatusOr<KvSequence> LoadKv(const Session& session) const;
+
+ private:
+  absl::StatusOr<std::string> EncodeResidentPage(const Session& session, int kv_length, int i) const;
+
+  PagePool* const pool_;
+  SnapshotStore* const store_;
+  const RecordContext* const context_;
+  KvRoomMaker* const room_;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_SESSION_PERSISTENCE_H_

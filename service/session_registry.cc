@@ -1,0 +1,258 @@
+#include "service/session_registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace kvs {
+namespace {
+
+int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
+
+}  // namespace
+
+absl::Status SessionRegistry::CheckRoom(int more) const {
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int64_t>(sessions_.size()) + more > max_sessions_) {
+    return absl::ResourceExhaustedError(absl::StrCat("session limit reached: the server holds ",
+                                                     sessions_.size(), " of at most ",
+                                                     max_sessions_, " sessions (--max-sessions)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sessions) {
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int64_t>(sessions_.size() + sessions.size()) > max_sessions_) {
+    return absl::ResourceExhaustedError(absl::StrCat("session limit reached: the server holds ",
+                                                     sessions_.size(), " of at most ",
+                                                     max_sessions_, " sessions (--max-sessions)"));
+  }
+  for (const auto& s : sessions) sessions_[s->id] = s;
+  return absl::OkStatus();
+}
+
+void SessionRegistry::AddLoaded(std::shared_ptr<Session> session) {
+  absl::MutexLock lock(&mu_);
+  sessions_[session->id] = std::move(session);
+}
+
+void SessionRegistry::Remove(const std::string& id) {
+  std::shared_ptr<Session> gone;  // destroyed (its KV released) after unlocking
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  gone = std::move(it->second);
+  sessions_.erase(it);
+  gone->kv.reset();
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::string& id,
+                                                                    const char* what,
+                                                                    bool exclusive,
+                                                                    absl::Time deadline) {
+  // A client's cancel reaches the server as its own event, which may come
+  // after the client's next call: a running job gets this long to turn out
+  // cancelled before the call is refused.
+  const absl::Time grace_end = std::min(deadline, absl::Now() + kCancelGrace);
+  for (;;) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+    std::shared_ptr<Session> s = it->second;
+    if (!s->foreign.ok()) return s->foreign;
+    const bool free = !s->busy && (!exclusive || s->readers == 0);
+    if (free) return s;
+    // Waits that end soon by nature: readers finishing, or a cancelled
+    // job's last step and persist. Anything else is a conflict to retry.
+    const bool ends_soon = !s->busy || (s->job != nullptr && s->job->cancelled());
+    const absl::Time now = absl::Now();
+    if ((!ends_soon && now >= grace_end) || now >= deadline) {
+      const std::string held =
+          s->busy ? absl::StrCat("a ", s->holder, " is running on it (for ",
+                                 (absl::ToUnixMicros(now) - s->held_since_us) / 1000, " ms)")
+                  : absl::StrCat(s->readers, " Fork or Snapshot call(s) are reading it");
+      return absl::AbortedError(absl::StrCat("session ", id, " is busy: ", held, "; retry ", what,
+                                             " when it ends"));
+    }
+    // Poll: a cancel flips the job's flag without this mutex.
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](Session* x) { return !x->busy && x->readers == 0; }, s.get()),
+                          std::min(deadline, now + absl::Milliseconds(5)));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Acquire(const std::string& id,
+                                                                  const char* what,
+                                                                  absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<Session>> s = WaitToTake(id, what, /*exclusive=*/true, deadline);
+  if (!s.ok()) return s;
+  Session& x = **s;
+  x.busy = true;
+  x.holder = what;
+  x.held_since_us = x.last_used_us = NowMicros();
+  NoteKvPages(x);
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::AcquireShared(const std::string& id,
+                                                                        const char* what,
+                                                                        absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::shared_ptr<Session>> s = WaitToTake(id, what, /*exclusive=*/false, deadline);
+  if (!s.ok()) return s;
+  ++(*s)->readers;
+  (*s)->last_used_us = NowMicros();
+  return s;
+}
+
+void SessionRegistry::Release(Session& s) {
+  absl::MutexLock lock(&mu_);
+  s.busy = false;
+  s.holder = "";
+  s.job.reset();
+  s.last_used_us = NowMicros();
+  NoteKvPages(s);
+}
+
+void SessionRegistry::ReleaseShared(Session& s) {
+  absl::MutexLock lock(&mu_);
+  --s.readers;
+  s.last_used_us = NowMicros();
+}
+
+void SessionRegistry::SetJob(Session& s, std::shared_ptr<JobHandle> job) {
+  absl::MutexLock lock(&mu_);
+  s.job = std::move(job);
+}
+
+void SessionRegistry::NoteKvPages(Session& s) const {
+  s.described_pages = 0;
+  s.described_shared_pages = 0;
+  if (!s.kv) return;
+  s.described_pages = s.kv->num_pages();
+  for (PageId p : s.kv->page_table()) s.described_shared_pages += pool_->ref_count(p) > 1;
+}
+
+void SessionRegistry::SetKv(Session& s, KvSequence kv) {
+  absl::MutexLock lock(&mu_);
+  s.kv.emplace(std::move(kv));
+}
+
+bool SessionRegistry::EvictIfIdle(Session& s) {
+  absl::MutexLock lock(&mu_);
+  if (s.busy || s.readers > 0 || s.dirty || !s.kv) return false;
+  s.kv.reset();  // everything is on disk; comes back on next use
+  s.full_page_hashes.clear();
+  return true;
+}
+
+std::vector<std::shared_ptr<Session>> SessionRegistry::EvictionCandidates() const {
+  // Sort a copy of the keys taken under the lock: last_used_us changes
+  // under Acquire, and a comparator must see fixed keys.
+  std::vector<std::pair<int64_t, std::shared_ptr<Session>>> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (s->kv && !s->busy && s->readers == 0 && !s->dirty) idle.emplace_back(s->last_used_us, s);
+    }
+  }
+  std::stable_sort(idle.begin(), idle.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::shared_ptr<Session>> out;
+  out.reserve(idle.size());
+  for (auto& [t, s] : idle) out.push_back(std::move(s));
+  return out;
+}
+
+SessionInfo SessionRegistry::Describe(const Session& s) const {
+  SessionInfo info;
+  info.id = s.id;
+  info.length = s.TokenCount();
+  info.sampling = s.sampling;
+  info.labels = s.labels;
+  info.create_time_us = s.create_time_us;
+  info.update_time_us = s.update_time_us;
+  info.busy = s.busy;
+  info.resident = s.kv.has_value();
+  info.parent_session_id = s.parent_session_id;
+  info.checkpoint_id = s.checkpoint_id;
+  if (s.kv && !s.busy) {
+    info.kv_pages = s.kv->num_pages();
+    for (PageId p : s.kv->page_table()) info.kv_pages_shared += pool_->ref_count(p) > 1;
+  } else if (s.kv) {
+    // Held by a job that changes its page table: the counts as of when it
+    // was taken.
+    info.kv_pages = s.described_pages;
+    info.kv_pages_shared = s.described_shared_pages;
+  }
+  return info;
+}
+
+absl::StatusOr<SessionInfo> SessionRegistry::Get(const std::string& id, bool include_tokens) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  SessionInfo info = Describe(*it->second);
+  if (include_tokens) info.tokens = it->second->CopyTokens();
+  return info;
+}
+
+std::vector<SessionInfo> SessionRegistry::List(const std::string& after, int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SessionInfo> out;
+  for (auto it = sessions_.upper_bound(after);
+       it != sessions_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    out.push_back(Describe(*it->second));
+  }
+  return out;
+}
+
+int SessionRegistry::session_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(sessions_.size());
+}
+
+int SessionRegistry::resident_count() const {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [id, s] : sessions_) n += s->kv.has_value();
+  return n;
+}
+
+void SessionRegistry::AddCheckpoint(const CheckpointRecord& checkpoint) {
+  absl::MutexLock lock(&mu_);
+  checkpoints_[checkpoint.id()] = checkpoint;
+}
+
+absl::StatusOr<CheckpointRecord> SessionRegistry::GetCheckpoint(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = checkpoints_.find(id);
+  if (it == checkpoints_.end()) return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+  return it->second;
+}
+
+bool SessionRegistry::HasCheckpoint(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  return checkpoints_.count(id) > 0;
+}
+
+void SessionRegistry::RemoveCheckpoint(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  checkpoints_.erase(id);
+}
+
+std::vector<CheckpointRecord> SessionRegistry::ListCheckpoints(const std::string& session_id,
+                                                               const std::string& after,
+                                                               int limit) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<CheckpointRecord> out;
+  for (auto it = checkpoints_.upper_bound(after);
+       it != checkpoints_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    if (session_id.empty() || it->second.session().id() == session_id) out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace kvs

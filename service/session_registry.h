@@ -1,0 +1,147 @@
+// SessionRegistry: the server's index of sessions and checkpoints, and the
+// busy protocol that gives one holder at a time a session's KV and tokens.
+//
+// Access protocol: a session has either one exclusive holder or any number
+// of readers, never both.
+//   Acquire()        exclusive (Generate, Append, Delete): the holder owns
+//                    the session's KV, page hashes, random generator and
+//                    the right to append tokens (session.h); Release() is
+//                    the one way back.
+//   AcquireShared()  a reader (Fork, Snapshot): reads tokens and KV, and
+//                    writes the session's record under its persist_mu;
+//                    ReleaseShared() ends it.
+// A call that finds the session taken waits, within its deadline, when the
+// wait is short by nature: readers finishing, or an exclusive holder whose
+// job was cancelled (it ends within one engine step). A holder whose job
+// is not cancelled gets kCancelGrace to turn out cancelled (a client's
+// cancel may reach the server after its next call). Otherwise, and when the
+// deadline passes, the call gets ABORTED (retryable), naming what holds
+// the session and for how long.
+//
+// What it does not do: no disk I/O and no KV loading (SessionManager), no
+// page hashing (SessionKv).
+//
+// Thread safety: every method is thread-safe; all take the registry's one
+// mutex, never while calling out. UnderLock() runs a caller's function on
+// registry-guarded session fields (see session.h) with that mutex held.
+#ifndef KVSESSION_SERVICE_SESSION_REGISTRY_H_
+#define KVSESSION_SERVICE_SESSION_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "cache/page_pool.h"
+#include "cache/session_record.pb.h"
+#include "model/sampler.h"
+#include "service/job_handle.h"
+#include "service/session.h"
+
+namespace kvs {
+
+// A copy of a session's metadata, safe to read without locks.
+struct SessionInfo {
+  std::string id;
+  int length = 0;
+  SamplingParams sampling;
+  std::map<std::string, std::string> labels;
+  int64_t create_time_us = 0;
+  int64_t update_time_us = 0;
+  bool busy = false;
+  bool resident = false;
+  std::string parent_session_id;
+  std::string checkpoint_id;
+  int kv_pages = 0;
+  int kv_pages_shared = 0;
+  std::vector<int32_t> tokens;  // only when asked for
+};
+
+class SessionRegistry {
+ public:
+  static constexpr absl::Duration kCancelGrace = absl::Milliseconds(100);
+
+  // `pool` is read for page sharing in SessionInfo; `max_sessions` bounds
+  // the number of sessions held.
+  SessionRegistry(const PagePool* pool, int max_sessions) : pool_(pool), max_sessions_(max_sessions) {}
+
+  // Adds sessions (new ids). RESOURCE_EXHAUSTED at the session limit; on
+  // error nothing is added.
+  absl::Status Add(std::span<const std::shared_ptr<Session>> sessions);
+  // Adds a session found in the store (no limit check).
+  void AddLoaded(std::shared_ptr<Session> session);
+  // RESOURCE_EXHAUSTED unless `more` sessions fit under the limit now.
+  absl::Status CheckRoom(int more) const;
+  void Remove(const std::string& id);
+
+  // Takes the session exclusively for `what` ("Generate", ...) and returns
+  // it. NOT_FOUND, FAILED_PRECONDITION (made by another model), ABORTED
+  // (held by another call; see above). On error nothing changes.
+  absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id, const char* what,
+                                                   absl::Time deadline);
+  // The one path from exclusive back to idle.
+  void Release(Session& session);
+  // Records the exclusive holder's engine job (a cancelled job makes other
+  // calls wait for it instead of failing).
+  void SetJob(Session& session, std::shared_ptr<JobHandle> job);
+
+  // Takes the session as a reader. Same errors as Acquire.
+  absl::StatusOr<std::shared_ptr<Session>> AcquireShared(const std::string& id, const char* what,
+                                                         absl::Time deadline);
+  void ReleaseShared(Session& session);
+
+  // Sets or drops the session's resident KV (under the mutex, so readers
+  // see resident() consistently).
+  void SetKv(Session& session, KvSequence kv);
+  // Drops an idle, clean session's KV; false if it is held, dirty or not
+  // resident (then nothing changes).
+  bool EvictIfIdle(Session& session);
+  // Resident, unheld, clean sessions, least recently used first (a snapshot:
+  // each may have changed by the time the caller looks).
+  std::vector<std::shared_ptr<Session>> EvictionCandidates() const;
+
+  // Runs f() with the registry's mutex held.
+  template <typename F>
+  auto UnderLock(F&& f) const {
+    absl::MutexLock lock(&mu_);
+    return f();
+  }
+
+  absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const;
+  // Sessions with id > `after`, in id order, at most `limit`.
+  std::vector<SessionInfo> List(const std::string& after, int limit) const;
+  int session_count() const;
+  int resident_count() const;
+
+  void AddCheckpoint(const CheckpointRecord& checkpoint);
+  absl::StatusOr<CheckpointRecord> GetCheckpoint(const std::string& id) const;  // NOT_FOUND
+  bool HasCheckpoint(const std::string& id) const;
+  void RemoveCheckpoint(const std::string& id);
+  std::vector<CheckpointRecord> ListCheckpoints(const std::string& session_id,
+                                                const std::string& after, int limit) const;
+
+ private:
+  SessionInfo Describe(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The session for `id` once `can_take` holds for it, waiting as the
+  // protocol above allows; the caller then takes it (mu_ held throughout).
+  absl::StatusOr<std::shared_ptr<Session>> WaitToTake(const std::string& id, const char* what,
+                                                      bool exclusive, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Caches the page counts GetSession shows while the session is held.
+  void NoteKvPages(Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const PagePool* const pool_;
+  const int max_sessions_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, CheckpointRecord> checkpoints_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_SESSION_REGISTRY_H_

@@ -1,0 +1,173 @@
+// Integration tests of issue 8's reliability contract on the real
+// kvsessiond over loopback gRPC: hostile ids and tokens, concurrent calls on
+// one session, and what a client sees right after cancelling.
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "gmock/gmock.h"
+#include "tests/service_fixture.h"
+
+namespace kvs {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ReliabilityTest : public ServiceFixture {};
+
+TEST_F(ReliabilityTest, AHugeIdIsInvalidArgumentWithAShortMessageAndTheConnectionKeepsWorking) {
+  StartServer("aidreams260K.gguf");
+  v1::Session s = Create("I was flying");
+  const std::string huge = "ses_" + std::string(100 * 1024, 'a');
+  absl::StatusOr<v1::Session> got = client_->GetSession(huge);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(got.status().message().size(), 300u) << "the message quotes only a prefix";
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("102404 bytes"));
+  // The same channel still answers.
+  EXPECT_TRUE(client_->GetSession(s.id()).ok());
+  EXPECT_EQ(client_->DeleteSession(huge).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->DeleteCheckpoint("ckpt_" + std::string(50000, 'z')).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(client_->GetServerInfo().ok());
+}
+
+TEST_F(ReliabilityTest, AGarbagePageTokenIsInvalidArgumentNotAnEmptyPage) {
+  StartServer("aidreams260K.gguf");
+  Create("one");
+  absl::StatusOr<v1::ListSessionsResponse> page = client_->ListSessions(10, "garbage");
+  EXPECT_EQ(page.status().code(), absl::StatusCode::kInvalidArgument);
+  auto stub = v1::KvSession::NewStub(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  v1::ListCheckpointsRequest req;
+  req.set_page_token("garbage");
+  v1::ListCheckpointsResponse cps;
+  EXPECT_EQ(stub->ListCheckpoints(&ctx, req, &cps).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(client_->ListSessions(10, "").value().sessions_size(), 1);
+}
+
+TEST_F(ReliabilityTest, APromptOverTheContextIsOutOfRangeAsTextAndAsTokenIds) {
+  StartServer("aidreams260K.gguf");  // context 128
+  v1::Session s = Create("I was flying");
+  v1::AppendRequest ids;
+  ids.set_session_id(s.id());
+  for (int i = 0; i < 200; ++i) ids.mutable_input()->mutable_tokens()->add_ids(10);
+  EXPECT_EQ(client_->Append(ids).status().code(), absl::StatusCode::kOutOfRange);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += " flying";
+  EXPECT_EQ(client_->Append(s.id(), text).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client_->GetSession(s.id())->length(), s.length()) << "nothing changed";
+}
+
+// The use-after-free of issue 8 item 8: a CreateSession whose job finished
+// before the handler attached it to the call. Many concurrent empty
+// creates exercise that window (an ASan build aborted within ~130 calls).
+TEST_F(ReliabilityTest, ManyConcurrentEmptyCreatesAllSucceed) {
+  StartServer("aidreams260K.gguf");
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      KvSessionClient client(server_->address());
+      for (int i = 0; i < 40; ++i) {
+        absl::StatusOr<v1::Session> s = client.CreateSession(v1::CreateSessionRequest());
+        (s.ok() ? ok : failed)++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 320);
+  EXPECT_EQ(failed.load(), 0);
+}
+
+// Issue 8 item 2: Fork and Snapshot of an idle session are readers.
+TEST_F(ReliabilityTest, ConcurrentForksAndSnapshotsOfOneIdleSessionAllSucceed) {
+  StartServer("aidreams260K.gguf");
+  v1::Session s = Create("I was flying over the machine city");
+  std::atomic<int> ok{0};
+  std::vector<std::string> errors;
+  absl::Mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&, t] {
+      KvSessionClient client(server_->address());
+      absl::Status st;
+      if (t % 4 == 3) {
+        st = client.Snapshot(s.id()).status();
+      } else {
+        v1::ForkRequest req;
+        req.set_session_id(s.id());
+        req.set_count(1);
+        st = client.Fork(req).status();
+      }
+      if (st.ok()) {
+        ++ok;
+      } else {
+        absl::MutexLock lock(&mu);
+        errors.push_back(st.ToString());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 32) << (errors.empty() ? "" : errors[0]);
+  EXPECT_EQ(client_->ListAllSessions()->size(), 1u + 24u);
+}
+
+// Issue 8 item 3: right after a client sees CANCELLED, its next call on the
+// session waits for the cancelled job instead of failing as busy.
+TEST_F(ReliabilityTest, TheCallRightAfterACancelSucceeds) {
+  StartServer("tiny-llama-gqa.gguf");
+  v1::Session s = Create("Once upon a time");
+  for (int round = 0; round < 10; ++round) {
+    v1::GenerateRequest req;
+    req.set_session_id(s.id());
+    req.set_max_tokens(1000);
+    req.set_ignore_eos(true);
+    int received = 0;
+    absl::StatusOr<GenerateResult> cancelled = client_->Generate(
+        req, [&](const v1::GenerateResponse& m) { return (received += m.token_ids_size()) < 3; });
+    ASSERT_EQ(cancelled.status().code(), absl::StatusCode::kCancelled);
+    if (round % 2 == 0) {
+      absl::StatusOr<v1::AppendResponse> next = client_->Append(s.id(), " and then");
+      ASSERT_TRUE(next.ok()) << "round " << round << ": " << next.status();
+    } else {
+      v1::GenerateRequest next;
+      next.set_session_id(s.id());
+      next.set_max_tokens(2);
+      absl::StatusOr<GenerateResult> r = client_->Generate(next);
+      ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status();
+    }
+  }
+}
+
+// Issue 8 item 7: GetSession during a Generate shows the session's pages.
+TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
+  StartServer("tiny-llama-gqa.gguf");
+  std::string prompt;
+  for (int i = 0; i < 20; ++i) prompt += " once upon a time";
+  v1::Session s = Create(prompt);
+  ASSERT_GT(s.kv_pages(), 0);
+  std::atomic<bool> started{false};
+  std::thread gen([&] {
+    v1::GenerateRequest req;
+    req.set_session_id(s.id());
+    req.set_max_tokens(300);
+    req.set_ignore_eos(true);
+    (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
+      started = true;
+      return true;
+    });
+  });
+  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  absl::StatusOr<v1::Session> during = client_->GetSession(s.id());
+  gen.join();
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->state(), v1::SESSION_STATE_BUSY);
+  EXPECT_GE(during->kv_pages(), s.kv_pages());
+}
+
+}  // namespace
+}  // namespace kvs
