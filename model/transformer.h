@@ -113,7 +113,7 @@ class Transformer {
   };
   static constexpr int kMaxGroup = 3;
 
-  // Forward's checks, in order; InvalidArgument / OutOfRange as Forward.
+  // The batch checks of Forward (InvalidArgument / OutOfRange as listed there).
   absl::Status Validate(std::span<const ForwardItem> items) const;
   // FailedPrecondition naming the first item whose positions are not
   // reserved (see Forward).
