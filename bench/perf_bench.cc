@@ -129,6 +129,7 @@ class Bench {
     const auto start = Clock::now();
     for (size_t i = 0; i < tokens.size(); i += 512) {
       ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, std::min<size_t>(512, tokens.size() - i))};
+      if (!kv.PrepareAppend(static_cast<int>(item.tokens.size())).ok()) std::exit(1);
       if (!t_.Forward({&item, 1}, logits_.data()).ok()) std::exit(1);
     }
     return SecondsSince(start);
@@ -143,7 +144,10 @@ class Bench {
     for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
     const auto start = Clock::now();
     for (int s = 0; s < steps; ++s) {
-      for (int i = 0; i < b; ++i) items[i] = {&seqs[i], {&next[i], 1}};
+      for (int i = 0; i < b; ++i) {
+        items[i] = {&seqs[i], {&next[i], 1}};
+        if (!seqs[i].PrepareAppend(1).ok()) std::exit(1);
+      }
       if (!t_.Forward(items, logits_.data()).ok()) std::exit(1);
       for (int i = 0; i < b; ++i) next[i] = Argmax(&logits_[static_cast<size_t>(i) * c_.vocab_size], c_.vocab_size);
     }

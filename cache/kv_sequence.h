@@ -10,9 +10,10 @@
 //     copies that page first (copy-on-write), so writes never change what
 //     another sequence sees.
 //
-// Writing protocol (used by the forward pass):
+// Writing protocol (the caller of Transformer::Forward reserves; Forward
+// checks the reservation, writes and commits):
 //   PrepareAppend(n)   make positions [length, length + n) writable
-//   ... write K/V through block pointers for those positions ...
+//   ... write K/V through slot pointers for those positions ...
 //   CommitAppend(n)    length += n
 //
 // Ownership: a KvSequence owns one reference to each page in its table and
@@ -46,8 +47,8 @@ class KvSequence {
   int num_pages() const { return static_cast<int>(pages_.size()); }
 
   // Makes positions [length, length + n) writable: allocates the pages they
-  // need and gives this sequence its own copy of a shared page it will write
-  // into. On RESOURCE_EXHAUSTED nothing visible changes (pages already
+  // need and gives this sequence its own copy of a page it will write into
+  // that is shared or held by the prefix cache (keyed). On RESOURCE_EXHAUSTED nothing visible changes (pages already
   // obtained stay reserved for a later append).
   absl::Status PrepareAppend(int n);
   // Sizes the page table for `length` positions, so appends up to there
@@ -70,16 +71,19 @@ class KvSequence {
 
   // Appends a whole page of T positions that another sequence computed (a
   // prefix-cache hit), taking over the caller's reference to it. Requires
-  // length() to be a multiple of T.
+  // length() to be a multiple of T; pages reserved past length() by
+  // PrepareAppend are released first.
   void AppendPage(PageId page);
 
   // Adopts `pages` (one reference each, transferred to this sequence) as
-  // the table for `length` positions, replacing the current contents. Used
-  // by restore and by prefix reuse.
+  // the table for `length` positions, releasing the pages held before. Used
+  // by restore (prefix-cache hits go through AppendPage).
   void Adopt(std::vector<PageId> pages, int length);
 
-  // Pointer to the (layer, part, head) block of the page holding `pos`, and
-  // to the slot of `pos` inside it.
+  // block: the (layer, part, head) block of page `page_index` of the table.
+  // slot: the slot of position `pos` inside the block of the page holding it.
+  // Neither checks bounds: the page must be in the table (for a write, made
+  // writable by PrepareAppend).
   uint8_t* block(int page_index, int layer, KvPart part, int head) const {
     return pool_->data(pages_[page_index]) + geometry().block_offset(layer, part, head);
   }

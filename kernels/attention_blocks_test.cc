@@ -84,5 +84,68 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
   }
 }
 
+// The fallback kernel (head sizes that are not 1, 2, 4, 8 or 16 vectors)
+// takes its rows in chunks; a call with more rows than one chunk (64) must
+// still give every row its own causal attention.
+TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryLevel) {
+  const int block = 16, n_blocks = 10, rows = 150, heads = 2;
+  const int keys = block * n_blocks;
+  for (KernelIsa isa : AllKernelIsas()) {
+    if (!KernelIsaSupported(isa)) continue;
+    ScopedKernelIsa active(isa);
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+      for (int hd : {40, 96}) {
+        std::mt19937 rng(hd + 1);
+        std::normal_distribution<float> nd(0, 1);
+        std::vector<float> k(keys * hd), v(keys * hd), q(rows * heads * hd);
+        for (float& x : k) x = nd(rng);
+        for (float& x : v) x = nd(rng);
+        for (float& x : q) x = nd(rng);
+        const size_t eb = KvDtypeBytes(dtype);
+        std::vector<uint8_t> kc(k.size() * eb), vc(v.size() * eb);
+        StoreKv(dtype, k.data(), kc.data(), k.size());
+        StoreKv(dtype, v.data(), vc.data(), v.size());
+        LoadKv(dtype, kc.data(), k.data(), k.size());
+        LoadKv(dtype, vc.data(), v.data(), v.size());
+        std::vector<const void*> kb(n_blocks), vb(n_blocks);
+        for (int b = 0; b < n_blocks; ++b) {
+          kb[b] = kc.data() + static_cast<size_t>(b) * block * hd * eb;
+          vb[b] = vc.data() + static_cast<size_t>(b) * block * hd * eb;
+        }
+        std::vector<int> visible(rows);
+        for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;  // a prefill's last rows
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        std::vector<float> m(rows * heads), l(rows * heads), acc(rows * heads * hd), out(rows * heads * hd);
+        std::vector<float> scratch(AttentionBlocksScratchFloats(keys, block, hd, heads));
+        AttentionInit(rows * heads, hd, m.data(), l.data(), acc.data());
+        AttentionUpdateBlocks(dtype, q.data(), heads * hd, rows, heads, kb.data(), vb.data(), n_blocks,
+                              block, hd, visible.data(), scale, m.data(), l.data(), acc.data(),
+                              scratch.data());
+        AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+        for (int r : {0, 63, 64, 100, 127, 128, rows - 1}) {
+          for (int h = 0; h < heads; ++h) {
+            const float* qi = q.data() + (r * heads + h) * hd;
+            std::vector<double> s(visible[r]);
+            double mx = -1e300, z = 0;
+            for (int j = 0; j < visible[r]; ++j) {
+              double d = 0;
+              for (int c = 0; c < hd; ++c) d += static_cast<double>(qi[c]) * k[j * hd + c];
+              s[j] = d * scale;
+              mx = std::max(mx, s[j]);
+            }
+            for (double& x : s) z += (x = std::exp(x - mx));
+            for (int c = 0; c < hd; ++c) {
+              double want = 0;
+              for (int j = 0; j < visible[r]; ++j) want += s[j] / z * v[j * hd + c];
+              ASSERT_NEAR(out[(r * heads + h) * hd + c], want, 2e-5)
+                  << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvs

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "kernels/kernel_table.h"
+
 namespace kvs {
 namespace {
 
@@ -71,7 +73,7 @@ const char* KernelIsaName(KernelIsa isa) {
   return "scalar";
 }
 
-const char* ActiveKernelsName() { return KernelIsaName(ActiveKernelIsa()); }
+const char* ActiveKernelsName() { return kernel_table::ActiveKernelTable().name; }
 
 std::optional<KernelIsa> ParseKernelIsa(std::string_view name) {
   if (name == "scalar") return KernelIsa::kScalar;

@@ -9,7 +9,12 @@
 //
 // The level is the best one the CPU supports unless the environment variable
 // KVS_KERNELS names a lower one ("scalar", "avx2", "avx512"); a level the CPU
-// lacks, or an unknown name, is ignored. Tests and benchmarks may switch the
+// lacks, or an unknown name, is ignored. Every kernel, packed Q8_0
+// included, dispatches through the active level's table (kernel_table.h), so
+// KVS_KERNELS=scalar runs the scalar reference everywhere. The AVX-512 level
+// also uses AMX for prefill-sized packed Q8_0 products where the CPU and
+// Linux allow it, unless the environment variable KVS_AMX is "0"; that is
+// decided once per process and shows in ActiveKernelsName() ("avx512+amx"). Tests and benchmarks may switch the
 // level with ForceKernelIsa; the switch is atomic, but results computed
 // under different levels differ in rounding, so switch only while no kernel
 // is running.
@@ -59,6 +64,9 @@ KernelIsa ActiveKernelIsa();
 
 // "scalar", "avx2" or "avx512".
 const char* KernelIsaName(KernelIsa isa);
+// The active kernels as reported by GetServerInfo and the benchmarks:
+// KernelIsaName(ActiveKernelIsa()), plus "+amx" when that level's table
+// uses AMX.
 const char* ActiveKernelsName();
 
 // Parses "scalar" / "avx2" / "avx512"; nullopt for anything else.

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/isa_test_util.h"
+#include "kernels/kernel_table.h"
 
 namespace kvs {
 namespace {
@@ -32,7 +33,8 @@ TEST(CpuFeaturesTest, ForcingSwitchesTheActiveLevelAndItsName) {
     EXPECT_EQ(scoped.supported(), KernelIsaSupported(isa));
     if (scoped.supported()) {
       EXPECT_EQ(ActiveKernelIsa(), isa);
-      EXPECT_EQ(std::string(ActiveKernelsName()), KernelIsaName(isa));
+      const bool amx = kernel_table::KernelTableFor(isa).amx;
+      EXPECT_EQ(std::string(ActiveKernelsName()), std::string(KernelIsaName(isa)) + (amx ? "+amx" : ""));
     } else {
       EXPECT_EQ(ActiveKernelIsa(), before);
     }

@@ -1,16 +1,19 @@
 #include "kernels/kernel_table.h"
 
 #include "kernels/ggml_types.h"
+#include "kernels/packed_q8_0.h"
 
 namespace kvs::kernel_table {
 namespace {
 
 KernelTable BuildTable(KernelIsa isa) {
   KernelTable t{};
+  t.name = KernelIsaName(isa);
   FillScalarMatmul(&t);
   FillScalarMatmulQuantized(&t);
   FillScalarDequantize(&t);
   FillScalarAttention(&t);
+  FillScalarPackedQ8_0(&t);
   if (isa == KernelIsa::kAvx2) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
@@ -20,6 +23,11 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512MatmulQuantized(&t);
     if (DetectedCpuFeatures().avx512bf16) FillAvx512Bf16Matmul(&t);
     FillAvx512Attention(&t);
+    FillAvx512PackedQ8_0(&t);
+    if (AmxAvailable()) {
+      FillAmxPackedQ8_0(&t);
+      t.name = "avx512+amx";
+    }
   }
   return t;
 }

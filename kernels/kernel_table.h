@@ -1,11 +1,15 @@
 // Internal to kernels/: the table of kernel entry points for one
 // instruction-set level, and the plain views the entry points take.
 //
-// The public functions (MatmulRows, MatmulRowsQuantized, DequantizeRow,
-// AttentionUpdate, StoreKv/LoadKv) look up ActiveKernelTable() and call
-// through it. Each level's table starts as a copy of the scalar one and the
+// The public functions (MatmulRows, MatmulRowsQuantized, MatmulPackedQ8_0,
+// DequantizeRow, AttentionUpdate, StoreKv/LoadKv) look up
+// ActiveKernelTable() and call through it; this table is the only kernel
+// dispatch. Each level's table starts as a copy of the scalar one and the
 // SIMD files overwrite the entries they implement, so a level never lacks an
-// entry. Everything here is plain data and function pointers: SIMD
+// entry. The tables are built once, on first use (thread-safe static
+// initialisation), and are immutable after: whether the AVX-512 level uses
+// AMX is decided then (AmxAvailable() in packed_q8_0.h, KVS_AMX=0 turns it
+// off) and recorded in the table's `amx` and `name`. Everything here is plain data and function pointers: SIMD
 // translation units include this header (see the ODR rule in
 // cpu_features.h), so it must not define any function.
 #ifndef KVSESSION_KERNELS_KERNEL_TABLE_H_
@@ -78,10 +82,18 @@ using AttentionBlocksFn = void (*)(bool kv_f16, const float* q, int64_t q_row_st
                                    const void* const* v_blocks, int n_blocks, int block_keys,
                                    int head_dim, const int* visible, float scale, float* max,
                                    float* sum, float* acc, float* scratch);
+// Packed Q8_0 weights (packed_q8_0.h, which states the arguments and the
+// arithmetic every such kernel shares bit for bit).
+using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
+                                    int64_t r1, const uint8_t* xq, size_t x_row_bytes,
+                                    size_t scales_offset, int nx, float* y, int64_t y_stride);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
 struct KernelTable {
+  // What ActiveKernelsName() reports: the level's name ("scalar", "avx2",
+  // "avx512"), with "+amx" appended when `amx`.
+  const char* name;
   MatmulFn matmul[kNumComputeTypes];
   MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
   QuantizeInt8Fn quantize_int8;
@@ -89,6 +101,14 @@ struct KernelTable {
   AttentionBlocksFn attention_blocks;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact
+  // Packed Q8_0: whether models pack their Q8_0 weights at this level
+  // (PackedQ8_0Supported), the kernel for batches of fewer than kAmxMinRows
+  // activation rows, and the one for kAmxMinRows rows or more (AMX when
+  // `amx`, else the same as `packed_q8_0`).
+  bool pack_q8_0;
+  PackedQ8_0MatmulFn packed_q8_0;
+  PackedQ8_0MatmulFn packed_q8_0_wide;
+  bool amx;
 };
 
 // The table of the active level (ActiveKernelIsa()).
@@ -106,6 +126,7 @@ void FillScalarMatmul(KernelTable* t);           // matmul.cc
 void FillScalarMatmulQuantized(KernelTable* t);  // matmul_quantized.cc
 void FillScalarDequantize(KernelTable* t);       // dequantize.cc
 void FillScalarAttention(KernelTable* t);        // attention.cc
+void FillScalarPackedQ8_0(KernelTable* t);       // packed_q8_0.cc
 void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
 void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
 void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
@@ -113,6 +134,8 @@ void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512Attention(KernelTable* t);        // attention_avx512.cc
+void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
+void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
 
 }  // namespace kernel_table
 }  // namespace kvs

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
+#include "kernels/kernel_table.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs {
@@ -46,7 +47,7 @@ void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t 
   }
 }
 
-bool PackedQ8_0Supported() { return ActiveKernelIsa() == KernelIsa::kAvx512; }
+bool PackedQ8_0Supported() { return kernel_table::ActiveKernelTable().pack_q8_0; }
 
 bool AmxAvailable() {
   static const bool available = [] {
@@ -88,16 +89,20 @@ void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
                       float* y, int64_t y_stride) {
   if (r0 >= r1 || nx <= 0) return;
-  if (!PackedQ8_0Supported()) {
-    return MatmulPackedQ8_0Scalar(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y,
-                                  y_stride);
-  }
-  if (nx >= kAmxMinRows && AmxAvailable()) {
-    return packed_q8_0_internal::MatmulAmx(packed, rows, cols, r0, r1, xq, x_row_bytes,
-                                           scales_offset, nx, y, y_stride);
-  }
-  packed_q8_0_internal::MatmulAvx512(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset,
-                                     nx, y, y_stride);
+  const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
+  const kernel_table::PackedQ8_0MatmulFn kernel =
+      nx >= kAmxMinRows ? t.packed_q8_0_wide : t.packed_q8_0;
+  kernel(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y, y_stride);
 }
 
+namespace kernel_table {
+
+void FillScalarPackedQ8_0(KernelTable* t) {
+  t->pack_q8_0 = false;
+  t->packed_q8_0 = MatmulPackedQ8_0Scalar;
+  t->packed_q8_0_wide = MatmulPackedQ8_0Scalar;
+  t->amx = false;
+}
+
+}  // namespace kernel_table
 }  // namespace kvs

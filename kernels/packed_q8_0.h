@@ -17,6 +17,16 @@
 // So a row's value never depends on the batch, the thread split, the
 // instruction set or whether AMX ran: prefill, decode and forks agree to
 // the last bit.
+//
+// Dispatch: MatmulPackedQ8_0 runs the kernel of the active kernel table
+// (kernel_table.h): the scalar reference at the scalar and AVX2 levels
+// (which do not pack), AVX-512 VNNI at the AVX-512 level, and AMX there for
+// batches of kAmxMinRows rows or more when AmxAvailable() held when the
+// tables were built (then ActiveKernelsName() is "avx512+amx").
+//
+// Thread safety: every function is pure except AmxAvailable(), which asks
+// Linux for AMX tile data once (thread-safe static initialisation); the
+// kernels may run concurrently on disjoint outputs.
 #ifndef KVSESSION_KERNELS_PACKED_Q8_0_H_
 #define KVSESSION_KERNELS_PACKED_Q8_0_H_
 
@@ -33,37 +43,35 @@ size_t PackedQ8_0Bytes(int64_t rows, int64_t cols);
 // (PackedQ8_0Bytes, 64-byte aligned).
 void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out);
 
-// True when packed Q8_0 runs on this machine (the AVX-512 VNNI level is
-// active); otherwise the model keeps the GGUF layout.
+// True when the active kernel level packs Q8_0 weights (the AVX-512 level);
+// otherwise the model keeps the GGUF layout.
 bool PackedQ8_0Supported();
 
 // Activation rows from which AMX is used (where the CPU and OS allow it).
 constexpr int kAmxMinRows = 16;
-// True when the CPU has AMX-TILE and AMX-INT8, Linux enabled tile data for
-// this process (asked once), and KVS_AMX is not "0".
+// True when the CPU has AVX-512 VNNI, AMX-TILE and AMX-INT8, Linux enabled
+// tile data for this process (asked once, on the first call), and the
+// environment variable KVS_AMX is not "0". Decided once per process; the
+// kernel tables record it when they are built.
 bool AmxAvailable();
 
 // y[j * y_stride + r] = W[r] . x[j] for r in [r0, r1), j in [0, nx), with
-// the arithmetic above. `xq`: nx activation rows of int8 quants, rows
-// `x_row_bytes` apart, F32 scales (one per 32) at + `scales_offset`.
+// the arithmetic above, by the active kernel table's packed kernel. `xq`:
+// nx activation rows of int8 quants, rows `x_row_bytes` apart, F32 scales
+// (one per 32) at + `scales_offset`.
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
                       float* y, int64_t y_stride);
 
-// The scalar reference of the same arithmetic (tests, and CPUs without
-// AVX-512 VNNI).
+// The scalar reference of the same arithmetic (the scalar and AVX2 levels'
+// table entry, and the tests' reference).
 void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                             int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                             size_t scales_offset, int nx, float* y, int64_t y_stride);
 
 namespace packed_q8_0_internal {
-// The instruction-set kernels (packed_q8_0_avx512.cc, packed_q8_0_amx.cc).
-void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-                  const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
-                  int64_t y_stride);
-void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-               const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
-               int64_t y_stride);
+// Asks Linux for AMX tile data for this process (packed_q8_0_amx.cc); true
+// when the CPU has AMX-TILE and AMX-INT8 and Linux granted it.
 bool EnableAmx();
 }  // namespace packed_q8_0_internal
 

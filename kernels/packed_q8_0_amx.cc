@@ -1,6 +1,7 @@
 // Packed Q8_0 x Q8_0 activations on AMX (see packed_q8_0.h for the layout
 // and the arithmetic every kernel shares bit for bit). Compiled with AMX
-// and AVX-512 flags; runs only after EnableAmx() succeeded.
+// and AVX-512 flags; its table entry is set only when AmxAvailable() (so
+// after EnableAmx() succeeded).
 //
 // Per 16 activation rows x 16 weight rows and per 32-block: one TDPBSUD
 // multiplies the activation tile (16 x 32 int8) by the packed weight tile
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
 
 namespace kvs {
@@ -85,6 +87,8 @@ bool EnableAmx() {
   return (bitmask >> kXfeatureXtiledata) & 1;
 }
 
+namespace {
+
 void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
                int64_t y_stride) {
@@ -147,5 +151,15 @@ void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, in
   }
 }
 
+}  // namespace
 }  // namespace packed_q8_0_internal
+
+namespace kernel_table {
+
+void FillAmxPackedQ8_0(KernelTable* t) {
+  t->packed_q8_0_wide = packed_q8_0_internal::MatmulAmx;
+  t->amx = true;
+}
+
+}  // namespace kernel_table
 }  // namespace kvs

@@ -13,10 +13,10 @@
 
 #include <cstring>
 
+#include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
 
-namespace kvs {
-namespace packed_q8_0_internal {
+namespace kvs::kernel_table {
 namespace {
 
 constexpr int kMaxBlocks = 1024;  // cols <= 32768 (wider falls back to scalar)
@@ -86,8 +86,6 @@ void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, c
   for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
-}  // namespace
-
 void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                   const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
                   int64_t y_stride) {
@@ -129,5 +127,12 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
   }
 }
 
-}  // namespace packed_q8_0_internal
-}  // namespace kvs
+}  // namespace
+
+void FillAvx512PackedQ8_0(KernelTable* t) {
+  t->pack_q8_0 = true;
+  t->packed_q8_0 = MatmulAvx512;
+  t->packed_q8_0_wide = MatmulAvx512;
+}
+
+}  // namespace kvs::kernel_table

@@ -1,11 +1,17 @@
 // Packed Q8_0: the layout, and one arithmetic for every kernel: the scalar
 // reference, AVX-512 VNNI and AMX give the same bits for any batch size and
-// row range, within 1e-5 of a double-precision product.
+// row range, within 1e-5 of a double-precision product. Dispatch goes
+// through the kernel table: the scalar level runs the scalar reference, the
+// AVX-512 level's name says whether it uses AMX, and the environment
+// overrides (KVS_KERNELS, KVS_AMX) are checked by the kernels_env_overrides
+// test, which runs KernelEnvOverrideTest in a process started with them.
 #include "kernels/packed_q8_0.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -13,6 +19,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/fp16.h"
 #include "kernels/isa_test_util.h"
+#include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/test_weights.h"
@@ -130,6 +137,64 @@ TEST_F(PackedQ8_0KernelTest, MatmulRowsQuantizedUsesThePackedWeights) {
     EXPECT_TRUE(SameBits(packed[r], ref[r]));
     EXPECT_NEAR(packed[r], plain[r], 1e-4f);
   }
+}
+
+TEST(PackedQ8_0DispatchTest, LevelsBelowAvx512NeitherPackNorRunASimdPackedKernel) {
+  for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2}) {
+    ScopedKernelIsa level(isa);
+    if (!level.supported()) continue;
+    const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
+    EXPECT_FALSE(PackedQ8_0Supported()) << KernelIsaName(isa);
+    EXPECT_EQ(t.packed_q8_0, &MatmulPackedQ8_0Scalar) << KernelIsaName(isa);
+    EXPECT_EQ(t.packed_q8_0_wide, &MatmulPackedQ8_0Scalar) << KernelIsaName(isa);
+    EXPECT_FALSE(t.amx) << KernelIsaName(isa);
+    EXPECT_EQ(std::string(ActiveKernelsName()), KernelIsaName(isa));
+  }
+}
+
+TEST_F(PackedQ8_0KernelTest, TheAvx512LevelPacksAndItsNameSaysWhetherItUsesAmx) {
+  ScopedKernelIsa avx512(KernelIsa::kAvx512);
+  const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
+  EXPECT_TRUE(PackedQ8_0Supported());
+  EXPECT_NE(t.packed_q8_0, &MatmulPackedQ8_0Scalar);
+  EXPECT_EQ(t.amx, AmxAvailable());
+  EXPECT_EQ(std::string(ActiveKernelsName()), t.amx ? "avx512+amx" : "avx512");
+  if (!t.amx) {
+    EXPECT_EQ(t.packed_q8_0_wide, t.packed_q8_0);
+  }
+}
+
+// Run by the kernels_env_overrides test with KVS_KERNELS=scalar and
+// KVS_AMX=0 (skipped in a process started without them).
+class KernelEnvOverrideTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* kernels = std::getenv("KVS_KERNELS");
+    const char* amx = std::getenv("KVS_AMX");
+    if (kernels == nullptr || std::string(kernels) != "scalar" || amx == nullptr ||
+        std::string(amx) != "0") {
+      GTEST_SKIP() << "needs KVS_KERNELS=scalar KVS_AMX=0 (the kernels_env_overrides test)";
+    }
+  }
+};
+
+TEST_F(KernelEnvOverrideTest, KvsKernelsScalarMakesEveryKernelTheScalarOne) {
+  EXPECT_EQ(ActiveKernelIsa(), KernelIsa::kScalar);
+  EXPECT_EQ(std::string(ActiveKernelsName()), "scalar");
+  const kernel_table::KernelTable& active = kernel_table::ActiveKernelTable();
+  EXPECT_EQ(&active, &kernel_table::KernelTableFor(KernelIsa::kScalar));
+  EXPECT_FALSE(PackedQ8_0Supported());
+  EXPECT_EQ(active.packed_q8_0, &MatmulPackedQ8_0Scalar);
+  EXPECT_EQ(active.packed_q8_0_wide, &MatmulPackedQ8_0Scalar);
+}
+
+TEST_F(KernelEnvOverrideTest, KvsAmxZeroKeepsAmxOutOfTheAvx512Level) {
+  EXPECT_FALSE(AmxAvailable());
+  if (!KernelIsaSupported(KernelIsa::kAvx512)) return;
+  const kernel_table::KernelTable& t = kernel_table::KernelTableFor(KernelIsa::kAvx512);
+  EXPECT_FALSE(t.amx);
+  EXPECT_EQ(t.packed_q8_0_wide, t.packed_q8_0);
+  EXPECT_EQ(std::string(t.name), "avx512");
 }
 
 }  // namespace

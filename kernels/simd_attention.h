@@ -1,13 +1,17 @@
-// Generic SIMD AttentionUpdate (the contract is in attention.h),
-// instantiated by attention_avx2.cc / attention_avx512.cc with the vector
-// operations of simd_avx2.h / simd_avx512.h.
+// Generic SIMD attention kernels (the contract is AttentionUpdateBlocks in
+// attention.h), instantiated by attention_avx2.cc / attention_avx512.cc with
+// the vector operations of simd_avx2.h / simd_avx512.h.
 //
-// The F16 block is converted to F32 once per call, for every query of the
-// group; then each query (row r, head h) is processed on its own: scores by
-// vector dot products, the block's probabilities by a vectorized exp, and
-// acc = acc * correction + sum_j p_j v_j with four partial sums per lane
-// group. A query's result therefore depends only on its own inputs, not on
-// how many rows or heads share the call.
+// AttentionBlocksWith folds a row's whole visible context in one
+// online-softmax step: BlockScores for every key of every block (K read in
+// place, F16 converted in registers), one rescale, then one pass over the
+// values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
+// accumulator in registers (AttentionBlocksFixed); other sizes take the
+// fallback, which goes block by block through AttentionUpdateWith (scores
+// by the same BlockScores, the visible F16 values converted to F32 once per
+// block and call), kFallbackRows rows at a time. Every query (row r, head h)
+// is computed on its own, so its result depends only on its own inputs, not
+// on how many rows or heads share the call.
 //
 // Include only from SIMD translation units: everything is in an anonymous
 // namespace (the ODR rule in cpu_features.h).
@@ -57,26 +61,34 @@ void ConvertToF16(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-template <class V>
-float Dot(const float* a, const float* b, int n) {
-  typename V::F acc0 = V::Zero(), acc1 = V::Zero();
-  int i = 0;
-  for (; i + 2 * V::kLanes <= n; i += 2 * V::kLanes) {
-    acc0 = V::Fma(V::Load(a + i), V::Load(b + i), acc0);
-    acc1 = V::Fma(V::Load(a + i + V::kLanes), V::Load(b + i + V::kLanes), acc1);
+// Loads kLanes keys' or values' elements, F32 or F16 (converted in registers).
+template <class V, bool kF16>
+typename V::F LoadKvLanes(const void* base, size_t index) {
+  if constexpr (kF16) {
+    return V::LoadF16(static_cast<const uint16_t*>(base) + index);
+  } else {
+    return V::Load(static_cast<const float*>(base) + index);
   }
-  for (; i < n; i += V::kLanes) {
-    const int left = n - i < V::kLanes ? n - i : V::kLanes;
-    acc0 = V::Fma(V::LoadPartial(a + i, left), V::LoadPartial(b + i, left), acc0);
-  }
-  return V::Sum(V::Add(acc0, acc1));
 }
 
-// scores[j] = scale * q . k[j] for j < n. For head_dim a multiple of the
-// vector width, kLanes keys at a time: kLanes partial dot vectors reduced
-// together (V::TransposeSum) instead of one horizontal sum per key.
-template <class V>
-void BlockScores(const float* q, const float* k, int n, int hd, float scale, float* scores) {
+// Loads the first `width` (<= kLanes) elements of keys or values, F32 or
+// F16; the other lanes are 0.
+template <class V, bool kF16>
+typename V::F LoadKvPartial(const void* base, size_t index, int width) {
+  if constexpr (kF16) {
+    return V::LoadF16Partial(static_cast<const uint16_t*>(base) + index, width);
+  } else {
+    return V::LoadPartial(static_cast<const float*>(base) + index, width);
+  }
+}
+
+// The score kernel: scores[j] = scale * q . k_j for the n keys of one block
+// (head_dim hd), read in place. When hd is a multiple of kLanes, kLanes keys
+// at a time: kLanes partial dot vectors reduced together (V::TransposeSum)
+// instead of one horizontal sum per key; the other keys (and every key for
+// other hd) one vector accumulator each, the last vector partial.
+template <class V, bool kF16>
+void BlockScores(const float* q, const void* k, int n, int hd, float scale, float* scores) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   int j = 0;
@@ -89,13 +101,23 @@ void BlockScores(const float* q, const float* k, int n, int hd, float scale, flo
         const F qd = V::Load(q + d);
 #pragma GCC unroll 16
         for (int t = 0; t < L; ++t) {
-          part[t] = V::Fma(qd, V::Load(k + static_cast<size_t>(j + t) * hd + d), part[t]);
+          part[t] = V::Fma(qd, LoadKvLanes<V, kF16>(k, static_cast<size_t>(j + t) * hd + d), part[t]);
         }
       }
       V::Store(scores + j, V::Mul(V::TransposeSum(part), V::Set1(scale)));
     }
   }
-  for (; j < n; ++j) scores[j] = scale * Dot<V>(q, k + static_cast<size_t>(j) * hd, hd);
+  for (; j < n; ++j) {
+    F a = V::Zero();
+    const size_t key = static_cast<size_t>(j) * hd;
+    int d = 0;
+    for (; d + L <= hd; d += L) a = V::Fma(V::Load(q + d), LoadKvLanes<V, kF16>(k, key + d), a);
+    if (d < hd) {
+      const int width = hd - d;
+      a = V::Fma(V::LoadPartial(q + d, width), LoadKvPartial<V, kF16>(k, key + d, width), a);
+    }
+    scores[j] = scale * V::Sum(a);
+  }
 }
 
 // p[j] = e^(p[j] - max) for j < n; returns their sum.
@@ -141,25 +163,24 @@ void AccumulateValues(const float* p, const float* v, int n, int hd, float corre
   }
 }
 
-template <class V>
-void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
-                         const void* k, const void* v, int n_keys, int head_dim, const int* visible,
-                         float scale, float* max, float* sum, float* acc, float* scratch) {
+// Folds one block of n_keys keys into the state of rows * heads queries
+// (the fallback's step; visible[r] keys of the block for row r). K is read
+// in place; F16 values are converted to F32 once for the whole group.
+// scratch: AttentionScratchFloats(n_keys, head_dim) floats.
+template <class V, bool kF16>
+void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int heads, const void* k,
+                         const void* v, int n_keys, int head_dim, const int* visible, float scale,
+                         float* max, float* sum, float* acc, float* scratch) {
   int max_visible = 0;
   for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
   if (max_visible > n_keys) max_visible = n_keys;
   if (max_visible == 0) return;
 
-  const float* kf = static_cast<const float*>(k);
-  const float* vf = static_cast<const float*>(v);
   float* scores = scratch;
-  if (kv_f16) {  // the visible part of the block, once for the whole group
-    float* kbuf = scratch + n_keys;
-    float* vbuf = kbuf + static_cast<size_t>(n_keys) * head_dim;
-    const int64_t n = static_cast<int64_t>(max_visible) * head_dim;
-    ConvertF16<V>(static_cast<const uint16_t*>(k), kbuf, n);
-    ConvertF16<V>(static_cast<const uint16_t*>(v), vbuf, n);
-    kf = kbuf;
+  const float* vf = static_cast<const float*>(v);
+  if constexpr (kF16) {  // the visible values, once for the whole group
+    float* vbuf = scratch + n_keys;
+    ConvertF16<V>(static_cast<const uint16_t*>(v), vbuf, static_cast<int64_t>(max_visible) * head_dim);
     vf = vbuf;
   }
 
@@ -169,7 +190,7 @@ void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
     for (int h = 0; h < heads; ++h) {
       const int i = r * heads + h;
       const float* qi = q + r * q_row_stride + h * head_dim;
-      BlockScores<V>(qi, kf, n, head_dim, scale, scores);
+      BlockScores<V, kF16>(qi, k, n, head_dim, scale, scores);
       float block_max = scores[0];
       for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
       const float new_max = block_max > max[i] ? block_max : max[i];
@@ -179,43 +200,6 @@ void AttentionUpdateWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
       sum[i] = sum[i] * correction + block_sum;
       max[i] = new_max;
     }
-  }
-}
-
-// Loads kLanes keys' or values' elements, F32 or F16 (converted in registers).
-template <class V, bool kF16>
-typename V::F LoadKvLanes(const void* base, size_t index) {
-  if constexpr (kF16) {
-    return V::LoadF16(static_cast<const uint16_t*>(base) + index);
-  } else {
-    return V::Load(static_cast<const float*>(base) + index);
-  }
-}
-
-// scores[j] = scale * q . k_j for the n keys of one block read in place,
-// kLanes keys at a time reduced together (head_dim % kLanes == 0).
-template <class V, bool kF16>
-void ScoresInPlace(const float* q, const void* k, int n, int hd, float scale, float* scores) {
-  using F = typename V::F;
-  constexpr int L = V::kLanes;
-  int j = 0;
-  for (; j + L <= n; j += L) {
-    F part[L];
-#pragma GCC unroll 16
-    for (int t = 0; t < L; ++t) part[t] = V::Zero();
-    for (int d = 0; d < hd; d += L) {
-      const F qd = V::Load(q + d);
-#pragma GCC unroll 16
-      for (int t = 0; t < L; ++t) {
-        part[t] = V::Fma(qd, LoadKvLanes<V, kF16>(k, static_cast<size_t>(j + t) * hd + d), part[t]);
-      }
-    }
-    V::Store(scores + j, V::Mul(V::TransposeSum(part), V::Set1(scale)));
-  }
-  for (; j < n; ++j) {
-    F a = V::Zero();
-    for (int d = 0; d < hd; d += L) a = V::Fma(V::Load(q + d), LoadKvLanes<V, kF16>(k, static_cast<size_t>(j) * hd + d), a);
-    scores[j] = scale * V::Sum(a);
   }
 }
 
@@ -266,7 +250,7 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
       const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
       if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
       for (int h = 0; h < heads; ++h) {
-        ScoresInPlace<V, kF16>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
+        BlockScores<V, kF16>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
       }
     }
     for (int h = 0; h < heads; ++h) {
@@ -293,9 +277,13 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
   }
 }
 
+// Rows the fallback folds per step (the size of its visibility array).
+constexpr int kFallbackRows = 64;
+
 // AttentionUpdateBlocks for head_dim = 1, 2, 4, 8 or 16 vectors
 // (register-resident accumulators); other sizes go block by block through
-// the single-block kernel (scratch: also AttentionScratchFloats).
+// AttentionUpdateWith, kFallbackRows rows at a time (scratch: also
+// AttentionScratchFloats(block_keys, head_dim)).
 template <class V>
 void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
                          const void* const* k, const void* const* v, int n_blocks, int block_keys,
@@ -317,16 +305,23 @@ void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
   KVS_ATTENTION_FIXED(8)
   KVS_ATTENTION_FIXED(16)
 #undef KVS_ATTENTION_FIXED
-  // Fallback: one block at a time (the single-block kernel's scratch).
-  int vis[64];
-  for (int b = 0; b < n_blocks; ++b) {
-    int any = 0;
-    for (int r = 0; r < rows && r < 64; ++r) {
-      const int left = visible[r] - b * block_keys;
-      vis[r] = left < 0 ? 0 : (left > block_keys ? block_keys : left);
-      any |= vis[r];
+  // Fallback: block by block, kFallbackRows rows at a time (any row count).
+  int vis[kFallbackRows];
+  for (int r0 = 0; r0 < rows; r0 += kFallbackRows) {
+    const int chunk = rows - r0 < kFallbackRows ? rows - r0 : kFallbackRows;
+    const size_t state = static_cast<size_t>(r0) * heads;
+    for (int b = 0; b < n_blocks; ++b) {
+      int any = 0;
+      for (int r = 0; r < chunk; ++r) {
+        const int left = visible[r0 + r] - b * block_keys;
+        vis[r] = left < 0 ? 0 : (left > block_keys ? block_keys : left);
+        any |= vis[r];
+      }
+      if (!any) continue;
+      (kv_f16 ? AttentionUpdateWith<V, true> : AttentionUpdateWith<V, false>)(
+          q + r0 * q_row_stride, q_row_stride, chunk, heads, k[b], v[b], block_keys, head_dim, vis,
+          scale, max + state, sum + state, acc + state * head_dim, scratch);
     }
-    if (any) AttentionUpdateWith<V>(kv_f16, q, q_row_stride, rows, heads, k[b], v[b], block_keys, head_dim, vis, scale, max, sum, acc, scratch);
   }
 }
 

@@ -42,9 +42,11 @@ size_t ScalarSize(GgufValueType t) {
 
 bool IsKnownType(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::kFloat64); }
 
+}  // namespace
+
 // Bounds-checked little-endian reader over [pos, end). Every read either
-// succeeds completely or leaves `ok()` false.
-class Cursor {
+// succeeds completely (returns true) or returns false and moves nothing.
+class GgufFile::Cursor {
  public:
   Cursor(const uint8_t* base, size_t size) : base_(base), size_(size) {}
 
@@ -81,8 +83,6 @@ class Cursor {
   size_t size_;
   size_t pos_ = 0;
 };
-
-}  // namespace
 
 std::string_view GgufValueTypeName(GgufValueType type) {
   switch (type) {
@@ -149,6 +149,14 @@ absl::Status GgufFile::Error(std::string_view what) const {
 
 absl::Status GgufFile::Parse() {
   Cursor c(base_, size_);
+  uint64_t n_tensors, n_kv;
+  if (absl::Status s = ParseHeader(c, &n_tensors, &n_kv); !s.ok()) return s;
+  if (absl::Status s = ParseMetadata(c, n_kv); !s.ok()) return s;
+  if (absl::Status s = ParseTensorInfos(c, n_tensors); !s.ok()) return s;
+  return LocateTensorData(c.pos());
+}
+
+absl::Status GgufFile::ParseHeader(Cursor& c, uint64_t* n_tensors, uint64_t* n_kv) {
   uint32_t magic;
   if (!c.Read(&magic)) return Error("file too short for the GGUF magic");
   if (magic != kMagic) {
@@ -160,18 +168,20 @@ absl::Status GgufFile::Parse() {
     return Error(absl::StrCat("unsupported version ", version_,
                               (version_ > 0xffff ? " (a big-endian file?)" : "")));
   }
-  uint64_t n_tensors, n_kv;
-  if (!c.Read(&n_tensors) || !c.Read(&n_kv)) return Error("truncated in the header (counts)");
+  if (!c.Read(n_tensors) || !c.Read(n_kv)) return Error("truncated in the header (counts)");
   // Every key/value needs at least 12 bytes (key length + type); every
   // tensor info at least 24 (name length + n_dims + type + offset). Counts
   // that cannot fit are rejected before anything is allocated for them.
-  if (n_kv > c.remaining() / 12) {
-    return Error(absl::StrCat("metadata count ", n_kv, " exceeds what the file can hold"));
+  if (*n_kv > c.remaining() / 12) {
+    return Error(absl::StrCat("metadata count ", *n_kv, " exceeds what the file can hold"));
   }
-  if (n_tensors > c.remaining() / 24) {
-    return Error(absl::StrCat("tensor count ", n_tensors, " exceeds what the file can hold"));
+  if (*n_tensors > c.remaining() / 24) {
+    return Error(absl::StrCat("tensor count ", *n_tensors, " exceeds what the file can hold"));
   }
+  return absl::OkStatus();
+}
 
+absl::Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
   metadata_.reserve(n_kv);
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string_view key;
@@ -186,68 +196,7 @@ absl::Status GgufFile::Parse() {
     }
     GgufValue v;
     v.type = static_cast<GgufValueType>(raw_type);
-    auto truncated = [&] {
-      return Error(absl::StrCat("truncated in the value of key '", std::string(key), "' at offset ", c.pos()));
-    };
-    switch (v.type) {
-      case GgufValueType::kString:
-        if (!c.ReadString(&v.str)) return truncated();
-        break;
-      case GgufValueType::kArray: {
-        uint32_t et;
-        if (!c.Read(&et) || !c.Read(&v.count)) return truncated();
-        if (!IsKnownType(et)) {
-          return Error(absl::StrCat("key '", std::string(key), "' is an array of unknown type ", et));
-        }
-        v.elem_type = static_cast<GgufValueType>(et);
-        if (v.elem_type == GgufValueType::kArray) {
-          return Error(absl::StrCat("key '", std::string(key), "' is a nested array (not supported)"));
-        }
-        v.elems = c.here();
-        if (v.elem_type == GgufValueType::kString) {
-          if (v.count > c.remaining() / 8) {
-            return Error(absl::StrCat("key '", std::string(key), "' declares ", v.count,
-                                      " strings, more than the file can hold"));
-          }
-          v.strings.resize(v.count);
-          for (uint64_t j = 0; j < v.count; ++j) {
-            if (!c.ReadString(&v.strings[j])) {
-              return Error(absl::StrCat("truncated in string #", j, " of array '", std::string(key), "'"));
-            }
-          }
-        } else {
-          size_t es = ScalarSize(v.elem_type);
-          if (v.count > c.remaining() / es) {
-            return Error(absl::StrCat("array '", std::string(key), "' of ", v.count, " elements of ",
-                                      std::string(GgufValueTypeName(v.elem_type)), " runs past the end of the file"));
-          }
-          c.Skip(v.count * es);
-        }
-        break;
-      }
-      default: {
-        uint8_t buf[8] = {};
-        size_t n = ScalarSize(v.type);
-        if (!c.Read(buf, n)) return truncated();
-        switch (v.type) {
-          case GgufValueType::kUint8: v.u = buf[0]; break;
-          case GgufValueType::kInt8: v.i = static_cast<int8_t>(buf[0]); break;
-          case GgufValueType::kBool:
-            if (buf[0] > 1) return Error(absl::StrCat("key '", std::string(key), "' has bool value ", buf[0]));
-            v.b = buf[0] != 0;
-            break;
-          case GgufValueType::kUint16: { uint16_t x; std::memcpy(&x, buf, 2); v.u = x; break; }
-          case GgufValueType::kInt16: { int16_t x; std::memcpy(&x, buf, 2); v.i = x; break; }
-          case GgufValueType::kUint32: { uint32_t x; std::memcpy(&x, buf, 4); v.u = x; break; }
-          case GgufValueType::kInt32: { int32_t x; std::memcpy(&x, buf, 4); v.i = x; break; }
-          case GgufValueType::kFloat32: { float x; std::memcpy(&x, buf, 4); v.f = x; break; }
-          case GgufValueType::kUint64: std::memcpy(&v.u, buf, 8); break;
-          case GgufValueType::kInt64: std::memcpy(&v.i, buf, 8); break;
-          case GgufValueType::kFloat64: std::memcpy(&v.f, buf, 8); break;
-          default: break;
-        }
-      }
-    }
+    if (absl::Status s = ParseMetadataValue(c, key, &v); !s.ok()) return s;
     if (!metadata_index_.emplace(key, metadata_.size()).second) {
       return Error(absl::StrCat("duplicate metadata key '", std::string(key), "'"));
     }
@@ -260,7 +209,77 @@ absl::Status GgufFile::Parse() {
     }
     alignment_ = a->u;
   }
+  return absl::OkStatus();
+}
 
+absl::Status GgufFile::ParseMetadataValue(Cursor& c, std::string_view key, GgufValue* out) {
+  GgufValue& v = *out;
+  auto truncated = [&] {
+    return Error(absl::StrCat("truncated in the value of key '", std::string(key), "' at offset ", c.pos()));
+  };
+  switch (v.type) {
+    case GgufValueType::kString:
+      if (!c.ReadString(&v.str)) return truncated();
+      break;
+    case GgufValueType::kArray: {
+      uint32_t et;
+      if (!c.Read(&et) || !c.Read(&v.count)) return truncated();
+      if (!IsKnownType(et)) {
+        return Error(absl::StrCat("key '", std::string(key), "' is an array of unknown type ", et));
+      }
+      v.elem_type = static_cast<GgufValueType>(et);
+      if (v.elem_type == GgufValueType::kArray) {
+        return Error(absl::StrCat("key '", std::string(key), "' is a nested array (not supported)"));
+      }
+      v.elems = c.here();
+      if (v.elem_type == GgufValueType::kString) {
+        if (v.count > c.remaining() / 8) {
+          return Error(absl::StrCat("key '", std::string(key), "' declares ", v.count,
+                                    " strings, more than the file can hold"));
+        }
+        v.strings.resize(v.count);
+        for (uint64_t j = 0; j < v.count; ++j) {
+          if (!c.ReadString(&v.strings[j])) {
+            return Error(absl::StrCat("truncated in string #", j, " of array '", std::string(key), "'"));
+          }
+        }
+      } else {
+        size_t es = ScalarSize(v.elem_type);
+        if (v.count > c.remaining() / es) {
+          return Error(absl::StrCat("array '", std::string(key), "' of ", v.count, " elements of ",
+                                    std::string(GgufValueTypeName(v.elem_type)), " runs past the end of the file"));
+        }
+        c.Skip(v.count * es);
+      }
+      break;
+    }
+    default: {
+      uint8_t buf[8] = {};
+      size_t n = ScalarSize(v.type);
+      if (!c.Read(buf, n)) return truncated();
+      switch (v.type) {
+        case GgufValueType::kUint8: v.u = buf[0]; break;
+        case GgufValueType::kInt8: v.i = static_cast<int8_t>(buf[0]); break;
+        case GgufValueType::kBool:
+          if (buf[0] > 1) return Error(absl::StrCat("key '", std::string(key), "' has bool value ", buf[0]));
+          v.b = buf[0] != 0;
+          break;
+        case GgufValueType::kUint16: { uint16_t x; std::memcpy(&x, buf, 2); v.u = x; break; }
+        case GgufValueType::kInt16: { int16_t x; std::memcpy(&x, buf, 2); v.i = x; break; }
+        case GgufValueType::kUint32: { uint32_t x; std::memcpy(&x, buf, 4); v.u = x; break; }
+        case GgufValueType::kInt32: { int32_t x; std::memcpy(&x, buf, 4); v.i = x; break; }
+        case GgufValueType::kFloat32: { float x; std::memcpy(&x, buf, 4); v.f = x; break; }
+        case GgufValueType::kUint64: std::memcpy(&v.u, buf, 8); break;
+        case GgufValueType::kInt64: std::memcpy(&v.i, buf, 8); break;
+        case GgufValueType::kFloat64: std::memcpy(&v.f, buf, 8); break;
+        default: break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
   tensors_.reserve(n_tensors);
   for (uint64_t t = 0; t < n_tensors; ++t) {
     GgufTensor ti;
@@ -314,10 +333,13 @@ absl::Status GgufFile::Parse() {
     }
     tensors_.push_back(std::move(ti));
   }
+  return absl::OkStatus();
+}
 
+absl::Status GgufFile::LocateTensorData(size_t infos_end) {
   // The data section starts at the next multiple of the alignment.
-  uint64_t data_offset = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
-  if (n_tensors > 0 && data_offset > size_) {
+  uint64_t data_offset = (infos_end + alignment_ - 1) / alignment_ * alignment_;
+  if (!tensors_.empty() && data_offset > size_) {
     return Error(absl::StrCat("truncated before the tensor data (file has ", size_,
                               " bytes, data starts at ", data_offset, ")"));
   }

@@ -132,8 +132,28 @@ class GgufFile {
   uint64_t tensor_data_bytes() const { return size_ - data_offset_; }
 
  private:
+  class Cursor;  // bounds-checked reader over the mapping (gguf_file.cc)
+
   GgufFile() = default;
+  // Parses and validates the whole mapping: the four phases below in file
+  // order. InvalidArgument (via Error) on the first problem.
   absl::Status Parse();
+  // Magic, version and the two counts; rejects counts the rest of the file
+  // cannot hold before anything is allocated for them.
+  absl::Status ParseHeader(Cursor& c, uint64_t* n_tensors, uint64_t* n_kv);
+  // n_kv key/value pairs into metadata_ (keys unique), then
+  // general.alignment into alignment_.
+  absl::Status ParseMetadata(Cursor& c, uint64_t n_kv);
+  // The value of `key`, of type `out->type` (already read and known).
+  absl::Status ParseMetadataValue(Cursor& c, std::string_view key, GgufValue* out);
+  // n_tensors tensor infos into tensors_ (names unique; rank, dims, type,
+  // byte size and offset alignment checked; data not yet located).
+  absl::Status ParseTensorInfos(Cursor& c, uint64_t n_tensors);
+  // Places the data section at the aligned end of the infos
+  // (`infos_end`), checks every tensor lies inside it without overlapping
+  // another, and sets each tensor's data pointer.
+  absl::Status LocateTensorData(size_t infos_end);
+  // InvalidArgument "<path>: invalid GGUF: <what>".
   absl::Status Error(std::string_view what) const;
 
   std::string path_;

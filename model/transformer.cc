@@ -23,6 +23,27 @@ constexpr int kQueryBlockRows = 16;  // query rows per attention task
 // Rows quantized per task when a matmul's input has many rows (prefill).
 constexpr int kQuantizeRowsPerTask = 8;
 
+// Row r of a [rows][width] workspace buffer.
+float* Row(std::vector<float>& buf, int r, int64_t width) {
+  return buf.data() + static_cast<size_t>(r) * width;
+}
+
+// True when positions [length, length + n) of `kv` are writable by this
+// sequence alone: their pages exist, and none is shared with another
+// sequence or held by the prefix cache (what PrepareAppend(n) ensures).
+bool IsReserved(const KvSequence& kv, int n) {
+  const int t = kv.geometry().page_tokens;
+  const int first_page = kv.length() / t;
+  const int last_page = (kv.length() + n - 1) / t;
+  if (last_page >= kv.num_pages()) return false;
+  const PagePool& pool = *kv.pool();
+  for (int p = first_page; p <= last_page; ++p) {
+    const PageId page = kv.page_table()[p];
+    if (pool.ref_count(page) != 1 || pool.has_key(page)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 MatmulPath ParseMatmulPath(std::string_view name, bool* ok) {
@@ -263,17 +284,17 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   });
 }
 
-absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* logits) {
-  if (absl::Status s = Validate(items); !s.ok()) return s;
-  for (const ForwardItem& it : items) {
-    if (absl::Status s = it.kv->PrepareAppend(static_cast<int>(it.tokens.size())); !s.ok()) {
-      return s;
+absl::Status Transformer::CheckReserved(std::span<const ForwardItem> items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!IsReserved(*items[i].kv, static_cast<int>(items[i].tokens.size()))) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "forward item #", i, ": its KV positions are not reserved (KvSequence::PrepareAppend)"));
     }
   }
-  const ModelConfig& c = config_;
-  const ModelWeights& w = weights_;
+  return absl::OkStatus();
+}
 
-  // Lay the items' tokens out as batch rows.
+int Transformer::LayOutRows(std::span<const ForwardItem> items) {
   int n_rows = 0;
   for (int i = 0; i < static_cast<int>(items.size()); ++i) {
     item_row_begin_[i] = n_rows;
@@ -285,94 +306,109 @@ absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* log
     }
   }
   item_row_begin_[items.size()] = n_rows;
+  return n_rows;
+}
 
-  // Embeddings and rotary angles.
+void Transformer::Embed(std::span<const ForwardItem> items, int n_rows) {
+  const ModelConfig& c = config_;
+  const ModelWeights& w = weights_;
   pool_->Run(n_rows, [&](int r, int) {
     const ForwardItem& it = items[row_item_[r]];
     const int32_t token = it.tokens[r - item_row_begin_[row_item_[r]]];
-    DequantizeRow(w.token_embd.type, w.token_embd.row(token), &x_[static_cast<size_t>(r) * c.dim],
-                  c.dim);
-    RopeAngles(row_pos_[r], w.rope_inv_freq.data(), c.rope_dim, &rope_cs_[static_cast<size_t>(r) * c.rope_dim]);
+    DequantizeRow(w.token_embd.type, w.token_embd.row(token), Row(x_, r, c.dim), c.dim);
+    RopeAngles(row_pos_[r], w.rope_inv_freq.data(), c.rope_dim, Row(rope_cs_, r, c.rope_dim));
   });
+}
 
-  for (int layer = 0; layer < c.n_layers; ++layer) {
-    const LayerWeights& L = w.layers[layer];
-
-    // Attention block.
-    pool_->Run(n_rows, [&](int r, int) {
-      RmsNorm(&x_[static_cast<size_t>(r) * c.dim], L.attn_norm, c.rms_eps, c.dim,
-              &xb_[static_cast<size_t>(r) * c.dim]);
-    });
-    const MatmulJob qkv[] = {{&L.wq, q_.data(), c.q_dim()},
-                             {&L.wk, k_.data(), c.kv_dim()},
-                             {&L.wv, v_.data(), c.kv_dim()}};
-    MatmulGroup(qkv, xb_.data(), n_rows, c.dim);
-    pool_->Run(n_rows, [&](int r, int) {
-      float* q = &q_[static_cast<size_t>(r) * c.q_dim()];
-      float* k = &k_[static_cast<size_t>(r) * c.kv_dim()];
-      float* v = &v_[static_cast<size_t>(r) * c.kv_dim()];
-      if (L.bq != nullptr) {
-        AddInPlace(q, L.bq, c.q_dim());
-        AddInPlace(k, L.bk, c.kv_dim());
-        AddInPlace(v, L.bv, c.kv_dim());
-      }
-      if (L.q_norm != nullptr) {
-        for (int h = 0; h < c.n_heads; ++h) {
-          RmsNorm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
-        }
-        for (int h = 0; h < c.n_kv_heads; ++h) {
-          RmsNorm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
-        }
-      }
-      const float* cs = &rope_cs_[static_cast<size_t>(r) * c.rope_dim];
-      RopeApply(c.rope_style, q, c.n_heads, c.head_dim, c.rope_dim, cs);
-      RopeApply(c.rope_style, k, c.n_kv_heads, c.head_dim, c.rope_dim, cs);
-      // Store this row's K and V in its sequence's page.
-      KvSequence& kv = *items[row_item_[r]].kv;
-      for (int h = 0; h < c.n_kv_heads; ++h) {
-        StoreKv(kv.geometry().dtype, k + h * c.head_dim,
-                kv.slot(row_pos_[r], layer, KvPart::kKey, h), c.head_dim);
-        StoreKv(kv.geometry().dtype, v + h * c.head_dim,
-                kv.slot(row_pos_[r], layer, KvPart::kValue, h), c.head_dim);
-      }
-    });
-    Attention(layer, items, n_rows);
-    Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
-    pool_->Run(n_rows, [&](int r, int) {
-      float* x = &x_[static_cast<size_t>(r) * c.dim];
-      float* xb = &xb_[static_cast<size_t>(r) * c.dim];
-      AddInPlace(x, xb, c.dim);
-      RmsNorm(x, L.ffn_norm, c.rms_eps, c.dim, xb);
-    });
-
-    // Feed-forward block.
-    const MatmulJob gate_up[] = {{&L.w_gate, hb_.data(), c.ffn_dim}, {&L.w_up, hb2_.data(), c.ffn_dim}};
-    MatmulGroup(gate_up, xb_.data(), n_rows, c.dim);
-    pool_->Run(n_rows, [&](int r, int) {
-      SiluMul(&hb_[static_cast<size_t>(r) * c.ffn_dim], &hb2_[static_cast<size_t>(r) * c.ffn_dim],
-              c.ffn_dim);
-    });
-    Matmul(L.w_down, hb_.data(), n_rows, c.ffn_dim, xb_.data(), c.dim);
-    pool_->Run(n_rows, [&](int r, int) {
-      AddInPlace(&x_[static_cast<size_t>(r) * c.dim], &xb_[static_cast<size_t>(r) * c.dim], c.dim);
-    });
+void Transformer::FinishQkvRow(const LayerWeights& L, int layer, const ForwardItem& item, int r) {
+  const ModelConfig& c = config_;
+  float* q = Row(q_, r, c.q_dim());
+  float* k = Row(k_, r, c.kv_dim());
+  float* v = Row(v_, r, c.kv_dim());
+  if (L.bq != nullptr) {
+    AddInPlace(q, L.bq, c.q_dim());
+    AddInPlace(k, L.bk, c.kv_dim());
+    AddInPlace(v, L.bv, c.kv_dim());
   }
+  if (L.q_norm != nullptr) {
+    for (int h = 0; h < c.n_heads; ++h) {
+      RmsNorm(q + h * c.head_dim, L.q_norm, c.rms_eps, c.head_dim, q + h * c.head_dim);
+    }
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      RmsNorm(k + h * c.head_dim, L.k_norm, c.rms_eps, c.head_dim, k + h * c.head_dim);
+    }
+  }
+  const float* cs = Row(rope_cs_, r, c.rope_dim);
+  RopeApply(c.rope_style, q, c.n_heads, c.head_dim, c.rope_dim, cs);
+  RopeApply(c.rope_style, k, c.n_kv_heads, c.head_dim, c.rope_dim, cs);
+  // Store this row's K and V in its sequence's page.
+  KvSequence& kv = *item.kv;
+  for (int h = 0; h < c.n_kv_heads; ++h) {
+    StoreKv(kv.geometry().dtype, k + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kKey, h),
+            c.head_dim);
+    StoreKv(kv.geometry().dtype, v + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kValue, h),
+            c.head_dim);
+  }
+}
 
-  // Final norm of the rows that produce logits, gathered into xb_.
+void Transformer::AttentionBlock(int layer, std::span<const ForwardItem> items, int n_rows) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[layer];
+  pool_->Run(n_rows, [&](int r, int) {
+    RmsNorm(Row(x_, r, c.dim), L.attn_norm, c.rms_eps, c.dim, Row(xb_, r, c.dim));
+  });
+  const MatmulJob qkv[] = {{&L.wq, q_.data(), c.q_dim()},
+                           {&L.wk, k_.data(), c.kv_dim()},
+                           {&L.wv, v_.data(), c.kv_dim()}};
+  MatmulGroup(qkv, xb_.data(), n_rows, c.dim);
+  pool_->Run(n_rows, [&](int r, int) { FinishQkvRow(L, layer, items[row_item_[r]], r); });
+  Attention(layer, items, n_rows);
+  Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
+  pool_->Run(n_rows, [&](int r, int) {
+    float* x = Row(x_, r, c.dim);
+    float* xb = Row(xb_, r, c.dim);
+    AddInPlace(x, xb, c.dim);
+    RmsNorm(x, L.ffn_norm, c.rms_eps, c.dim, xb);
+  });
+}
+
+void Transformer::FeedForwardBlock(int layer, int n_rows) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[layer];
+  const MatmulJob gate_up[] = {{&L.w_gate, hb_.data(), c.ffn_dim}, {&L.w_up, hb2_.data(), c.ffn_dim}};
+  MatmulGroup(gate_up, xb_.data(), n_rows, c.dim);
+  pool_->Run(n_rows, [&](int r, int) { SiluMul(Row(hb_, r, c.ffn_dim), Row(hb2_, r, c.ffn_dim), c.ffn_dim); });
+  Matmul(L.w_down, hb_.data(), n_rows, c.ffn_dim, xb_.data(), c.dim);
+  pool_->Run(n_rows, [&](int r, int) { AddInPlace(Row(x_, r, c.dim), Row(xb_, r, c.dim), c.dim); });
+}
+
+void Transformer::FinalNormAndLogits(std::span<const ForwardItem> items, float* logits) {
+  const ModelConfig& c = config_;
+  const ModelWeights& w = weights_;
+  // The rows that produce logits, their final norm gathered into xb_.
   int n_out = 0;
   for (int i = 0; i < static_cast<int>(items.size()); ++i) {
     if (items[i].logits == Logits::kNone) continue;
     const int begin = items[i].logits == Logits::kAll ? item_row_begin_[i] : item_row_begin_[i + 1] - 1;
     for (int r = begin; r < item_row_begin_[i + 1]; ++r) out_rows_[n_out++] = r;
   }
-  if (n_out > 0) {
-    pool_->Run(n_out, [&](int o, int) {
-      RmsNorm(&x_[static_cast<size_t>(out_rows_[o]) * c.dim], w.output_norm, c.rms_eps, c.dim,
-              &xb_[static_cast<size_t>(o) * c.dim]);
-    });
-    Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
-  }
+  if (n_out == 0) return;
+  pool_->Run(n_out, [&](int o, int) {
+    RmsNorm(Row(x_, out_rows_[o], c.dim), w.output_norm, c.rms_eps, c.dim, Row(xb_, o, c.dim));
+  });
+  Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
+}
 
+absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* logits) {
+  if (absl::Status s = Validate(items); !s.ok()) return s;
+  if (absl::Status s = CheckReserved(items); !s.ok()) return s;
+  const int n_rows = LayOutRows(items);
+  Embed(items, n_rows);
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    AttentionBlock(layer, items, n_rows);
+    FeedForwardBlock(layer, n_rows);
+  }
+  FinalNormAndLogits(items, logits);
   for (const ForwardItem& it : items) it.kv->CommitAppend(static_cast<int>(it.tokens.size()));
   return absl::OkStatus();
 }

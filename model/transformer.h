@@ -14,11 +14,14 @@
 //   x += att Wo ; xb = rmsnorm(x) ; x += (silu(xb Wg) * xb Wu) Wd
 // then logits = rmsnorm(x) Wout for the rows that ask for them.
 //
-// Contract: Forward() validates the batch (token ids, context limit, batch
-// size) and reserves KV space before changing anything; on error no
-// sequence changes. On success each item's sequence grows by its token
-// count. All buffers are allocated at construction: a Forward performs no
-// heap allocation.
+// Contract: the caller reserves each item's KV positions first
+// (KvSequence::PrepareAppend(tokens.size()), which may allocate and
+// copy-on-write pages, and may fail with RESOURCE_EXHAUSTED); Forward()
+// only writes into them. Forward() validates the batch (token ids, context
+// limit, batch size) and checks the reservation before changing anything;
+// on error no sequence changes and no KV byte is written. On success each
+// item's sequence grows by its token count (CommitAppend). All buffers are
+// allocated at construction: a Forward performs no heap allocation.
 //
 // Ownership: borrows the config, weights and thread pool (they must outlive
 // it). Not thread-safe: one Forward at a time (the engine's step loop).
@@ -84,9 +87,14 @@ class Transformer {
   static int OutputRows(std::span<const ForwardItem> items);
 
   // Runs the batch; `logits` receives OutputRows(items) rows of vocab_size
-  // floats, in item order. Errors: InvalidArgument (bad token id, empty
-  // item, batch larger than max_batch_tokens), OutOfRange (a sequence would
-  // exceed max_context), ResourceExhausted (KV pool full).
+  // floats, in item order. Requires every item's positions
+  // [kv->length(), kv->length() + tokens.size()) to be reserved by
+  // kv->PrepareAppend(tokens.size()) since the sequence last changed.
+  // Errors (nothing changes): InvalidArgument (bad token id, empty item, a
+  // sequence twice, KV geometry not the model's, batch larger than
+  // max_batch_tokens), OutOfRange (a sequence would exceed max_context),
+  // FailedPrecondition (an item's positions are not reserved: missing
+  // pages, or a page to write that is shared or in the prefix cache).
   absl::Status Forward(std::span<const ForwardItem> items, float* logits);
 
  private:
@@ -105,7 +113,29 @@ class Transformer {
   };
   static constexpr int kMaxGroup = 3;
 
+  // The batch checks of Forward (InvalidArgument / OutOfRange as listed there).
   absl::Status Validate(std::span<const ForwardItem> items) const;
+  // FailedPrecondition naming the first item whose positions are not
+  // reserved (see Forward).
+  static absl::Status CheckReserved(std::span<const ForwardItem> items);
+
+  // Forward's phases, in order.
+  // Lays the items' tokens out as batch rows (row_pos_, row_item_,
+  // item_row_begin_); returns the row count.
+  int LayOutRows(std::span<const ForwardItem> items);
+  // x = token embeddings; rope_cs = rotary angles of each row's position.
+  void Embed(std::span<const ForwardItem> items, int n_rows);
+  // x += Attention(rmsnorm(x)) Wo, the rows' K/V written to their pages;
+  // leaves xb = rmsnorm(x) with the FFN norm (fused with the residual add).
+  void AttentionBlock(int layer, std::span<const ForwardItem> items, int n_rows);
+  // One row of q/k/v after their matmuls: bias, QK-norm, RoPE, then k and v
+  // stored in the row's KV slot.
+  void FinishQkvRow(const LayerWeights& L, int layer, const ForwardItem& item, int r);
+  // x += (silu(xb Wg) * xb Wu) Wd.
+  void FeedForwardBlock(int layer, int n_rows);
+  // logits = rmsnorm(x) Wout for the rows that want logits (OutputRows).
+  void FinalNormAndLogits(std::span<const ForwardItem> items, float* logits);
+
   void Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
               int64_t y_stride);
   // Several products of the same input (Q/K/V, gate/up) in one pass of the
@@ -121,14 +151,26 @@ class Transformer {
   const MatmulPath path_;
   const int max_pages_;  // most KV pages one sequence can have
 
-  // Workspace, rows = max_batch_tokens.
-  std::vector<float> x_, xb_, q_, k_, v_, att_, hb_, hb2_, rope_cs_;
-  std::vector<uint8_t> xq_;  // quantized activations (fast path), kMaxGroup regions
-  size_t xq_region_bytes_ = 0;
-  std::vector<int> row_pos_;                 // position of each batch row
-  std::vector<int> row_item_;                // item of each batch row
-  std::vector<int> item_row_begin_;          // first batch row of each item
-  std::vector<int> out_rows_;                // batch rows that produce logits
+  // Workspace, one row per batch row (rows = max_batch_tokens); the
+  // shapes in llama2.c's notation, kv_dim = n_kv_heads * head_dim,
+  // q_dim = n_heads * head_dim.
+  std::vector<float> x_;        // x:   [rows][dim] the residual stream
+  std::vector<float> xb_;       // xb:  [rows][max(dim, q_dim)] a normed matmul input, or a
+                                //      matmul output before its residual add; at the end the
+                                //      normed rows that want logits, gathered
+  std::vector<float> q_;        // q:   [rows][q_dim]
+  std::vector<float> k_, v_;    // k,v: [rows][kv_dim] this step's keys/values (then in the pages)
+  std::vector<float> att_;      // att: [rows][q_dim] attention output per query head
+  std::vector<float> hb_;       // hb:  [rows][ffn_dim] gate, then silu(gate) * up
+  std::vector<float> hb2_;      // hb2: [rows][ffn_dim] up
+  std::vector<float> rope_cs_;  // rope_cs: [rows][rope_dim] cos/sin pairs of the row's position
+  std::vector<uint8_t> xq_;     // xq:  [kMaxGroup][rows][widest activation row bytes]
+                                //      quantized matmul inputs (fast path)
+  size_t xq_region_bytes_ = 0;  // bytes of one [rows][...] region of xq_
+  std::vector<int> row_pos_;         // [rows] position of each batch row in its sequence
+  std::vector<int> row_item_;        // [rows] item of each batch row
+  std::vector<int> item_row_begin_;  // [items + 1] first batch row of each item
+  std::vector<int> out_rows_;        // [rows] batch rows that produce logits
   std::vector<AttentionTask> attention_tasks_;
   // Per-thread scratch.
   std::vector<std::vector<float>> matmul_scratch_;

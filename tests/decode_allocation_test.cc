@@ -57,6 +57,7 @@ TEST(DecodeAllocationTest, BatchedDecodeStepsAndSamplingAllocateNothing) {
   std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 29916, 432, 17204, 975, 278};
   std::vector<float> logits(static_cast<size_t>(kForks) * c.vocab_size);
   ForwardItem p{&root, prompt};
+  ASSERT_TRUE(root.PrepareAppend(static_cast<int>(prompt.size())).ok());
   ASSERT_TRUE(t.Forward({&p, 1}, logits.data()).ok());
   std::vector<KvSequence> forks;
   std::vector<std::vector<int32_t>> tokens(kForks, prompt);
@@ -74,6 +75,7 @@ TEST(DecodeAllocationTest, BatchedDecodeStepsAndSamplingAllocateNothing) {
                                                   static_cast<size_t>(c.vocab_size)},
                                          tokens[i], &rngs[i]));
       items[i] = {&forks[i], {&tokens[i].back(), 1}};
+      ASSERT_TRUE(forks[i].PrepareAppend(1).ok());  // as the engine does
     }
     ASSERT_TRUE(t.Forward(items, logits.data()).ok());
   };

@@ -77,9 +77,11 @@ void ExpectRuns(const ModelConfig& c, const ModelWeights& w) {
   std::vector<int32_t> prompt = {1, 5, 9, 13, 17};
   std::vector<float> logits(c.vocab_size);
   ForwardItem item{&kv, prompt};
+  ASSERT_TRUE(kv.PrepareAppend(static_cast<int>(prompt.size())).ok());
   ASSERT_TRUE(t.Forward({&item, 1}, logits.data()).ok());
   int32_t next = 3;
   item = {&kv, {&next, 1}};
+  ASSERT_TRUE(kv.PrepareAppend(1).ok());
   ASSERT_TRUE(t.Forward({&item, 1}, logits.data()).ok());
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(kv.length(), 6);

@@ -4,6 +4,7 @@
 // token-by-token decode; forks == fresh runs; batched == alone.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -65,7 +66,8 @@ struct Engine {
     std::vector<float> logits(vocab());
     for (size_t i = 0; i < tokens.size(); i += chunk) {
       ForwardItem item{&kv, tokens.subspan(i, std::min(chunk, tokens.size() - i))};
-      absl::Status s = transformer->Forward({&item, 1}, logits.data());
+      absl::Status s = kv.PrepareAppend(static_cast<int>(item.tokens.size()));
+      if (s.ok()) s = transformer->Forward({&item, 1}, logits.data());
       EXPECT_TRUE(s.ok()) << s;
     }
     return logits;
@@ -284,6 +286,9 @@ TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
   const int rows = Transformer::OutputRows(items);
   ASSERT_EQ(rows, 3 + static_cast<int>(chunk.size()));
   std::vector<float> batched(static_cast<size_t>(rows) * engine->vocab());
+  for (const ForwardItem& item : items) {
+    ASSERT_TRUE(item.kv->PrepareAppend(static_cast<int>(item.tokens.size())).ok());
+  }
   ASSERT_TRUE(engine->transformer->Forward(items, batched.data()).ok());
 
   auto compare = [&](const std::vector<float>& alone, int row) {
@@ -318,6 +323,41 @@ TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
   EXPECT_EQ(engine->transformer->Forward({&item, 1}, logits.data()).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(kv.length(), static_cast<int>(reference_[0].prompt_ids.size()));
+}
+
+TEST_P(ParityTest, ForwardIntoUnreservedKvSpaceIsAFailedPreconditionThatWritesNothing) {
+  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
+  ASSERT_NE(engine, nullptr);
+  std::vector<float> logits(engine->vocab());
+  const std::vector<int32_t>& prompt = reference_[0].prompt_ids;
+
+  // A sequence without pages.
+  KvSequence empty(engine->pages.get());
+  ForwardItem item{&empty, prompt};
+  absl::Status s = engine->transformer->Forward({&item, 1}, logits.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(empty.length(), 0);
+
+  // A fork whose next position lies in a page it shares with its parent
+  // (or in a page it does not have yet): the shared page stays untouched.
+  KvSequence parent(engine->pages.get());
+  engine->Feed(parent, prompt);
+  KvSequence child = parent.Fork();
+  const PageId last = parent.page_table().back();
+  const size_t page_bytes = engine->pages->geometry().page_bytes();
+  const std::vector<uint8_t> before(engine->pages->data(last), engine->pages->data(last) + page_bytes);
+  const int32_t next = reference_[0].greedy_ids[0];
+  item = {&child, {&next, 1}};
+  s = engine->transformer->Forward({&item, 1}, logits.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(child.length(), parent.length());
+  EXPECT_EQ(std::memcmp(before.data(), engine->pages->data(last), page_bytes), 0);
+
+  // Reserved, the same step runs.
+  ASSERT_TRUE(child.PrepareAppend(1).ok());
+  EXPECT_TRUE(engine->transformer->Forward({&item, 1}, logits.data()).ok());
+  EXPECT_EQ(child.length(), parent.length() + 1);
+  EXPECT_EQ(std::memcmp(before.data(), engine->pages->data(last), page_bytes), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, ParityTest, ::testing::ValuesIn(AllCases()), CaseName);
