@@ -12,10 +12,16 @@
 #include "cache/page_codec.h"
 #include "cache/record_codec.h"
 #include "rocksdb/db.h"
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <filesystem>
+
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/listener.h"
 #include "rocksdb/options.h"
+#include "rocksdb/sst_file_manager.h"
 #include "rocksdb/write_batch.h"
 
 namespace kvs {
@@ -91,7 +97,7 @@ class ManualErrorRecovery : public rocksdb::EventListener {
 
 }  // namespace
 
-absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env,
+absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env, bool read_only,
                                   std::unique_ptr<rocksdb::DB>* db,
                                   std::vector<rocksdb::ColumnFamilyHandle*>* handles) {
   rocksdb::DBOptions db_options;
@@ -106,9 +112,15 @@ absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env,
   db_options.listeners.push_back(std::make_shared<ManualErrorRecovery>());
   db_options.max_bgerror_resume_count = 0;
   if (env != nullptr) db_options.env = env;
+  // Compactions first check that the disk has room for them.
+  db_options.sst_file_manager.reset(
+      rocksdb::NewSstFileManager(env != nullptr ? env : rocksdb::Env::Default()));
 
   rocksdb::ColumnFamilyOptions record_options;  // RocksDB defaults (compressed)
   rocksdb::ColumnFamilyOptions page_options;
+  // Small memtables: what a flush may still write is covered by the floor.
+  record_options.write_buffer_size = kWriteBufferBytes / 4;
+  page_options.write_buffer_size = kWriteBufferBytes;
   // KV values do not compress; pages go to blob files so compactions move
   // 16-byte keys and references, not megabytes of KV.
   page_options.compression = rocksdb::kNoCompression;
@@ -125,7 +137,9 @@ absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env,
   };
   rocksdb::DB* raw = nullptr;
   handles->clear();
-  rocksdb::Status s = rocksdb::DB::Open(db_options, dir, families, handles, &raw);
+  rocksdb::Status s = read_only
+                          ? rocksdb::DB::OpenForReadOnly(db_options, dir, families, handles, &raw)
+                          : rocksdb::DB::Open(db_options, dir, families, handles, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("open session store ", dir));
   db->reset(raw);
   return absl::OkStatus();
@@ -137,9 +151,22 @@ absl::StatusOr<std::unique_ptr<SessionStore>> SessionStore::Open(const std::stri
   if (options.file_system != nullptr) env = rocksdb::NewCompositeEnv(options.file_system);
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  if (absl::Status s = OpenDb(dir, env.get(), &db, &handles); !s.ok()) return s;
+  // An existing store on a disk under the floor opens read-only.
+  struct statvfs st;
+  const bool exists = std::filesystem::exists(std::filesystem::path(dir) / "CURRENT");
+  const bool under_floor =
+      statvfs(dir.c_str(), &st) == 0 &&
+      static_cast<int64_t>(st.f_bavail) * st.f_frsize < std::max(options.min_free_bytes, kMinFreeBytes);
+  const bool read_only = exists && under_floor;
+  if (absl::Status s = OpenDb(dir, env.get(), read_only, &db, &handles); !s.ok()) return s;
   std::unique_ptr<SessionStore> store(
       new SessionStore(dir, options, std::move(env), std::move(db), std::move(handles)));
+  if (read_only) {
+    absl::MutexLock lock(&store->mu_);
+    store->read_only_ = true;
+    store->write_failed_ = true;  // the first mutation reopens for writing
+    return store;
+  }
   if (absl::Status v = store->CheckFormatVersion(); !v.ok()) return v;
   return store;
 }
@@ -187,11 +214,32 @@ absl::Status SessionStore::ProbeWritable() const {
   return FromRocks(s, "session store: the disk still refuses writes");
 }
 
-absl::Status SessionStore::Recover() {
+int64_t SessionStore::FreeBytes() const {
+  struct statvfs st;
+  if (statvfs(dir_.c_str(), &st) != 0) return -1;
+  return static_cast<int64_t>(st.f_bavail) * st.f_frsize;
+}
+
+int64_t SessionStore::floor_bytes() const { return std::max(options_.min_free_bytes, kMinFreeBytes); }
+
+absl::Status SessionStore::Recover(bool frees_space) {
+  // Not while the disk is under the floor (RocksDB writes at once), unless
+  // the mutation frees space: then the probe below decides.
+  if (const int64_t free_bytes = FreeBytes();
+      !frees_space && free_bytes >= 0 && free_bytes < floor_bytes()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "disk full: ", FreeSpaceText(),
+        "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
+  }
   // A probe first: no RocksDB recovery (which may escalate the error) while
   // the disk still refuses writes.
-  if (absl::Status s = ProbeWritable(); !s.ok()) return s;
-  if (db_ != nullptr) {
+  if (absl::Status s = ProbeWritable(); !s.ok()) {
+    if (absl::IsResourceExhausted(s)) {
+      return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
+    }
+    return s;
+  }
+  if (db_ != nullptr && !read_only_) {
     rocksdb::Status resumed = db_->Resume();
     if (resumed.ok()) {
       write_failed_ = false;
@@ -206,7 +254,8 @@ absl::Status SessionStore::Recover() {
   CloseDb();
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  if (absl::Status s = OpenDb(dir_, env_.get(), &db, &handles); !s.ok()) return s;
+  if (absl::Status s = OpenDb(dir_, env_.get(), /*read_only=*/false, &db, &handles); !s.ok()) return s;
+  read_only_ = false;
   SetDb(std::move(db), std::move(handles));
   PageRefTable table;
   if (absl::Status s = ReadTable(&table, nullptr, nullptr, nullptr); !s.ok()) return s;
@@ -253,15 +302,37 @@ absl::Status SessionStore::RequireLoaded() const {
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::RecoverIfWriteFailed() {
-  return write_failed_ ? Recover() : absl::OkStatus();
+absl::Status SessionStore::RecoverIfWriteFailed(bool frees_space) {
+  return write_failed_ ? Recover(frees_space) : absl::OkStatus();
+}
+
+std::string SessionStore::FreeSpaceText() const {
+  struct statvfs st;
+  if (statvfs(dir_.c_str(), &st) != 0) return absl::StrCat("the session store in ", dir_);
+  const int64_t free_bytes = static_cast<int64_t>(st.f_bavail) * st.f_frsize;
+  const int64_t total_bytes = static_cast<int64_t>(st.f_blocks) * st.f_frsize;
+  return absl::StrCat("the session store in ", dir_, " has ", free_bytes >> 20, " MiB free of ",
+                      total_bytes >> 20, " MiB (floor ", floor_bytes() >> 20, " MiB)");
+}
+
+absl::Status SessionStore::CheckFreeSpace(const rocksdb::WriteBatch& batch) const {
+  if (!batch.HasPut()) return absl::OkStatus();
+  const int64_t free_bytes = FreeBytes();
+  if (free_bytes < 0 || free_bytes >= floor_bytes()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "disk full: ", FreeSpaceText(),
+      "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
 }
 
 absl::Status SessionStore::Write(rocksdb::WriteBatch* batch) {
+  if (absl::Status floor = CheckFreeSpace(*batch); !floor.ok()) return floor;
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.sync_writes;
   absl::Status s = FromRocks(db_->Write(write_options, batch), "session store write");
   if (!s.ok()) write_failed_ = true;
+  if (absl::IsResourceExhausted(s)) {
+    return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
+  }
   return s;
 }
 
@@ -449,14 +520,15 @@ absl::Status SessionStore::PutSessions(
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
+absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family,
                                         RecordIndex* index, const std::string& kind,
                                         const std::string& id, WriteStats* stats) {
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
   if (!index->contains(id)) return absl::NotFoundError(absl::StrCat(kind, " '", id, "' not found"));
-  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
+  if (absl::Status s = RecoverIfWriteFailed(/*frees_space=*/true); !s.ok()) return s;
   rocksdb::WriteBatch batch;
-  batch.Delete(family, id);
+  // The handle is read after recovery, which may have reopened the database.
+  batch.Delete(this->*family, id);
   RefCountChange change(&table_);
   change.SetRecord(index, id, std::nullopt);
   WriteStats written;
@@ -467,12 +539,12 @@ absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* family,
 
 absl::Status SessionStore::DeleteSession(const std::string& id, WriteStats* stats) {
   absl::MutexLock lock(&mu_);
-  return DeleteRecord(sessions_cf_, &table_.sessions, "session", id, stats);
+  return DeleteRecord(&SessionStore::sessions_cf_, &table_.sessions, "session", id, stats);
 }
 
 absl::Status SessionStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
   absl::MutexLock lock(&mu_);
-  return DeleteRecord(checkpoints_cf_, &table_.checkpoints, "checkpoint", id, stats);
+  return DeleteRecord(&SessionStore::checkpoints_cf_, &table_.checkpoints, "checkpoint", id, stats);
 }
 
 absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {

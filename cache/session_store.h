@@ -33,6 +33,18 @@
 // the stored session it copies. WriteStats.pages_hashed counts the SHA-256
 // page hashes a write computed.
 //
+// A full disk: RocksDB must never meet ENOSPC itself (Debian's build keeps
+// its assertions, and a log writer reused after a failed write aborts the
+// process). So the store refuses, with RESOURCE_EXHAUSTED naming the
+// directory and its free space, every mutation that adds data while free
+// space is under a floor (StoreOptions::min_free_bytes, at least
+// kMinFreeBytes), which covers what RocksDB may still write on its own:
+// memtables are small (kWriteBufferBytes) and compactions check free space
+// first (RocksDB's SstFileManager). Deletes always run. A store opened on a
+// disk under the floor opens read-only (RocksDB writes nothing then):
+// reads work, and the first mutation after space returns reopens it for
+// writing.
+//
 // Failed writes: a failed RocksDB write (disk full, I/O error) returns its
 // error and leaves the store as it was: nothing of the batch is visible, on
 // disk or in Stats(). RocksDB then refuses writes; each later mutation
@@ -99,7 +111,16 @@ struct StoreOptions {
   // The file system RocksDB uses; null (production) is the default one.
   // Tests pass a fault-injecting wrapper (cache/fault_injection_fs.h).
   std::shared_ptr<rocksdb::FileSystem> file_system;
+  // Free-space floor: a mutation that adds data (any Put) is refused with
+  // RESOURCE_EXHAUSTED, before anything is written, while the store's file
+  // system has less free space than this (raised to kMinFreeBytes). Deletes
+  // always run (they are how space comes back).
+  int64_t min_free_bytes = 0;
 };
+
+// The smallest effective floor, and the memtable size it is sized for.
+inline constexpr int64_t kMinFreeBytes = int64_t{32} << 20;
+inline constexpr size_t kWriteBufferBytes = size_t{8} << 20;
 
 // What one mutation wrote.
 struct WriteStats {
@@ -236,7 +257,8 @@ class SessionStore {
                std::unique_ptr<rocksdb::Env> env, std::unique_ptr<rocksdb::DB> db,
                std::vector<rocksdb::ColumnFamilyHandle*> handles);
   // Opens the RocksDB database of the store (env null: the default).
-  static absl::Status OpenDb(const std::string& dir, rocksdb::Env* env,
+  // Opens RocksDB; `read_only` writes nothing (a disk under the floor).
+  static absl::Status OpenDb(const std::string& dir, rocksdb::Env* env, bool read_only,
                              std::unique_ptr<rocksdb::DB>* db,
                              std::vector<rocksdb::ColumnFamilyHandle*>* handles);
   void SetDb(std::unique_ptr<rocksdb::DB> db, std::vector<rocksdb::ColumnFamilyHandle*> handles);
@@ -252,14 +274,19 @@ class SessionStore {
   absl::Status ProbeWritable() const;
   // After a failed write: once the disk takes writes again, DB::Resume, or
   // if RocksDB cannot resume, reopen and re-read the counts from disk.
-  absl::Status Recover() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Recover(bool frees_space = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recover() if the last write failed: what every mutation does first,
   // before it builds its batch (a reopen replaces the handles).
-  absl::Status RecoverIfWriteFailed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RecoverIfWriteFailed(bool frees_space = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckFormatVersion();
   absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes `batch`; a failure makes the next mutation Recover first.
   absl::Status Write(rocksdb::WriteBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED if `batch` adds data while free space is under the
+  // floor (StoreOptions::min_free_bytes).
+  absl::Status CheckFreeSpace(const rocksdb::WriteBatch& batch) const;
+  // "the session store in DIR has N MiB free of M MiB (floor F MiB)".
+  std::string FreeSpaceText() const;
   // Adds to `batch` the deletes of the pages `change` frees, writes it, then
   // applies `change` to the in-memory table.
   absl::Status Commit(RefCountChange& change, rocksdb::WriteBatch* batch, WriteStats* stats)
@@ -269,7 +296,7 @@ class SessionStore {
   std::shared_ptr<const VerifiedPages> ReferenceFor(const std::string& id,
                                                     const std::string& parent) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* family, RecordIndex* index,
+  absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
                             WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -292,6 +319,12 @@ class SessionStore {
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   // A write failed: RocksDB may refuse writes until resumed.
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  // Opened read-only on a disk under the floor; the first mutation once
+  // space is back reopens for writing (through write_failed_ and Recover).
+  bool read_only_ ABSL_GUARDED_BY(mu_) = false;
+  // Free bytes of the store's file system, or -1 if unknown.
+  int64_t FreeBytes() const;
+  int64_t floor_bytes() const;
   PageRefTable table_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -198,8 +198,11 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
     SessionInfo released;
     absl::Status persisted = sessions_->PersistAndRelease(shared->session, &released);
     if (!persisted.ok() && st.ok()) {
-      st = absl::UnavailableError(absl::StrCat("the session could not be persisted: ",
-                                               persisted.message()));
+      // A full disk keeps its code (the client should free space or wait);
+      // other store failures are transient to the client.
+      const std::string why = absl::StrCat("the session could not be persisted: ", persisted.message());
+      st = absl::IsResourceExhausted(persisted) ? absl::ResourceExhaustedError(why)
+                                                : absl::UnavailableError(why);
     }
     shared->listener->OnDone(st, st.ok() || reason == FinishReason::kCancelled ? reason : FinishReason::kError,
                              shared->usage, final_text, released);

@@ -59,6 +59,9 @@ ABSL_FLAG(std::string, matmul, "fast",
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
+ABSL_FLAG(int, min_free_disk_mb, 256,
+          "refuse writes (RESOURCE_EXHAUSTED) while the data directory's file system has less free "
+          "space than this; reads and deletes still work, writes resume once space is back");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -191,6 +194,7 @@ int Serve() {
   std::filesystem::create_directories(config->data_dir, ec);
   StoreOptions store_options;
   store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
+  store_options.min_free_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_min_free_disk_mb)) << 20;
   absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(config->data_dir, store_options);
   if (!store.ok()) {
     return Fail(absl::StrCat("cannot open the store in ", config->data_dir, ": ", store.status().message()));
