@@ -28,6 +28,8 @@ if(KVS_FUZZ)
     set(kvs_sanitizers "address,undefined")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)
+  # A fuzzer must stop at the first finding, UBSan's included.
+  add_compile_options(-fno-sanitize-recover=undefined)
 endif()
 
 if(NOT kvs_sanitizers STREQUAL "")
