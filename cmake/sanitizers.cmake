@@ -18,6 +18,7 @@ option(KVS_FUZZ "Build the libFuzzer targets in fuzz/ (needs clang)" OFF)
 
 set(KVS_GTEST_DISCOVERY_MODE POST_BUILD)
 set(KVS_GTEST_DISCOVERY_TIMEOUT 60)
+set(KVS_TEST_TIMEOUT_SCALE 1)
 
 set(kvs_sanitizers "${KVS_SANITIZE}")
 if(KVS_FUZZ)
@@ -45,6 +46,7 @@ if(NOT kvs_sanitizers STREQUAL "")
   endif()
   set(KVS_GTEST_DISCOVERY_MODE PRE_TEST)
   set(KVS_GTEST_DISCOVERY_TIMEOUT 300)
+  set(KVS_TEST_TIMEOUT_SCALE 4)
 endif()
 
 
