@@ -73,3 +73,18 @@ function(kvs_add_absl_mutex_tsan target)
       "${CMAKE_SOURCE_DIR}/tools/sanitizers/absl_mutex_tsan.cc")
   target_link_libraries(${target} PRIVATE absl::synchronization ${CMAKE_DL_LIBS})
 endfunction()
+
+# kvs_fuzz_skip_simd_kernels(): in the fuzz build, compiles the SIMD kernel
+# variants (kernels/*_avx2.cc, *_avx512*.cc, *_amx.cc) without sanitizers or
+# coverage: no fuzz target reaches them, and instrumenting their intrinsics
+# costs most of the fuzz build's time.
+function(kvs_fuzz_skip_simd_kernels)
+  get_target_property(srcs kvs_kernels SOURCES)
+  get_target_property(dir kvs_kernels SOURCE_DIR)
+  foreach(src ${srcs})
+    if(src MATCHES "_(avx2|avx512|avx512_bf16|amx)\\.cc$")
+      set_property(SOURCE ${dir}/${src} DIRECTORY ${dir} APPEND PROPERTY
+          COMPILE_OPTIONS -fno-sanitize=all)
+    endif()
+  endforeach()
+endfunction()

@@ -11,6 +11,12 @@
 // when it is itself built with TSan) and forward to the real function found
 // with dlsym(RTLD_NEXT).
 //
+// absl evaluates a Condition while the lock is really held but, to TSan,
+// inside a call that has released it (the waiter in Await, or the unlocking
+// thread on the waiter's behalf), so conditions are evaluated with TSan
+// ignoring their reads; the acquire announced when the call returns orders
+// everything the waiter does next.
+//
 // Limits: Await/CondVar::Wait are announced as releasing and re-acquiring an
 // exclusive hold (the project never waits under a reader lock). A symbol that
 // cannot be found aborts at first use with its name.
@@ -61,7 +67,25 @@ void AnnounceAcquire(Mu* mu) {
   __tsan_mutex_post_lock(mu, 0, 0);
 }
 
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+
+// A Condition that evaluates `user` with TSan ignoring its reads.
+struct QuietCondition {
+  const Cond* user;
+  static bool Eval(QuietCondition* q) {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    const bool r = q->user->Eval();
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return r;
+  }
+};
+
 }  // namespace
+
+#define KVS_QUIET(cond) \
+  QuietCondition quiet{&(cond)}; \
+  const Cond quiet_cond(&QuietCondition::Eval, &quiet)
 
 #define KVS_REAL(type, mangled)                          \
   static const auto real = Real<type>(mangled)
@@ -113,23 +137,26 @@ void absl::Mutex::ReaderUnlock() {
 
 void absl::Mutex::LockWhen(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex8LockWhenERKNS0_9ConditionE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, 0);
-  real(this, cond);
+  real(this, quiet_cond);
   __tsan_mutex_post_lock(this, 0, 0);
 }
 
 void absl::Mutex::ReaderLockWhen(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex14ReaderLockWhenERKNS0_9ConditionE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
-  real(this, cond);
+  real(this, quiet_cond);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
 }
 
 bool absl::Mutex::LockWhenWithTimeout(const Cond& cond, absl::Duration timeout) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, 0);
-  const bool r = real(this, cond, timeout);
+  const bool r = real(this, quiet_cond, timeout);
   __tsan_mutex_post_lock(this, 0, 0);
   return r;
 }
@@ -137,8 +164,9 @@ bool absl::Mutex::LockWhenWithTimeout(const Cond& cond, absl::Duration timeout) 
 bool absl::Mutex::LockWhenWithDeadline(const Cond& cond, absl::Time deadline) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, 0);
-  const bool r = real(this, cond, deadline);
+  const bool r = real(this, quiet_cond, deadline);
   __tsan_mutex_post_lock(this, 0, 0);
   return r;
 }
@@ -146,8 +174,9 @@ bool absl::Mutex::LockWhenWithDeadline(const Cond& cond, absl::Time deadline) {
 bool absl::Mutex::ReaderLockWhenWithTimeout(const Cond& cond, absl::Duration timeout) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
-  const bool r = real(this, cond, timeout);
+  const bool r = real(this, quiet_cond, timeout);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
   return r;
 }
@@ -155,24 +184,27 @@ bool absl::Mutex::ReaderLockWhenWithTimeout(const Cond& cond, absl::Duration tim
 bool absl::Mutex::ReaderLockWhenWithDeadline(const Cond& cond, absl::Time deadline) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  KVS_QUIET(cond);
   __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
-  const bool r = real(this, cond, deadline);
+  const bool r = real(this, quiet_cond, deadline);
   __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
   return r;
 }
 
 void absl::Mutex::Await(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex5AwaitERKNS0_9ConditionE");
+  KVS_QUIET(cond);
   AnnounceRelease(this);
-  real(this, cond);
+  real(this, quiet_cond);
   AnnounceAcquire(this);
 }
 
 bool absl::Mutex::AwaitWithTimeout(const Cond& cond, absl::Duration timeout) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+  KVS_QUIET(cond);
   AnnounceRelease(this);
-  const bool r = real(this, cond, timeout);
+  const bool r = real(this, quiet_cond, timeout);
   AnnounceAcquire(this);
   return r;
 }
@@ -180,8 +212,9 @@ bool absl::Mutex::AwaitWithTimeout(const Cond& cond, absl::Duration timeout) {
 bool absl::Mutex::AwaitWithDeadline(const Cond& cond, absl::Time deadline) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  KVS_QUIET(cond);
   AnnounceRelease(this);
-  const bool r = real(this, cond, deadline);
+  const bool r = real(this, quiet_cond, deadline);
   AnnounceAcquire(this);
   return r;
 }
