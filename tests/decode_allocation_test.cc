@@ -16,17 +16,40 @@
 
 namespace {
 std::atomic<long> g_allocations{0};
-}
 
-void* operator new(size_t n) {
+// Every replaceable allocation form counts and takes its memory from
+// malloc/aligned_alloc, and every deallocation form frees it: replacing only
+// some forms would pair the runtime's (or a sanitizer's) operator new with
+// our free, which AddressSanitizer reports as alloc-dealloc-mismatch.
+void* CountedAlloc(size_t n) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
+  return std::malloc(n ? n : 1);
 }
-void* operator new[](size_t n) {
+void* CountedAlignedAlloc(size_t n, std::align_val_t al) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
+  const size_t a = static_cast<size_t>(al);
+  // aligned_alloc wants a size that is a multiple of the alignment.
+  return std::aligned_alloc(a, ((n ? n : 1) + a - 1) / a * a);
+}
+void* OrThrow(void* p) {
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return OrThrow(CountedAlloc(n)); }
+void* operator new[](size_t n) { return OrThrow(CountedAlloc(n)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return CountedAlloc(n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return CountedAlloc(n); }
+void* operator new(size_t n, std::align_val_t al) { return OrThrow(CountedAlignedAlloc(n, al)); }
+void* operator new[](size_t n, std::align_val_t al) {
+  return OrThrow(CountedAlignedAlloc(n, al));
+}
+void* operator new(size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return CountedAlignedAlloc(n, al);
+}
+void* operator new[](size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return CountedAlignedAlloc(n, al);
 }
 // GCC cannot see that these replace the global operators it pairs free with.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
@@ -34,6 +57,16 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
 
 namespace kvs {
 namespace {

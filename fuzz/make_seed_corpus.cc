@@ -1,0 +1,86 @@
+// Writes the seed corpora in fuzz/corpus/<target>/ (run by hand after a
+// format change; the outputs are committed):
+//   make_seed_corpus <repo>/fuzz/corpus
+// Each seed is a small valid input, so the fuzzers start past the magic
+// numbers and checksums.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cache/page_codec.h"
+#include "cache/session_record.pb.h"
+#include "cache/snapshot_store.h"
+#include "model/gguf_writer.h"
+
+namespace {
+
+void Write(const std::filesystem::path& dir, const std::string& name, const std::string& bytes) {
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name, std::ios::binary) << bytes;
+}
+
+std::string TinyGguf() {
+  kvs::GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddUint32("llama.block_count", 1);
+  w.AddInt32("test.int", -3);
+  w.AddUint64("test.u64", 1ull << 40);
+  w.AddFloat32("test.float", 0.5f);
+  w.AddBool("test.bool", true);
+  w.AddStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "a", "b"});
+  w.AddFloat32Array("tokenizer.ggml.scores", {0, 0, -1, -2});
+  w.AddInt32Array("tokenizer.ggml.token_type", {2, 3, 1, 1});
+  w.AddTensor("f32", kvs::GgmlType::kF32, {4, 2}, std::string(32, '\1'));
+  w.AddTensor("q8", kvs::GgmlType::kQ8_0, {32, 1},
+              std::string(kvs::GgufWriter::TensorBytes(kvs::GgmlType::kQ8_0, {32, 1}), '\2'));
+  return w.Serialize();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <repo>/fuzz/corpus\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path root = argv[1];
+
+  Write(root / "gguf_file", "tiny.gguf", TinyGguf());
+
+  const char* texts[] = {"Hello world", " leading space and  two", "naïve café 日本語 🙂",
+                         "<|im_start|>user\nhi<|im_end|>", "line\r\nbreak\ttab 12345"};
+  for (int i = 0; i < 5; ++i) {
+    for (char mode : {'\x00', '\x31', '\x62', '\x73'}) {
+      Write(root / "tokenizer", "text" + std::to_string(i) + "_" + std::to_string(int(mode)),
+            std::string(1, mode) + texts[i]);
+    }
+  }
+
+  const kvs::KvGeometry g{.n_layers = 2, .n_kv_heads = 3, .head_dim = 4, .page_tokens = 5,
+                          .dtype = kvs::KvDtype::kF16};
+  std::vector<uint8_t> page(g.page_bytes());
+  for (size_t i = 0; i < page.size(); ++i) page[i] = static_cast<uint8_t>(i * 31);
+  Write(root / "page_codec", "full_page", std::string(1, '\0') + kvs::EncodePage(g, page.data(), 5));
+  Write(root / "page_codec", "partial_page",
+        std::string(1, '\0') + kvs::EncodePage(g, page.data(), 2));
+  Write(root / "page_codec", "roundtrip", std::string("\x01\x01\x02\x03\x34\x00\x00" "abcdefgh", 15));
+  Write(root / "page_codec", "roundtrip_changed", std::string("\x01\x02\x01\x07\x2d\x11\x40xyz", 10));
+
+  kvs::SessionRecord s;
+  s.set_id("session-1");
+  s.set_model_fingerprint("model-a");
+  *s.mutable_geometry() = kvs::ToGeometryRecord(g);
+  for (int t = 0; t < 12; ++t) s.add_tokens(100 + t);
+  s.set_kv_length(11);
+  (*s.mutable_labels())["user"] = "seed";
+  if (!kvs::FillPageHashes(&s).ok()) return 1;
+  Write(root / "session_record", "session", s.SerializeAsString());
+  kvs::CheckpointRecord c;
+  c.set_id("checkpoint-1");
+  c.set_name("seed");
+  *c.mutable_session() = s;
+  Write(root / "session_record", "checkpoint", c.SerializeAsString());
+  return 0;
+}
