@@ -11,7 +11,7 @@
 
 #include "cache/page_codec.h"
 #include "cache/session_record.pb.h"
-#include "cache/snapshot_store.h"
+#include "cache/record_validation.h"
 #include "model/gguf_writer.h"
 
 namespace {

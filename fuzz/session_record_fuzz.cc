@@ -1,22 +1,28 @@
 // libFuzzer target: decoding a stored session or checkpoint record (bytes
-// read from disk) and checking its invariants (cache/snapshot_store.h).
+// read from disk: cache/record_codec.h) and checking its invariants
+// (cache/record_validation.h).
 //
-// The CRC-32C framing of stored records is private to the store today, and a
-// fuzzer cannot forge checksums anyway, so this feeds the bytes a record
-// would carry after its checksum: the SessionRecord / CheckpointRecord parse
-// and CheckSessionRecord, which must reject or accept without reading out of
-// bounds. When the framing moves to cache/record_codec.h, point Decode() at
-// its decoder (with the checksum computed here) and keep the rest.
+// A fuzzer cannot forge checksums, so the input is framed here with its
+// correct CRC-32C and goes through the store's own decoder: the record
+// parse and CheckSessionRecord must reject or accept without reading out
+// of bounds.
 #include <cstdint>
+#include <string>
 
+#include "cache/crc32c.h"
+#include "cache/record_codec.h"
+#include "cache/record_validation.h"
 #include "cache/session_record.pb.h"
-#include "cache/snapshot_store.h"
 
 namespace {
 
 template <typename Record>
 bool Decode(const uint8_t* data, size_t size, Record* record) {
-  return record->ParseFromArray(data, static_cast<int>(size));
+  const uint32_t crc = kvs::Crc32c(data, size);
+  std::string value(4, '\0');
+  for (int i = 0; i < 4; ++i) value[i] = static_cast<char>((crc >> (8 * i)) & 0xff);
+  value.append(reinterpret_cast<const char*>(data), size);
+  return kvs::DecodeRecordValue(value, record).ok();
 }
 
 }  // namespace
