@@ -3,7 +3,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "cache/session_store.h"
-#include "service/session_kv.h"
 
 namespace kvs {
 namespace {
@@ -69,9 +68,11 @@ SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context)
   const int t = context.geometry.page_tokens;
   r.set_kv_length(kv_length);
   const int full = kv_length / t;
-  for (int i = 0; i < full; ++i) AddHash(s.full_page_hashes[i], &r);
+  for (int i = 0; i < full; ++i) AddHash(s.page_hashes->hashes()[i], &r);
   if (kv_length % t != 0) {
-    AddHash(PageKeys(context).TailPageHash(s.full_page_hashes, s.tokens, kv_length), &r);
+    AddHash(s.page_hashes->NextPageHash(
+                std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(full) * t, kv_length - full * t)),
+            &r);
   }
   return r;
 }

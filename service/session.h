@@ -7,8 +7,8 @@
 //     last (the last token is fed by the next Generate's first step, which
 //     yields the logits it samples from). A cancelled Append may leave the
 //     KV further behind; the next job catches it up.
-//   - full_page_hashes[i] is the chain hash of KV page i for every full page
-//     of the KV (the prefix cache and the store key pages by them).
+//   - page_hashes (set while resident) holds the chain hash of every full
+//     page of the KV (the prefix cache and the store key pages by them).
 //
 // Ownership and locking: sessions are shared_ptrs owned by the
 // SessionRegistry. Three owners, three rules:
@@ -18,7 +18,7 @@
 //   - `tokens` is written only by the holder of the busy session, under
 //     `tokens_mu`; readers that do not hold the session copy it under
 //     `tokens_mu` (the holder itself reads without the lock);
-//   - `kv`, `full_page_hashes` and `rng` belong to whoever holds the session
+//   - `kv`, `page_hashes` and `rng` belong to whoever holds the session
 //     busy (a job in the engine, or a manager operation). `kv` is set or
 //     reset only under the registry's mutex (load, eviction), so readers
 //     under that mutex may test resident() and, when idle, read the table.
@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_sequence.h"
 #include "cache/page_hash.h"
+#include "cache/page_hash_chain.h"
 #include "model/sampler.h"
 #include "service/job_handle.h"
 
@@ -47,7 +48,7 @@ struct Session {
   std::vector<int32_t> tokens;
   mutable absl::Mutex tokens_mu;  // see "Ownership and locking" above
   std::optional<KvSequence> kv;   // set when resident
-  std::vector<PageHash> full_page_hashes;
+  std::optional<PageHashChain> page_hashes;  // set with `kv`
   SamplingParams sampling;  // defaults for Generate
   SequenceRng rng;
   std::map<std::string, std::string> labels;

@@ -11,8 +11,9 @@
 // and appends generated tokens through it. Everything else about the
 // session (registry, persistence) stays with the SessionManager.
 //
-// PageKeys is the one place page hashes are computed for a session's
-// tokens (the prefix cache's keys and the store's page names).
+// Page hashes come from the session's PageHashChain (cache/), the one
+// hasher the prefix cache, the records and the store share: each full page
+// is hashed once, when it fills.
 //
 // Ownership and threads: borrows the session, the pool and the room-maker;
 // the session must be held busy by the caller for the handle's lifetime.
@@ -34,26 +35,6 @@
 
 namespace kvs {
 
-// The page-hash chain of this server's sessions (cache/page_hash.h): the
-// model fingerprint and geometry every hash includes.
-class PageKeys {
- public:
-  explicit PageKeys(const RecordContext& context)
-      : fingerprint_(context.model_fingerprint), geometry_(context.geometry) {}
-
-  // Hash of full page `i` of `tokens`, chained on full_hashes[i - 1].
-  PageHash FullPage(std::span<const PageHash> full_hashes, std::span<const int32_t> tokens,
-                    int i) const;
-  // Hash of the partial last page of a KV of `kv_length` positions (not a
-  // multiple of T), chained on the last full page's hash.
-  PageHash TailPageHash(std::span<const PageHash> full_hashes, std::span<const int32_t> tokens,
-                        int kv_length) const;
-
- private:
-  std::string_view fingerprint_;
-  KvGeometry geometry_;
-};
-
 // Frees KV pages for a job: evicts idle sessions' KV (all persisted) until
 // `pages` pages are free. Returns whether they are.
 class KvRoomMaker {
@@ -65,7 +46,7 @@ class KvRoomMaker {
 class SessionKv {
  public:
   // `session` must be resident and held busy by the caller.
-  SessionKv(Session* session, PagePool* pool, const RecordContext& context, KvRoomMaker* room);
+  SessionKv(Session* session, PagePool* pool, KvRoomMaker* room);
 
   Session& session() const { return *session_; }
   int kv_length() const { return session_->kv->length(); }
@@ -93,7 +74,6 @@ class SessionKv {
  private:
   Session* const session_;
   PagePool* const pool_;
-  const PageKeys keys_;
   KvRoomMaker* const room_;
 };
 

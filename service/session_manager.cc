@@ -47,6 +47,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
   auto s = std::make_shared<Session>();
   s->id = NewId("ses_");
   s->kv.emplace(pool_);
+  s->page_hashes.emplace(context_.model_fingerprint, context_.geometry);
   s->sampling = sampling;
   s->rng = SequenceRng(sampling.seed);
   s->labels = labels;
@@ -73,9 +74,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
       return kv.status();
     }
     registry_.SetKv(*s, *std::move(kv));
-    const int full = s->persisted_kv_length / context_.geometry.page_tokens;
-    s->full_page_hashes.assign(s->persisted_page_hashes.begin(),
-                               s->persisted_page_hashes.begin() + full);
+    AdoptStoredHashes(*s);
   }
   return s;
 }
@@ -104,13 +103,19 @@ absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s
   return record.status();
 }
 
+void SessionManager::AdoptStoredHashes(Session& s) const {
+  // The store verified these when it loaded the record: adopted, not rehashed.
+  const int full = s.persisted_kv_length / context_.geometry.page_tokens;
+  s.page_hashes.emplace(context_.model_fingerprint, context_.geometry);
+  s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
+}
+
 absl::Status SessionManager::LoadForReaders(Session& s) {
   if (s.resident()) return absl::OkStatus();
   absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s);
   if (!kv.ok()) return kv.status();
   registry_.SetKv(s, *std::move(kv));
-  const int full = s.persisted_kv_length / context_.geometry.page_tokens;
-  s.full_page_hashes.assign(s.persisted_page_hashes.begin(), s.persisted_page_hashes.begin() + full);
+  AdoptStoredHashes(s);
   return absl::OkStatus();
 }
 
@@ -136,7 +141,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           b->id = NewId("ses_");
           b->tokens = p.tokens;
           b->kv.emplace(p.kv->Fork());
-          b->full_page_hashes = p.full_page_hashes;
+          b->page_hashes = p.page_hashes;
           b->sampling = p.sampling;
           b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
           b->rng = SequenceRng(b->sampling.seed);
@@ -246,8 +251,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
     return kv.status();
   }
   s->kv.emplace(*std::move(kv));
-  const int full = s->persisted_kv_length / context_.geometry.page_tokens;
-  s->full_page_hashes.assign(s->persisted_page_hashes.begin(), s->persisted_page_hashes.begin() + full);
+  AdoptStoredHashes(*s);
   record.set_version(1);
   // The store normally holds every page (the checkpoint refers to them),
   // but a concurrent DeleteCheckpoint may have dropped some since the load:

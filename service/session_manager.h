@@ -89,7 +89,7 @@ class SessionManager : public KvRoomMaker {
   }
 
   // The engine's handle on an acquired session's KV (session_kv.h).
-  SessionKv OpenKv(Session& session) { return SessionKv(&session, pool_, context_, this); }
+  SessionKv OpenKv(Session& session) { return SessionKv(&session, pool_, this); }
 
   // Persists the session's current state (new pages and record in one
   // atomic write), then releases it. On a store error the session is
@@ -149,6 +149,8 @@ class SessionManager : public KvRoomMaker {
 
  private:
   static std::string NewId(const char* prefix);
+  // Sets the page-hash chain of a session whose KV was just loaded.
+  void AdoptStoredHashes(Session& session) const;
   // Makes a session held by readers resident (under its persist_mu).
   absl::Status LoadForReaders(Session& session);
 

@@ -145,7 +145,7 @@ bool SessionRegistry::EvictIfIdle(Session& s) {
   absl::MutexLock lock(&mu_);
   if (s.busy || s.readers > 0 || s.dirty || !s.kv) return false;
   s.kv.reset();  // everything is on disk; comes back on next use
-  s.full_page_hashes.clear();
+  s.page_hashes.reset();
   return true;
 }
 
