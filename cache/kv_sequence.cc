@@ -25,7 +25,7 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   return *this;
 }
 
-absl::Status KvSequence::PrepareAppend(int n) {
+absl::Status KvSequence::PrepareAppend(int n, bool from_reserve) {
   if (n <= 0) return absl::OkStatus();
   const int t = geometry().page_tokens;
   const int first_page = length_ / t;
@@ -35,7 +35,7 @@ absl::Status KvSequence::PrepareAppend(int n) {
   // hand it to another sequence at any time).
   if (first_page < num_pages() &&
       (pool_->ref_count(pages_[first_page]) > 1 || pool_->has_key(pages_[first_page]))) {
-    absl::StatusOr<PageId> copy = pool_->Allocate();
+    absl::StatusOr<PageId> copy = pool_->Allocate(from_reserve);
     if (!copy.ok()) return copy.status();
     std::memcpy(pool_->data(*copy), pool_->data(pages_[first_page]), geometry().page_bytes());
     pool_->Release(pages_[first_page]);
@@ -44,7 +44,7 @@ absl::Status KvSequence::PrepareAppend(int n) {
   // Pages past the first are either fresh, or reserved by an earlier
   // PrepareAppend (and so exclusively ours).
   while (num_pages() <= last_page) {
-    absl::StatusOr<PageId> page = pool_->Allocate();
+    absl::StatusOr<PageId> page = pool_->Allocate(from_reserve);
     if (!page.ok()) return page.status();
     pages_.push_back(*page);
   }

@@ -50,7 +50,9 @@ class KvSequence {
   // need and gives this sequence its own copy of a page it will write into
   // that is shared or held by the prefix cache (keyed). On RESOURCE_EXHAUSTED nothing visible changes (pages already
   // obtained stay reserved for a later append).
-  absl::Status PrepareAppend(int n);
+  // `from_reserve`: the pages may come from the pool's reserve (the
+  // engine's admitted jobs, PagePool::SetReserved).
+  absl::Status PrepareAppend(int n, bool from_reserve = false);
   // Sizes the page table for `length` positions, so appends up to there
   // never reallocate it (the decode loop makes no heap allocation).
   void ReserveTable(int length) {

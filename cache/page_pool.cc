@@ -30,8 +30,24 @@ PagePool::~PagePool() {
   }
 }
 
-absl::StatusOr<PageId> PagePool::Allocate() {
+void PagePool::SetReserved(int64_t pages) {
   absl::MutexLock lock(&mu_);
+  reserved_ = std::max<int64_t>(0, pages);
+}
+
+int64_t PagePool::reserved() const {
+  absl::MutexLock lock(&mu_);
+  return reserved_;
+}
+
+absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
+  absl::MutexLock lock(&mu_);
+  if (!from_reserve && in_use_ + reserved_ >= max_pages_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache is full: ", in_use_, " of ", max_pages_, " pages in use and ", reserved_,
+        " set aside for running calls (", (max_pages_ * geometry_.page_bytes()) >> 20,
+        " MiB, --kv-cache-mb)"));
+  }
   if (free_.empty() && n_slabs_ == static_cast<int64_t>(slabs_.size()) && lru_head_ >= 0) {
     // Evict the least recently freed cached prefix page.
     PageId page = lru_head_;
@@ -155,6 +171,7 @@ PagePoolStats PagePool::Stats() const {
   s.pages_shared = shared_;
   s.page_references = references_;
   s.pages_cached = cached_;
+  s.pages_reserved = reserved_;
   return s;
 }
 

@@ -51,6 +51,7 @@ struct PagePoolStats {
   int64_t pages_shared = 0;     // pages with more than one reference
   int64_t page_references = 0;  // sum of reference counts (pages as seen by sequences)
   int64_t pages_cached = 0;     // free pages that still hold a keyed prefix
+  int64_t pages_reserved = 0;   // free pages set aside for running jobs
   int64_t bytes_in_use() const { return pages_in_use * page_bytes; }
   // Bytes that sharing saves: what separate copies would have cost.
   int64_t bytes_saved_by_sharing() const { return (page_references - pages_in_use) * page_bytes; }
@@ -66,8 +67,14 @@ class PagePool {
   const KvGeometry& geometry() const { return geometry_; }
   int64_t max_pages() const { return max_pages_; }
 
-  // A fresh page with reference count 1, or RESOURCE_EXHAUSTED.
-  absl::StatusOr<PageId> Allocate();
+  // A fresh page with reference count 1, or RESOURCE_EXHAUSTED. Pages set
+  // aside by SetReserved are only for callers that pass from_reserve (the
+  // engine's running jobs); others see them as in use.
+  absl::StatusOr<PageId> Allocate(bool from_reserve = false);
+  // Sets aside `pages` free pages for from_reserve allocations (the engine
+  // sets what its admitted jobs may still need). On error nothing changes.
+  void SetReserved(int64_t pages);
+  int64_t reserved() const;
   void AddRef(PageId page);
   // Drops one reference; the page is free when none remain.
   void Release(PageId page);
@@ -111,6 +118,7 @@ class PagePool {
   std::vector<std::optional<PageKey>> keys_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<PageKey, PageId> key_index_ ABSL_GUARDED_BY(mu_);
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t references_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -25,6 +25,7 @@ struct Engine::Job {
   std::shared_ptr<JobListener> listener;
   std::shared_ptr<JobHandle> handle;
   JobUsage usage;
+  absl::Time deadline = absl::InfiniteFuture();
   bool admitted = false;
 };
 
@@ -95,11 +96,12 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
 
 void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input,
                     int prompt_tokens, std::optional<GenerateOptions> generate,
-                    std::shared_ptr<JobListener> listener, std::shared_ptr<JobHandle> handle) {
+                    std::shared_ptr<JobListener> listener, std::shared_ptr<JobHandle> handle,
+                    absl::Time deadline) {
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, false});
+                                          std::move(handle), {}, deadline, false});
   job->usage.prompt_tokens = prompt_tokens;
   if (job->gen) {
     job->stream.emplace(&model_.tokenizer(),
@@ -155,28 +157,104 @@ void Engine::Loop() {
 }
 
 bool Engine::TakeIncoming(Active& active) {
+  std::vector<std::unique_ptr<Job>> refused;
   {
     absl::MutexLock lock(&mu_);
-    if (active.empty()) {
-      mu_.Await(absl::Condition(
-          +[](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->stopping_ || !e->incoming_.empty();
-          },
-          this));
+    auto work = [](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+      return e->stopping_ || !e->incoming_.empty();
+    };
+    if (active.empty() && waiting_.empty()) {
+      mu_.Await(absl::Condition(+work, this));
+    } else if (active.empty()) {
+      // Queued jobs only: wake for new work, or to re-check room and deadlines.
+      mu_.AwaitWithTimeout(absl::Condition(+work, this), absl::Milliseconds(5));
     }
-    for (auto& j : incoming_) active.push_back(std::move(j));
+    for (auto& j : incoming_) {
+      if (static_cast<int>(waiting_.size()) >= options_.max_queued_jobs) {
+        refused.push_back(std::move(j));
+      } else {
+        waiting_.push_back(std::move(j));
+      }
+    }
     incoming_.clear();
     // Forget handles of jobs that are gone.
     handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
                                   [](const auto& h) { return h.use_count() == 1; }),
                    handles_.end());
-    stats_.active_jobs = static_cast<int>(active.size());
-    if (stopping_ && active.empty()) return false;
+    if (stopping_) {
+      for (auto& j : waiting_) j->handle->Cancel();
+    }
   }
-  for (auto& job : active) {
-    if (!job->admitted) Admit(*job);
+  for (auto& job : refused) {
+    Finish(std::move(job),
+           absl::ResourceExhaustedError(absl::StrCat(
+               "the server is at capacity: ", options_.max_queued_jobs,
+               " calls already wait for KV memory; retry later")),
+           FinishReason::kError);
+  }
+  AdmitWaiting(active);
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.active_jobs = static_cast<int>(active.size());
+    stats_.queued_jobs = static_cast<int>(waiting_.size());
+    if (stopping_ && active.empty() && waiting_.empty()) return false;
   }
   return true;
+}
+
+int64_t Engine::PagesStillNeeded(const Job& job) const {
+  const Session& s = *job.session;
+  const int t = s.kv->geometry().page_tokens;
+  int64_t final_tokens = static_cast<int64_t>(s.tokens.size());
+  if (!job.admitted) final_tokens += static_cast<int64_t>(job.input.size());
+  if (job.gen) final_tokens += job.gen->max_tokens - job.usage.generated_tokens;
+  final_tokens = std::min<int64_t>(final_tokens, sessions_->limits().max_context);
+  const int64_t pages = (final_tokens + t - 1) / t;
+  return std::max<int64_t>(0, pages - s.kv->num_pages()) + 1;
+}
+
+void Engine::AdmitWaiting(Active& active) {
+  const absl::Time now = absl::Now();
+  // Cancelled or expired jobs leave the queue, in any position.
+  for (auto& job : waiting_) {
+    if (job->handle->cancelled()) {
+      Finish(std::move(job), absl::CancelledError("the call was cancelled"), FinishReason::kCancelled);
+    } else if (now >= job->deadline) {
+      Finish(std::move(job),
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "no KV memory for this call before its deadline: it needs ",
+                 PagesStillNeeded(*job), " pages and the running calls hold the rest of ",
+                 sessions_->pool()->max_pages(), " (--kv-cache-mb)")),
+             FinishReason::kError);
+    }
+  }
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), nullptr), waiting_.end());
+  PagePool* pool = sessions_->pool();
+  int64_t committed = 0;
+  for (const auto& a : active) committed += PagesStillNeeded(*a);
+  pool->SetReserved(committed);
+  while (!waiting_.empty()) {
+    Job& job = *waiting_.front();
+    const int64_t need = PagesStillNeeded(job);
+    const int64_t max_pages = pool->max_pages();
+    if (committed + need > max_pages && active.empty()) {
+      // It could never fit, even alone.
+      auto refused = std::move(waiting_.front());
+      waiting_.pop_front();
+      Finish(std::move(refused),
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "this call may need ", need, " KV pages; the pool has ", max_pages,
+                 " (--kv-cache-mb)")),
+             FinishReason::kError);
+      continue;
+    }
+    if (!sessions_->MakeRoom(need)) break;  // wait for running jobs to end
+    committed += need;
+    pool->SetReserved(committed);
+    active.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    Admit(*active.back());
+  }
 }
 
 void Engine::Admit(Job& job) {
@@ -241,6 +319,7 @@ void Engine::SampleNext(Job& job, const float* logits) {
 }
 
 void Engine::Step(Active& active) {
+  current_active_ = &active;
   StepReport report;
   ReapCancelled(active, report);
   Plan(active, report);
@@ -335,6 +414,13 @@ void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {
 }
 
 void Engine::RecordStep(const StepReport& report) {
+  // What the running jobs may still need stays set aside (loads by other
+  // calls cannot take it).
+  int64_t committed = 0;
+  for (const auto& a : *current_active_) {
+    if (a) committed += PagesStillNeeded(*a);
+  }
+  sessions_->pool()->SetReserved(committed);
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;

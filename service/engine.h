@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -42,6 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
@@ -111,6 +113,8 @@ struct EngineOptions {
   int threads = 0;  // 0: one per core
   int max_batch_tokens = 512;
   MatmulPath matmul = MatmulPath::kFast;
+  // Jobs that wait for KV room before they start (beyond: RESOURCE_EXHAUSTED).
+  int max_queued_jobs = 64;
   // Called on the engine thread after every step, before the jobs that
   // ended in it are persisted and answered (tests, metrics); must not block.
   std::function<void(const StepReport&)> step_observer;
@@ -122,6 +126,7 @@ struct EngineStats {
   int64_t decode_tokens = 0;
   int64_t cached_tokens = 0;
   int active_jobs = 0;
+  int queued_jobs = 0;  // submitted, waiting for KV room to be admitted
 };
 
 class Engine {
@@ -142,9 +147,17 @@ class Engine {
   // `handle` cancels the job; the caller creates it and attaches it to
   // whatever may cancel (a call's reactor) before submitting, since the job
   // may finish before Submit returns.
+  //
+  // Admission: a job starts only when the KV pool can hold everything it
+  // may still write (its input and max_tokens) on top of what the running
+  // jobs may still write, after evicting idle sessions; so no running
+  // stream fails for KV memory. Until then it waits in a queue of at most
+  // max_queued_jobs, up to `deadline`; then, or when the queue is full or
+  // the job could never fit, it ends with RESOURCE_EXHAUSTED before its
+  // first token.
   void Submit(std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
               std::optional<GenerateOptions> generate, std::shared_ptr<JobListener> listener,
-              std::shared_ptr<JobHandle> handle);
+              std::shared_ptr<JobHandle> handle, absl::Time deadline = absl::InfiniteFuture());
 
   // Cancels every job (shutdown); they finish as cancelled and persist.
   void CancelAll();
@@ -169,9 +182,15 @@ class Engine {
   using Active = std::vector<std::unique_ptr<Job>>;
 
   void Loop();
-  // Moves submitted jobs into `active` and admits them; false to stop.
+  // Moves submitted jobs into the admission queue and admits what fits
+  // into `active`; false to stop.
   bool TakeIncoming(Active& active);
+  // Admits queued jobs, in order, while the pool has room for them.
+  void AdmitWaiting(Active& active);
   void Admit(Job& job);
+  // KV pages `job` may still need (its whole remaining growth, plus one
+  // copy-on-write page).
+  int64_t PagesStillNeeded(const Job& job) const;
   void Step(Active& active);
   // The phases of Step, in order (see the header comment).
   void ReapCancelled(Active& active, StepReport& report);
@@ -211,6 +230,8 @@ class Engine {
     FinishReason reason;
   };
   std::vector<Ending> ending_;
+  std::deque<std::unique_ptr<Job>> waiting_;  // the admission queue (engine thread)
+  const Active* current_active_ = nullptr;     // the step loop's (engine thread)
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);

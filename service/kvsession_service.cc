@@ -111,10 +111,10 @@ absl::Status KvSessionService::ValidateLabels(
 
 void KvSessionService::RunPrefillJob(
     std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
-    std::shared_ptr<JobHandle> handle,
+    std::shared_ptr<JobHandle> handle, absl::Time deadline,
     std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done) {
   engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
-                  std::make_shared<DoneListener>(std::move(done)), std::move(handle));
+                  std::make_shared<DoneListener>(std::move(done)), std::move(handle), deadline);
 }
 
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
@@ -130,7 +130,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(s));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, sampling] {
+  io_->Submit([this, reactor, request, response, sampling, deadline = Deadline(ctx)] {
     absl::StatusOr<std::shared_ptr<Session>> session =
         sessions_->CreateAcquired(sampling, Labels(request->labels()));
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
@@ -149,7 +149,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
-    RunPrefillJob(s, std::move(input), prompt, std::move(handle),
+    RunPrefillJob(s, std::move(input), prompt, std::move(handle), deadline,
                   [this, s, reactor, response](const absl::Status& st, const JobUsage&,
                                                const SessionInfo& info) {
                     if (!st.ok()) {
@@ -193,7 +193,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
-    RunPrefillJob(s, *std::move(ids), prompt, std::move(handle),
+    RunPrefillJob(s, *std::move(ids), prompt, std::move(handle), deadline,
                   [reactor, response](const absl::Status& st, const JobUsage& usage,
                                       const SessionInfo& info) {
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
@@ -243,7 +243,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
-    engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle));
+    engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle),
+                    deadline);
   });
   return reactor;
 }
@@ -488,6 +489,8 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   counters->set_prefill_tokens(es.prefill_tokens);
   counters->set_decode_tokens(es.decode_tokens);
   counters->set_cached_tokens(es.cached_tokens);
+  counters->set_active_jobs(es.active_jobs);
+  counters->set_queued_jobs(es.queued_jobs);
   const StoreStats ss = sessions_->store()->Stats();
   v1::StoreInfo* store = response->mutable_store();
   store->set_pages(ss.pages);

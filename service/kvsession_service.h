@@ -81,7 +81,7 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   // `handle` (attached to the call before this); calls `done` with the
   // final status and usage from the executor.
   void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
-                     int prompt_tokens, std::shared_ptr<JobHandle> handle,
+                     int prompt_tokens, std::shared_ptr<JobHandle> handle, absl::Time deadline,
                      std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);
   SamplingParams ServerDefaultSampling() const;
 

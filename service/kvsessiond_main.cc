@@ -56,6 +56,8 @@ ABSL_FLAG(int, max_fork_count, 64, "most branches one Fork may create");
 ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request");
 ABSL_FLAG(std::string, matmul, "fast",
           "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
+ABSL_FLAG(int, max_queued_jobs, 64,
+          "calls that may wait for KV memory to start; beyond, RESOURCE_EXHAUSTED at once");
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
@@ -203,8 +205,18 @@ int Serve() {
   const ModelConfig& c = (*model)->config();
   const ServiceLimits limits = LimitsFromFlags(c);
   const KvGeometry geometry = GeometryFor(c, *config);
-  const int64_t max_pages = std::max<int64_t>(
-      4, (static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20) / geometry.page_bytes());
+  const int64_t kv_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
+  const int64_t max_pages = std::max<int64_t>(0, kv_bytes) / geometry.page_bytes();
+  // One session of the full context (plus a copy-on-write page) must fit.
+  const int64_t session_pages = (limits.max_context + geometry.page_tokens - 1) / geometry.page_tokens + 1;
+  if (max_pages < session_pages) {
+    return Fail(absl::StrCat(
+        "--kv-cache-mb ", absl::GetFlag(FLAGS_kv_cache_mb), " holds ", max_pages, " KV pages of ",
+        geometry.page_bytes(), " bytes; one session of the full context (", limits.max_context,
+        " tokens / ", geometry.page_tokens, " per page + 1) needs ", session_pages, " pages = ",
+        (session_pages * geometry.page_bytes() + (1 << 20) - 1) >> 20,
+        " MiB: raise --kv-cache-mb or lower --max-context"));
+  }
   PagePool pool(geometry, max_pages);
 
   // Requests (which may wait for a busy session) and job completions
@@ -218,6 +230,7 @@ int Serve() {
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.matmul = config->matmul;
+  engine_options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   Engine engine(**model, &sessions, &completions, engine_options);
 
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens};

@@ -36,10 +36,11 @@ int SessionKv::AttachCachedPrefix(int max_tokens) {
 }
 
 absl::Status SessionKv::Reserve(int n) {
-  absl::Status st = session_->kv->PrepareAppend(n);
+  // An admitted job's pages are set aside for it (Engine admission).
+  absl::Status st = session_->kv->PrepareAppend(n, /*from_reserve=*/true);
   if (absl::IsResourceExhausted(st)) {
     const int t = pool_->geometry().page_tokens;
-    if (room_->MakeRoom(n / t + 2)) st = session_->kv->PrepareAppend(n);
+    if (room_->MakeRoom(n / t + 2)) st = session_->kv->PrepareAppend(n, /*from_reserve=*/true);
   }
   return st;
 }

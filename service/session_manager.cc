@@ -69,6 +69,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
     absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
+    // No KV room now (running calls hold it): wait for them, within the
+    // call's deadline, like a call waiting in the engine's queue.
+    while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+      kv = persistence_.LoadKv(*s);
+    }
     if (!kv.ok()) {
       registry_.Release(*s);
       return kv.status();
@@ -300,7 +306,7 @@ absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {
 bool SessionManager::MakeRoom(int64_t pages_wanted) {
   auto enough = [&] {
     PagePoolStats st = pool_->Stats();
-    return st.max_pages - st.pages_in_use >= pages_wanted;
+    return st.max_pages - st.pages_in_use - st.pages_reserved >= pages_wanted;
   };
   if (enough()) return true;
   for (const std::shared_ptr<Session>& s : registry_.EvictionCandidates()) {

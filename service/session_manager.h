@@ -77,8 +77,8 @@ class SessionManager : public KvRoomMaker {
   // FAILED_PRECONDITION (another model's session), ABORTED (another call
   // holds it and does not let go before `deadline`: session_registry.h),
   // DATA_LOSS (stored bytes fail their checksum), RESOURCE_EXHAUSTED (no KV
-  // memory even after evicting idle sessions). On error the session is left
-  // as it was.
+  // memory even after evicting idle sessions, until `deadline`). On error
+  // the session is left as it was.
   absl::StatusOr<std::shared_ptr<Session>> Acquire(const std::string& id,
                                                    const char* what = "Generate",
                                                    absl::Time deadline = absl::Now());

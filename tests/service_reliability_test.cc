@@ -170,6 +170,66 @@ TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
   EXPECT_GE(during->kv_pages(), s.kv_pages());
 }
 
+// Issue 8 item 4: under KV pressure no stream fails mid-way; calls wait for
+// room (GetServerInfo shows the queue) and all finish.
+TEST_F(ReliabilityTest, UnderKvPressureCallsQueueAndNoStreamFailsMidWay) {
+  // 1 MiB = 64 pages of 16 tokens; each call below may need 8 pages, so
+  // about 8 of the 24 fit at once.
+  StartServer("aidreams260K.gguf", {"--kv-cache-mb", "1"});
+  std::vector<std::string> ids;
+  for (int i = 0; i < 24; ++i) ids.push_back(Create("I was flying over " + std::to_string(i)).id());
+  std::atomic<int> ok{0}, failed_before_first_token{0}, failed_mid_stream{0};
+  std::atomic<int> max_queued{0};
+  std::atomic<bool> done{false};
+  absl::Mutex mu;
+  std::vector<std::string> errors;
+  std::thread watcher([&] {
+    while (!done) {
+      absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
+      if (info.ok()) max_queued = std::max<int>(max_queued, info->engine().queued_jobs());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 24; ++i) {
+    threads.emplace_back([&, i] {
+      KvSessionClient client(server_->address());
+      v1::GenerateRequest req;
+      req.set_session_id(ids[i]);
+      req.set_max_tokens(100);
+      req.set_ignore_eos(true);
+      int tokens = 0;
+      absl::StatusOr<GenerateResult> r = client.Generate(req, [&](const v1::GenerateResponse& m) {
+        tokens += m.token_ids_size();
+        return true;
+      });
+      if (r.ok()) {
+        ++ok;
+      } else if (tokens == 0) {
+        ++failed_before_first_token;
+      } else {
+        ++failed_mid_stream;
+        absl::MutexLock lock(&mu);
+        errors.push_back(r.status().ToString());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  done = true;
+  for (const std::string& e : errors) ADD_FAILURE() << "mid-stream: " << e;
+  watcher.join();
+  EXPECT_EQ(failed_mid_stream.load(), 0);
+  EXPECT_EQ(ok.load(), 24) << failed_before_first_token << " refused before their first token";
+  EXPECT_GT(max_queued.load(), 0) << "some calls waited for room";
+}
+
+TEST_F(ReliabilityTest, AKvCacheSmallerThanOneFullContextSessionRefusesToStart) {
+  ServerProcess server;
+  EXPECT_FALSE(server.Start(ModelPath("tiny-llama-gqa.gguf"), (dir_ / "small").string(),
+                            {"--kv-cache-mb", "1"}));
+  EXPECT_THAT(server.log(), HasSubstr("needs 129 pages"));
+}
+
 // Issue 8 item 7: a deleted session's pages stay as prefix cache, and
 // GetServerInfo shows the memory they hold.
 TEST_F(ReliabilityTest, ADeletedSessionsPagesShowAsCachedBytes) {
