@@ -11,6 +11,7 @@
 
 #include "absl/time/clock.h"
 
+#include "cache/fault_injection_fs.h"
 #include "service/service_test_env.h"
 
 namespace kvs {
@@ -124,6 +125,43 @@ TEST(SessionManager, UnseededBranchesDrawDistinctSeedsFromTheSourceAndARestoredT
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(seeds.count((*again)[0]->sampling.seed), 0u);
   EXPECT_NE((*again)[0]->sampling.seed, (*second)[0]->sampling.seed);
+}
+
+// A store write that fails leaves the session dirty (RAM newer than disk):
+// it is never evicted, and the next persist of it writes it.
+TEST(SessionManager, AFailedWriteLeavesTheSessionDirtyAndTheNextPersistRetriesIt) {
+  KVS_REQUIRE_SHARED_MODEL();
+  auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
+  StoreOptions options;
+  options.file_system = fs;
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, options);
+  const std::string id = env.MakeSession(10);
+
+  // Append 30 tokens while the disk refuses writes.
+  auto s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok());
+  std::vector<int32_t> more(30, 77);
+  env.Prefill(**s, more);
+  fs->FailWrites(FaultInjectionFileSystem::Fault::kIoError);
+  EXPECT_FALSE(env.sessions().PersistAndRelease(*s).ok());
+  EXPECT_TRUE((*s)->dirty);
+  EXPECT_FALSE(env.sessions().MakeRoom(env.pool().max_pages())) << "a dirty session is never evicted";
+  EXPECT_TRUE(env.sessions().Get(id, false)->resident);
+  EXPECT_EQ(env.store().GetSession(id)->tokens_size(), 11) << "the disk still holds the old state";
+
+  // The disk recovers: the next persist (any job's end) writes everything.
+  fs->Heal();
+  auto again = env.sessions().Acquire(id);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(env.sessions().PersistAndRelease(*again).ok());
+  EXPECT_FALSE((*again)->dirty);
+  EXPECT_EQ(env.store().GetSession(id)->tokens_size(), 41);
+  env.Reopen();
+  EXPECT_EQ(env.sessions().Get(id, true)->tokens.size(), 41u);
+  auto loaded = env.sessions().Acquire(id);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kv->length(), 40);
+  env.sessions().Release(*loaded);
 }
 
 TEST(SessionManager, EvictionDropsTheLeastRecentlyUsedIdleSessionsFirst) {
