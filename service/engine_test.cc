@@ -155,6 +155,9 @@ TEST_F(EngineTest, ACancelledGenerationEndsAtTheNextStepAndKeepsItsTokens) {
   EXPECT_EQ(job->usage.generated_tokens, 5);
   // The session keeps (and has persisted) what was generated.
   EXPECT_EQ(env_->sessions().Get(id, false)->length, 11 + 5);
+  // A restart: the engine goes before the session manager it uses.
+  engine_->Stop();
+  engine_.reset();
   env_->Reopen();
   EXPECT_EQ(env_->sessions().Get(id, true)->tokens.size(), 16u);
 }
