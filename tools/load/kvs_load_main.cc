@@ -47,6 +47,8 @@ constexpr char kUsage[] =
     "  --sessions N           sessions the clients share (default: --clients)\n"
     "  --cancel-fraction F    Generates cancelled after their first token (default 0.05)\n"
     "  --server-threads N     kvsessiond --threads (default 2)\n"
+    "  --server-args \"A B\"    more kvsessiond flags, split on spaces (e.g.\n"
+    "                         \"--kv-cache-mb 64\", to see RSS level off at the pool)\n"
     "  --seed N               random seed of the workload and kill moments (default 1)\n"
     "  --work-dir DIR         data directory and logs (default: a fresh temporary\n"
     "                         directory, removed after a passing run)\n"
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<kvs::CliArgs> args = kvs::CliArgs::Parse(
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
-       "seed", "work-dir", "summary-json", "skip-ops"},
+       "seed", "work-dir", "summary-json", "skip-ops", "server-args"},
       {"strict-busy", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
@@ -120,6 +122,9 @@ int main(int argc, char** argv) {
   options.seed = *seed;
   options.cancel_fraction = *cancel;
   options.strict_busy = args->Has("strict-busy");
+  if (args->Has("server-args")) {
+    options.server_args = absl::StrSplit(*args->Get("server-args"), ' ', absl::SkipEmpty());
+  }
   if (args->Has("skip-ops")) {
     const std::vector<std::string> known = kvs::load::OperationNames();
     const std::vector<std::string> ops = absl::StrSplit(*args->Get("skip-ops"), ',', absl::SkipEmpty());

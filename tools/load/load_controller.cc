@@ -55,8 +55,9 @@ double LoadController::SecondsSinceStart() const {
 bool LoadController::StartServer() {
   ++server_run_;
   server_ = std::make_unique<ServerProcess>();
-  if (!server_->Start(options_.model, data_dir_,
-                      {"--threads", std::to_string(options_.server_threads)})) {
+  std::vector<std::string> flags = {"--threads", std::to_string(options_.server_threads)};
+  flags.insert(flags.end(), options_.server_args.begin(), options_.server_args.end());
+  if (!server_->Start(options_.model, data_dir_, flags)) {
     report_.fatal = absl::StrCat("kvsessiond (run ", server_run_, ") did not start; its log ends:\n",
                                  Tail(server_->log()));
     return false;

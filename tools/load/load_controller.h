@@ -18,6 +18,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tools/load/load_report.h"
 #include "tools/load/load_stats.h"
@@ -41,6 +42,7 @@ struct LoadOptions {
   double cancel_fraction = 0.05;
   bool strict_busy = false;
   int server_threads = 2;
+  std::vector<std::string> server_args;  // more kvsessiond flags, after --threads
   std::set<std::string> skipped_ops;  // see OperationNames() in load_worker.h
 };
 
