@@ -6,8 +6,11 @@
 #include <atomic>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "gmock/gmock.h"
 #include "tests/service_fixture.h"
+#include "tests/subprocess.h"
 
 namespace kvs {
 namespace {
@@ -125,9 +128,9 @@ TEST_F(RewindTest, ForkAtLengthBranchesGenerateLikeAFreshSessionAndLeaveTheSourc
   v1::Session s = Create(kPrompt);
   Greedy(s.id(), 16);
   const std::vector<int32_t> source = Tokens(s.id());
-  const int64_t in_use = PagesInUse();
   for (int at : {38, 49, s.length() + 5}) {
     SCOPED_TRACE(at);
+    const int64_t in_use = PagesInUse();
     std::vector<std::string> branches = ForkAt(s.id(), at, 2);
     ASSERT_EQ(branches.size(), 2u);
     EXPECT_EQ(PagesInUse(), in_use) << "a branch copies no page";
@@ -240,6 +243,51 @@ TEST_F(RewindTest, BadTruncatesAndForksGetTheirCodesAndChangeNothing) {
   // The cancelled Generate's tokens stay, the prefix is untouched.
   const std::vector<int32_t> now = Tokens(s.id());
   EXPECT_EQ(std::vector<int32_t>(now.begin(), now.begin() + tokens.size()), tokens);
+}
+
+TEST_F(RewindTest, WithoutBosATruncateToZeroLeavesAnEmptySessionThatAppendRefills) {
+  server_->Stop();
+  StartServer("tiny-qwen3.gguf");  // its vocabulary adds no BOS
+  v1::Session s = Create(kPrompt);
+  Greedy(s.id(), 8);
+  v1::TruncateResponse cut = Truncate(s.id(), 0);
+  EXPECT_EQ(cut.session().length(), 0);
+  EXPECT_EQ(cut.session().kv_pages(), 0);
+  v1::GenerateRequest req;
+  req.set_session_id(s.id());
+  req.set_max_tokens(4);
+  EXPECT_EQ(client_->Generate(req).status().code(), absl::StatusCode::kFailedPrecondition)
+      << "an empty session has nothing to generate from";
+  ASSERT_TRUE(client_->Append(s.id(), "The little girl").ok());
+  v1::Session fresh = Create("The little girl");
+  EXPECT_EQ(Tokens(s.id()), Tokens(fresh.id()));
+  EXPECT_EQ(Greedy(s.id(), 12), Greedy(fresh.id(), 12));
+}
+
+TEST_F(RewindTest, TheCliTruncatesAndForksFromAnEarlierLength) {
+  v1::Session s = Create(kPrompt);
+  Greedy(s.id(), 10);
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinaryPath("kvsession")});
+    args.insert(args.end(), {"--server", server_->address(), "--json"});
+    return RunProcess(args, dir_.string());
+  };
+  ProcessResult cut = cli({"truncate", "--session", s.id(), "--length", "30"});
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  nlohmann::json j = nlohmann::json::parse(cut.out);
+  EXPECT_EQ(j["length"], 30);
+  EXPECT_EQ(j["removed_tokens"], s.length() + 10 - 30);
+  EXPECT_EQ(client_->GetSession(s.id())->length(), 30);
+
+  ProcessResult fork = cli({"fork", "--session", s.id(), "--count", "1", "--at-length", "12"});
+  ASSERT_EQ(fork.exit_code, 0) << fork.err;
+  const std::string branch = nlohmann::json::parse(fork.out)["sessions"][0];
+  EXPECT_EQ(client_->GetSession(branch)->length(), 12);
+
+  ProcessResult past = cli({"truncate", "--session", s.id(), "--length", "31"});
+  EXPECT_EQ(past.exit_code, 1);
+  EXPECT_THAT(past.err, HasSubstr("OUT_OF_RANGE"));
+  EXPECT_EQ(cli({"truncate", "--session", s.id()}).exit_code, 2) << "--length is required";
 }
 
 }  // namespace
