@@ -25,10 +25,11 @@ Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for 
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]
             [--ignore-eos] [--timeout-ms MS]
-  fork      --session S --count K [--seeds A,B,...]
-  sample    --session S --count K -n N [sampling flags]
+  fork      --session S --count K [--seeds A,B,...] [--at-length N]
+  sample    --session S --count K -n N [sampling flags] [--at-length N]
   snapshot  --session S [--name NAME]
   restore   --checkpoint C | --session S
+  truncate  --session S --length N      (keep the first N tokens; BOS counts)
   ls
   show      --session S [--ids] [--with-text]
   rm        --session S

@@ -191,6 +191,11 @@ absl::StatusOr<v1::ForkRequest> ForkRequestFrom(const CliArgs& args) {
       req.add_seeds(seed);
     }
   }
+  if (args.Has("at-length")) {
+    absl::StatusOr<int64_t> at = args.GetInt("at-length", 0);
+    if (!at.ok()) return at.status();
+    req.set_at_length(static_cast<int>(*at));
+  }
   return req;
 }
 
@@ -248,6 +253,26 @@ int Sample(Command& c) {
   }
   if (c.json) PrintJson(all);
   return rc;
+}
+
+int Truncate(Command& c) {
+  auto session = Required(c.args, "session");
+  if (!session.ok()) return Usage(session.status());
+  if (!c.args.Has("length")) return Usage(absl::InvalidArgumentError("truncate needs --length N"));
+  absl::StatusOr<int64_t> length = c.args.GetInt("length", 0);
+  if (!length.ok()) return Usage(length.status());
+  absl::StatusOr<v1::TruncateResponse> r = c.client->Truncate(*session, static_cast<int>(*length));
+  if (!r.ok()) return ServerError(r.status());
+  if (c.json) {
+    PrintJson({{"session", r->session().id()},
+               {"length", r->session().length()},
+               {"removed_tokens", r->removed_tokens()},
+               {"kv_pages", r->session().kv_pages()}});
+  } else {
+    std::cout << r->session().id() << " now holds " << r->session().length() << " tokens ("
+              << r->removed_tokens() << " removed)\n";
+  }
+  return 0;
 }
 
 int Snapshot(Command& c) {
@@ -341,12 +366,12 @@ int RunRemoteCommand(const std::string& command, const std::vector<std::string>&
   static const std::map<std::string, Handler> handlers = {
       {"create", Create}, {"append", Append},   {"generate", Generate}, {"fork", Fork},
       {"sample", Sample}, {"snapshot", Snapshot}, {"restore", Restore}, {"ls", List},
-      {"show", Show},     {"rm", Remove},       {"info", Info}};
+      {"show", Show},     {"rm", Remove},       {"info", Info},         {"truncate", Truncate}};
   auto it = handlers.find(command);
   if (it == handlers.end()) return -1;
   std::set<std::string> value_flags = {"server", "session", "text",   "prompt", "n",    "count",
                                        "seeds",  "name",    "checkpoint", "stop", "logprobs",
-                                       "timeout-ms"};
+                                       "timeout-ms", "length", "at-length"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
   absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "ids", "with-text", "ignore-eos"});
   if (!args.ok()) return Usage(args.status());

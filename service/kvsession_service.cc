@@ -272,7 +272,8 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
-        Labels(request->labels()), deadline);
+        Labels(request->labels()), deadline,
+        request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt);
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     for (const auto& b : *branches) {
       absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);

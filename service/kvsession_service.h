@@ -69,6 +69,10 @@ class KvSessionService final : public kvsession::v1::KvSession::CallbackService 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::GetServerInfoRequest* request,
                                           kvsession::v1::ServerInfo* response) override;
+  // In kvsession_service_truncate.cc.
+  grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
+                                     const kvsession::v1::TruncateRequest* request,
+                                     kvsession::v1::TruncateResponse* response) override;
 
  private:
   // Token ids for `input`, tokenized as a continuation when the session

@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/session_rewind.h"
 
 namespace kvs {
 namespace {
@@ -127,7 +128,8 @@ absl::Status SessionManager::LoadForReaders(Session& s) {
 
 absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     const std::string& id, int count, const std::vector<uint64_t>& seeds,
-    const std::map<std::string, std::string>& labels, absl::Time deadline) {
+    const std::map<std::string, std::string>& labels, absl::Time deadline,
+    std::optional<int> at_length) {
   absl::StatusOr<std::shared_ptr<Session>> parent = registry_.AcquireShared(id, "Fork", deadline);
   if (!parent.ok()) return parent.status();
   Session& p = **parent;
@@ -136,7 +138,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
   {
     // Readers of one session write its record one at a time.
     absl::MutexLock persist(&p.persist_mu);
-    st = LoadForReaders(p);
+    const int length = at_length.value_or(static_cast<int>(p.tokens.size()));
+    st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
+                        MinSessionLength(model_.tokenizer()));
+    if (st.ok()) st = LoadForReaders(p);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
     if (st.ok()) {
@@ -145,9 +150,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
         for (int i = 0; i < count; ++i) {
           auto b = std::make_shared<Session>();
           b->id = NewId("ses_");
-          b->tokens = p.tokens;
-          b->kv.emplace(p.kv->Fork());
-          b->page_hashes = p.page_hashes;
+          CopyPrefix(p, length, b.get());  // the whole source unless at_length
           b->sampling = p.sampling;
           b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
           b->rng = SequenceRng(b->sampling.seed);

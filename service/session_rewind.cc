@@ -1,0 +1,35 @@
+#include "service/session_rewind.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvs {
+
+int MinSessionLength(const Tokenizer& tokenizer) {
+  return tokenizer.add_bos() && tokenizer.bos_id() >= 0 ? 1 : 0;
+}
+
+absl::Status CheckCutLength(const char* field, int length, int current, int min_length) {
+  if (length < min_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must be at least ", min_length,
+        min_length > 0 ? " (the BOS every session starts with stays)" : "", ", got ", length));
+  }
+  if (length > current) {
+    return absl::OutOfRangeError(absl::StrCat(field, " ", length, " is past the end of the session (",
+                                              current, " tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+void CopyPrefix(const Session& src, int length, Session* dst) {
+  dst->tokens.assign(src.tokens.begin(), src.tokens.begin() + length);
+  const int kv_length = std::min(src.kv->length(), KvLengthFor(length));
+  dst->kv.emplace(src.kv->Fork());
+  dst->kv->Truncate(kv_length);
+  dst->page_hashes = src.page_hashes;
+  dst->page_hashes->Truncate(kv_length / src.kv->geometry().page_tokens);
+}
+
+}  // namespace kvs
