@@ -29,7 +29,8 @@ namespace kvs {
 // Parses `bytes` into `message` (cleared first). OK, or INVALID_ARGUMENT as
 // above; on error `message` holds no part of the request (it is cleared).
 // A null or invalid buffer (a call without a request message) is
-// INVALID_ARGUMENT too. Consumes `bytes`.
+// INVALID_ARGUMENT too. Consumes `bytes`: it is cleared (its bytes freed)
+// whatever the outcome, as gRPC expects of a deserializer.
 absl::Status ParseRequest(grpc::ByteBuffer* bytes, google::protobuf::Message* message);
 
 // A request message with the status of its parse.
