@@ -12,6 +12,7 @@
 #include "cache/page_codec.h"
 #include "cache/session_record.pb.h"
 #include "cache/record_validation.h"
+#include "kvsession/v1/kvsession.pb.h"
 #include "model/gguf_writer.h"
 
 namespace {
@@ -38,6 +39,75 @@ std::string TinyGguf() {
   return w.Serialize();
 }
 
+// service_requests: byte 0 is the method's index in the service, the rest
+// a valid request naming the fuzzer's placeholder session and checkpoint
+// (see service_requests_fuzz.cc); bit 7 of byte 0: no request message.
+void WriteServiceRequests(const std::filesystem::path& dir) {
+  namespace v1 = kvsession::v1;
+  const std::string session = "ses_" + std::string(32, 'S');
+  const std::string checkpoint = "ckpt_" + std::string(32, 'C');
+  auto write = [&](const std::string& name, int method, const google::protobuf::Message& m) {
+    Write(dir, name, std::string(1, static_cast<char>(method)) + m.SerializeAsString());
+  };
+  v1::CreateSessionRequest create;
+  create.mutable_input()->set_text("Hello there");
+  create.mutable_sampling()->set_temperature(0);
+  (*create.mutable_labels())["user"] = "fuzz";
+  write("create", 0, create);
+  v1::AppendRequest append;
+  append.set_session_id(session);
+  append.mutable_input()->set_text(" and then");
+  write("append_text", 1, append);
+  append.mutable_input()->mutable_tokens()->add_ids(5);
+  append.mutable_input()->mutable_tokens()->add_ids(200);
+  write("append_tokens", 1, append);
+  v1::GenerateRequest generate;
+  generate.set_session_id(session);
+  generate.set_max_tokens(4);
+  generate.add_stop("\n");
+  generate.set_top_logprobs(2);
+  generate.mutable_sampling()->set_seed(7);
+  generate.mutable_input()->set_text(" so");
+  write("generate", 2, generate);
+  v1::ForkRequest fork;
+  fork.set_session_id(session);
+  fork.set_count(2);
+  fork.add_seeds(1);
+  (*fork.mutable_labels())["branch"] = "a";
+  write("fork", 3, fork);
+  v1::SnapshotRequest snapshot;
+  snapshot.set_session_id(session);
+  snapshot.set_name("snap");
+  write("snapshot", 4, snapshot);
+  v1::RestoreRequest restore;
+  restore.set_checkpoint_id(checkpoint);
+  (*restore.mutable_labels())["from"] = "checkpoint";
+  write("restore_checkpoint", 5, restore);
+  restore.Clear();
+  restore.set_session_id(session);
+  write("restore_session", 5, restore);
+  v1::GetSessionRequest get;
+  get.set_session_id(session);
+  get.set_include_token_ids(true);
+  get.set_include_text(true);
+  write("get_session", 6, get);
+  v1::ListSessionsRequest list;
+  list.set_page_size(2);
+  write("list_sessions", 7, list);
+  v1::DeleteSessionRequest del;
+  del.set_session_id(session);
+  write("delete_session", 8, del);
+  v1::ListCheckpointsRequest list_cps;
+  list_cps.set_session_id(session);
+  list_cps.set_page_size(5);
+  write("list_checkpoints", 9, list_cps);
+  v1::DeleteCheckpointRequest del_cp;
+  del_cp.set_checkpoint_id(checkpoint);
+  write("delete_checkpoint", 10, del_cp);
+  write("get_server_info", 11, v1::GetServerInfoRequest());
+  Write(dir, "generate_without_message", std::string(1, static_cast<char>(0x80 | 2)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,6 +118,7 @@ int main(int argc, char** argv) {
   const std::filesystem::path root = argv[1];
 
   Write(root / "gguf_file", "tiny.gguf", TinyGguf());
+  WriteServiceRequests(root / "service_requests");
 
   const char* texts[] = {"Hello world", " leading space and  two", "naïve café 日本語 🙂",
                          "<|im_start|>user\nhi<|im_end|>", "line\r\nbreak\ttab 12345"};

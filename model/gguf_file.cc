@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -103,6 +104,13 @@ std::string_view GgufValueTypeName(GgufValueType type) {
   return "unknown";
 }
 
+std::string QuoteGgufString(std::string_view s) {
+  constexpr size_t kMaxBytes = 64;
+  const absl::string_view head(s.data(), std::min(s.size(), kMaxBytes));  // absl's is not std's here
+  if (s.size() <= kMaxBytes) return absl::StrCat("'", absl::CHexEscape(head), "'");
+  return absl::StrCat("'", absl::CHexEscape(head), "...' (", s.size(), " bytes)");
+}
+
 std::string GgufTensor::ShapeString() const {
   std::vector<int64_t> dims(ne, ne + n_dims);
   return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
@@ -190,15 +198,15 @@ absl::Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
     }
     if (key.empty()) return Error(absl::StrCat("metadata key #", k, " is empty"));
     uint32_t raw_type;
-    if (!c.Read(&raw_type)) return Error(absl::StrCat("truncated in the type of key '", std::string(key), "'"));
+    if (!c.Read(&raw_type)) return Error(absl::StrCat("truncated in the type of key ", QuoteGgufString(key)));
     if (!IsKnownType(raw_type)) {
-      return Error(absl::StrCat("key '", std::string(key), "' has unknown value type ", raw_type));
+      return Error(absl::StrCat("key ", QuoteGgufString(key), " has unknown value type ", raw_type));
     }
     GgufValue v;
     v.type = static_cast<GgufValueType>(raw_type);
     if (absl::Status s = ParseMetadataValue(c, key, &v); !s.ok()) return s;
     if (!metadata_index_.emplace(key, metadata_.size()).second) {
-      return Error(absl::StrCat("duplicate metadata key '", std::string(key), "'"));
+      return Error(absl::StrCat("duplicate metadata key ", QuoteGgufString(key)));
     }
     metadata_.emplace_back(key, std::move(v));
   }
@@ -215,7 +223,7 @@ absl::Status GgufFile::ParseMetadata(Cursor& c, uint64_t n_kv) {
 absl::Status GgufFile::ParseMetadataValue(Cursor& c, std::string_view key, GgufValue* out) {
   GgufValue& v = *out;
   auto truncated = [&] {
-    return Error(absl::StrCat("truncated in the value of key '", std::string(key), "' at offset ", c.pos()));
+    return Error(absl::StrCat("truncated in the value of key ", QuoteGgufString(key), " at offset ", c.pos()));
   };
   switch (v.type) {
     case GgufValueType::kString:
@@ -225,28 +233,28 @@ absl::Status GgufFile::ParseMetadataValue(Cursor& c, std::string_view key, GgufV
       uint32_t et;
       if (!c.Read(&et) || !c.Read(&v.count)) return truncated();
       if (!IsKnownType(et)) {
-        return Error(absl::StrCat("key '", std::string(key), "' is an array of unknown type ", et));
+        return Error(absl::StrCat("key ", QuoteGgufString(key), " is an array of unknown type ", et));
       }
       v.elem_type = static_cast<GgufValueType>(et);
       if (v.elem_type == GgufValueType::kArray) {
-        return Error(absl::StrCat("key '", std::string(key), "' is a nested array (not supported)"));
+        return Error(absl::StrCat("key ", QuoteGgufString(key), " is a nested array (not supported)"));
       }
       v.elems = c.here();
       if (v.elem_type == GgufValueType::kString) {
         if (v.count > c.remaining() / 8) {
-          return Error(absl::StrCat("key '", std::string(key), "' declares ", v.count,
+          return Error(absl::StrCat("key ", QuoteGgufString(key), " declares ", v.count,
                                     " strings, more than the file can hold"));
         }
         v.strings.resize(v.count);
         for (uint64_t j = 0; j < v.count; ++j) {
           if (!c.ReadString(&v.strings[j])) {
-            return Error(absl::StrCat("truncated in string #", j, " of array '", std::string(key), "'"));
+            return Error(absl::StrCat("truncated in string #", j, " of array ", QuoteGgufString(key)));
           }
         }
       } else {
         size_t es = ScalarSize(v.elem_type);
         if (v.count > c.remaining() / es) {
-          return Error(absl::StrCat("array '", std::string(key), "' of ", v.count, " elements of ",
+          return Error(absl::StrCat("array ", QuoteGgufString(key), " of ", v.count, " elements of ",
                                     std::string(GgufValueTypeName(v.elem_type)), " runs past the end of the file"));
         }
         c.Skip(v.count * es);
@@ -261,7 +269,7 @@ absl::Status GgufFile::ParseMetadataValue(Cursor& c, std::string_view key, GgufV
         case GgufValueType::kUint8: v.u = buf[0]; break;
         case GgufValueType::kInt8: v.i = static_cast<int8_t>(buf[0]); break;
         case GgufValueType::kBool:
-          if (buf[0] > 1) return Error(absl::StrCat("key '", std::string(key), "' has bool value ", buf[0]));
+          if (buf[0] > 1) return Error(absl::StrCat("key ", QuoteGgufString(key), " has bool value ", buf[0]));
           v.b = buf[0] != 0;
           break;
         case GgufValueType::kUint16: { uint16_t x; std::memcpy(&x, buf, 2); v.u = x; break; }
@@ -288,48 +296,48 @@ absl::Status GgufFile::ParseTensorInfos(Cursor& c, uint64_t n_tensors) {
     if (name.empty()) return Error(absl::StrCat("tensor #", t, " has an empty name"));
     ti.name = std::string(name);
     uint32_t n_dims;
-    if (!c.Read(&n_dims)) return Error(absl::StrCat("truncated in tensor '", std::string(name), "'"));
+    if (!c.Read(&n_dims)) return Error(absl::StrCat("truncated in tensor ", QuoteGgufString(name)));
     if (n_dims == 0 || n_dims > kMaxDims) {
-      return Error(absl::StrCat("tensor '", std::string(name), "' has ", n_dims, " dimensions (1 to 4 allowed)"));
+      return Error(absl::StrCat("tensor ", QuoteGgufString(name), " has ", n_dims, " dimensions (1 to 4 allowed)"));
     }
     ti.n_dims = static_cast<int>(n_dims);
     uint64_t n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       uint64_t dim;
-      if (!c.Read(&dim)) return Error(absl::StrCat("truncated in the shape of tensor '", std::string(name), "'"));
+      if (!c.Read(&dim)) return Error(absl::StrCat("truncated in the shape of tensor ", QuoteGgufString(name)));
       if (dim == 0 || dim > static_cast<uint64_t>(INT64_MAX)) {
-        return Error(absl::StrCat("tensor '", std::string(name), "' has invalid dimension ", d, " = ", dim));
+        return Error(absl::StrCat("tensor ", QuoteGgufString(name), " has invalid dimension ", d, " = ", dim));
       }
       if (n_elements > static_cast<uint64_t>(INT64_MAX) / dim) {
-        return Error(absl::StrCat("tensor '", std::string(name), "' element count overflows"));
+        return Error(absl::StrCat("tensor ", QuoteGgufString(name), " element count overflows"));
       }
       n_elements *= dim;
       ti.ne[d] = static_cast<int64_t>(dim);
     }
     ti.n_elements = n_elements;
     if (!c.Read(&ti.type) || !c.Read(&ti.offset)) {
-      return Error(absl::StrCat("truncated in tensor '", std::string(name), "'"));
+      return Error(absl::StrCat("truncated in tensor ", QuoteGgufString(name)));
     }
     GgmlTypeTraits traits = GgmlTraits(ti.type);
     if (traits.name.empty()) {
-      return Error(absl::StrCat("tensor '", std::string(name), "' has unknown ggml type ", ti.type));
+      return Error(absl::StrCat("tensor ", QuoteGgufString(name), " has unknown ggml type ", ti.type));
     }
     if (ti.ne[0] % traits.block_elems != 0) {
-      return Error(absl::StrCat("tensor '", std::string(name), "' row length ", ti.ne[0],
+      return Error(absl::StrCat("tensor ", QuoteGgufString(name), " row length ", ti.ne[0],
                                 " is not a multiple of the ", std::string(traits.name), " block size ",
                                 traits.block_elems));
     }
     uint64_t n_blocks = n_elements / traits.block_elems;
     if (n_blocks > UINT64_MAX / traits.block_bytes) {
-      return Error(absl::StrCat("tensor '", std::string(name), "' byte size overflows"));
+      return Error(absl::StrCat("tensor ", QuoteGgufString(name), " byte size overflows"));
     }
     ti.n_bytes = n_blocks * traits.block_bytes;
     if (ti.offset % alignment_ != 0) {
-      return Error(absl::StrCat("tensor '", std::string(name), "' offset ", ti.offset,
+      return Error(absl::StrCat("tensor ", QuoteGgufString(name), " offset ", ti.offset,
                                 " is not aligned to ", alignment_));
     }
     if (!tensor_index_.emplace(ti.name, tensors_.size()).second) {
-      return Error(absl::StrCat("duplicate tensor name '", std::string(name), "'"));
+      return Error(absl::StrCat("duplicate tensor name ", QuoteGgufString(name)));
     }
     tensors_.push_back(std::move(ti));
   }
@@ -347,7 +355,7 @@ absl::Status GgufFile::LocateTensorData(size_t infos_end) {
   uint64_t data_size = size_ - data_offset_;
   for (GgufTensor& ti : tensors_) {
     if (ti.offset > data_size || ti.n_bytes > data_size - ti.offset) {
-      return Error(absl::StrCat("tensor '", ti.name, "' (", ti.n_bytes, " bytes at data offset ",
+      return Error(absl::StrCat("tensor ", QuoteGgufString(ti.name), " (", ti.n_bytes, " bytes at data offset ",
                                 ti.offset, ") extends past the end of the file (data section has ",
                                 data_size, " bytes)"));
     }
@@ -362,8 +370,8 @@ absl::Status GgufFile::LocateTensorData(size_t infos_end) {
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const GgufTensor* prev = by_offset[i - 1];
     if (prev->offset + prev->n_bytes > by_offset[i]->offset) {
-      return Error(absl::StrCat("tensors '", prev->name, "' and '", by_offset[i]->name,
-                                "' overlap"));
+      return Error(absl::StrCat("tensors ", QuoteGgufString(prev->name), " and ", QuoteGgufString(by_offset[i]->name),
+                                " overlap"));
     }
   }
   return absl::OkStatus();
@@ -392,12 +400,12 @@ bool IsSigned(GgufValueType t) {
 
 absl::Status TypeError(const std::string& path, std::string_view key, const GgufValue& v,
                        std::string_view wanted) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": metadata '", std::string(key), "' is ",
+  return absl::InvalidArgumentError(absl::StrCat(path, ": metadata ", QuoteGgufString(key), " is ",
                                                  std::string(GgufValueTypeName(v.type)), ", expected ", std::string(wanted)));
 }
 
 absl::Status Missing(const std::string& path, std::string_view key) {
-  return absl::NotFoundError(absl::StrCat(path, ": metadata '", std::string(key), "' is missing"));
+  return absl::NotFoundError(absl::StrCat(path, ": metadata ", QuoteGgufString(key), " is missing"));
 }
 
 }  // namespace
@@ -515,7 +523,7 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key)
         std::memcpy(&x, p, 8);
         if (x > static_cast<uint64_t>(INT64_MAX)) {
           return absl::InvalidArgumentError(
-              absl::StrCat(path_, ": array '", std::string(key), "' element ", j, " out of range"));
+              absl::StrCat(path_, ": array ", QuoteGgufString(key), " element ", j, " out of range"));
         }
         out[j] = static_cast<int64_t>(x);
         break;

@@ -240,6 +240,31 @@ TEST_F(GgufFileTest, RejectsDuplicateKeysAndTensors) {
               HasSubstr("duplicate tensor name 't'"));
 }
 
+TEST_F(GgufFileTest, ErrorsQuoteAtMost64BytesOfAKeyOrTensorNameFromTheFile) {
+  const std::string key = "k\xff" + std::string(100000, 'z');
+  GgufWriter w;
+  w.AddUint32(key, 1);
+  w.AddUint32(key, 2);
+  absl::Status dup = GgufFile::Open(Write("longkey.gguf", w.Serialize())).status();
+  EXPECT_EQ(dup.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("duplicate metadata key 'k\\xffzzz"));
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("...' (100002 bytes)"));
+  EXPECT_LT(dup.message().size(), 400u);
+  const std::string name(50000, 't');
+  GgufWriter w2;
+  w2.AddTensor(name, GgmlType::kF32, {1}, std::string(4, '\0'));
+  w2.AddTensor(name, GgmlType::kF32, {1}, std::string(4, '\0'));
+  absl::Status tensor = GgufFile::Open(Write("longtensor.gguf", w2.Serialize())).status();
+  EXPECT_THAT(std::string(tensor.message()), HasSubstr("(50000 bytes)"));
+  EXPECT_LT(tensor.message().size(), 400u);
+  // Getters quote the key they were asked for the same way.
+  auto file = GgufFile::Open(Write("ok.gguf", SmallWriter().Serialize()));
+  ASSERT_TRUE(file.ok());
+  absl::Status missing = (*file)->GetUint(std::string(10000, 'x')).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(missing.message().size(), 400u);
+}
+
 TEST_F(GgufFileTest, RandomCorruptionNeverCrashes) {
   std::string bytes = SmallWriter().Serialize();
   std::mt19937 rng(1234);

@@ -30,8 +30,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& gguf) {
     c.rope_style = RopeStyle::kNeox;
     c.qk_norm = true;
   } else {
-    return Invalid(gguf, absl::StrCat("unsupported architecture '", c.arch_name,
-                                      "' (supported: llama, qwen2, qwen3)"));
+    return Invalid(gguf, absl::StrCat("unsupported architecture ", QuoteGgufString(c.arch_name),
+                                      " (supported: llama, qwen2, qwen3)"));
   }
   c.name = std::string(gguf.GetString("general.name", "").value_or(""));
   if (c.name.empty()) c.name = std::filesystem::path(gguf.path()).stem().string();
@@ -43,7 +43,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& gguf) {
     absl::StatusOr<uint64_t> v = gguf.GetUint(key, fallback);
     if (!v.ok()) return v.status();
     if (*v == 0 || *v > (1u << 30)) {
-      return Invalid(gguf, absl::StrCat("metadata '", key, "' = ", *v, " is out of range"));
+      return Invalid(gguf, absl::StrCat("metadata ", QuoteGgufString(key), " = ", *v, " is out of range"));
     }
     *out = static_cast<int>(*v);
     return absl::OkStatus();
@@ -93,8 +93,8 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& gguf) {
     if (!(*factor > 0)) return Invalid(gguf, "rope.scaling.factor must be > 0");
     c.rope_scale = static_cast<float>(1.0 / *factor);
   } else if (*scaling != "none") {
-    return Invalid(gguf, absl::StrCat("rope scaling '", std::string(*scaling),
-                                      "' is not supported (supported: none, linear)"));
+    return Invalid(gguf, absl::StrCat("rope scaling ", QuoteGgufString(*scaling),
+                                      " is not supported (supported: none, linear)"));
   }
 
   const GgufTensor* embd = gguf.FindTensor("token_embd.weight");

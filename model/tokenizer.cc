@@ -82,9 +82,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& g
   }
   if (*model == SpmTokenizer::kModelName) return SpmTokenizer::Create(gguf);
   if (*model == BpeTokenizer::kModelName) return BpeTokenizer::Create(gguf);
-  return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": unsupported ", kModelKey, " '",
-                                                 std::string(*model),
-                                                 "' (supported: 'llama', 'gpt2')"));
+  return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": unsupported ", kModelKey, " ",
+                                                 QuoteGgufString(*model),
+                                                 " (supported: 'llama', 'gpt2')"));
 }
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
@@ -160,8 +160,8 @@ absl::Status Tokenizer::LoadTokenTexts(const GgufFile& gguf) {
     std::string text = words[i].empty() ? absl::StrCat("[EMPTY_", i, "]") : std::string(words[i]);
     const auto [it, inserted] = token_ids_.try_emplace(text, static_cast<int32_t>(i));
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": duplicate token '", text,
-                                                     "' has ids ", it->second, " and ", i));
+      return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": duplicate token ", QuoteGgufString(text),
+                                                     " has ids ", it->second, " and ", i));
     }
     tokens_.push_back(std::move(text));
   }

@@ -5,6 +5,8 @@
 // TaskExecutor (anything that may block on disk) and the Engine (forward
 // passes); the reactor completes from whichever thread finishes the work.
 // Every absl::Status maps to the gRPC status code of the same number.
+// Requests are parsed by ParsingCallbackService: one that does not parse is
+// answered INVALID_ARGUMENT before any handler here runs.
 //
 // Ownership: borrows the model, session manager, engine and executor, which
 // must outlive the server.
@@ -16,6 +18,7 @@
 #include "kvsession/v1/kvsession.grpc.pb.h"
 #include "model/model.h"
 #include "service/engine.h"
+#include "service/parsing_callback_service.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -29,7 +32,7 @@ struct ServerFacts {
   int max_batch_tokens = 0;
 };
 
-class KvSessionService final : public kvsession::v1::KvSession::CallbackService {
+class KvSessionService final : public ParsingCallbackService {
  public:
   KvSessionService(const Model& model, SessionManager* sessions, Engine* engine, TaskExecutor* io,
                    ServerFacts facts);

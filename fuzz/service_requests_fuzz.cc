@@ -1,0 +1,232 @@
+// libFuzzer target: request handling of arbitrary messages. A real
+// KvSessionService (real engine, RocksDB store in a temporary directory, a
+// tiny synthesized model) serves over an in-process channel; each input is
+// one call through grpc::GenericStub:
+//
+//   byte 0:  bits 0-6 pick the method (modulo the service's method count);
+//            bit 7 set: the call carries no request message at all
+//   rest:    the request message's bytes, as they are
+//
+// To reach past the id checks, the 36-byte placeholders
+// "ses_SSSS...S" (32 'S') and "ckpt_CCC...C" (32 'C') are replaced by the
+// ids of a live session and checkpoint of the same length (so the framing
+// stays intact); the seed corpus (fuzz/corpus/service_requests/) holds a
+// valid request of every method with them.
+//
+// A call must end, within its deadline, with a status a client can act on:
+// OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, OUT_OF_RANGE,
+// RESOURCE_EXHAUSTED or ABORTED, and a message of at most 1024 bytes (no
+// unbounded echo of the input). UNKNOWN, INTERNAL, UNIMPLEMENTED, DATA_LOSS,
+// UNAVAILABLE, DEADLINE_EXCEEDED (a hang) or anything else is a finding
+// (__builtin_trap), as is a crash or a sanitizer report. KVS_FUZZ_VERBOSE=1
+// prints each call's method and status.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "cache/page_pool.h"
+#include "cache/session_store.h"
+#include "kvsession/v1/kvsession.grpc.pb.h"
+#include "model/model.h"
+#include "service/engine.h"
+#include "service/kvsession_service.h"
+#include "service/model_fingerprint.h"
+#include "service/session_manager.h"
+#include "service/task_executor.h"
+#include "tests/raw_call.h"
+#include "tools/model_synth.h"
+
+namespace {
+
+namespace v1 = kvsession::v1;
+
+const std::string kSessionMarker = "ses_" + std::string(32, 'S');
+const std::string kCheckpointMarker = "ckpt_" + std::string(32, 'C');
+constexpr size_t kMaxMessageBytes = 1024;
+constexpr int kMaxLiveSessions = 24;
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "service_requests_fuzz: %s\n", what.c_str());
+  std::fflush(stderr);
+  __builtin_trap();
+}
+
+// The server, built once and never torn down (everything stays reachable,
+// so LeakSanitizer has nothing to report).
+struct Server {
+  std::string dir;
+  std::unique_ptr<kvs::Model> model;
+  std::unique_ptr<kvs::SessionStore> store;
+  std::unique_ptr<kvs::PagePool> pool;
+  std::unique_ptr<kvs::TaskExecutor> io;
+  std::unique_ptr<kvs::TaskExecutor> completions;
+  std::unique_ptr<kvs::SessionManager> sessions;
+  std::unique_ptr<kvs::Engine> engine;
+  std::unique_ptr<kvs::KvSessionService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::KvSession::Stub> stub;
+  const google::protobuf::ServiceDescriptor* methods = nullptr;
+  std::string session_id;     // the live session the placeholder names
+  std::string checkpoint_id;  // the live checkpoint the placeholder names
+};
+
+template <class T>
+T Must(absl::StatusOr<T> v, const char* what) {
+  if (!v.ok()) Fail(absl::StrCat(what, ": ", v.status().ToString()));
+  return *std::move(v);
+}
+
+Server* Start() {
+  auto* s = new Server;
+  s->dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/kvs_service_fuzz.", getpid());
+  std::filesystem::remove_all(s->dir);
+  std::filesystem::create_directories(s->dir);
+  const std::string model_path = s->dir + "/model.gguf";
+  kvs::SynthSpec spec;
+  spec.n_layers = 1;
+  spec.dim = 32;
+  spec.n_heads = 2;
+  spec.n_kv_heads = 1;
+  spec.ffn_dim = 64;
+  spec.context_length = 128;
+  if (absl::Status st = kvs::WriteSynthModel(spec, model_path); !st.ok()) Fail(st.ToString());
+  s->model = Must(kvs::Model::Load(model_path), "model");
+  const std::string fingerprint = Must(kvs::FingerprintFile(model_path), "fingerprint");
+  kvs::StoreOptions store_options;
+  store_options.sync_writes = false;
+  s->store = Must(kvs::SessionStore::Open(s->dir + "/data", store_options), "store");
+  const kvs::ModelConfig& c = s->model->config();
+  kvs::KvGeometry geometry;
+  geometry.n_layers = c.n_layers;
+  geometry.n_kv_heads = c.n_kv_heads;
+  geometry.head_dim = c.head_dim;
+  geometry.page_tokens = 16;
+  geometry.dtype = kvs::KvDtype::kF16;
+  s->pool = std::make_unique<kvs::PagePool>(geometry, 1024);
+  kvs::ServiceLimits limits;
+  limits.max_sessions = 4 * kMaxLiveSessions;
+  limits.max_context = c.context_length;
+  limits.max_tokens_per_generate = 32;
+  limits.max_fork_count = 4;
+  limits.max_input_bytes = 4096;
+  s->io = std::make_unique<kvs::TaskExecutor>(2);
+  s->completions = std::make_unique<kvs::TaskExecutor>(2);
+  s->sessions = std::make_unique<kvs::SessionManager>(*s->model, s->pool.get(), s->store.get(), fingerprint, limits);
+  if (absl::Status st = s->sessions->LoadFromStore(); !st.ok()) Fail(st.ToString());
+  kvs::EngineOptions engine_options;
+  engine_options.threads = 1;
+  s->engine = std::make_unique<kvs::Engine>(*s->model, s->sessions.get(), s->completions.get(), engine_options);
+  s->service = std::make_unique<kvs::KvSessionService>(
+      *s->model, s->sessions.get(), s->engine.get(), s->io.get(),
+      kvs::ServerFacts{"fuzz", model_path, "fuzz", engine_options.max_batch_tokens});
+  grpc::ServerBuilder builder;
+  builder.RegisterService(s->service.get());
+  s->server = builder.BuildAndStart();
+  if (!s->server) Fail("the server did not start");
+  s->channel = s->server->InProcessChannel(grpc::ChannelArguments());
+  s->stub = v1::KvSession::NewStub(s->channel);
+  s->methods = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+      v1::KvSession::service_full_name());
+  std::atexit([] { std::filesystem::remove_all(absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                                             "/kvs_service_fuzz.", getpid())); });
+  return s;
+}
+
+// Keeps the placeholder's session and checkpoint alive and the number of
+// sessions and checkpoints bounded (inputs create, fork and delete them).
+void Tidy(Server* s) {
+  grpc::ClientContext get_ctx;
+  v1::GetSessionRequest get;
+  get.set_session_id(s->session_id);
+  v1::Session session;
+  if (s->session_id.empty() || !s->stub->GetSession(&get_ctx, get, &session).ok()) {
+    grpc::ClientContext ctx;
+    v1::CreateSessionRequest create;
+    create.mutable_input()->set_text("Once upon a time");
+    if (grpc::Status st = s->stub->CreateSession(&ctx, create, &session); !st.ok()) {
+      Fail("cannot create the placeholder session: " + st.error_message());
+    }
+    s->session_id = session.id();
+  }
+  if (s->sessions->session_count() > kMaxLiveSessions) {
+    for (const kvs::SessionInfo& info : s->sessions->List("", 10000)) {
+      if (info.id != s->session_id) (void)s->sessions->Delete(info.id, absl::Now() + absl::Seconds(5));
+    }
+  }
+  std::vector<kvs::CheckpointRecord> checkpoints = s->sessions->ListCheckpoints("", "", 10000);
+  bool have = false;
+  for (const kvs::CheckpointRecord& c : checkpoints) {
+    if (c.id() == s->checkpoint_id) {
+      have = true;
+    } else if (checkpoints.size() > kMaxLiveSessions) {
+      (void)s->sessions->DeleteCheckpoint(c.id());
+    }
+  }
+  if (!have) {
+    grpc::ClientContext ctx;
+    v1::SnapshotRequest snap;
+    snap.set_session_id(s->session_id);
+    v1::Checkpoint checkpoint;
+    if (grpc::Status st = s->stub->Snapshot(&ctx, snap, &checkpoint); !st.ok()) {
+      Fail("cannot snapshot the placeholder session: " + st.error_message());
+    }
+    s->checkpoint_id = checkpoint.id();
+  }
+}
+
+bool Acceptable(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Server* server = Start();
+  if (size == 0) return 0;
+  Tidy(server);
+  const google::protobuf::MethodDescriptor* method =
+      server->methods->method((data[0] & 0x7f) % server->methods->method_count());
+  const bool no_message = (data[0] & 0x80) != 0;
+  const std::string request = absl::StrReplaceAll(
+      std::string(reinterpret_cast<const char*>(data) + 1, size - 1),
+      {{kSessionMarker, server->session_id}, {kCheckpointMarker, server->checkpoint_id}});
+  std::vector<std::string> requests;
+  if (!no_message) requests.push_back(request);
+  const kvs::RawReply reply = kvs::RawCall(server->channel, kvs::KvSessionMethod(method->name()), requests,
+                                           std::chrono::seconds(20));
+  const grpc::StatusCode code = reply.status.error_code();
+  static const bool verbose = std::getenv("KVS_FUZZ_VERBOSE") != nullptr;
+  if (verbose) {
+    std::fprintf(stderr, "%s: code %d, %zu messages: %s\n", method->name().c_str(), code, reply.messages.size(),
+                 reply.status.error_message().substr(0, 200).c_str());
+  }
+  if (!Acceptable(code) || reply.status.error_message().size() > kMaxMessageBytes) {
+    Fail(absl::StrCat(method->name(), " answered code ", code, " with a message of ",
+                      reply.status.error_message().size(), " bytes: ",
+                      reply.status.error_message().substr(0, 300)));
+  }
+  if (code == grpc::StatusCode::OK && reply.messages.empty()) Fail(method->name() + " answered OK without a message");
+  return 0;
+}

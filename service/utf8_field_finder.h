@@ -1,0 +1,50 @@
+// FindInvalidUtf8Field: which string field of a serialized protobuf message
+// holds bytes that are not valid UTF-8, found by walking the wire format
+// with the message type's Descriptor.
+//
+// proto3 `string` fields must be valid UTF-8: protobuf's parser rejects a
+// message whose string field (at any depth, map keys and values included)
+// is not, but says only "parse failed". This walk names the field, so the
+// service can answer INVALID_ARGUMENT with a useful message
+// (service/request_parser.h) without ever echoing the bytes.
+//
+// It checks exactly what the parser checks: fields the Descriptor declares
+// as `string` that arrive length-delimited, using protobuf's own UTF-8
+// validator; sub-messages and map entries are walked recursively (within
+// protobuf's recursion limit); unknown fields and fields with another wire
+// type are skipped, as the parser keeps them as unknown fields.
+//
+// Pure function; thread-safe.
+#ifndef KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
+#define KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
+
+#include <optional>
+#include <string>
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/zero_copy_stream.h>
+
+#include "absl/strings/string_view.h"
+
+namespace kvs {
+
+// The first string field with invalid UTF-8 in the message of `type`
+// serialized in `input`, as a path from the message and what is wrong:
+//   "session_id is not valid UTF-8"
+//   "stop[1] is not valid UTF-8"                 (repeated: the index)
+//   "labels: a key is not valid UTF-8"           (maps: key or value)
+//   "labels: a value is not valid UTF-8"
+//   "input.text is not valid UTF-8"              (sub-messages: dotted)
+// nullopt when every string field is valid UTF-8, and also when the bytes
+// stop being a well-formed message before a bad string field is reached
+// (the parser then reports them as malformed). The description holds
+// field names from the schema and numbers only, never input bytes.
+// Consumes `input`.
+std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor& type,
+                                                google::protobuf::io::ZeroCopyInputStream* input);
+std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor& type,
+                                                absl::string_view bytes);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
