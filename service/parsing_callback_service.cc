@@ -98,6 +98,8 @@ ParsingCallbackService::ParsingCallbackService() {
       [this](auto* ctx, auto* req, auto* resp) { return DeleteCheckpoint(ctx, req, resp); });
   ParseUnary<v1::GetServerInfoRequest, v1::ServerInfo>(
       "GetServerInfo", [this](auto* ctx, auto* req, auto* resp) { return GetServerInfo(ctx, req, resp); });
+  ParseUnary<v1::TruncateRequest, v1::TruncateResponse>(
+      "Truncate", [this](auto* ctx, auto* req, auto* resp) { return Truncate(ctx, req, resp); });
 }
 
 }  // namespace kvs
