@@ -146,6 +146,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           auto b = std::make_shared<Session>();
           b->id = NewId("ses_");
           b->tokens = p.tokens;
+          b->chat = p.chat;
           b->kv.emplace(p.kv->Fork());
           b->page_hashes = p.page_hashes;
           b->sampling = p.sampling;
