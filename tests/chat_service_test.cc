@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/service_fixture.h"
+#include "tests/subprocess.h"
 #include "tools/model_synth.h"
 
 namespace kvs {
@@ -428,6 +430,72 @@ TEST_F(ChatServiceTest, LogitBiasIsCheckedAndKeptAsASessionDefault) {
     EXPECT_EQ(client_->CreateSession(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << id << " " << bias;
   }
+}
+
+// `kvsession chat` reads lines from stdin; each line is one turn.
+std::vector<nlohmann::json> ChatLines(const ProcessResult& r) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST_F(ChatServiceTest, TheChatCommandTakesOneTurnPerLineOnTheServerAndLocallyAlike) {
+  StartChatServer();
+  const std::string input = (dir_ / "lines.txt").string();
+  std::ofstream(input) << "Hello! Who are you?\n\nWhat is a KV cache?\n";
+  absl::StatusOr<v1::Session> s = client_->CreateSession(v1::CreateSessionRequest());
+  ASSERT_TRUE(s.ok());
+  ProcessResult remote = RunProcess({BinaryPath("kvsession"), "chat", "--server", server_->address(),
+                                     "--session", s->id(), "-n", "5", "--temp", "0", "--json"},
+                                    dir_.string(), input);
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  const std::vector<nlohmann::json> turns = ChatLines(remote);
+  ASSERT_EQ(turns.size(), 2u) << remote.out;  // the empty line is skipped
+  absl::StatusOr<v1::Session> after = client_->GetSession(s->id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->chat());
+  EXPECT_EQ(after->length(), turns[1]["usage"]["session_tokens"].get<int>());
+  // The second turn's prompt is its own turn (plus closing the first reply
+  // if max_tokens cut it), not the conversation.
+  const bool first_open = turns[0]["finish_reason"] != "stop_token";
+  v1::TokenizeRequest t;
+  SetMessages({Message("user", "What is a KV cache?")}, t.mutable_input());
+  absl::StatusOr<v1::TokenizeResponse> alone = Tokenize(t);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(turns[1]["usage"]["prompt_tokens"].get<int>(),
+            alone->token_ids_size() + 3 + (first_open ? 2 : 0));
+
+  // The same conversation without a server gives the same greedy replies.
+  ProcessResult local = RunProcess({BinaryPath("kvsession"), "chat", "--model", model_path_, "-n", "5",
+                                    "--temp", "0", "--json"},
+                                   dir_.string(), input);
+  ASSERT_EQ(local.exit_code, 0) << local.err;
+  const std::vector<nlohmann::json> local_turns = ChatLines(local);
+  ASSERT_EQ(local_turns.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(local_turns[i]["ids"], turns[i]["ids"]) << i;
+    EXPECT_EQ(local_turns[i]["text"], turns[i]["text"]) << i;
+  }
+
+  // Streaming (a new session each run): each reply's text, then a newline.
+  ProcessResult streamed = RunProcess({BinaryPath("kvsession"), "chat", "--server", server_->address(),
+                                       "-n", "5", "--temp", "0"},
+                                      dir_.string(), input);
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, turns[0]["text"].get<std::string>() + "\n" +
+                              turns[1]["text"].get<std::string>() + "\n");
+  EXPECT_NE(streamed.err.find("session ses_"), std::string::npos) << streamed.err;
+}
+
+TEST_F(ChatServiceTest, TheChatCommandWithoutAChatTemplateFailsWithTheServersReason) {
+  StartServer("aidreams260K.gguf");
+  const std::string input = (dir_ / "lines.txt").string();
+  std::ofstream(input) << "Hi\n";
+  ProcessResult r = RunProcess({BinaryPath("kvsession"), "chat", "--server", server_->address()},
+                               dir_.string(), input);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("FAILED_PRECONDITION"), std::string::npos) << r.err;
 }
 
 }  // namespace
