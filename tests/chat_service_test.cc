@@ -222,6 +222,14 @@ TEST_F(ChatServiceTest, GenerateAddsTheAssistantPrefixAndStopsAtImEndWhichStaysI
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(got->chat());
   EXPECT_FALSE(got->assistant_turn_open());
+  // A fork continues the same conversation.
+  v1::ForkRequest fork;
+  fork.set_session_id(s.id());
+  fork.set_count(1);
+  absl::StatusOr<v1::ForkResponse> branch = client_->Fork(fork);
+  ASSERT_TRUE(branch.ok()) << branch.status();
+  EXPECT_TRUE(branch->sessions(0).chat());
+  EXPECT_FALSE(branch->sessions(0).assistant_turn_open());
 }
 
 TEST_F(ChatServiceTest, EachTurnPrefillsOnlyItsOwnTokens) {
@@ -421,8 +429,13 @@ TEST_F(ChatServiceTest, LogitBiasIsCheckedAndKeptAsASessionDefault) {
   absl::StatusOr<v1::Session> s = client_->CreateSession(req);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->sampling().logit_bias().at(kImEnd), 100);
-  // The session's default applies to its Generate calls.
+  // The session's default applies to its Generate calls, also after a restart.
   EXPECT_EQ(Generate(s->id(), 4, 0.0f).ids, std::vector<int32_t>({kImEnd}));
+  server_->Stop();
+  StartChatServer();
+  absl::StatusOr<v1::Session> back = client_->GetSession(s->id());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->sampling().logit_bias().at(kImEnd), 100);
   for (auto [id, bias] : std::vector<std::pair<int32_t, float>>{
            {kImEnd, 101}, {-1, 1}, {1 << 30, 1}, {kImEnd, std::nanf("")}}) {
     v1::CreateSessionRequest bad;
