@@ -32,13 +32,13 @@ struct HfChat {
   std::vector<int32_t> ids;
 };
 
-HfChat LoadHfChat(const std::string& name, bool add_generation_prompt) {
+HfChat LoadHfChat(const std::string& name, bool add_generation_prompt, bool thinking = true) {
   std::ifstream in(SharedDir() + "/chat/qwen3.jsonl");
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line);
     if (j["name"] != name || j["add_generation_prompt"] != add_generation_prompt ||
-        j.contains("enable_thinking")) {
+        j.value("enable_thinking", true) != thinking) {
       continue;
     }
     HfChat chat;
@@ -232,6 +232,24 @@ TEST_F(ChatServiceTest, GenerateAddsTheAssistantPrefixAndStopsAtImEndWhichStaysI
   EXPECT_FALSE(branch->sessions(0).assistant_turn_open());
 }
 
+TEST_F(ChatServiceTest, EnableThinkingFalseAddsQwen3sEmptyThinkBlockAfterTheAssistantPrefix) {
+  StartChatServer();
+  const HfChat hf = LoadHfChat("system-and-user", /*add_generation_prompt=*/true, /*thinking=*/false);
+  v1::Session s = CreateChat(hf.messages);
+  v1::GenerateRequest req;
+  req.set_session_id(s.id());
+  req.set_max_tokens(2);
+  req.set_enable_thinking(false);
+  (*req.mutable_sampling()->mutable_logit_bias())[kImEnd] = 100;
+  absl::StatusOr<GenerateResult> r = client_->Generate(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->usage.prompt_tokens(), 7);  // "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+  std::vector<int32_t> want = hf.ids;
+  want.push_back(kImEnd);
+  want.push_back(kNewline);
+  EXPECT_EQ(Tokens(s.id()), want);
+}
+
 TEST_F(ChatServiceTest, EachTurnPrefillsOnlyItsOwnTokens) {
   StartChatServer();
   v1::Session s = CreateChat({Message("system", "Answer briefly."), Message("user", "2+2?")});
@@ -297,20 +315,32 @@ TEST_F(ChatServiceTest, AChatKilledBetweenTurnsContinuesExactlyLikeAnUnkilledTwi
   const std::vector<v1::ChatMessage> turn1 = {Message("system", "Answer briefly."),
                                               Message("user", "What is a KV cache?")};
   const std::vector<v1::ChatMessage> turn2 = {Message("user", "Why keep it on the server?")};
+  // Three calls: a reply cut by max_tokens (the turn stays open), its
+  // continuation ending with <|im_end|> (closed, "\n" without KV), the next
+  // turn. The killed session's server is killed after each of the first two.
+  struct Step {
+    std::vector<v1::ChatMessage> messages;
+    int max_tokens;
+    std::map<int32_t, float> bias;
+    bool open_after;
+  };
+  const std::vector<Step> steps = {{turn1, 6, kNoEnd, true},
+                                   {{}, 3, {{kImEnd, 100}}, false},
+                                   {turn2, 8, kNoEnd, true}};
   auto run_turns = [&](KvSessionClient* c, const std::string& id,
-                       bool kill_between) -> std::vector<std::vector<int32_t>> {
-    std::vector<std::vector<int32_t>> outs;
-    for (int turn = 0; turn < 2; ++turn) {
+                       bool kill_between) -> std::vector<GenerateResult> {
+    std::vector<GenerateResult> outs;
+    for (size_t i = 0; i < steps.size(); ++i) {
       v1::GenerateRequest req;
       req.set_session_id(id);
-      req.set_max_tokens(8);
+      req.set_max_tokens(steps[i].max_tokens);
       req.mutable_sampling()->set_temperature(0);
-      for (const auto& [t, b] : kNoEnd) (*req.mutable_sampling()->mutable_logit_bias())[t] = b;
-      SetMessages(turn == 0 ? turn1 : turn2, req.mutable_input());
+      for (const auto& [t, b] : steps[i].bias) (*req.mutable_sampling()->mutable_logit_bias())[t] = b;
+      if (!steps[i].messages.empty()) SetMessages(steps[i].messages, req.mutable_input());
       absl::StatusOr<GenerateResult> r = c->Generate(req);
       EXPECT_TRUE(r.ok()) << r.status();
-      outs.push_back(r.ok() ? r->ids : std::vector<int32_t>());
-      if (turn == 0 && kill_between) {
+      outs.push_back(r.ok() ? *r : GenerateResult());
+      if (i + 1 < steps.size() && kill_between) {
         server_->Kill();
         if (!server_->Start(model_path_, (dir_ / "data").string(), {"--kv-cache-mb", "64"})) {
           ADD_FAILURE() << server_->log();
@@ -322,7 +352,7 @@ TEST_F(ChatServiceTest, AChatKilledBetweenTurnsContinuesExactlyLikeAnUnkilledTwi
         absl::StatusOr<v1::Session> back = c->GetSession(id);
         EXPECT_TRUE(back.ok()) << back.status();
         EXPECT_TRUE(back.ok() && back->chat());
-        EXPECT_TRUE(back.ok() && back->assistant_turn_open());
+        EXPECT_EQ(back.ok() && back->assistant_turn_open(), steps[i].open_after) << i;
       }
     }
     return outs;
@@ -332,8 +362,16 @@ TEST_F(ChatServiceTest, AChatKilledBetweenTurnsContinuesExactlyLikeAnUnkilledTwi
   ASSERT_TRUE(a.ok() && b.ok());
   const auto killed = run_turns(client_.get(), a->id(), true);
   const auto unkilled = run_turns(&twin, b->id(), false);
-  ASSERT_EQ(killed.size(), 2u);
-  EXPECT_EQ(killed, unkilled);
+  ASSERT_EQ(killed.size(), 3u);
+  for (size_t i = 0; i < killed.size(); ++i) {
+    EXPECT_EQ(killed[i].ids, unkilled[i].ids) << i;
+    EXPECT_EQ(killed[i].usage.prompt_tokens(), unkilled[i].usage.prompt_tokens()) << i;
+  }
+  EXPECT_EQ(killed[0].finish_reason, v1::FINISH_REASON_LENGTH);
+  // The open turn is continued: no prompt, and it ends at <|im_end|>.
+  EXPECT_EQ(killed[1].usage.prompt_tokens(), 0);
+  EXPECT_EQ(killed[1].finish_reason, v1::FINISH_REASON_STOP_TOKEN);
+  EXPECT_EQ(killed[1].ids, std::vector<int32_t>({kImEnd}));
   absl::StatusOr<v1::Session> ka = client_->GetSession(a->id(), true);
   absl::StatusOr<v1::Session> kb = twin.GetSession(b->id(), true);
   ASSERT_TRUE(ka.ok() && kb.ok());
