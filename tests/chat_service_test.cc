@@ -411,6 +411,19 @@ TEST_F(ChatServiceTest, MessagesOnAModelWithoutAChatTemplateAreFailedPreconditio
   EXPECT_EQ(all->size(), 1u);
 }
 
+TEST_F(ChatServiceTest, TheChatTemplateFlagGivesATemplateToAModelWithout) {
+  StartServer("aidreams260K.gguf", {"--chat-template", "chatml"});
+  v1::CreateSessionRequest req;
+  SetMessages({Message("user", "Hi")}, req.mutable_input());
+  absl::StatusOr<v1::Session> s = client_->CreateSession(req);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->chat());
+  // The vocabulary has no <|im_start|>: the markers are plain text.
+  absl::StatusOr<v1::Session> text = client_->GetSession(s->id(), false, /*include_text=*/true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_NE(text->text().find("<|im_start|>user\nHi<|im_end|>"), std::string::npos) << text->text();
+}
+
 TEST_F(ChatServiceTest, AnUnknownChatTemplateFlagStopsTheServerNamingTheFamilies) {
   ServerProcess bad;
   EXPECT_FALSE(bad.Start(model_path_, (dir_ / "bad").string(), {"--chat-template", "jinja9"}));
