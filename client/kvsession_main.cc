@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/chat_command.h"
 #include "client/local_commands.h"
 #include "client/remote_commands.h"
 
@@ -34,6 +35,12 @@ Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for 
   show      --session S [--ids] [--with-text]
   rm        --session S
   info
+  chat      [--session S] [--system TEXT] [-n N] [--no-thinking] [sampling flags]
+            reads a line, streams the reply, repeats (a new chat session without --session)
+
+Chat without a server:
+  chat      --model M.gguf [--system TEXT] [-n N] [--no-thinking] [--chat-template NAME]
+            [sampling flags]
 )";
 
 }  // namespace
@@ -48,6 +55,7 @@ int main(int argc, char** argv) {
   if (command == "run") return kvs::RunCommand(args);
   if (command == "tokenize") return kvs::TokenizeCommand(args);
   if (command == "render") return kvs::RenderCommand(args);
+  if (command == "chat") return kvs::ChatCommand(args);
   if (int rc = kvs::RunRemoteCommand(command, args); rc >= 0) return rc;
   std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
   return 2;

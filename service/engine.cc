@@ -27,6 +27,7 @@ struct Engine::Job {
   JobUsage usage;
   absl::Time deadline = absl::InfiniteFuture();
   bool admitted = false;
+  std::optional<ChatJob> chat;
 };
 
 Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
@@ -76,7 +77,7 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be in [1, ", limit, "], got ",
                                                    generate->max_tokens));
   }
-  if (absl::Status s = generate->sampling.Validate(); !s.ok()) return s;
+  if (absl::Status s = generate->sampling.ValidateFor(vocab); !s.ok()) return s;
   if (generate->top_logprobs < 0 || generate->top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs,
                                                    "], got ", generate->top_logprobs));
@@ -97,12 +98,13 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
 void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input,
                     int prompt_tokens, std::optional<GenerateOptions> generate,
                     std::shared_ptr<JobListener> listener, std::shared_ptr<JobHandle> handle,
-                    absl::Time deadline) {
+                    absl::Time deadline, std::optional<ChatJob> chat) {
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, deadline, false});
+                                          std::move(handle), {}, deadline, false, std::nullopt});
   job->usage.prompt_tokens = prompt_tokens;
+  job->chat = std::move(chat);
   if (job->gen) {
     job->stream.emplace(&model_.tokenizer(),
                         TokenStreamOptions{job->gen->max_tokens, sessions_->limits().max_context,
@@ -261,14 +263,17 @@ void Engine::Admit(Job& job) {
   job.admitted = true;
   // Room for everything this job may add, so appending a generated token
   // never reallocates in the step loop.
-  job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0));
+  job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0) +
+                         (job.chat ? job.chat->after_end_of_turn.size() : 0));
   job.session->AppendTokens(job.input);
+  if (job.chat) job.session->SetChat(job.chat->after_input);
   if (job.gen && job.gen->reseed) job.session->rng = SequenceRng(job.gen->sampling.seed);
 }
 
 void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason) {
   std::string final_text;
   if (job->stream) final_text = job->stream->Finish();
+  if (job->admitted) CloseChatTurn(*job, reason);
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
   std::shared_ptr<Job> shared(std::move(job));
   io_->Submit([this, shared, status, reason, final_text] {
@@ -286,6 +291,20 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
                              shared->usage, final_text, released);
     in_flight_.fetch_sub(1);
   });
+}
+
+void Engine::CloseChatTurn(Job& job, FinishReason reason) {
+  if (!job.chat || !job.gen || reason != FinishReason::kStopToken) return;
+  Session& s = *job.session;
+  const std::vector<int32_t>& eot = job.chat->end_of_turn_ids;
+  if (s.tokens.empty() || !std::binary_search(eot.begin(), eot.end(), s.tokens.back())) return;
+  const std::vector<int32_t>& after = job.chat->after_end_of_turn;
+  if (s.tokens.size() + after.size() <= static_cast<size_t>(sessions_->limits().max_context)) {
+    s.AppendTokens(after);
+  }
+  ChatState closed = job.chat->after_input;
+  closed.turn_open = false;
+  s.SetChat(closed);
 }
 
 void Engine::EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,

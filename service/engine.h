@@ -49,6 +49,7 @@
 #include "model/thread_pool.h"
 #include "model/token_stream.h"
 #include "model/transformer.h"
+#include "service/chat_state.h"
 #include "service/job_handle.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
@@ -155,9 +156,16 @@ class Engine {
   // max_queued_jobs, up to `deadline`; then, or when the queue is full or
   // the job could never fit, it ends with RESOURCE_EXHAUSTED before its
   // first token.
+  //
+  // `chat` (service/chat_state.h), for a session that is or becomes a
+  // chat: its ChatState is set to chat->after_input when the input is
+  // appended; if generation then ends on one of chat->end_of_turn_ids, the
+  // tokens of chat->after_end_of_turn follow it (without KV: the next job
+  // prefills them) and the turn is closed, in the same persisted state.
   void Submit(std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
               std::optional<GenerateOptions> generate, std::shared_ptr<JobListener> listener,
-              std::shared_ptr<JobHandle> handle, absl::Time deadline = absl::InfiniteFuture());
+              std::shared_ptr<JobHandle> handle, absl::Time deadline = absl::InfiniteFuture(),
+              std::optional<ChatJob> chat = std::nullopt);
 
   // Cancels every job (shutdown); they finish as cancelled and persist.
   void CancelAll();
@@ -204,6 +212,9 @@ class Engine {
   // Persists and releases the job's session, then tells its listener, on
   // the executor.
   void Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason);
+  // A chat job whose generation ended on an end-of-turn token: appends the
+  // template's text after it and closes the turn (see Submit).
+  void CloseChatTurn(Job& job, FinishReason reason);
   // Moves `job` out of `active` (its slot becomes null) to end after the step.
   void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
               StepReport& report);

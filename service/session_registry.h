@@ -60,6 +60,7 @@ struct SessionInfo {
   int kv_pages = 0;
   int kv_pages_shared = 0;
   std::vector<int32_t> tokens;  // only when asked for
+  ChatState chat;
 };
 
 class SessionRegistry {

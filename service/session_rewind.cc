@@ -30,6 +30,19 @@ void CopyPrefix(const Session& src, int length, Session* dst) {
   dst->kv->Truncate(kv_length);
   dst->page_hashes = src.page_hashes;
   dst->page_hashes->Truncate(kv_length / src.kv->geometry().page_tokens);
+  // Length 1 is the BOS alone when the vocabulary adds one; without BOS a
+  // one-token prefix is a single token of content, which (rendered or not)
+  // starts nothing: treat both as no conversation start.
+  dst->chat = ChatStateForPrefix(src.chat, static_cast<int>(src.tokens.size()), length,
+                                 /*min_length=*/1);
+}
+
+ChatState ChatStateForPrefix(const ChatState& src, int src_length, int length, int min_length) {
+  if (length >= src_length) return src;
+  ChatState out;
+  out.started = src.started && length > min_length;
+  out.turn_open = false;
+  return out;
 }
 
 }  // namespace kvs

@@ -39,9 +39,19 @@ absl::Status CheckCutLength(const char* field, int length, int current, int min_
 // `src` (which must be resident; requires 0 <= length <= src's tokens): a
 // KV sharing src's pages up to min(src's KV length, KvLengthFor(length))
 // (one new reference per page, so pages wholly past the cut stay src's
-// alone), and src's chain cut to that KV's full pages. Other fields of dst
-// are left as they are; src is not changed.
+// alone), and src's chain cut to that KV's full pages, and its chat state
+// (ChatStateForPrefix). Other fields of dst are left as they are; src is
+// not changed.
 void CopyPrefix(const Session& src, int length, Session* dst);
+
+// The chat state of the first `length` of `src_length` tokens of a session
+// in state `src`. The whole session keeps its state. A shorter prefix has
+// no open assistant turn: the lengths a client cuts at are those a call
+// returned, and a Generate's starting length is before the generation
+// prompt it adds (so Generate on the prefix adds it again: "regenerate the
+// last answer"). A prefix of at most `min_length` + 0 tokens (BOS alone, or
+// empty) holds no conversation start.
+ChatState ChatStateForPrefix(const ChatState& src, int src_length, int length, int min_length);
 
 }  // namespace kvs
 

@@ -36,6 +36,8 @@ absl::StatusOr<SessionInfo> SessionManager::Truncate(const std::string& id, int 
   *record.mutable_tokens() = content.tokens();
   record.set_kv_length(content.kv_length());
   *record.mutable_page_hashes() = content.page_hashes();
+  record.set_chat(content.chat());
+  record.set_chat_turn_open(content.chat_turn_open());
   if (st = persistence_.Write(record, cut); !st.ok()) {
     registry_.Release(*s);
     return st;  // `cut` gives its page references back
@@ -48,6 +50,7 @@ absl::StatusOr<SessionInfo> SessionManager::Truncate(const std::string& id, int 
   {
     absl::MutexLock lock(&s->tokens_mu);
     s->tokens.resize(length);
+    s->chat = cut.chat;
   }
   registry_.UnderLock([&] {
     s->update_time_us = record.update_time_us();
