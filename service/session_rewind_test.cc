@@ -246,5 +246,18 @@ TEST(SessionRewind, ForkAtALengthOutOfRangeMakesNoBranch) {
   EXPECT_EQ(Look(env, (*whole)[0]->id).tokens.size(), 11u);
 }
 
+TEST(ChatStateForPrefix, TheWholeSessionKeepsItsStateAndAShorterPrefixHasNoOpenTurn) {
+  const ChatState open{.started = true, .turn_open = true};
+  EXPECT_EQ(ChatStateForPrefix(open, 40, 40, 1), open);
+  EXPECT_EQ(ChatStateForPrefix(open, 40, 30, 1), (ChatState{.started = true, .turn_open = false}));
+}
+
+TEST(ChatStateForPrefix, APrefixOfTheBosAloneHoldsNoConversationStart) {
+  const ChatState started{.started = true, .turn_open = false};
+  EXPECT_EQ(ChatStateForPrefix(started, 40, 1, 1), ChatState{});
+  EXPECT_EQ(ChatStateForPrefix(started, 40, 0, 1), ChatState{});
+  EXPECT_EQ(ChatStateForPrefix(ChatState{}, 40, 20, 1), ChatState{});
+}
+
 }  // namespace
 }  // namespace kvs

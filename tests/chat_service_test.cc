@@ -564,3 +564,34 @@ TEST_F(ChatServiceTest, TheChatCommandWithoutAChatTemplateFailsWithTheServersRea
 
 }  // namespace
 }  // namespace kvs
+
+// "Regenerate the last answer" in a chat: cut back to the length the user's
+// turn left, and Generate opens the assistant turn again and answers as the
+// first time; a branch from the same point does the same.
+TEST_F(ChatServiceTest, TruncatingAChatBackToTheUsersTurnRegeneratesTheSameAnswer) {
+  StartChatServer();
+  const HfChat hf = LoadHfChat("one-turn", /*add_generation_prompt=*/false);
+  v1::Session s = CreateChat(hf.messages);
+  const int before = s.length();
+  const GenerateResult first = GenerateChat(s.id(), 6, {}, kNoEnd);
+  ASSERT_EQ(first.ids.size(), 6u);
+  absl::StatusOr<v1::Session> open = client_->GetSession(s.id());
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->assistant_turn_open());  // cut by max_tokens
+
+  v1::ForkRequest fork;
+  fork.set_session_id(s.id());
+  fork.set_count(1);
+  fork.set_at_length(before);
+  absl::StatusOr<v1::ForkResponse> branch = client_->Fork(fork);
+  ASSERT_TRUE(branch.ok()) << branch.status();
+  EXPECT_TRUE(branch->sessions(0).chat());
+  EXPECT_FALSE(branch->sessions(0).assistant_turn_open());
+
+  absl::StatusOr<v1::TruncateResponse> cut = client_->Truncate(s.id(), before);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_TRUE(cut->session().chat());
+  EXPECT_FALSE(cut->session().assistant_turn_open());
+  EXPECT_EQ(GenerateChat(s.id(), 6, {}, kNoEnd).ids, first.ids);
+  EXPECT_EQ(GenerateChat(branch->sessions(0).id(), 6, {}, kNoEnd).ids, first.ids);
+}
