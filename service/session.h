@@ -39,6 +39,7 @@
 #include "cache/page_hash.h"
 #include "cache/page_hash_chain.h"
 #include "model/sampler.h"
+#include "service/context_policy.h"
 #include "service/job_handle.h"
 
 namespace kvs {
@@ -56,6 +57,13 @@ struct Session {
   int64_t update_time_us = 0;
   std::string parent_session_id;
   std::string checkpoint_id;
+  // Context overflow (context_policy.h): set at creation (or copied by a
+  // fork / read from the record); the slide state below belongs to the
+  // busy holder, like `kv`.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int keep_tokens = 0;
+  int64_t tokens_dropped = 0;             // by slides, over the session's life
+  std::optional<ChainSalt> slide_salt;    // the page hash chain's, once slid
 
   // Persistence: the record as last written (version 0 = never written),
   // and the KV length and page hashes it holds, for loading on first use.
