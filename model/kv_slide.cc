@@ -51,8 +51,11 @@ absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool fr
   std::vector<PageId> copies;  // new pages, released on failure
   for (int i = first_moved; i < used; ++i) {
     const PageId old = kv->page_table()[i];
-    if (pool->ref_count(old) == 1 && !pool->has_key(old)) {
-      table.push_back(old);  // ours alone and unnamed: turn in place
+    if (pool->TakeSole(old)) {
+      // Ours alone: turn in place (its prefix-cache key, if any, is gone:
+      // the bytes it named are about to change; losing it is harmless if
+      // a later step fails).
+      table.push_back(old);
       continue;
     }
     absl::StatusOr<PageId> copy = pool->Allocate(from_reserve);

@@ -46,9 +46,9 @@ absl::StatusOr<SlidePlan> PlanSlide(int kv_length, int max_context, int keep_tok
 
 // Applies `plan` to `kv`: releases the dropped pages, and gives the pages
 // after them keys turned by -drop_pages * T, in NEW pages when a page is
-// shared (a fork, a checkpoint's pages in RAM) or keyed (the prefix cache
-// may hand it out at any time), so no other sequence sees a change;
-// otherwise in place. The kept pages are untouched and keep their ids.
+// shared (a fork, a restored checkpoint's pages in RAM), so no other
+// sequence sees a change; otherwise in place, after taking it out of the
+// prefix cache (PagePool::TakeSole), so no one can pick it up meanwhile. The kept pages are untouched and keep their ids.
 // Afterwards kv->length() is the old length minus drop_pages * T; pages
 // reserved past the length are released. Allocations may use the pool's
 // reserve (`from_reserve`, PagePool::SetReserved).

@@ -77,6 +77,7 @@ TEST_F(KvSlideTest, DropsWholePagesAfterTheKeptOnesAndTurnsTheRestIntoThePositio
   KvSequence kv(&pool);
   Feed(&kv, Tokens(45));  // pages 0..5, the last holding 5 tokens
   const std::vector<PageId> before = kv.page_table();
+  pool.SetKey(before[3], PageKey{3});  // in the prefix cache, ours alone
   std::vector<std::vector<uint8_t>> want;  // pages 3..5 as they should become
   for (int i = 3; i < 6; ++i) {
     want.push_back(Bytes(pool, before[i]));
@@ -87,14 +88,17 @@ TEST_F(KvSlideTest, DropsWholePagesAfterTheKeptOnesAndTurnsTheRestIntoThePositio
   ASSERT_EQ(kv.num_pages(), 4);
   EXPECT_EQ(kv.page_table()[0], before[0]);  // kept, untouched
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Bytes(pool, kv.page_table()[1 + i]), want[i]) << i;
-  // Unshared, unkeyed pages are turned in place; the dropped ones are free.
+  // Unshared pages are turned in place, out of the prefix cache (the
+  // bytes its key named are gone); the dropped ones are free.
   EXPECT_EQ(kv.page_table()[1], before[3]);
+  EXPECT_FALSE(pool.has_key(before[3]));
+  EXPECT_FALSE(pool.LookupKey(PageKey{3}).has_value());
   EXPECT_EQ(pool.ref_count(before[1]), 0);
   EXPECT_EQ(pool.ref_count(before[2]), 0);
   EXPECT_EQ(pool.Stats().pages_in_use, 4);
 }
 
-TEST_F(KvSlideTest, AForkAndThePrefixCacheKeepThePagesTheyShareUnchanged) {
+TEST_F(KvSlideTest, AForkKeepsThePagesItSharesUnchanged) {
   PagePool pool(geometry_, 32);
   KvSequence kv(&pool);
   Feed(&kv, Tokens(40));
@@ -110,6 +114,8 @@ TEST_F(KvSlideTest, AForkAndThePrefixCacheKeepThePagesTheyShareUnchanged) {
   EXPECT_EQ(kv.page_table()[0], fork.page_table()[0]);
   EXPECT_EQ(pool.ref_count(kv.page_table()[0]), 2);
   for (int i = 1; i < 3; ++i) EXPECT_NE(kv.page_table()[i], fork.page_table()[i + 2]);
+  EXPECT_EQ(pool.LookupKey(PageKey{1}), fork.page_table()[4]);  // still keyed
+  pool.Release(fork.page_table()[4]);
   // A fork of the slid sequence shares its new pages.
   KvSequence fork2 = kv.Fork();
   EXPECT_EQ(fork2.page_table(), kv.page_table());

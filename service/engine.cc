@@ -227,11 +227,11 @@ int64_t Engine::PagesStillNeeded(const Job& job) const {
   if (job.gen) final_tokens += job.gen->max_tokens - job.usage.generated_tokens;
   final_tokens = std::min<int64_t>(final_tokens, sessions_->limits().max_context);
   const int64_t pages = (final_tokens + t - 1) / t;
-  int64_t slide_copies = 0;  // a slide turns the moved pages into new ones
+  // A slide copies the moved pages that other sequences share (forks);
+  // pages this job writes are its own.
+  int64_t slide_copies = 0;
   if (job.slide) {
-    const int max_context = sessions_->limits().max_context;
-    absl::StatusOr<SlidePlan> plan = PlanSlide(max_context, max_context, s.keep_tokens, t);
-    if (plan.ok()) slide_copies = (max_context + t - 1) / t - plan->keep_pages - plan->drop_pages;
+    for (PageId p : s.kv->page_table()) slide_copies += sessions_->pool()->ref_count(p) > 1;
   }
   return std::max<int64_t>(0, pages - s.kv->num_pages()) + 1 + slide_copies;
 }
