@@ -138,9 +138,11 @@ TEST_F(KvSlideTest, AFullPoolIsResourceExhaustedAndNothingChanges) {
 }
 
 // The "done when" at the model level: greedy generation of three times the
-// context (64 positions here) with a bounded number of pages.
+// context (64 positions here) in a pool of one context's pages (plus the
+// one being written), full pages keyed as the service keys them.
 TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
-  PagePool pool(geometry_, 64 / kT + 2);
+  PagePool pool(geometry_, 64 / kT + 1);
+  uint8_t next_key = 0;
   KvSequence kv(&pool);
   std::vector<int32_t> tokens = Tokens(12);
   int32_t next = Feed(&kv, tokens);
@@ -155,6 +157,7 @@ TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
     }
     next = Feed(&kv, {next});
     ++generated;
+    if (kv.length() % kT == 0) pool.SetKey(kv.page_table()[kv.length() / kT - 1], PageKey{++next_key});
     most_pages = std::max(most_pages, pool.Stats().pages_in_use);
   }
   EXPECT_GE(slides, 5);

@@ -178,5 +178,23 @@ TEST_F(SlideTest, KeepTokensThatLeaveNothingToDropAreInvalid) {
   EXPECT_TRUE(client_->CreateSession(req).ok());
 }
 
+TEST_F(SlideTest, InputLongerThanTheContextSlidesWhileItIsPrefilled) {
+  StartServer("aidreams260K.gguf");
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += " The cat sat on the mat.";
+  const v1::Session s = CreateSliding("Once upon a time");
+  absl::StatusOr<v1::AppendResponse> appended = client_->Append(s.id(), text);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_GT(appended->usage().prompt_tokens(), 2 * kContext);
+  EXPECT_GT(appended->usage().tokens_dropped(), kContext);
+  EXPECT_LE(appended->session().length(), kContext + 1);
+  EXPECT_EQ(appended->usage().session_tokens(),
+            s.length() + appended->usage().prompt_tokens() - appended->usage().tokens_dropped());
+  EXPECT_EQ(Run(s.id(), 10).usage.generated_tokens(), 10);
+  // The same input is OUT_OF_RANGE for an ERROR session.
+  const v1::Session e = Create("Once upon a time", std::nullopt, 0.0f);
+  EXPECT_EQ(client_->Append(e.id(), text).status().code(), absl::StatusCode::kOutOfRange);
+}
+
 }  // namespace
 }  // namespace kvs
