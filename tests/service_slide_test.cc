@@ -2,6 +2,8 @@
 // context, 16-token KV pages): SLIDE sessions generate past the context
 // with bounded KV, survive kill -9, fork with shared pages and never feed
 // their slid pages to fresh prompts; ERROR sessions behave as before.
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -51,7 +53,7 @@ TEST_F(SlideTest, ASlideSessionGeneratesThreeTimesTheContextWithBoundedKvPages) 
   const v1::Session s = CreateSliding("Once upon a time, there was a little girl");
   EXPECT_EQ(s.context_policy(), v1::CONTEXT_POLICY_SLIDE);
   EXPECT_EQ(s.keep_tokens(), s.length());  // unset: the initial tokens
-  int length = s.length(), generated = 0, dropped = 0;
+  int length = s.length(), generated = 0, dropped = 0, most_pages = 0;
   while (generated < 3 * kContext) {
     const GenerateResult r = Run(s.id(), 64);
     ASSERT_EQ(r.finish_reason, v1::FINISH_REASON_LENGTH) << r.error_message;
@@ -65,8 +67,11 @@ TEST_F(SlideTest, ASlideSessionGeneratesThreeTimesTheContextWithBoundedKvPages) 
     EXPECT_EQ(now.length(), length);
     EXPECT_LE(now.length(), kContext + 1);
     EXPECT_LE(now.kv_pages(), kMaxPages);
+    most_pages = std::max(most_pages, now.kv_pages());
   }
   EXPECT_GE(dropped, 2 * kContext);
+  std::printf("generated %d tokens (context %d): %d dropped, at most %d KV pages, final length %d\n",
+              generated, kContext, dropped, most_pages, length);
   // The kept prefix is still the session's start.
   const v1::Session now = Get(s.id(), true);
   const v1::Session fresh = Get(CreateSliding("Once upon a time, there was a little girl").id(), true);
