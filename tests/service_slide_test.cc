@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "nlohmann/json.hpp"
 #include "tests/service_fixture.h"
+#include "tests/subprocess.h"
 
 namespace kvs {
 namespace {
@@ -199,6 +201,30 @@ TEST_F(SlideTest, InputLongerThanTheContextSlidesWhileItIsPrefilled) {
   // The same input is OUT_OF_RANGE for an ERROR session.
   const v1::Session e = Create("Once upon a time", std::nullopt, 0.0f);
   EXPECT_EQ(client_->Append(e.id(), text).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(SlideTest, TheCliCreatesASlideSessionAndReportsDroppedTokens) {
+  StartServer("aidreams260K.gguf");
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinaryPath("kvsession")});
+    args.insert(args.end(), {"--server", server_->address(), "--json"});
+    ProcessResult r = RunProcess(args, dir_.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  const nlohmann::json created =
+      cli({"create", "--text", "Once upon a time", "--context", "slide", "--keep-tokens", "4"});
+  const std::string id = created["session"];
+  const nlohmann::json generated =
+      cli({"generate", "--session", id, "-n", "300", "--temp", "0", "--ignore-eos"});
+  EXPECT_EQ(generated["usage"]["generated_tokens"], 300);
+  EXPECT_GT(generated["usage"]["tokens_dropped"].get<int>(), 0);
+  EXPECT_EQ(Get(id).keep_tokens(), 4);
+  ProcessResult bad = RunProcess({BinaryPath("kvsession"), "create", "--context", "shift", "--server",
+                                  server_->address()},
+                                 dir_.string());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--context must be error or slide"), std::string::npos) << bad.err;
 }
 
 }  // namespace
