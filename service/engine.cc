@@ -373,12 +373,16 @@ void Engine::SlideFullJobs(Active& active, StepReport& report) {
   for (auto& job : active) {
     if (!job->slide || job->kv.kv_length() < max_context) continue;
     if (job->kv.lag() <= 0 && !job->gen) continue;  // needs no new position
-    absl::StatusOr<int> dropped = job->kv.Slide(rotation_, max_context);
-    if (!dropped.ok()) {
-      EndJob(active, job.get(), dropped.status(), FinishReason::kError, report);
-      continue;
+    // More than one slide only for a session stored under a larger
+    // --max-context than this server's.
+    while (job->kv.kv_length() >= max_context) {
+      absl::StatusOr<int> dropped = job->kv.Slide(rotation_, max_context);
+      if (!dropped.ok()) {
+        EndJob(active, job.get(), dropped.status(), FinishReason::kError, report);
+        break;
+      }
+      job->usage.tokens_dropped += *dropped;
     }
-    job->usage.tokens_dropped += *dropped;
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 }

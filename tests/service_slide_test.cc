@@ -227,5 +227,33 @@ TEST_F(SlideTest, TheCliCreatesASlideSessionAndReportsDroppedTokens) {
   EXPECT_NE(bad.err.find("--context must be error or slide"), std::string::npos) << bad.err;
 }
 
+TEST_F(SlideTest, ACheckpointOfASlidSessionRestoresAndContinuesLikeIt) {
+  StartServer("aidreams260K.gguf");
+  const v1::Session a = CreateSliding("The sun was warm", 4);
+  ASSERT_GT(Run(a.id(), 170).usage.tokens_dropped(), 0);
+  absl::StatusOr<v1::Checkpoint> ckpt = client_->Snapshot(a.id());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  absl::StatusOr<v1::Session> restored = client_->RestoreCheckpoint(ckpt->id());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->context_policy(), v1::CONTEXT_POLICY_SLIDE);
+  EXPECT_EQ(restored->length(), Get(a.id()).length());
+  const GenerateResult from_source = Run(a.id(), 90);
+  EXPECT_GT(from_source.usage.tokens_dropped(), 0);
+  EXPECT_EQ(Run(restored->id(), 90).ids, from_source.ids);
+}
+
+TEST_F(SlideTest, ASessionStoredUnderALargerContextSlidesDownToTheNewOne) {
+  StartServer("aidreams260K.gguf");
+  const v1::Session a = CreateSliding("A bird sang", 4);
+  Run(a.id(), 200);
+  ASSERT_GT(Get(a.id()).length(), 64);
+  server_->Stop();
+  StartServer("aidreams260K.gguf", {"--max-context", "64"});
+  const GenerateResult r = Run(a.id(), 30);
+  EXPECT_EQ(r.usage.generated_tokens(), 30);
+  EXPECT_LE(r.usage.session_tokens(), 64 + 1);
+  EXPECT_LE(Get(a.id()).kv_pages(), 64 / kPageTokens + 1);
+}
+
 }  // namespace
 }  // namespace kvs
