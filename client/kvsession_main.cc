@@ -22,10 +22,10 @@ Local (no server):
             [--chat-template NAME] [--json]
 
 Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON):
-  create    [--text T] [sampling flags]
+  create    [--text T] [sampling flags] [--context error|slide] [--keep-tokens N]
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]
-            [--ignore-eos] [--timeout-ms MS]
+            [--ignore-eos] [--timeout-ms MS] [--context error|slide]
   fork      --session S --count K [--seeds A,B,...] [--at-length N]
   sample    --session S --count K -n N [sampling flags] [--at-length N]
   snapshot  --session S [--name NAME]

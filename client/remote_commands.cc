@@ -53,7 +53,16 @@ Json UsageJson(const v1::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens()},
           {"cached_tokens", u.cached_tokens()},
           {"generated_tokens", u.generated_tokens()},
-          {"session_tokens", u.session_tokens()}};
+          {"session_tokens", u.session_tokens()},
+          {"tokens_dropped", u.tokens_dropped()}};
+}
+
+// --context error|slide.
+absl::StatusOr<v1::ContextPolicy> ContextPolicyFlag(const CliArgs& args) {
+  const std::string v = args.GetOr("context", "error");
+  if (v == "error") return v1::CONTEXT_POLICY_ERROR;
+  if (v == "slide") return v1::CONTEXT_POLICY_SLIDE;
+  return absl::InvalidArgumentError("--context must be error or slide");
 }
 
 Json GenerateJson(const std::string& session, const GenerateResult& r) {
@@ -100,6 +109,14 @@ int Create(Command& c) {
   v1::CreateSessionRequest req;
   if (auto text = c.args.Get("text")) req.mutable_input()->set_text(*text);
   if (absl::Status s = SamplingFromFlags(c.args, req.mutable_sampling()); !s.ok()) return Usage(s);
+  absl::StatusOr<v1::ContextPolicy> policy = ContextPolicyFlag(c.args);
+  if (!policy.ok()) return Usage(policy.status());
+  req.set_context_policy(*policy);
+  if (c.args.Has("keep-tokens")) {
+    absl::StatusOr<int64_t> keep = c.args.GetInt("keep-tokens", 0);
+    if (!keep.ok()) return Usage(keep.status());
+    req.set_keep_tokens(static_cast<int32_t>(*keep));
+  }
   absl::StatusOr<v1::Session> s = c.client->CreateSession(req);
   if (!s.ok()) return ServerError(s.status());
   if (c.json) {
@@ -134,6 +151,11 @@ int Generate(Command& c) {
   v1::SamplingParams sampling;
   if (absl::Status s = SamplingFromFlags(c.args, &sampling); !s.ok()) return Usage(s);
   v1::GenerateRequest req = GenerateRequestFrom(c.args, *session, static_cast<int>(*n), sampling);
+  if (c.args.Has("context")) {
+    absl::StatusOr<v1::ContextPolicy> policy = ContextPolicyFlag(c.args);
+    if (!policy.ok()) return Usage(policy.status());
+    req.set_context_policy(*policy);
+  }
   std::optional<std::chrono::milliseconds> timeout;
   if (auto ms = c.args.GetInt("timeout-ms", 0); ms.ok() && *ms > 0) timeout = std::chrono::milliseconds(*ms);
   const bool json = c.json;
@@ -158,7 +180,9 @@ int Generate(Command& c) {
     std::cout << "\n";
     std::cerr << "finish_reason " << FinishReasonName(r->finish_reason) << ", "
               << r->usage.generated_tokens() << " tokens; the session holds "
-              << r->usage.session_tokens() << " tokens\n";
+              << r->usage.session_tokens() << " tokens";
+    if (r->usage.tokens_dropped() > 0) std::cerr << " (" << r->usage.tokens_dropped() << " dropped)";
+    std::cerr << "\n";
   }
   return 0;
 }
@@ -360,7 +384,7 @@ int RunRemoteCommand(const std::string& command, const std::vector<std::string>&
   if (it == handlers.end()) return -1;
   std::set<std::string> value_flags = {"server", "session", "text",   "prompt", "n",    "count",
                                        "seeds",  "name",    "checkpoint", "stop", "logprobs",
-                                       "timeout-ms", "length", "at-length"};
+                                       "timeout-ms", "length", "at-length", "context", "keep-tokens"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
   absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "ids", "with-text", "ignore-eos"});
   if (!args.ok()) return Usage(args.status());

@@ -19,6 +19,12 @@
 //                and streams it (TokenStream decides text and the end);
 //   6. finish    Appends whose KV caught up are done.
 //
+// Context policy (context_policy.h): an ERROR job is refused (OUT_OF_RANGE)
+// if its input does not fit and ends with LENGTH at the context limit; a
+// SLIDE job, when its KV is full and it needs another position, slides
+// first (SessionKv::Slide: drops half the pages after the kept ones) and
+// goes on, so it never ends for the context.
+//
 // A job ends with a finish reason (end-of-generation token, stop string,
 // length, cancellation, error); the session keeps every token generated,
 // is persisted, released, and only then is the listener told (so an
@@ -44,12 +50,14 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "model/key_rotation.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
 #include "model/token_stream.h"
 #include "model/transformer.h"
 #include "service/chat_state.h"
+#include "service/context_policy.h"
 #include "service/job_handle.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
@@ -65,6 +73,8 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   int top_logprobs = 0;
   bool ignore_eos = false;
+  // This call's context policy (unset: the session's).
+  std::optional<ContextPolicy> context_policy;
 };
 
 // A candidate token with its log-probability and text piece.
@@ -87,6 +97,7 @@ struct JobUsage {
   int cached_tokens = 0;
   int generated_tokens = 0;
   int session_tokens = 0;
+  int tokens_dropped = 0;  // by slides (SLIDE)
 };
 
 class JobListener {
@@ -202,6 +213,9 @@ class Engine {
   void Step(Active& active);
   // The phases of Step, in order (see the header comment).
   void ReapCancelled(Active& active, StepReport& report);
+  // SLIDE jobs whose KV is full and that need another position slide
+  // (SessionKv::Slide); a failed slide ends the job with its error.
+  void SlideFullJobs(Active& active, StepReport& report);
   void Plan(const Active& active, StepReport& report);
   void Reserve(Active& active, StepReport& report);
   absl::Status RunForward();
@@ -227,6 +241,7 @@ class Engine {
   const EngineOptions options_;
   ThreadPool threads_;
   Transformer transformer_;
+  KeyRotation rotation_;  // SLIDE's key rotation for this model
   Sampler sampler_;
   std::vector<float> logits_;
   // Per-step work lists, kept to reuse their capacity (a step allocates nothing).

@@ -13,6 +13,7 @@
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
 #include "service/request_checks.h"
+#include "model/kv_slide.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
@@ -45,6 +46,15 @@ constexpr absl::Duration kMaxBusyWait = absl::Seconds(30);
 
 absl::Time Deadline(grpc::CallbackServerContext* ctx) {
   return std::min(absl::FromChrono(ctx->deadline()), absl::Now() + kMaxBusyWait);
+}
+
+// A request's context policy: UNSPECIFIED is ERROR; values outside the
+// enum are INVALID_ARGUMENT.
+absl::StatusOr<ContextPolicy> CheckContextPolicy(int value) {
+  if (!v1::ContextPolicy_IsValid(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("context_policy ", value, " is not a ContextPolicy"));
+  }
+  return FromProto(static_cast<v1::ContextPolicy>(value));
 }
 
 absl::Status ValidatePageSize(int page_size) {
@@ -115,6 +125,31 @@ absl::Status KvSessionService::ValidateLabels(
   return absl::OkStatus();
 }
 
+absl::Status KvSessionService::SetContextPolicy(ContextPolicy policy,
+                                               const v1::CreateSessionRequest& request,
+                                               size_t input_tokens, Session* session) const {
+  // Unset keep_tokens: what the session is created with (BOS and input,
+  // e.g. a system prompt).
+  const int64_t keep = request.has_keep_tokens()
+                           ? request.keep_tokens()
+                           : static_cast<int64_t>(session->tokens.size() + input_tokens);
+  const int max_context = sessions_->limits().max_context;
+  if (policy == ContextPolicy::kSlide || request.has_keep_tokens()) {
+    absl::StatusOr<SlidePlan> plan =
+        PlanSlide(max_context, max_context, static_cast<int>(std::min<int64_t>(keep, max_context)),
+                  sessions_->pool()->geometry().page_tokens);
+    if (!plan.ok() || keep > max_context) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "keep_tokens ", keep, request.has_keep_tokens() ? "" : " (the session's initial tokens)",
+          " leaves no whole KV page of the ", max_context,
+          "-token context to drop; set a smaller keep_tokens"));
+    }
+  }
+  session->context_policy = policy;
+  session->keep_tokens = static_cast<int>(std::min<int64_t>(keep, max_context));
+  return absl::OkStatus();
+}
+
 void KvSessionService::RunPrefillJob(
     std::shared_ptr<Session> session, ResolvedInput input, int prompt_tokens,
     std::shared_ptr<JobHandle> handle, absl::Time deadline,
@@ -137,7 +172,15 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(s));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, sampling, deadline = Deadline(ctx)] {
+  absl::StatusOr<ContextPolicy> policy = CheckContextPolicy(request->context_policy());
+  if (policy.ok() && request->has_keep_tokens() && request->keep_tokens() < 0) {
+    policy = absl::InvalidArgumentError(absl::StrCat("keep_tokens must be >= 0, got ", request->keep_tokens()));
+  }
+  if (!policy.ok()) {
+    reactor->Finish(ToGrpc(policy.status()));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx)] {
     absl::StatusOr<std::shared_ptr<Session>> session =
         sessions_->CreateAcquired(sampling, Labels(request->labels()));
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
@@ -145,12 +188,17 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     ResolvedInput input;
     if (request->has_input()) {
       absl::StatusOr<ResolvedInput> ids = ResolveInput(&request->input(), *s);
-      absl::Status st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
+      absl::Status st = ids.ok() ? SetContextPolicy(policy, *request, ids->ids.size(), s.get())
+                                 : ids.status();
+      if (st.ok()) st = engine_->Validate(*s, ids->ids, std::nullopt);
       if (!st.ok()) {
         sessions_->Discard(s);
         return reactor->Finish(ToGrpc(st));
       }
       input = *std::move(ids);
+    } else if (absl::Status st = SetContextPolicy(policy, *request, 0, s.get()); !st.ok()) {
+      sessions_->Discard(s);
+      return reactor->Finish(ToGrpc(st));
     }
     const int prompt = static_cast<int>(s->tokens.size() + input.ids.size());
     auto handle = std::make_shared<JobHandle>();
@@ -241,6 +289,14 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     gen.stop.assign(request->stop().begin(), request->stop().end());
     gen.top_logprobs = request->top_logprobs();
     gen.ignore_eos = request->ignore_eos();
+    if (request->has_context_policy()) {
+      absl::StatusOr<ContextPolicy> policy = CheckContextPolicy(request->context_policy());
+      if (policy.ok()) {
+        gen.context_policy = *policy;
+      } else if (st.ok()) {
+        st = policy.status();
+      }
+    }
     if (st.ok()) st = engine_->Validate(*s, input.ids, gen);
     if (!st.ok()) {
       sessions_->Release(s);

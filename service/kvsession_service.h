@@ -99,6 +99,12 @@ class KvSessionService final : public ParsingCallbackService {
   // Runs an Append-style job (prefill only) on an acquired session under
   // `handle` (attached to the call before this); calls `done` with the
   // final status and usage from the executor.
+  // Sets a new session's context policy and keep_tokens from its create
+  // request (`input_tokens`: the create call's input). INVALID_ARGUMENT when
+  // keep_tokens leaves no whole page of the context to drop (checked for
+  // SLIDE, and whenever keep_tokens is given); nothing changes then.
+  absl::Status SetContextPolicy(ContextPolicy policy, const kvsession::v1::CreateSessionRequest& request,
+                                size_t input_tokens, Session* session) const;
   void RunPrefillJob(std::shared_ptr<Session> session, ResolvedInput input,
                      int prompt_tokens, std::shared_ptr<JobHandle> handle, absl::Time deadline,
                      std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);

@@ -56,6 +56,16 @@ void ToProto(const SessionInfo& info, v1::Session* out) {
   out->set_checkpoint_id(info.checkpoint_id);
   out->set_kv_pages(info.kv_pages);
   out->set_kv_pages_shared(info.kv_pages_shared);
+  out->set_context_policy(ToProto(info.context_policy));
+  out->set_keep_tokens(info.keep_tokens);
+}
+
+v1::ContextPolicy ToProto(ContextPolicy p) {
+  return p == ContextPolicy::kSlide ? v1::CONTEXT_POLICY_SLIDE : v1::CONTEXT_POLICY_ERROR;
+}
+
+ContextPolicy FromProto(v1::ContextPolicy p) {
+  return p == v1::CONTEXT_POLICY_SLIDE ? ContextPolicy::kSlide : ContextPolicy::kError;
 }
 
 void ToProto(const CheckpointRecord& c, v1::Checkpoint* out) {
@@ -72,6 +82,7 @@ void ToProto(const JobUsage& u, v1::Usage* out) {
   out->set_cached_tokens(u.cached_tokens);
   out->set_generated_tokens(u.generated_tokens);
   out->set_session_tokens(u.session_tokens);
+  out->set_tokens_dropped(u.tokens_dropped);
 }
 
 v1::FinishReason ToProto(FinishReason r) {

@@ -66,6 +66,13 @@ SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context)
   r.set_version(s.version + 1);
   r.set_chat(s.chat.started);
   r.set_chat_turn_open(s.chat.turn_open);
+  r.set_context_policy(static_cast<int32_t>(s.context_policy));
+  r.set_keep_tokens(s.keep_tokens);
+  r.set_tokens_dropped(s.tokens_dropped);
+  if (s.slide_salt) {
+    r.set_slide_salt(std::string(s.slide_salt->hash.view()));
+    r.set_slide_salt_page(s.slide_salt->page);
+  }
   if (!s.kv) {
     r.set_kv_length(s.persisted_kv_length);
     for (const PageHash& h : s.persisted_page_hashes) AddHash(h, &r);
@@ -99,6 +106,14 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   s->checkpoint_id = r.checkpoint_id();
   s->version = r.version();
   s->chat = ChatState{.started = r.chat(), .turn_open = r.chat_turn_open()};
+  s->context_policy = r.context_policy() == static_cast<int32_t>(ContextPolicy::kSlide)
+                          ? ContextPolicy::kSlide
+                          : ContextPolicy::kError;
+  s->keep_tokens = r.keep_tokens();
+  s->tokens_dropped = r.tokens_dropped();
+  if (!r.slide_salt().empty()) {  // the store checked it (RecordSalt)
+    s->slide_salt = ChainSalt{r.slide_salt_page(), HashFromBytes(r.slide_salt())};
+  }
   s->persisted_kv_length = r.kv_length();
   for (const std::string& h : r.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
   const KvGeometry& g = context.geometry;

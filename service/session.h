@@ -40,6 +40,7 @@
 #include "cache/page_hash_chain.h"
 #include "model/sampler.h"
 #include "service/chat_state.h"
+#include "service/context_policy.h"
 #include "service/job_handle.h"
 
 namespace kvs {
@@ -60,6 +61,13 @@ struct Session {
   // The conversation this session holds (service/chat_state.h); like
   // `tokens`: written by the holder under tokens_mu.
   ChatState chat;
+  // Context overflow (context_policy.h): set at creation (or copied by a
+  // fork / read from the record); the slide state below belongs to the
+  // busy holder, like `kv`.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int keep_tokens = 0;
+  int64_t tokens_dropped = 0;             // by slides, over the session's life
+  std::optional<ChainSalt> slide_salt;    // the page hash chain's, once slid
 
   // Persistence: the record as last written (version 0 = never written),
   // and the KV length and page hashes it holds, for loading on first use.

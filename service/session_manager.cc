@@ -115,6 +115,8 @@ void SessionManager::AdoptStoredHashes(Session& s) const {
   const int full = s.persisted_kv_length / context_.geometry.page_tokens;
   s.page_hashes.emplace(context_.model_fingerprint, context_.geometry);
   s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
+  // Past the adopted pages, a slid session's chain goes on from its salt.
+  if (s.slide_salt && s.slide_salt->page >= full) s.page_hashes->SetSalt(*s.slide_salt);
 }
 
 absl::Status SessionManager::LoadForReaders(Session& s) {
@@ -151,6 +153,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           auto b = std::make_shared<Session>();
           b->id = NewId("ses_");
           CopyPrefix(p, length, b.get());  // the whole source unless at_length
+          b->context_policy = p.context_policy;
+          b->keep_tokens = p.keep_tokens;
+          b->tokens_dropped = p.tokens_dropped;
           b->sampling = p.sampling;
           b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
           b->rng = SequenceRng(b->sampling.seed);

@@ -29,7 +29,13 @@ void CopyPrefix(const Session& src, int length, Session* dst) {
   dst->kv.emplace(src.kv->Fork());
   dst->kv->Truncate(kv_length);
   dst->page_hashes = src.page_hashes;
-  dst->page_hashes->Truncate(kv_length / src.kv->geometry().page_tokens);
+  const int t = src.kv->geometry().page_tokens;
+  dst->page_hashes->Truncate(kv_length / t);
+  // A prefix that reaches into the first slid page keeps the slide's salt;
+  // one within the kept pages never saw a slide (the chain drops its salt
+  // the same way).
+  dst->slide_salt.reset();
+  if (src.slide_salt && length > src.slide_salt->page * t) dst->slide_salt = src.slide_salt;
   // Length 1 is the BOS alone when the vocabulary adds one; without BOS a
   // one-token prefix is a single token of content, which (rendered or not)
   // starts nothing: treat both as no conversation start.

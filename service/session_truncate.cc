@@ -38,6 +38,8 @@ absl::StatusOr<SessionInfo> SessionManager::Truncate(const std::string& id, int 
   *record.mutable_page_hashes() = content.page_hashes();
   record.set_chat(content.chat());
   record.set_chat_turn_open(content.chat_turn_open());
+  record.set_slide_salt(content.slide_salt());
+  record.set_slide_salt_page(content.slide_salt_page());
   if (st = persistence_.Write(record, cut); !st.ok()) {
     registry_.Release(*s);
     return st;  // `cut` gives its page references back
@@ -47,6 +49,7 @@ absl::StatusOr<SessionInfo> SessionManager::Truncate(const std::string& id, int 
   // pages past the cut go with it (back to the pool unless a fork holds them).
   registry_.SetKv(*s, *std::move(cut.kv));
   s->page_hashes = std::move(cut.page_hashes);
+  s->slide_salt = cut.slide_salt;
   {
     absl::MutexLock lock(&s->tokens_mu);
     s->tokens.resize(length);
