@@ -562,9 +562,6 @@ TEST_F(ChatServiceTest, TheChatCommandWithoutAChatTemplateFailsWithTheServersRea
   EXPECT_NE(r.err.find("FAILED_PRECONDITION"), std::string::npos) << r.err;
 }
 
-}  // namespace
-}  // namespace kvs
-
 // "Regenerate the last answer" in a chat: cut back to the length the user's
 // turn left, and Generate opens the assistant turn again and answers as the
 // first time; a branch from the same point does the same.
@@ -595,3 +592,6 @@ TEST_F(ChatServiceTest, TruncatingAChatBackToTheUsersTurnRegeneratesTheSameAnswe
   EXPECT_EQ(GenerateChat(s.id(), 6, {}, kNoEnd).ids, first.ids);
   EXPECT_EQ(GenerateChat(branch->sessions(0).id(), 6, {}, kNoEnd).ids, first.ids);
 }
+
+}  // namespace
+}  // namespace kvs
