@@ -7,8 +7,8 @@
 //             kvsession_engine_step_batch_tokens / _step_batch_jobs /
 //             _step_queue_depth (histograms, one observation per step)
 //   KV cache  kvsession_kv_pages{state="max|in_use|shared|cached"},
-//             kvsession_kv_page_bytes, kvsession_kv_bytes_in_use_bytes,
-//             kvsession_kv_bytes_saved_by_sharing_bytes
+//             kvsession_kv_page_size_bytes, kvsession_kv_in_use_bytes,
+//             kvsession_kv_saved_by_sharing_bytes
 //   sessions  kvsession_sessions (stored and held), kvsession_sessions_resident
 //   store     kvsession_store_pages, kvsession_store_page_bytes,
 //             kvsession_store_sessions, kvsession_store_checkpoints,
