@@ -72,8 +72,17 @@ class MetricsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="kvs_metrics_")
         self.log = open(os.path.join(self.tmp, "log"), "w")
+        self.start_server()
+        with open(REFERENCE) as f:
+            self.reference = [json.loads(line) for line in f if line.strip()]
+
+    def start_server(self):
+        """Starts kvsessiond on the test's data directory (again after a stop)."""
         port_file = os.path.join(self.tmp, "port")
         metrics_port_file = os.path.join(self.tmp, "metrics_port")
+        for f in (port_file, metrics_port_file):
+            if os.path.exists(f):
+                os.remove(f)
         self.server = subprocess.Popen(
             [os.path.join(BINARY, "bin", "kvsessiond"), "--model", MODEL, "--listen", "127.0.0.1:0",
              "--data-dir", os.path.join(self.tmp, "data"), "--port-file", port_file,
@@ -83,8 +92,11 @@ class MetricsTest(unittest.TestCase):
         self.metrics_port = wait_for_file(metrics_port_file, self.server)
         self.client = Client("127.0.0.1:%d" % wait_for_file(port_file, self.server))
         self.client.wait_ready()
-        with open(REFERENCE) as f:
-            self.reference = [json.loads(line) for line in f if line.strip()]
+
+    def stop_server(self):
+        self.server.send_signal(signal.SIGTERM)
+        self.assertEqual(self.server.wait(timeout=30), 0)
+        self.client.channel.close()
 
     def tearDown(self):
         if self.server.poll() is None:
@@ -166,6 +178,24 @@ class MetricsTest(unittest.TestCase):
             after.value("kvsession_requests_total", method="CreateSession", code="INVALID_ARGUMENT") -
             before.value("kvsession_requests_total", method="CreateSession", code="INVALID_ARGUMENT"), 1)
         self.assertEqual(after.value("kvsession_sessions"), 0, "nothing was created")
+
+    def test_a_stored_session_used_after_a_restart_is_counted_as_one_restore(self):
+        sid = self.client.create(self.reference[0]["prompt"])
+        self.stop_server()
+        self.start_server()
+        before = self.scrape()
+        self.assertEqual(before.value("kvsession_sessions"), 1)
+        self.assertEqual(before.value("kvsession_sessions_resident"), 0, "KV loads on first use")
+        self.assertEqual(before.value("kvsession_session_restores_total"), 0)
+        ids, _, _ = self.client.generate_all(sid, 3, temperature=0)
+        self.assertEqual(ids, self.reference[0]["greedy_ids"][:3])
+        after = self.scrape()
+        self.assertEqual(after.value("kvsession_session_restores_total"), 1)
+        self.assertEqual(after.value("kvsession_session_restore_duration_seconds_count"), 1)
+        # Its KV (all prompt tokens but the last) fits in one page, read from the store.
+        self.assertEqual(after.value("kvsession_session_restored_bytes_total"),
+                         after.value("kvsession_kv_page_size_bytes"))
+        self.assertEqual(after.value("kvsession_sessions_resident"), 1)
 
     def test_health_and_readiness_follow_the_server_until_it_drains(self):
         self.assertEqual(http_get(self.metrics_port, "/healthz")[0], 200)
