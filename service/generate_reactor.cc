@@ -1,7 +1,10 @@
 #include "service/generate_reactor.h"
 
+#include <chrono>
+
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
+#include "service/token_latency_metrics.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
@@ -10,6 +13,7 @@ class GenerateReactor::Listener : public JobListener {
  public:
   explicit Listener(GenerateReactor* reactor) : reactor_(reactor) {}
   void OnToken(const GeneratedToken& token, const std::string& text) override {
+    ObserveLatency();
     reactor_->AddToken(token, text);
   }
   void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
@@ -18,7 +22,21 @@ class GenerateReactor::Listener : public JobListener {
   }
 
  private:
+  // Time to first token / per token (service/token_latency_metrics.h).
+  // OnToken runs on the engine thread, one call at a time.
+  void ObserveLatency() {
+    const TokenLatencyMetrics* m = GetTokenLatencyMetrics();
+    if (m == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    (first_ ? m->time_to_first_token : m->time_per_token)->Observe(seconds);
+    first_ = false;
+    last_ = now;
+  }
+
   GenerateReactor* const reactor_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  bool first_ = true;
 };
 
 std::shared_ptr<JobListener> GenerateReactor::listener() { return std::make_shared<Listener>(this); }

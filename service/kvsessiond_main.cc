@@ -6,7 +6,8 @@
 //
 // Loads the model, opens (or creates) the session store in --data-dir,
 // serves kvsession.v1.KvSession plus grpc.health.v1.Health and server
-// reflection, and shuts down gracefully on SIGTERM / SIGINT: running
+// reflection (and, with --metrics-listen, Prometheus metrics, /healthz and
+// /readyz over HTTP: service/metrics_http_server.h), and shuts down gracefully on SIGTERM / SIGINT: running
 // generations are cancelled (their tokens stay in their sessions), every
 // session is persisted, and the process exits 0.
 #include <signal.h>
@@ -23,6 +24,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -33,6 +35,12 @@
 #include "model/model.h"
 #include "service/engine.h"
 #include "service/kvsession_service.h"
+#include "service/metrics_http_server.h"
+#include "service/metrics_registry.h"
+#include "service/rpc_metrics.h"
+#include "service/server_metrics.h"
+#include "service/session_io_metrics.h"
+#include "service/token_latency_metrics.h"
 #include "service/model_fingerprint.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
@@ -67,6 +75,10 @@ ABSL_FLAG(int, min_free_disk_mb, 256,
 ABSL_FLAG(std::string, chat_template, "",
           "chat template family for chat messages, overriding the one detected from the GGUF "
           "(chatml, qwen3, llama3, llama2, mistral, phi3, gemma, deepseek, deepseek3)");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics (/metrics), /healthz and /readyz over HTTP on this address "
+          "(host:port; port 0 picks one); empty: no metrics");
+ABSL_FLAG(std::string, metrics_port_file, "", "write the bound metrics port to this file once serving");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -148,19 +160,24 @@ int WaitForShutdownSignal(const sigset_t& signals) {
 }
 
 std::unique_ptr<grpc::Server> StartServer(const std::string& listen, KvSessionService* service,
-                                          const ServiceLimits& limits, int* port) {
+                                          const ServiceLimits& limits, RpcMetrics* rpc_metrics, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
+  if (rpc_metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(rpc_metrics->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   return builder.BuildAndStart();
 }
 
-// Writes the bound port to --port-file atomically (tests wait for it).
-void WritePortFile(int port) {
-  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+// Writes the bound port to `port_file` (--port-file, --metrics-port-file)
+// atomically (tests wait for it).
+void WritePortFile(const std::string& port_file, int port) {
   if (port_file.empty()) return;
   const std::string tmp = port_file + ".tmp";
   std::ofstream(tmp) << port << "\n";
@@ -171,10 +188,11 @@ void WritePortFile(int port) {
 // Cancels running jobs and lets them persist and end their calls, then
 // stops the server (idle connections get a short grace period), then the
 // engine.
-void Drain(grpc::Server* server, Engine* engine) {
-  // Health checks answer NOT_SERVING from now on (load balancers stop
-  // sending new calls while the running ones end).
+void Drain(grpc::Server* server, Engine* engine, MetricsHttpServer* metrics) {
+  // Health checks answer NOT_SERVING (and /readyz 503) from now on (load
+  // balancers stop sending new calls while the running ones end).
   server->GetHealthCheckService()->SetServingStatus(false);
+  if (metrics != nullptr) metrics->SetReady(false);
   std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_drain_delay_ms)));
   engine->CancelAll();
   engine->WaitIdle(std::chrono::seconds(10));
@@ -187,6 +205,23 @@ int Serve() {
   absl::StatusOr<ServerConfig> config = ReadFlags();
   if (!config.ok()) return Fail(std::string(config.status().message()));
   const sigset_t signals = BlockShutdownSignals();
+
+  // Metrics first, so /healthz answers (and /readyz says "not ready") while
+  // the model loads.
+  metrics::Registry registry;
+  std::unique_ptr<MetricsHttpServer> metrics_http;
+  std::unique_ptr<RpcMetrics> rpc_metrics;
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    metrics_http = std::make_unique<MetricsHttpServer>(&registry);
+    absl::StatusOr<int> metrics_port = metrics_http->Start(metrics_listen);
+    if (!metrics_port.ok()) return Fail(std::string(metrics_port.status().message()));
+    std::cerr << "kvsessiond: metrics on " << metrics_listen.substr(0, metrics_listen.rfind(':') + 1)
+              << *metrics_port << std::endl;
+    WritePortFile(absl::GetFlag(FLAGS_metrics_port_file), *metrics_port);
+    rpc_metrics = std::make_unique<RpcMetrics>(&registry);
+    EnableTokenLatencyMetrics(&registry);
+  }
 
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
@@ -228,6 +263,7 @@ int Serve() {
         " MiB: raise --kv-cache-mb or lower --max-context"));
   }
   PagePool pool(geometry, max_pages);
+  if (metrics_http) EnableSessionIoMetrics(&registry, geometry.page_bytes());
 
   // Requests (which may wait for a busy session) and job completions
   // (persist, release, answer) run on separate threads, so a waiting
@@ -241,13 +277,24 @@ int Serve() {
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   engine_options.matmul = config->matmul;
   engine_options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  std::unique_ptr<ServerMetrics> server_metrics;
+  if (metrics_http) {
+    server_metrics = std::make_unique<ServerMetrics>(&registry, engine_options.max_batch_tokens,
+                                                     engine_options.max_queued_jobs);
+    engine_options.step_observer = server_metrics->StepObserver();
+  }
   Engine engine(**model, &sessions, &completions, engine_options);
+  if (server_metrics) server_metrics->Attach(&sessions, &engine);
+  // Scrapes read the engine and sessions: stop serving them before those go.
+  absl::Cleanup stop_metrics = [&metrics_http] {
+    if (metrics_http) metrics_http->Stop();
+  };
 
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
                     absl::GetFlag(FLAGS_chat_template)};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, &port);
+  std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, rpc_metrics.get(), &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
   server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);
@@ -259,12 +306,13 @@ int Serve() {
             << MatmulPathName(config->matmul) << "\n";
   std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)
             << port << std::endl;
-  WritePortFile(port);
+  if (metrics_http) metrics_http->SetReady(true);
+  WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
   const int sig = WaitForShutdownSignal(signals);
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
-  Drain(server.get(), &engine);
+  Drain(server.get(), &engine, metrics_http.get());
   std::cerr << "kvsessiond: stopped" << std::endl;
   return 0;
 }

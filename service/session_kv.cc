@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/kv_slide.h"
+#include "service/session_io_metrics.h"
 
 namespace kvs {
 
@@ -29,6 +30,10 @@ int SessionKv::AttachCachedPrefix(int max_tokens) {
     const PageHash hash =
         s.page_hashes->NextPageHash(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i) * t, t));
     std::optional<PageId> page = pool_->LookupKey(hash.bytes);
+    if (const SessionIoMetrics* m = GetSessionIoMetrics()) {
+      m->prefix_lookups->Add();
+      if (page) m->prefix_hits->Add();
+    }
     if (!page) break;
     s.kv->AppendPage(*page);
     s.page_hashes->Adopt({&hash, 1});

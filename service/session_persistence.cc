@@ -1,7 +1,10 @@
 #include "service/session_persistence.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "cache/page_codec.h"
+#include "service/session_io_metrics.h"
 
 namespace kvs {
 
@@ -14,8 +17,26 @@ absl::StatusOr<std::string> SessionPersistence::EncodeResidentPage(const Session
                     PageTokensAt(context_->geometry, kv_length, i));
 }
 
+namespace {
+
+// Observes one store write of session records (SessionIoMetrics).
+template <class Write>
+absl::Status Timed(const Write& write) {
+  const SessionIoMetrics* m = GetSessionIoMetrics();
+  if (m == nullptr) return write();
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = write();
+  m->persist_seconds->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (!status.ok()) m->persist_failures->Add();
+  return status;
+}
+
+}  // namespace
+
 absl::Status SessionPersistence::Write(const SessionRecord& record, const Session& s) const {
-  return store_->PutSession(record, [&](int i) { return EncodeResidentPage(s, record.kv_length(), i); });
+  return Timed([&] {
+    return store_->PutSession(record, [&](int i) { return EncodeResidentPage(s, record.kv_length(), i); });
+  });
 }
 
 absl::Status SessionPersistence::WriteBranches(
@@ -23,8 +44,10 @@ absl::Status SessionPersistence::WriteBranches(
     std::span<const std::shared_ptr<Session>> branches) const {
   // The parent's pages are already stored (it is persisted whenever idle),
   // so the branches' records only add references.
-  return store_->PutSessions(records, [&](int r, int i) {
-    return EncodeResidentPage(*branches[r], records[r].kv_length(), i);
+  return Timed([&] {
+    return store_->PutSessions(records, [&](int r, int i) {
+      return EncodeResidentPage(*branches[r], records[r].kv_length(), i);
+    });
   });
 }
 
@@ -38,6 +61,8 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
                                             s.persisted_page_hashes.size(), " pages for ",
                                             kv_length, " KV positions"));
   }
+  const auto start = std::chrono::steady_clock::now();
+  int64_t pages_read = 0;
   std::vector<PageId> pages;
   auto give_back = [&] {
     for (PageId p : pages) pool_->Release(p);
@@ -59,6 +84,7 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
       return page.status();
     }
     pages.push_back(*page);
+    ++pages_read;
     absl::Status read = store_->ReadPage(hash, g, expected_tokens, pool_->data(*page));
     if (!read.ok()) {
       give_back();
@@ -69,6 +95,11 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
   }
   KvSequence kv(pool_);
   kv.Adopt(std::move(pages), kv_length);
+  if (const SessionIoMetrics* m = GetSessionIoMetrics()) {
+    m->restores->Add();
+    m->restored_bytes->Add(pages_read * m->page_bytes);
+    m->restore_seconds->Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   return kv;
 }
 

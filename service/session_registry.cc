@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/session_io_metrics.h"
 
 namespace kvs {
 namespace {
@@ -144,6 +145,10 @@ void SessionRegistry::SetKv(Session& s, KvSequence kv) {
 bool SessionRegistry::EvictIfIdle(Session& s) {
   absl::MutexLock lock(&mu_);
   if (s.busy || s.readers > 0 || s.dirty || !s.kv) return false;
+  if (const SessionIoMetrics* m = GetSessionIoMetrics()) {
+    m->evictions->Add();
+    m->evicted_bytes->Add(s.kv->num_pages() * m->page_bytes);
+  }
   s.kv.reset();  // everything is on disk; comes back on next use
   s.page_hashes.reset();
   return true;
