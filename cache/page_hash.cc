@@ -10,6 +10,7 @@ namespace kvs {
 namespace {
 
 constexpr std::string_view kDomainTag = "kvsession.page.v1";
+constexpr std::string_view kSlideTag = "kvsession.slide.v1";
 
 void AppendLe32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
@@ -93,6 +94,14 @@ PageHash ChainPageHash(const PageHash& previous, std::string_view model_fingerpr
                        const KvGeometry& geometry, std::span<const int32_t> tokens) {
   std::string message;
   PageMessage(previous, model_fingerprint, geometry, tokens, &message);
+  return Sha256().Truncated(message);
+}
+
+PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pages) {
+  std::string message(kSlideTag);
+  message.append(last_dropped.view());
+  AppendLe32(&message, static_cast<uint32_t>(keep_pages));
+  AppendLe32(&message, static_cast<uint32_t>(dropped_pages));
   return Sha256().Truncated(message);
 }
 

@@ -64,6 +64,15 @@ std::vector<PageHash> ChainPageHashes(std::string_view model_fingerprint,
                                       const KvGeometry& geometry,
                                       std::span<const int32_t> tokens, int kv_length);
 
+// The salt that replaces the previous-page hash of the first page after a
+// context slide (PageHashChain::SetSalt): SHA-256(tag "kvsession.slide.v1",
+// the hash of the last dropped page, keep_pages, dropped_pages)[0..16). The
+// last dropped page's hash names every token up to the dropped ones (and
+// every earlier slide), and the two counts name the position shift, so the
+// salted chain names everything that determines the turned pages' KV; and
+// no fresh prefill's chain can produce it (another tag).
+PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pages);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_CACHE_PAGE_HASH_H_

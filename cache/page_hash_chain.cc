@@ -14,6 +14,7 @@ PageHashChain::PageHashChain(std::string model_fingerprint, const KvGeometry& ge
 
 const PageHash& PageHashChain::Last() const {
   static const PageHash kNone;  // the chain's seed: 16 zero bytes
+  if (salt_ && salt_->page == size()) return salt_->hash;
   return hashes_.empty() ? kNone : hashes_.back();
 }
 
@@ -54,6 +55,12 @@ std::vector<PageHash> PageHashChain::PageHashes(std::span<const int32_t> tokens,
 
 void PageHashChain::Truncate(int n_pages) {
   if (n_pages >= 0 && n_pages < size()) hashes_.resize(static_cast<size_t>(n_pages));
+  if (salt_ && n_pages < salt_->page) salt_.reset();
+}
+
+void PageHashChain::SetSalt(const ChainSalt& salt) {
+  ABSL_RAW_CHECK(salt.page >= size(), "SetSalt: the chain holds pages past the salted one");
+  salt_ = salt;
 }
 
 void PageHashChain::Adopt(std::span<const PageHash> verified) {

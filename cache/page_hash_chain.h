@@ -13,11 +13,19 @@
 // sequence, whose first size()*T tokens are the ones already hashed; the
 // chain does not re-check them (it would cost the hashing it saves).
 //
+// After a context slide (model/kv_slide.h) the KV of the pages after the
+// kept ones is no longer what a fresh prefill of their tokens computes, so
+// their hashes must differ from a fresh chain's: SetSalt makes page
+// `salt.page` chain from `salt.hash` (cache/page_hash.h SlideSalt) instead
+// of the hash of page salt.page - 1. Pages before it keep their hashes (and
+// stay shared with fresh prompts); every later hash follows the salted one.
+//
 // Not thread-safe: one owner (the sequence's) uses it at a time.
 #ifndef KVSESSION_CACHE_PAGE_HASH_CHAIN_H_
 #define KVSESSION_CACHE_PAGE_HASH_CHAIN_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +34,13 @@
 #include "cache/page_hash.h"
 
 namespace kvs {
+
+// Where a slid chain restarts: page `page` chains from `hash`.
+struct ChainSalt {
+  int page = 0;
+  PageHash hash;
+  bool operator==(const ChainSalt&) const = default;
+};
 
 class PageHashChain {
  public:
@@ -56,8 +71,14 @@ class PageHashChain {
   // kv_length / T.
   std::vector<PageHash> PageHashes(std::span<const int32_t> tokens, int kv_length);
 
-  // Keeps the first min(n_pages, size()) pages.
+  // Keeps the first min(n_pages, size()) pages. Clears the salt when
+  // n_pages is below its page (what remains was never slid).
   void Truncate(int n_pages);
+
+  // Page salt.page (and so every later one) chains from salt.hash.
+  // Requires size() <= salt.page (call Truncate first).
+  void SetSalt(const ChainSalt& salt);
+  const std::optional<ChainSalt>& salt() const { return salt_; }
 
   // Appends hashes of the next full pages that the caller has verified
   // (e.g. loaded from a record the store checked). Not hashed, not counted.
@@ -73,6 +94,7 @@ class PageHashChain {
   std::string model_fingerprint_;
   KvGeometry geometry_;
   std::vector<PageHash> hashes_;
+  std::optional<ChainSalt> salt_;
   mutable int64_t pages_hashed_ = 0;
 };
 

@@ -85,3 +85,44 @@ TEST(PageHashChainTest, AdoptedHashesAreNotRehashedAndSeedTheNextPage) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+TEST(PageHashChainSaltTest, ASaltedChainKeepsThePagesBeforeTheSaltAndDivergesFromItOn) {
+  const std::vector<int32_t> tokens = Iota(20);
+  const std::vector<PageHash> fresh = ChainPageHashes("model-a", Geometry(), tokens, 20);
+  const PageHash salt = SlideSalt(fresh[3], 1, 2);
+  PageHashChain chain("model-a", Geometry());
+  chain.Extend(std::span<const int32_t>(tokens).first(4));
+  chain.SetSalt({1, salt});
+  const std::vector<PageHash> salted = chain.PageHashes(tokens, 18);
+  ASSERT_EQ(salted.size(), 5u);
+  EXPECT_EQ(salted[0], fresh[0]);
+  for (int i = 1; i < 5; ++i) EXPECT_NE(salted[i], fresh[i]) << i;
+  EXPECT_EQ(salted[1], ChainPageHash(salt, "model-a", Geometry(), std::span<const int32_t>(tokens).subspan(4, 4)));
+  // The same slide of the same history gives the same hashes; another
+  // history (or another cut) does not.
+  PageHashChain again("model-a", Geometry());
+  again.SetSalt({1, SlideSalt(fresh[3], 1, 2)});
+  EXPECT_EQ(again.PageHashes(tokens, 18), salted);
+  EXPECT_NE(SlideSalt(fresh[3], 1, 3), salt);
+  EXPECT_NE(SlideSalt(fresh[2], 1, 2), salt);
+}
+
+TEST(PageHashChainSaltTest, TruncatingBelowTheSaltedPageForgetsTheSalt) {
+  const std::vector<int32_t> tokens = Iota(20);
+  PageHashChain chain("model-a", Geometry());
+  chain.SetSalt({2, SlideSalt(PageHash{}, 2, 1)});
+  chain.Extend(tokens);
+  chain.Truncate(2);
+  EXPECT_TRUE(chain.salt().has_value());
+  chain.Truncate(1);
+  EXPECT_FALSE(chain.salt().has_value());
+  chain.Extend(tokens);
+  EXPECT_EQ(std::vector<PageHash>(chain.hashes().begin(), chain.hashes().end()),
+            ChainPageHashes("model-a", Geometry(), tokens, 20));
+}
+
+}  // namespace
+}  // namespace kvs

@@ -112,6 +112,16 @@ void PagePool::Release(PageId page) {
   }
 }
 
+bool PagePool::TakeSole(PageId page) {
+  absl::MutexLock lock(&mu_);
+  if (ref_counts_[page] != 1) return false;
+  if (keys_[page]) {
+    key_index_.erase(*keys_[page]);
+    keys_[page].reset();
+  }
+  return true;
+}
+
 void PagePool::SetKey(PageId page, const PageKey& key) {
   absl::MutexLock lock(&mu_);
   ABSL_RAW_CHECK(ref_counts_[page] > 0, "SetKey on a free page");

@@ -86,6 +86,11 @@ class PagePool {
   void SetKey(PageId page, const PageKey& key);
   std::optional<PageId> LookupKey(const PageKey& key);
   bool has_key(PageId page) const;
+  // If `page` has exactly one reference (the caller's), removes its key, so
+  // LookupKey can no longer hand it out and its owner may change it in
+  // place (model/kv_slide.h), and returns true; otherwise changes nothing
+  // and returns false. One atomic step under the pool's lock.
+  bool TakeSole(PageId page);
 
   uint8_t* data(PageId page) const {
     return slabs_[page / pages_per_slab_] +

@@ -254,5 +254,20 @@ TEST(PagePoolTest, StatsAreExactOverRandomOperations) {
   }
 }
 
+TEST(PagePoolTest, TakeSoleUnkeysAPageHeldOnlyByTheCallerAndRefusesASharedOne) {
+  PagePool pool(Geometry(), 4);
+  const PageId a = *pool.Allocate();
+  pool.SetKey(a, PageKey{7});
+  pool.AddRef(a);
+  EXPECT_FALSE(pool.TakeSole(a));  // shared: unchanged
+  EXPECT_TRUE(pool.has_key(a));
+  pool.Release(a);
+  EXPECT_TRUE(pool.TakeSole(a));
+  EXPECT_FALSE(pool.has_key(a));
+  EXPECT_FALSE(pool.LookupKey(PageKey{7}).has_value());
+  pool.SetKey(a, PageKey{8});  // it can take a new key
+  EXPECT_EQ(pool.LookupKey(PageKey{8}), a);
+}
+
 }  // namespace
 }  // namespace kvs

@@ -60,12 +60,27 @@ absl::Status WrongHash(size_t i, const PageHash& expected) {
 
 }  // namespace
 
+absl::StatusOr<std::optional<ChainSalt>> RecordSalt(const SessionRecord& record) {
+  if (record.slide_salt().empty()) return std::optional<ChainSalt>();
+  std::optional<PageHash> hash = PageHash::FromBytes(record.slide_salt());
+  if (!hash || record.slide_salt_page() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("slide_salt of ", record.slide_salt().size(),
+                                                   " bytes at page ", record.slide_salt_page(),
+                                                   " is not a 16-byte salt at a page >= 0"));
+  }
+  return std::optional<ChainSalt>(ChainSalt{record.slide_salt_page(), *hash});
+}
+
 absl::Status FillPageHashes(SessionRecord* record) {
   absl::StatusOr<KvGeometry> g = CheckShape(*record);
   if (!g.ok()) return g.status();
+  absl::StatusOr<std::optional<ChainSalt>> salt = RecordSalt(*record);
+  if (!salt.ok()) return salt.status();
+  PageHashChain chain(record->model_fingerprint(), *g);
+  if (*salt) chain.SetSalt(**salt);
+  const std::vector<PageHash> hashes = chain.PageHashes(TokensOf(*record), record->kv_length());
   record->clear_page_hashes();
-  for (const PageHash& h : ChainPageHashes(record->model_fingerprint(), *g, TokensOf(*record),
-                                           record->kv_length())) {
+  for (const PageHash& h : hashes) {
     record->add_page_hashes(std::string(h.view()));
   }
   return absl::OkStatus();
@@ -96,8 +111,11 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
                                                    " page hashes, its kv_length ", kv_length,
                                                    " needs ", n_pages));
   }
+  absl::StatusOr<std::optional<ChainSalt>> salt = RecordSalt(record);
+  if (!salt.ok()) return salt.status();
   const std::span<const int32_t> tokens = TokensOf(record);
   VerifiedPages out;
+  out.salt = *salt;
   out.model_fingerprint = record.model_fingerprint();
   out.geometry = *g;
   out.hashes.reserve(n_pages);
@@ -116,7 +134,12 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
   if (reference != nullptr && reference->model_fingerprint == out.model_fingerprint &&
       reference->geometry == out.geometry &&
       reference->token_crcs.size() == reference->hashes.size()) {
-    const int limit = std::min<int>(n_pages, static_cast<int>(reference->hashes.size()));
+    int limit = std::min<int>(n_pages, static_cast<int>(reference->hashes.size()));
+    if (reference->salt != out.salt) {
+      // Pages before both salts chain alike; from a salt on they need its own.
+      if (reference->salt) limit = std::min(limit, reference->salt->page);
+      if (out.salt) limit = std::min(limit, out.salt->page);
+    }
     while (same < limit && reference->hashes[same] == out.hashes[same] &&
            reference->token_crcs[same] == out.token_crcs[same] &&
            record.page_hashes(same).size() == PageHash::kSize) {
@@ -129,6 +152,7 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
   // partial page is always the last, so an accepted one ends the record).
   PageHashChain chain(out.model_fingerprint, out.geometry);
   chain.Adopt(std::span<const PageHash>(out.hashes).first(static_cast<size_t>(same)));
+  if (out.salt && out.salt->page >= same) chain.SetSalt(*out.salt);
   chain.Extend(tokens.first(static_cast<size_t>(kv_length)));
   for (int i = same; i < full; ++i) {
     if (record.page_hashes(i).size() != PageHash::kSize || out.hashes[i] != chain.hashes()[i]) {

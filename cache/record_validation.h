@@ -5,7 +5,9 @@
 // A valid session record has a valid geometry (ValidateGeometry), 0 <=
 // kv_length <= tokens, and page_hashes == ChainPageHashes(model_fingerprint,
 // geometry, tokens, kv_length): a record can never name a page for other
-// tokens. Every check returns INVALID_ARGUMENT naming the first invariant
+// tokens. A session that slid (SLIDE) lists slide_salt (16 bytes) and
+// slide_salt_page >= 0: its chain restarts from the salt at that page
+// (cache/page_hash_chain.h SetSalt), and the check uses that chain. Every check returns INVALID_ARGUMENT naming the first invariant
 // broken (the store turns it into DATA_LOSS on read); messages quote
 // numbers and hashes, never the record's unbounded fields.
 //
@@ -30,6 +32,7 @@
 #define KVSESSION_CACHE_RECORD_VALIDATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -38,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "cache/kv_geometry.h"
 #include "cache/page_hash.h"
+#include "cache/page_hash_chain.h"
 #include "cache/session_record.pb.h"
 
 namespace kvs {
@@ -63,7 +67,14 @@ struct VerifiedPages {
   // Per page, PageTokensCrc of its tokens. Empty when the pages were not
   // verified (a corrupt record's listed hashes): nothing is then reused.
   std::vector<uint32_t> token_crcs;
+  // The chain's salt (a session that slid); pages at or past a salt are
+  // reused only against a reference with the same salt.
+  std::optional<ChainSalt> salt;
 };
+
+// The record's slide salt, nullopt when it lists none; INVALID_ARGUMENT for
+// a salt that is not 16 bytes or a negative page.
+absl::StatusOr<std::optional<ChainSalt>> RecordSalt(const SessionRecord& record);
 
 // CRC-32C of a page's token count and tokens (their in-memory bytes; never
 // stored, so the same on every run of this build).

@@ -103,6 +103,16 @@ absl::StatusOr<v1::ForkResponse> KvSessionClient::Fork(const v1::ForkRequest& re
   });
 }
 
+absl::StatusOr<v1::TruncateResponse> KvSessionClient::Truncate(const std::string& session_id,
+                                                               int length) {
+  v1::TruncateRequest request;
+  request.set_session_id(session_id);
+  request.set_length(length);
+  return Unary<v1::TruncateResponse>([&](grpc::ClientContext* c, v1::TruncateResponse* r) {
+    return stub_->Truncate(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& session_id,
                                                          const std::string& name) {
   v1::SnapshotRequest request;

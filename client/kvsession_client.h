@@ -73,6 +73,8 @@ class KvSessionClient {
       const std::string& session_id);
   absl::Status DeleteCheckpoint(const std::string& checkpoint_id);
   absl::StatusOr<kvsession::v1::ServerInfo> GetServerInfo();
+  // Cuts the session to its first `length` tokens (proto TruncateRequest).
+  absl::StatusOr<kvsession::v1::TruncateResponse> Truncate(const std::string& session_id, int length);
 
   kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/chat_command.h"
 #include "client/local_commands.h"
 #include "client/remote_commands.h"
 
@@ -21,18 +22,25 @@ Local (no server):
             [--chat-template NAME] [--json]
 
 Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON):
-  create    [--text T] [sampling flags]
+  create    [--text T] [sampling flags] [--context error|slide] [--keep-tokens N]
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]
-            [--ignore-eos] [--timeout-ms MS]
-  fork      --session S --count K [--seeds A,B,...]
-  sample    --session S --count K -n N [sampling flags]
+            [--ignore-eos] [--timeout-ms MS] [--context error|slide]
+  fork      --session S --count K [--seeds A,B,...] [--at-length N]
+  sample    --session S --count K -n N [sampling flags] [--at-length N]
   snapshot  --session S [--name NAME]
   restore   --checkpoint C | --session S
+  truncate  --session S --length N      (keep the first N tokens; BOS counts)
   ls
   show      --session S [--ids] [--with-text]
   rm        --session S
   info
+  chat      [--session S] [--system TEXT] [-n N] [--no-thinking] [sampling flags]
+            reads a line, streams the reply, repeats (a new chat session without --session)
+
+Chat without a server:
+  chat      --model M.gguf [--system TEXT] [-n N] [--no-thinking] [--chat-template NAME]
+            [sampling flags]
 )";
 
 }  // namespace
@@ -47,6 +55,7 @@ int main(int argc, char** argv) {
   if (command == "run") return kvs::RunCommand(args);
   if (command == "tokenize") return kvs::TokenizeCommand(args);
   if (command == "render") return kvs::RenderCommand(args);
+  if (command == "chat") return kvs::ChatCommand(args);
   if (int rc = kvs::RunRemoteCommand(command, args); rc >= 0) return rc;
   std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
   return 2;

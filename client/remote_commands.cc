@@ -45,26 +45,24 @@ Json ProtoJson(const google::protobuf::Message& m) {
   return Json::parse(out);
 }
 
-// Sets the sampling fields whose flags are present (so unset ones keep the
-// session's defaults), validating the values.
 absl::Status SamplingFromFlags(const CliArgs& args, v1::SamplingParams* out) {
-  absl::StatusOr<SamplingParams> p = ParseSamplingFlags(args);
-  if (!p.ok()) return p.status();
-  if (args.Has("temp")) out->set_temperature(p->temperature);
-  if (args.Has("top-k")) out->set_top_k(p->top_k);
-  if (args.Has("top-p")) out->set_top_p(p->top_p);
-  if (args.Has("min-p")) out->set_min_p(p->min_p);
-  if (args.Has("repeat-penalty")) out->set_repetition_penalty(p->repetition_penalty);
-  if (args.Has("repeat-last-n")) out->set_repetition_last_n(p->repetition_last_n);
-  if (args.Has("seed")) out->set_seed(p->seed);
-  return absl::OkStatus();
+  return SamplingFlagsToProto(args, out);
 }
 
 Json UsageJson(const v1::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens()},
           {"cached_tokens", u.cached_tokens()},
           {"generated_tokens", u.generated_tokens()},
-          {"session_tokens", u.session_tokens()}};
+          {"session_tokens", u.session_tokens()},
+          {"tokens_dropped", u.tokens_dropped()}};
+}
+
+// --context error|slide.
+absl::StatusOr<v1::ContextPolicy> ContextPolicyFlag(const CliArgs& args) {
+  const std::string v = args.GetOr("context", "error");
+  if (v == "error") return v1::CONTEXT_POLICY_ERROR;
+  if (v == "slide") return v1::CONTEXT_POLICY_SLIDE;
+  return absl::InvalidArgumentError("--context must be error or slide");
 }
 
 Json GenerateJson(const std::string& session, const GenerateResult& r) {
@@ -111,6 +109,14 @@ int Create(Command& c) {
   v1::CreateSessionRequest req;
   if (auto text = c.args.Get("text")) req.mutable_input()->set_text(*text);
   if (absl::Status s = SamplingFromFlags(c.args, req.mutable_sampling()); !s.ok()) return Usage(s);
+  absl::StatusOr<v1::ContextPolicy> policy = ContextPolicyFlag(c.args);
+  if (!policy.ok()) return Usage(policy.status());
+  req.set_context_policy(*policy);
+  if (c.args.Has("keep-tokens")) {
+    absl::StatusOr<int64_t> keep = c.args.GetInt("keep-tokens", 0);
+    if (!keep.ok()) return Usage(keep.status());
+    req.set_keep_tokens(static_cast<int32_t>(*keep));
+  }
   absl::StatusOr<v1::Session> s = c.client->CreateSession(req);
   if (!s.ok()) return ServerError(s.status());
   if (c.json) {
@@ -145,6 +151,11 @@ int Generate(Command& c) {
   v1::SamplingParams sampling;
   if (absl::Status s = SamplingFromFlags(c.args, &sampling); !s.ok()) return Usage(s);
   v1::GenerateRequest req = GenerateRequestFrom(c.args, *session, static_cast<int>(*n), sampling);
+  if (c.args.Has("context")) {
+    absl::StatusOr<v1::ContextPolicy> policy = ContextPolicyFlag(c.args);
+    if (!policy.ok()) return Usage(policy.status());
+    req.set_context_policy(*policy);
+  }
   std::optional<std::chrono::milliseconds> timeout;
   if (auto ms = c.args.GetInt("timeout-ms", 0); ms.ok() && *ms > 0) timeout = std::chrono::milliseconds(*ms);
   const bool json = c.json;
@@ -169,7 +180,9 @@ int Generate(Command& c) {
     std::cout << "\n";
     std::cerr << "finish_reason " << FinishReasonName(r->finish_reason) << ", "
               << r->usage.generated_tokens() << " tokens; the session holds "
-              << r->usage.session_tokens() << " tokens\n";
+              << r->usage.session_tokens() << " tokens";
+    if (r->usage.tokens_dropped() > 0) std::cerr << " (" << r->usage.tokens_dropped() << " dropped)";
+    std::cerr << "\n";
   }
   return 0;
 }
@@ -190,6 +203,11 @@ absl::StatusOr<v1::ForkRequest> ForkRequestFrom(const CliArgs& args) {
       }
       req.add_seeds(seed);
     }
+  }
+  if (args.Has("at-length")) {
+    absl::StatusOr<int64_t> at = args.GetInt("at-length", 0);
+    if (!at.ok()) return at.status();
+    req.set_at_length(static_cast<int>(*at));
   }
   return req;
 }
@@ -248,6 +266,26 @@ int Sample(Command& c) {
   }
   if (c.json) PrintJson(all);
   return rc;
+}
+
+int Truncate(Command& c) {
+  auto session = Required(c.args, "session");
+  if (!session.ok()) return Usage(session.status());
+  if (!c.args.Has("length")) return Usage(absl::InvalidArgumentError("truncate needs --length N"));
+  absl::StatusOr<int64_t> length = c.args.GetInt("length", 0);
+  if (!length.ok()) return Usage(length.status());
+  absl::StatusOr<v1::TruncateResponse> r = c.client->Truncate(*session, static_cast<int>(*length));
+  if (!r.ok()) return ServerError(r.status());
+  if (c.json) {
+    PrintJson({{"session", r->session().id()},
+               {"length", r->session().length()},
+               {"removed_tokens", r->removed_tokens()},
+               {"kv_pages", r->session().kv_pages()}});
+  } else {
+    std::cout << r->session().id() << " now holds " << r->session().length() << " tokens ("
+              << r->removed_tokens() << " removed)\n";
+  }
+  return 0;
 }
 
 int Snapshot(Command& c) {
@@ -341,12 +379,12 @@ int RunRemoteCommand(const std::string& command, const std::vector<std::string>&
   static const std::map<std::string, Handler> handlers = {
       {"create", Create}, {"append", Append},   {"generate", Generate}, {"fork", Fork},
       {"sample", Sample}, {"snapshot", Snapshot}, {"restore", Restore}, {"ls", List},
-      {"show", Show},     {"rm", Remove},       {"info", Info}};
+      {"show", Show},     {"rm", Remove},       {"info", Info},         {"truncate", Truncate}};
   auto it = handlers.find(command);
   if (it == handlers.end()) return -1;
   std::set<std::string> value_flags = {"server", "session", "text",   "prompt", "n",    "count",
                                        "seeds",  "name",    "checkpoint", "stop", "logprobs",
-                                       "timeout-ms"};
+                                       "timeout-ms", "length", "at-length", "context", "keep-tokens"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
   absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "ids", "with-text", "ignore-eos"});
   if (!args.ok()) return Usage(args.status());

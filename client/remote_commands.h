@@ -5,11 +5,12 @@
 //   append   --session S --text T
 //   generate --session S [--prompt T] -n N [sampling flags] [--stop STR]
 //            [--logprobs K] [--timeout-ms MS]     (streams text as it arrives)
-//   fork     --session S --count K [--seeds a,b,...]
-//   sample   --session S --count K -n N [sampling flags]
+//   fork     --session S --count K [--seeds a,b,...] [--at-length N]
+//   sample   --session S --count K -n N [sampling flags] [--at-length N]
 //            (fork, then generate on every branch concurrently)
 //   snapshot --session S [--name NAME]
 //   restore  --checkpoint C | --session S
+//   truncate --session S --length N              (keep the first N tokens)
 //   ls | show --session S [--ids] [--with-text] | rm --session S | info
 //
 // Human-readable output by default; --json prints one JSON object per

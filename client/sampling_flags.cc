@@ -34,4 +34,17 @@ absl::StatusOr<SamplingParams> ParseSamplingFlags(const CliArgs& args) {
   return p;
 }
 
+absl::Status SamplingFlagsToProto(const CliArgs& args, kvsession::v1::SamplingParams* out) {
+  absl::StatusOr<SamplingParams> p = ParseSamplingFlags(args);
+  if (!p.ok()) return p.status();
+  if (args.Has("temp")) out->set_temperature(p->temperature);
+  if (args.Has("top-k")) out->set_top_k(p->top_k);
+  if (args.Has("top-p")) out->set_top_p(p->top_p);
+  if (args.Has("min-p")) out->set_min_p(p->min_p);
+  if (args.Has("repeat-penalty")) out->set_repetition_penalty(p->repetition_penalty);
+  if (args.Has("repeat-last-n")) out->set_repetition_last_n(p->repetition_last_n);
+  if (args.Has("seed")) out->set_seed(p->seed);
+  return absl::OkStatus();
+}
+
 }  // namespace kvs

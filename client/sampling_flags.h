@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cli_args.h"
+#include "kvsession/v1/kvsession.pb.h"
 #include "model/sampler.h"
 
 namespace kvs {
@@ -20,6 +21,10 @@ const std::set<std::string>& SamplingFlagNames();
 
 // The parameters the flags give, validated.
 absl::StatusOr<SamplingParams> ParseSamplingFlags(const CliArgs& args);
+
+// For a server request: sets only the fields whose flags are present (so
+// unset ones keep the session's defaults), validating the values.
+absl::Status SamplingFlagsToProto(const CliArgs& args, kvsession::v1::SamplingParams* out);
 
 }  // namespace kvs
 

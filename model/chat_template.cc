@@ -107,4 +107,13 @@ RenderedChat ChatTemplate::RenderAfterEndOfTurn() const {
   return Tokenize({ChatPiece{std::string(text), false}}, /*continues=*/true);
 }
 
+RenderedChat ChatTemplate::RenderEndOfTurn() const {
+  std::vector<ChatPiece> pieces;
+  const std::vector<std::string> markers = ChatEndOfTurnMarkers(format_.family);
+  if (!markers.empty()) pieces.push_back(ChatPiece{markers.front(), true});
+  const std::string_view after = ChatTextAfterEndOfTurn(format_.family);
+  if (!after.empty()) pieces.push_back(ChatPiece{std::string(after), false});
+  return Tokenize(pieces, /*continues=*/true);
+}
+
 }  // namespace kvs

@@ -85,6 +85,11 @@ class ChatTemplate {
   // ChatML), so the next appended turn starts where the template expects.
   RenderedChat RenderAfterEndOfTurn() const;
 
+  // What closes an assistant turn the model left open (cut by max_tokens,
+  // a stop string or cancellation): the family's first end-of-turn marker
+  // and the text after it ("<|im_end|>\n" for ChatML).
+  RenderedChat RenderEndOfTurn() const;
+
   // Token ids that end an assistant turn (e.g. <|im_end|>, <|eot_id|>), for
   // stopping generation; those of the vocabulary only, sorted.
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }

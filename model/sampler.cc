@@ -42,6 +42,28 @@ absl::Status SamplingParams::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "repetition_last_n must be >= -1 (-1 = whole sequence), got ", repetition_last_n));
   }
+  if (logit_bias.size() > static_cast<size_t>(kMaxLogitBias)) {
+    return absl::InvalidArgumentError(absl::StrCat("logit_bias has at most ", kMaxLogitBias,
+                                                   " entries, got ", logit_bias.size()));
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", id, " is negative"));
+    if (!Finite(bias) || bias < -kMaxLogitBiasValue || bias > kMaxLogitBiasValue) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias values must be in [-100, 100], got ",
+                                                     bias, " for token ", id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SamplingParams::ValidateFor(int vocab_size) const {
+  if (absl::Status s = Validate(); !s.ok()) return s;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("logit_bias token id ", id,
+                                                     " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -84,6 +106,13 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
       if (penalized_[t] != logits[t]) continue;
       penalized_[t] = logits[t] > 0 ? logits[t] / params.repetition_penalty
                                     : logits[t] * params.repetition_penalty;
+    }
+    l = penalized_.data();
+  }
+  if (!params.logit_bias.empty()) {
+    if (l != penalized_.data()) std::copy(logits.begin(), logits.end(), penalized_.begin());
+    for (const auto& [t, bias] : params.logit_bias) {
+      if (t >= 0 && t < vocab) penalized_[t] += bias;
     }
     l = penalized_.data();
   }

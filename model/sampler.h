@@ -33,9 +33,18 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // 1: off
   int repetition_last_n = 64;       // tokens the penalty looks back at; -1: all
   uint64_t seed = 0;
+  // Added to these tokens' logits first (after the repetition penalty),
+  // sorted by id, each id once. At most kMaxLogitBias entries, values in
+  // [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  static constexpr int kMaxLogitBias = 64;
+  static constexpr float kMaxLogitBiasValue = 100.0f;
 
   // InvalidArgument naming the parameter and its allowed range.
   absl::Status Validate() const;
+  // Validate(), and every logit_bias id in [0, vocab_size).
+  absl::Status ValidateFor(int vocab_size) const;
   bool greedy() const { return temperature == 0.0f; }
 };
 

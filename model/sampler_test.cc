@@ -41,6 +41,40 @@ TEST(SamplingParamsTest, RejectsInvalidValuesNamingTheParameter) {
   EXPECT_THAT(Msg(p.Validate()), HasSubstr("repetition_last_n"));
 }
 
+TEST(SamplingParamsTest, LogitBiasIsBoundedInCountValueAndVocabulary) {
+  SamplingParams p;
+  p.logit_bias = {{3, 100.0f}, {5, -100.0f}};
+  EXPECT_TRUE(p.ValidateFor(8).ok());
+  EXPECT_THAT(Msg(p.ValidateFor(5)), HasSubstr("outside the vocabulary"));
+  p.logit_bias = {{3, 100.5f}};
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("[-100, 100]"));
+  p.logit_bias = {{3, std::nanf("")}};
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kInvalidArgument);
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("negative"));
+  p.logit_bias.clear();
+  for (int i = 0; i <= SamplingParams::kMaxLogitBias; ++i) p.logit_bias.push_back({i, 1.0f});
+  EXPECT_THAT(Msg(p.Validate()), HasSubstr("at most 64"));
+}
+
+TEST(SamplerTest, LogitBiasForcesOrBansATokenAndLeavesTheLogitsUntouched) {
+  Sampler sampler(4);
+  const std::vector<float> logits = {0.5f, 3.0f, 1.0f, 0.0f};
+  SequenceRng rng(1);
+  SamplingParams p;
+  p.temperature = 0;
+  EXPECT_EQ(sampler.Sample(p, logits, {}, &rng), 1);
+  p.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(sampler.Sample(p, logits, {}, &rng), 2);  // banned: the next best
+  p.logit_bias = {{3, 100.0f}};
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sampler.Sample(p, logits, {}, &rng), 3);
+  EXPECT_EQ(logits, (std::vector<float>{0.5f, 3.0f, 1.0f, 0.0f}));
+}
+
 TEST(SamplerTest, GreedyIsArgmaxWithLowestIdOnTies) {
   Sampler s(5);
   SamplingParams p;

@@ -316,7 +316,7 @@ void Transformer::Embed(std::span<const ForwardItem> items, int n_rows) {
     const ForwardItem& it = items[row_item_[r]];
     const int32_t token = it.tokens[r - item_row_begin_[row_item_[r]]];
     DequantizeRow(w.token_embd.type, w.token_embd.row(token), Row(x_, r, c.dim), c.dim);
-    RopeAngles(row_pos_[r], w.rope_inv_freq.data(), c.rope_dim, Row(rope_cs_, r, c.rope_dim));
+    RopeAngles(row_pos_[r] + it.rope_offset, w.rope_inv_freq.data(), c.rope_dim, Row(rope_cs_, r, c.rope_dim));
   });
 }
 

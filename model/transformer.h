@@ -54,6 +54,10 @@ struct ForwardItem {
   KvSequence* kv = nullptr;
   std::span<const int32_t> tokens;
   Logits logits = Logits::kLast;
+  // RoPE turns the token at KV position p by angle (p + rope_offset) *
+  // inv_freq; 0 everywhere in the service. Tests use it to compute keys at
+  // shifted positions (model/key_rotation_test.cc).
+  int rope_offset = 0;
 };
 
 // How matrix products treat activations (kernels/matmul.h):

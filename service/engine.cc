@@ -1,8 +1,10 @@
 #include "service/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "model/kv_slide.h"
 #include "model/tokenizer.h"
 
 namespace kvs {
@@ -27,6 +29,8 @@ struct Engine::Job {
   JobUsage usage;
   absl::Time deadline = absl::InfiniteFuture();
   bool admitted = false;
+  std::optional<ChatJob> chat;
+  bool slide = false;  // the call's context policy is SLIDE
 };
 
 Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
@@ -38,6 +42,7 @@ Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
       threads_(options.threads),
       transformer_(model.config(), model.weights(), &threads_, options.max_batch_tokens,
                    sessions->limits().max_context, options.matmul),
+      rotation_(model.config(), model.weights()),
       sampler_(model.config().vocab_size),
       logits_(static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) *
               model.config().vocab_size) {
@@ -57,7 +62,16 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
   }
   const int64_t total = static_cast<int64_t>(session.tokens.size()) + static_cast<int64_t>(input.size());
   const int max_context = sessions_->limits().max_context;
-  if (total > max_context) {
+  const ContextPolicy policy = generate && generate->context_policy ? *generate->context_policy
+                                                                    : session.context_policy;
+  if (policy == ContextPolicy::kSlide) {
+    // Past the context it slides: only the kept pages must leave room.
+    if (total + (generate ? generate->max_tokens : 0) > max_context) {
+      absl::StatusOr<SlidePlan> plan = PlanSlide(max_context, max_context, session.keep_tokens,
+                                                 sessions_->pool()->geometry().page_tokens);
+      if (!plan.ok()) return plan.status();
+    }
+  } else if (total > max_context) {
     return absl::OutOfRangeError(absl::StrCat("the session would hold ", total,
                                               " tokens; the context limit is ", max_context,
                                               " tokens per session"));
@@ -67,7 +81,7 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
     return absl::FailedPreconditionError(
         "the session is empty: give input to generate from (this vocabulary has no BOS token)");
   }
-  if (total >= max_context) {
+  if (total >= max_context && policy != ContextPolicy::kSlide) {
     return absl::OutOfRangeError(absl::StrCat("no room to generate: the session holds ", total,
                                               " tokens, the context limit is ", max_context));
   }
@@ -76,7 +90,7 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be in [1, ", limit, "], got ",
                                                    generate->max_tokens));
   }
-  if (absl::Status s = generate->sampling.Validate(); !s.ok()) return s;
+  if (absl::Status s = generate->sampling.ValidateFor(vocab); !s.ok()) return s;
   if (generate->top_logprobs < 0 || generate->top_logprobs > kMaxTopLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("top_logprobs must be in [0, ", kMaxTopLogprobs,
                                                    "], got ", generate->top_logprobs));
@@ -97,16 +111,21 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
 void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input,
                     int prompt_tokens, std::optional<GenerateOptions> generate,
                     std::shared_ptr<JobListener> listener, std::shared_ptr<JobHandle> handle,
-                    absl::Time deadline) {
+                    absl::Time deadline, std::optional<ChatJob> chat) {
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, deadline, false});
+                                          std::move(handle), {}, deadline, false, std::nullopt});
   job->usage.prompt_tokens = prompt_tokens;
+  job->chat = std::move(chat);
+  job->slide = (job->gen && job->gen->context_policy ? *job->gen->context_policy
+                                                     : job->session->context_policy) ==
+               ContextPolicy::kSlide;
   if (job->gen) {
-    job->stream.emplace(&model_.tokenizer(),
-                        TokenStreamOptions{job->gen->max_tokens, sessions_->limits().max_context,
-                                           job->gen->stop, job->gen->ignore_eos});
+    // A sliding job never ends for the context.
+    const int context = job->slide ? INT32_MAX : sessions_->limits().max_context;
+    job->stream.emplace(&model_.tokenizer(), TokenStreamOptions{job->gen->max_tokens, context,
+                                                                job->gen->stop, job->gen->ignore_eos});
   }
   in_flight_.fetch_add(1);
   absl::MutexLock lock(&mu_);
@@ -210,7 +229,13 @@ int64_t Engine::PagesStillNeeded(const Job& job) const {
   if (job.gen) final_tokens += job.gen->max_tokens - job.usage.generated_tokens;
   final_tokens = std::min<int64_t>(final_tokens, sessions_->limits().max_context);
   const int64_t pages = (final_tokens + t - 1) / t;
-  return std::max<int64_t>(0, pages - s.kv->num_pages()) + 1;
+  // A slide copies the moved pages that other sequences share (forks);
+  // pages this job writes are its own.
+  int64_t slide_copies = 0;
+  if (job.slide) {
+    for (PageId p : s.kv->page_table()) slide_copies += sessions_->pool()->ref_count(p) > 1;
+  }
+  return std::max<int64_t>(0, pages - s.kv->num_pages()) + 1 + slide_copies;
 }
 
 void Engine::AdmitWaiting(Active& active) {
@@ -261,14 +286,17 @@ void Engine::Admit(Job& job) {
   job.admitted = true;
   // Room for everything this job may add, so appending a generated token
   // never reallocates in the step loop.
-  job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0));
+  job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0) +
+                         (job.chat ? job.chat->after_end_of_turn.size() : 0));
   job.session->AppendTokens(job.input);
+  if (job.chat) job.session->SetChat(job.chat->after_input);
   if (job.gen && job.gen->reseed) job.session->rng = SequenceRng(job.gen->sampling.seed);
 }
 
 void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason) {
   std::string final_text;
   if (job->stream) final_text = job->stream->Finish();
+  if (job->admitted) CloseChatTurn(*job, reason);
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
   std::shared_ptr<Job> shared(std::move(job));
   io_->Submit([this, shared, status, reason, final_text] {
@@ -286,6 +314,20 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
                              shared->usage, final_text, released);
     in_flight_.fetch_sub(1);
   });
+}
+
+void Engine::CloseChatTurn(Job& job, FinishReason reason) {
+  if (!job.chat || !job.gen || reason != FinishReason::kStopToken) return;
+  Session& s = *job.session;
+  const std::vector<int32_t>& eot = job.chat->end_of_turn_ids;
+  if (s.tokens.empty() || !std::binary_search(eot.begin(), eot.end(), s.tokens.back())) return;
+  const std::vector<int32_t>& after = job.chat->after_end_of_turn;
+  if (s.tokens.size() + after.size() <= static_cast<size_t>(sessions_->limits().max_context)) {
+    s.AppendTokens(after);
+  }
+  ChatState closed = job.chat->after_input;
+  closed.turn_open = false;
+  s.SetChat(closed);
 }
 
 void Engine::EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
@@ -322,6 +364,7 @@ void Engine::Step(Active& active) {
   current_active_ = &active;
   StepReport report;
   ReapCancelled(active, report);
+  SlideFullJobs(active, report);
   Plan(active, report);
   Reserve(active, report);
   if (!items_.empty()) Deliver(active, RunForward(), report);
@@ -344,6 +387,25 @@ void Engine::ReapCancelled(Active& active, StepReport& report) {
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 }
 
+void Engine::SlideFullJobs(Active& active, StepReport& report) {
+  const int max_context = sessions_->limits().max_context;
+  for (auto& job : active) {
+    if (!job->slide || job->kv.kv_length() < max_context) continue;
+    if (job->kv.lag() <= 0 && !job->gen) continue;  // needs no new position
+    // More than one slide only for a session stored under a larger
+    // --max-context than this server's.
+    while (job->kv.kv_length() >= max_context) {
+      absl::StatusOr<int> dropped = job->kv.Slide(rotation_, max_context);
+      if (!dropped.ok()) {
+        EndJob(active, job.get(), dropped.status(), FinishReason::kError, report);
+        break;
+      }
+      job->usage.tokens_dropped += *dropped;
+    }
+  }
+  active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
+
 void Engine::Plan(const Active& active, StepReport& report) {
   plan_.clear();
   int budget = options_.max_batch_tokens;
@@ -355,7 +417,9 @@ void Engine::Plan(const Active& active, StepReport& report) {
     }
   }
   for (const auto& job : active) {
-    int lag = job->kv.lag();
+    // A SLIDE job's input may go past the context: up to it now, the rest
+    // after the next slide (ERROR jobs' input always fits).
+    int lag = std::min(job->kv.lag(), sessions_->limits().max_context - job->kv.kv_length());
     if (lag <= 0) continue;
     const int hit = job->kv.AttachCachedPrefix(lag);
     job->usage.cached_tokens += hit;

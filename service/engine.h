@@ -19,6 +19,12 @@
 //                and streams it (TokenStream decides text and the end);
 //   6. finish    Appends whose KV caught up are done.
 //
+// Context policy (context_policy.h): an ERROR job is refused (OUT_OF_RANGE)
+// if its input does not fit and ends with LENGTH at the context limit; a
+// SLIDE job, when its KV is full and it needs another position, slides
+// first (SessionKv::Slide: drops half the pages after the kept ones) and
+// goes on, so it never ends for the context.
+//
 // A job ends with a finish reason (end-of-generation token, stop string,
 // length, cancellation, error); the session keeps every token generated,
 // is persisted, released, and only then is the listener told (so an
@@ -44,11 +50,14 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "model/key_rotation.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/thread_pool.h"
 #include "model/token_stream.h"
 #include "model/transformer.h"
+#include "service/chat_state.h"
+#include "service/context_policy.h"
 #include "service/job_handle.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
@@ -64,6 +73,8 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   int top_logprobs = 0;
   bool ignore_eos = false;
+  // This call's context policy (unset: the session's).
+  std::optional<ContextPolicy> context_policy;
 };
 
 // A candidate token with its log-probability and text piece.
@@ -86,6 +97,7 @@ struct JobUsage {
   int cached_tokens = 0;
   int generated_tokens = 0;
   int session_tokens = 0;
+  int tokens_dropped = 0;  // by slides (SLIDE)
 };
 
 class JobListener {
@@ -155,9 +167,16 @@ class Engine {
   // max_queued_jobs, up to `deadline`; then, or when the queue is full or
   // the job could never fit, it ends with RESOURCE_EXHAUSTED before its
   // first token.
+  //
+  // `chat` (service/chat_state.h), for a session that is or becomes a
+  // chat: its ChatState is set to chat->after_input when the input is
+  // appended; if generation then ends on one of chat->end_of_turn_ids, the
+  // tokens of chat->after_end_of_turn follow it (without KV: the next job
+  // prefills them) and the turn is closed, in the same persisted state.
   void Submit(std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
               std::optional<GenerateOptions> generate, std::shared_ptr<JobListener> listener,
-              std::shared_ptr<JobHandle> handle, absl::Time deadline = absl::InfiniteFuture());
+              std::shared_ptr<JobHandle> handle, absl::Time deadline = absl::InfiniteFuture(),
+              std::optional<ChatJob> chat = std::nullopt);
 
   // Cancels every job (shutdown); they finish as cancelled and persist.
   void CancelAll();
@@ -194,6 +213,9 @@ class Engine {
   void Step(Active& active);
   // The phases of Step, in order (see the header comment).
   void ReapCancelled(Active& active, StepReport& report);
+  // SLIDE jobs whose KV is full and that need another position slide
+  // (SessionKv::Slide); a failed slide ends the job with its error.
+  void SlideFullJobs(Active& active, StepReport& report);
   void Plan(const Active& active, StepReport& report);
   void Reserve(Active& active, StepReport& report);
   absl::Status RunForward();
@@ -204,6 +226,9 @@ class Engine {
   // Persists and releases the job's session, then tells its listener, on
   // the executor.
   void Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason);
+  // A chat job whose generation ended on an end-of-turn token: appends the
+  // template's text after it and closes the turn (see Submit).
+  void CloseChatTurn(Job& job, FinishReason reason);
   // Moves `job` out of `active` (its slot becomes null) to end after the step.
   void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
               StepReport& report);
@@ -216,6 +241,7 @@ class Engine {
   const EngineOptions options_;
   ThreadPool threads_;
   Transformer transformer_;
+  KeyRotation rotation_;  // SLIDE's key rotation for this model
   Sampler sampler_;
   std::vector<float> logits_;
   // Per-step work lists, kept to reuse their capacity (a step allocates nothing).

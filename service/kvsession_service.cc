@@ -13,6 +13,7 @@
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
 #include "service/request_checks.h"
+#include "model/kv_slide.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
@@ -47,6 +48,15 @@ absl::Time Deadline(grpc::CallbackServerContext* ctx) {
   return std::min(absl::FromChrono(ctx->deadline()), absl::Now() + kMaxBusyWait);
 }
 
+// A request's context policy: UNSPECIFIED is ERROR; values outside the
+// enum are INVALID_ARGUMENT.
+absl::StatusOr<ContextPolicy> CheckContextPolicy(int value) {
+  if (!v1::ContextPolicy_IsValid(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("context_policy ", value, " is not a ContextPolicy"));
+  }
+  return FromProto(static_cast<v1::ContextPolicy>(value));
+}
+
 absl::Status ValidatePageSize(int page_size) {
   if (page_size < 0 || page_size > kMaxPageSize) {
     return absl::InvalidArgumentError(
@@ -55,11 +65,37 @@ absl::Status ValidatePageSize(int page_size) {
   return absl::OkStatus();
 }
 
+InputResolver MakeInputResolver(const Model& model, const ServiceLimits& limits,
+                                const std::string& family) {
+  const InputLimits input_limits{limits.max_context, limits.max_input_bytes};
+  absl::StatusOr<InputResolver> r =
+      InputResolver::Create(model.gguf(), model.tokenizer(), family, input_limits);
+  // An unknown family was refused at startup; fall back to detection.
+  if (!r.ok()) r = InputResolver::Create(model.gguf(), model.tokenizer(), "", input_limits);
+  return *std::move(r);
+}
+
+bool InputEmpty(const v1::Input& input) {
+  switch (input.content_case()) {
+    case v1::Input::kTokens:
+      return input.tokens().ids_size() == 0;
+    case v1::Input::kMessages:
+      return input.messages().messages_size() == 0;
+    default:
+      return input.text().empty();
+  }
+}
+
 }  // namespace
 
 KvSessionService::KvSessionService(const Model& model, SessionManager* sessions, Engine* engine,
                                    TaskExecutor* io, ServerFacts facts)
-    : model_(model), sessions_(sessions), engine_(engine), io_(io), facts_(std::move(facts)) {}
+    : model_(model),
+      sessions_(sessions),
+      engine_(engine),
+      io_(io),
+      facts_(std::move(facts)),
+      inputs_(MakeInputResolver(model, sessions->limits(), facts_.chat_template)) {}
 
 SamplingParams KvSessionService::ServerDefaultSampling() const {
   SamplingParams p;
@@ -67,29 +103,9 @@ SamplingParams KvSessionService::ServerDefaultSampling() const {
   return p;
 }
 
-absl::StatusOr<std::vector<int32_t>> KvSessionService::ResolveInput(const v1::Input& input,
-                                                                    const Session& session) const {
-  const ServiceLimits& limits = sessions_->limits();
-  if (input.has_tokens()) {
-    if (input.tokens().ids_size() > limits.max_context) {
-      return absl::OutOfRangeError(absl::StrCat("input of ", input.tokens().ids_size(),
-                                                     " tokens exceeds the context limit of ",
-                                                     limits.max_context, " tokens"));
-    }
-    return std::vector<int32_t>(input.tokens().ids().begin(), input.tokens().ids().end());
-  }
-  const std::string& text = input.text();
-  if (text.size() > static_cast<size_t>(limits.max_input_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("input of ", text.size(),
-                                                   " bytes exceeds the limit of ",
-                                                   limits.max_input_bytes, " bytes"));
-  }
-  if (!IsValidUtf8(text)) return absl::InvalidArgumentError("input text is not valid UTF-8");
-  const Tokenizer& tok = model_.tokenizer();
-  const bool only_bos = session.tokens.empty() ||
-                        (session.tokens.size() == 1 && session.tokens[0] == tok.bos_id() && tok.add_bos());
-  return only_bos ? tok.Encode(text, /*add_special=*/false, input.parse_special())
-                  : tok.EncodeContinuation(text, input.parse_special());
+absl::StatusOr<ResolvedInput> KvSessionService::ResolveInput(
+    const v1::Input* input, const Session& session, const GenerationPromptChoice* generate) const {
+  return inputs_.Resolve(input, session.tokens, session.chat, generate);
 }
 
 absl::Status KvSessionService::ValidateLabels(
@@ -109,12 +125,38 @@ absl::Status KvSessionService::ValidateLabels(
   return absl::OkStatus();
 }
 
+absl::Status KvSessionService::SetContextPolicy(ContextPolicy policy,
+                                               const v1::CreateSessionRequest& request,
+                                               size_t input_tokens, Session* session) const {
+  // Unset keep_tokens: what the session is created with (BOS and input,
+  // e.g. a system prompt).
+  const int64_t keep = request.has_keep_tokens()
+                           ? request.keep_tokens()
+                           : static_cast<int64_t>(session->tokens.size() + input_tokens);
+  const int max_context = sessions_->limits().max_context;
+  if (policy == ContextPolicy::kSlide || request.has_keep_tokens()) {
+    absl::StatusOr<SlidePlan> plan =
+        PlanSlide(max_context, max_context, static_cast<int>(std::min<int64_t>(keep, max_context)),
+                  sessions_->pool()->geometry().page_tokens);
+    if (!plan.ok() || keep > max_context) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "keep_tokens ", keep, request.has_keep_tokens() ? "" : " (the session's initial tokens)",
+          " leaves no whole KV page of the ", max_context,
+          "-token context to drop; set a smaller keep_tokens"));
+    }
+  }
+  session->context_policy = policy;
+  session->keep_tokens = static_cast<int>(std::min<int64_t>(keep, max_context));
+  return absl::OkStatus();
+}
+
 void KvSessionService::RunPrefillJob(
-    std::shared_ptr<Session> session, std::vector<int32_t> input, int prompt_tokens,
+    std::shared_ptr<Session> session, ResolvedInput input, int prompt_tokens,
     std::shared_ptr<JobHandle> handle, absl::Time deadline,
     std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done) {
-  engine_->Submit(std::move(session), std::move(input), prompt_tokens, std::nullopt,
-                  std::make_shared<DoneListener>(std::move(done)), std::move(handle), deadline);
+  engine_->Submit(std::move(session), std::move(input.ids), prompt_tokens, std::nullopt,
+                  std::make_shared<DoneListener>(std::move(done)), std::move(handle), deadline,
+                  std::move(input.chat));
 }
 
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
@@ -126,26 +168,39 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     return reactor;
   }
   SamplingParams sampling = MergeSampling(ServerDefaultSampling(), request->sampling());
-  if (absl::Status s = sampling.Validate(); !s.ok()) {
+  if (absl::Status s = sampling.ValidateFor(model_.config().vocab_size); !s.ok()) {
     reactor->Finish(ToGrpc(s));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, sampling, deadline = Deadline(ctx)] {
+  absl::StatusOr<ContextPolicy> policy = CheckContextPolicy(request->context_policy());
+  if (policy.ok() && request->has_keep_tokens() && request->keep_tokens() < 0) {
+    policy = absl::InvalidArgumentError(absl::StrCat("keep_tokens must be >= 0, got ", request->keep_tokens()));
+  }
+  if (!policy.ok()) {
+    reactor->Finish(ToGrpc(policy.status()));
+    return reactor;
+  }
+  io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx)] {
     absl::StatusOr<std::shared_ptr<Session>> session =
         sessions_->CreateAcquired(sampling, Labels(request->labels()));
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
-    std::vector<int32_t> input;
+    ResolvedInput input;
     if (request->has_input()) {
-      absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
-      absl::Status st = ids.ok() ? engine_->Validate(*s, *ids, std::nullopt) : ids.status();
+      absl::StatusOr<ResolvedInput> ids = ResolveInput(&request->input(), *s);
+      absl::Status st = ids.ok() ? SetContextPolicy(policy, *request, ids->ids.size(), s.get())
+                                 : ids.status();
+      if (st.ok()) st = engine_->Validate(*s, ids->ids, std::nullopt);
       if (!st.ok()) {
         sessions_->Discard(s);
         return reactor->Finish(ToGrpc(st));
       }
       input = *std::move(ids);
+    } else if (absl::Status st = SetContextPolicy(policy, *request, 0, s.get()); !st.ok()) {
+      sessions_->Discard(s);
+      return reactor->Finish(ToGrpc(st));
     }
-    const int prompt = static_cast<int>(s->tokens.size() + input.size());
+    const int prompt = static_cast<int>(s->tokens.size() + input.ids.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
@@ -167,9 +222,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
                                                    const v1::AppendRequest* request,
                                                    v1::AppendResponse* response) {
   auto* reactor = new CancellableReactor();
-  const bool empty = !request->has_input() ||
-                     (request->input().has_tokens() ? request->input().tokens().ids_size() == 0
-                                                    : request->input().text().empty());
+  const bool empty = !request->has_input() || InputEmpty(request->input());
   if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
     reactor->Finish(ToGrpc(st));
     return reactor;
@@ -183,13 +236,13 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
         sessions_->Acquire(request->session_id(), "Append", deadline);
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
-    absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
-    absl::Status st = ids.ok() ? engine_->Validate(*s, *ids, std::nullopt) : ids.status();
+    absl::StatusOr<ResolvedInput> ids = ResolveInput(&request->input(), *s);
+    absl::Status st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
     if (!st.ok()) {
       sessions_->Release(s);
       return reactor->Finish(ToGrpc(st));
     }
-    const int prompt = static_cast<int>(ids->size());
+    const int prompt = static_cast<int>(ids->ids.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
@@ -217,15 +270,17 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
         sessions_->Acquire(request->session_id(), "Generate", deadline);
     if (!session.ok()) return reactor->FailEarly(session.status());
     std::shared_ptr<Session> s = *session;
-    std::vector<int32_t> input;
+    ResolvedInput input;
     absl::Status st;
-    if (request->has_input()) {
-      absl::StatusOr<std::vector<int32_t>> ids = ResolveInput(request->input(), *s);
-      if (ids.ok()) {
-        input = *std::move(ids);
-      } else {
-        st = ids.status();
-      }
+    GenerationPromptChoice prompt_choice;
+    if (request->has_add_generation_prompt()) prompt_choice.add = request->add_generation_prompt();
+    prompt_choice.enable_thinking = !request->has_enable_thinking() || request->enable_thinking();
+    absl::StatusOr<ResolvedInput> ids =
+        ResolveInput(request->has_input() ? &request->input() : nullptr, *s, &prompt_choice);
+    if (ids.ok()) {
+      input = *std::move(ids);
+    } else {
+      st = ids.status();
     }
     GenerateOptions gen;
     gen.max_tokens = request->has_max_tokens() ? request->max_tokens() : kDefaultMaxTokens;
@@ -234,17 +289,25 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     gen.stop.assign(request->stop().begin(), request->stop().end());
     gen.top_logprobs = request->top_logprobs();
     gen.ignore_eos = request->ignore_eos();
-    if (st.ok()) st = engine_->Validate(*s, input, gen);
+    if (request->has_context_policy()) {
+      absl::StatusOr<ContextPolicy> policy = CheckContextPolicy(request->context_policy());
+      if (policy.ok()) {
+        gen.context_policy = *policy;
+      } else if (st.ok()) {
+        st = policy.status();
+      }
+    }
+    if (st.ok()) st = engine_->Validate(*s, input.ids, gen);
     if (!st.ok()) {
       sessions_->Release(s);
       return reactor->FailEarly(st);
     }
-    const int prompt = static_cast<int>(input.size());
+    const int prompt = static_cast<int>(input.ids.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
-    engine_->Submit(s, std::move(input), prompt, std::move(gen), reactor->listener(), std::move(handle),
-                    deadline);
+    engine_->Submit(s, std::move(input.ids), prompt, std::move(gen), reactor->listener(),
+                    std::move(handle), deadline, std::move(input.chat));
   });
   return reactor;
 }
@@ -272,7 +335,8 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
-        Labels(request->labels()), deadline);
+        Labels(request->labels()), deadline,
+        request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt);
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     for (const auto& b : *branches) {
       absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);
@@ -500,6 +564,92 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   store->set_checkpoints(ss.checkpoints);
   store->set_corrupt_records(ss.corrupt_records);
   reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace kvs
+
+namespace kvs {
+
+grpc::ServerUnaryReactor* KvSessionService::Tokenize(grpc::CallbackServerContext* ctx,
+                                                     const v1::TokenizeRequest* request,
+                                                     v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (!request->has_input() || InputEmpty(request->input())) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
+    return reactor;
+  }
+  std::vector<int32_t> base;  // what the session holds before
+  ChatState chat;
+  const bool new_session = request->session_id().empty();
+  if (new_session) {
+    const Tokenizer& tok = model_.tokenizer();
+    if (tok.add_bos() && tok.bos_id() >= 0) base.push_back(tok.bos_id());
+  } else {
+    if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
+      reactor->Finish(ToGrpc(st));
+      return reactor;
+    }
+    absl::StatusOr<SessionInfo> info = sessions_->Get(request->session_id(), /*include_tokens=*/true);
+    if (!info.ok()) {
+      reactor->Finish(ToGrpc(info.status()));
+      return reactor;
+    }
+    base = std::move(info->tokens);
+    chat = info->chat;
+  }
+  GenerationPromptChoice prompt_choice;
+  prompt_choice.enable_thinking = !request->has_enable_thinking() || request->enable_thinking();
+  // Without add_generation_prompt, count the input alone (as Append adds it).
+  if (!request->add_generation_prompt()) prompt_choice.add = false;
+  absl::StatusOr<ResolvedInput> ids = inputs_.Resolve(&request->input(), base, chat, &prompt_choice);
+  absl::Status st = ids.status();
+  if (st.ok()) {
+    // Token ids are checked like Append's (the range; no context limit).
+    for (int32_t id : ids->ids) {
+      if (id < 0 || id >= model_.config().vocab_size) {
+        st = absl::InvalidArgumentError(absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                                     model_.config().vocab_size, ")"));
+        break;
+      }
+    }
+  }
+  if (!st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  std::vector<int32_t> out;
+  if (new_session) out = base;
+  out.insert(out.end(), ids->ids.begin(), ids->ids.end());
+  response->mutable_token_ids()->Add(out.begin(), out.end());
+  response->set_text(inputs_.Decode(out, /*include_special=*/true));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KvSessionService::Detokenize(grpc::CallbackServerContext* ctx,
+                                                       const v1::DetokenizeRequest* request,
+                                                       v1::DetokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const int max = sessions_->limits().max_context;
+  absl::Status st;
+  if (request->token_ids_size() > max) {
+    st = absl::InvalidArgumentError(absl::StrCat("at most ", max, " token ids (the context limit), got ",
+                                                 request->token_ids_size()));
+  }
+  for (int32_t id : request->token_ids()) {
+    if (!st.ok()) break;
+    if (id < 0 || id >= model_.config().vocab_size) {
+      st = absl::InvalidArgumentError(absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                                   model_.config().vocab_size, ")"));
+    }
+  }
+  if (st.ok()) {
+    response->set_text(inputs_.Decode(
+        std::vector<int32_t>(request->token_ids().begin(), request->token_ids().end()),
+        request->include_special()));
+  }
+  reactor->Finish(ToGrpc(st));
   return reactor;
 }
 

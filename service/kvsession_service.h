@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "service/engine.h"
 #include "service/parsing_callback_service.h"
+#include "service/input_resolver.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -30,6 +31,9 @@ struct ServerFacts {
   std::string model_path;
   std::string kernels;
   int max_batch_tokens = 0;
+  // --chat-template: a chat family overriding the GGUF's template ("" =
+  // detect). The caller checks the name (InputResolver::Create) first.
+  std::string chat_template;
 };
 
 class KvSessionService final : public ParsingCallbackService {
@@ -72,18 +76,36 @@ class KvSessionService final : public ParsingCallbackService {
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::GetServerInfoRequest* request,
                                           kvsession::v1::ServerInfo* response) override;
+  // In kvsession_service_truncate.cc.
+  grpc::ServerUnaryReactor* Truncate(grpc::CallbackServerContext* ctx,
+                                     const kvsession::v1::TruncateRequest* request,
+                                     kvsession::v1::TruncateResponse* response) override;
+
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
+                                     const kvsession::v1::TokenizeRequest* request,
+                                     kvsession::v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx,
+                                       const kvsession::v1::DetokenizeRequest* request,
+                                       kvsession::v1::DetokenizeResponse* response) override;
 
  private:
-  // Token ids for `input`, tokenized as a continuation when the session
-  // already has content beyond BOS. INVALID_ARGUMENT for invalid UTF-8 or
-  // oversized input.
-  absl::StatusOr<std::vector<int32_t>> ResolveInput(const kvsession::v1::Input& input,
-                                                    const Session& session) const;
+  // What `input` (may be null) adds to an acquired session, and for a
+  // Generate (`generate` set) its chat generation prompt
+  // (service/input_resolver.h).
+  absl::StatusOr<ResolvedInput> ResolveInput(const kvsession::v1::Input* input,
+                                             const Session& session,
+                                             const GenerationPromptChoice* generate = nullptr) const;
   absl::Status ValidateLabels(const google::protobuf::Map<std::string, std::string>& labels) const;
   // Runs an Append-style job (prefill only) on an acquired session under
   // `handle` (attached to the call before this); calls `done` with the
   // final status and usage from the executor.
-  void RunPrefillJob(std::shared_ptr<Session> session, std::vector<int32_t> input,
+  // Sets a new session's context policy and keep_tokens from its create
+  // request (`input_tokens`: the create call's input). INVALID_ARGUMENT when
+  // keep_tokens leaves no whole page of the context to drop (checked for
+  // SLIDE, and whenever keep_tokens is given); nothing changes then.
+  absl::Status SetContextPolicy(ContextPolicy policy, const kvsession::v1::CreateSessionRequest& request,
+                                size_t input_tokens, Session* session) const;
+  void RunPrefillJob(std::shared_ptr<Session> session, ResolvedInput input,
                      int prompt_tokens, std::shared_ptr<JobHandle> handle, absl::Time deadline,
                      std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);
   SamplingParams ServerDefaultSampling() const;
@@ -93,6 +115,7 @@ class KvSessionService final : public ParsingCallbackService {
   Engine* const engine_;
   TaskExecutor* const io_;
   const ServerFacts facts_;
+  const InputResolver inputs_;
 };
 
 }  // namespace kvs

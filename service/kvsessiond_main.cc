@@ -64,6 +64,9 @@ ABSL_FLAG(int, drain_delay_ms, 0,
 ABSL_FLAG(int, min_free_disk_mb, 256,
           "refuse writes (RESOURCE_EXHAUSTED) while the data directory's file system has less free "
           "space than this; reads and deletes still work, writes resume once space is back");
+ABSL_FLAG(std::string, chat_template, "",
+          "chat template family for chat messages, overriding the one detected from the GGUF "
+          "(chatml, qwen3, llama3, llama2, mistral, phi3, gemma, deepseek, deepseek3)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -189,6 +192,13 @@ int Serve() {
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
   if (!model.ok()) return Fail(std::string(model.status().message()));
   std::cerr << "kvsessiond: " << (*model)->Summary() << "\n";
+  absl::StatusOr<InputResolver> chat = InputResolver::Create(
+      (*model)->gguf(), (*model)->tokenizer(), absl::GetFlag(FLAGS_chat_template), InputLimits{});
+  if (!chat.ok()) return Fail(std::string(chat.status().message()));
+  std::cerr << "kvsessiond: chat template: "
+            << (chat->chat_family().empty() ? std::string_view("none (chat messages are refused)")
+                                            : chat->chat_family())
+            << "\n";
   absl::StatusOr<std::string> fingerprint = FingerprintFile(config->model_path);
   if (!fingerprint.ok()) return Fail(std::string(fingerprint.status().message()));
 
@@ -233,7 +243,8 @@ int Serve() {
   engine_options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   Engine engine(**model, &sessions, &completions, engine_options);
 
-  ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens};
+  ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
+                    absl::GetFlag(FLAGS_chat_template)};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   int port = 0;
   std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, &port);

@@ -98,6 +98,12 @@ ParsingCallbackService::ParsingCallbackService() {
       [this](auto* ctx, auto* req, auto* resp) { return DeleteCheckpoint(ctx, req, resp); });
   ParseUnary<v1::GetServerInfoRequest, v1::ServerInfo>(
       "GetServerInfo", [this](auto* ctx, auto* req, auto* resp) { return GetServerInfo(ctx, req, resp); });
+  ParseUnary<v1::TruncateRequest, v1::TruncateResponse>(
+      "Truncate", [this](auto* ctx, auto* req, auto* resp) { return Truncate(ctx, req, resp); });
+  ParseUnary<v1::TokenizeRequest, v1::TokenizeResponse>(
+      "Tokenize", [this](auto* ctx, auto* req, auto* resp) { return Tokenize(ctx, req, resp); });
+  ParseUnary<v1::DetokenizeRequest, v1::DetokenizeResponse>(
+      "Detokenize", [this](auto* ctx, auto* req, auto* resp) { return Detokenize(ctx, req, resp); });
 }
 
 }  // namespace kvs

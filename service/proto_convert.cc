@@ -1,5 +1,7 @@
 #include "service/proto_convert.h"
 
+#include <algorithm>
+
 namespace kvs {
 namespace v1 = kvsession::v1;
 
@@ -21,6 +23,10 @@ SamplingParams MergeSampling(const SamplingParams& base, const v1::SamplingParam
   if (p.has_repetition_penalty()) out.repetition_penalty = p.repetition_penalty();
   if (p.has_repetition_last_n()) out.repetition_last_n = p.repetition_last_n();
   if (p.has_seed()) out.seed = p.seed();
+  if (!p.logit_bias().empty()) {
+    out.logit_bias.assign(p.logit_bias().begin(), p.logit_bias().end());
+    std::sort(out.logit_bias.begin(), out.logit_bias.end());
+  }
   return out;
 }
 
@@ -32,6 +38,7 @@ void ToProto(const SamplingParams& p, v1::SamplingParams* out) {
   out->set_repetition_penalty(p.repetition_penalty);
   out->set_repetition_last_n(p.repetition_last_n);
   out->set_seed(p.seed);
+  for (const auto& [id, bias] : p.logit_bias) (*out->mutable_logit_bias())[id] = bias;
 }
 
 void ToProto(const SessionInfo& info, v1::Session* out) {
@@ -44,9 +51,21 @@ void ToProto(const SessionInfo& info, v1::Session* out) {
   out->set_state(info.busy ? v1::SESSION_STATE_BUSY : v1::SESSION_STATE_IDLE);
   out->set_resident(info.resident);
   out->set_parent_session_id(info.parent_session_id);
+  out->set_chat(info.chat.started);
+  out->set_assistant_turn_open(info.chat.turn_open);
   out->set_checkpoint_id(info.checkpoint_id);
   out->set_kv_pages(info.kv_pages);
   out->set_kv_pages_shared(info.kv_pages_shared);
+  out->set_context_policy(ToProto(info.context_policy));
+  out->set_keep_tokens(info.keep_tokens);
+}
+
+v1::ContextPolicy ToProto(ContextPolicy p) {
+  return p == ContextPolicy::kSlide ? v1::CONTEXT_POLICY_SLIDE : v1::CONTEXT_POLICY_ERROR;
+}
+
+ContextPolicy FromProto(v1::ContextPolicy p) {
+  return p == v1::CONTEXT_POLICY_SLIDE ? ContextPolicy::kSlide : ContextPolicy::kError;
 }
 
 void ToProto(const CheckpointRecord& c, v1::Checkpoint* out) {
@@ -63,6 +82,7 @@ void ToProto(const JobUsage& u, v1::Usage* out) {
   out->set_cached_tokens(u.cached_tokens);
   out->set_generated_tokens(u.generated_tokens);
   out->set_session_tokens(u.session_tokens);
+  out->set_tokens_dropped(u.tokens_dropped);
 }
 
 v1::FinishReason ToProto(FinishReason r) {

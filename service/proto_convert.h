@@ -20,6 +20,9 @@ void ToProto(const SessionInfo& info, kvsession::v1::Session* out);
 void ToProto(const CheckpointRecord& c, kvsession::v1::Checkpoint* out);
 void ToProto(const JobUsage& u, kvsession::v1::Usage* out);
 kvsession::v1::FinishReason ToProto(FinishReason r);
+kvsession::v1::ContextPolicy ToProto(ContextPolicy p);
+// UNSPECIFIED (and any unknown value) is ERROR.
+ContextPolicy FromProto(kvsession::v1::ContextPolicy p);
 
 std::map<std::string, std::string> Labels(const google::protobuf::Map<std::string, std::string>& m);
 

@@ -1,5 +1,7 @@
 #include "service/record_convert.h"
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "cache/session_store.h"
@@ -30,6 +32,7 @@ SamplingRecord ToRecord(const SamplingParams& p) {
   r.set_repetition_penalty(p.repetition_penalty);
   r.set_repetition_last_n(p.repetition_last_n);
   r.set_seed(p.seed);
+  for (const auto& [id, bias] : p.logit_bias) (*r.mutable_logit_bias())[id] = bias;
   return r;
 }
 
@@ -42,6 +45,8 @@ SamplingParams FromRecord(const SamplingRecord& r) {
   p.repetition_penalty = r.repetition_penalty();
   p.repetition_last_n = r.repetition_last_n();
   p.seed = r.seed();
+  p.logit_bias.assign(r.logit_bias().begin(), r.logit_bias().end());
+  std::sort(p.logit_bias.begin(), p.logit_bias.end());
   return p;
 }
 
@@ -59,6 +64,15 @@ SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context)
   r.set_parent_session_id(s.parent_session_id);
   r.set_checkpoint_id(s.checkpoint_id);
   r.set_version(s.version + 1);
+  r.set_chat(s.chat.started);
+  r.set_chat_turn_open(s.chat.turn_open);
+  r.set_context_policy(static_cast<int32_t>(s.context_policy));
+  r.set_keep_tokens(s.keep_tokens);
+  r.set_tokens_dropped(s.tokens_dropped);
+  if (s.slide_salt) {
+    r.set_slide_salt(std::string(s.slide_salt->hash.view()));
+    r.set_slide_salt_page(s.slide_salt->page);
+  }
   if (!s.kv) {
     r.set_kv_length(s.persisted_kv_length);
     for (const PageHash& h : s.persisted_page_hashes) AddHash(h, &r);
@@ -91,6 +105,15 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   s->parent_session_id = r.parent_session_id();
   s->checkpoint_id = r.checkpoint_id();
   s->version = r.version();
+  s->chat = ChatState{.started = r.chat(), .turn_open = r.chat_turn_open()};
+  s->context_policy = r.context_policy() == static_cast<int32_t>(ContextPolicy::kSlide)
+                          ? ContextPolicy::kSlide
+                          : ContextPolicy::kError;
+  s->keep_tokens = r.keep_tokens();
+  s->tokens_dropped = r.tokens_dropped();
+  if (!r.slide_salt().empty()) {  // the store checked it (RecordSalt)
+    s->slide_salt = ChainSalt{r.slide_salt_page(), HashFromBytes(r.slide_salt())};
+  }
   s->persisted_kv_length = r.kv_length();
   for (const std::string& h : r.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
   const KvGeometry& g = context.geometry;

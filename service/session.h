@@ -39,6 +39,8 @@
 #include "cache/page_hash.h"
 #include "cache/page_hash_chain.h"
 #include "model/sampler.h"
+#include "service/chat_state.h"
+#include "service/context_policy.h"
 #include "service/job_handle.h"
 
 namespace kvs {
@@ -56,6 +58,16 @@ struct Session {
   int64_t update_time_us = 0;
   std::string parent_session_id;
   std::string checkpoint_id;
+  // The conversation this session holds (service/chat_state.h); like
+  // `tokens`: written by the holder under tokens_mu.
+  ChatState chat;
+  // Context overflow (context_policy.h): set at creation (or copied by a
+  // fork / read from the record); the slide state below belongs to the
+  // busy holder, like `kv`.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int keep_tokens = 0;
+  int64_t tokens_dropped = 0;             // by slides, over the session's life
+  std::optional<ChainSalt> slide_salt;    // the page hash chain's, once slid
 
   // Persistence: the record as last written (version 0 = never written),
   // and the KV length and page hashes it holds, for loading on first use.
@@ -103,6 +115,16 @@ struct Session {
   std::vector<int32_t> CopyTokens() const {
     absl::MutexLock lock(&tokens_mu);
     return tokens;
+  }
+  // Holder only: the chat state, under tokens_mu.
+  void SetChat(const ChatState& state) {
+    absl::MutexLock lock(&tokens_mu);
+    chat = state;
+  }
+  // Any thread.
+  ChatState CopyChat() const {
+    absl::MutexLock lock(&tokens_mu);
+    return chat;
   }
   int TokenCount() const {
     absl::MutexLock lock(&tokens_mu);

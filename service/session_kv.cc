@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "model/kv_slide.h"
+
 namespace kvs {
 
 SessionKv::SessionKv(Session* session, PagePool* pool, KvRoomMaker* room)
@@ -56,6 +58,35 @@ void SessionKv::Commit() {
   for (int i = before; i < s.page_hashes->size(); ++i) {
     pool_->SetKey(s.kv->page_table()[i], s.page_hashes->hashes()[i].bytes);
   }
+}
+
+absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_context) {
+  Session& s = *session_;
+  const int t = pool_->geometry().page_tokens;
+  absl::StatusOr<SlidePlan> plan = PlanSlide(s.kv->length(), max_context, s.keep_tokens, t);
+  if (!plan.ok()) return plan.status();
+  const int keep = plan->keep_pages, drop = plan->drop_pages;
+  // The salt names everything up to the last dropped page.
+  s.page_hashes->Extend(s.tokens, s.kv->length() / t);
+  const PageHash salt = SlideSalt(s.page_hashes->hashes()[keep + drop - 1], keep, drop);
+  absl::Status st = SlideKv(rotation, *plan, /*from_reserve=*/true, &*s.kv);
+  if (absl::IsResourceExhausted(st)) {
+    const int moved = s.kv->num_pages() - keep - drop;
+    if (room_->MakeRoom(moved + 1)) st = SlideKv(rotation, *plan, /*from_reserve=*/true, &*s.kv);
+  }
+  if (!st.ok()) return st;
+  const int dropped = drop * t;
+  {
+    absl::MutexLock lock(&s.tokens_mu);
+    s.tokens.erase(s.tokens.begin() + static_cast<ptrdiff_t>(keep) * t,
+                   s.tokens.begin() + static_cast<ptrdiff_t>(keep + drop) * t);
+  }
+  s.slide_salt = ChainSalt{keep, salt};
+  s.tokens_dropped += dropped;
+  s.page_hashes->Truncate(keep);
+  s.page_hashes->SetSalt(*s.slide_salt);
+  Commit();  // hashes and keys the moved full pages
+  return dropped;
 }
 
 }  // namespace kvs

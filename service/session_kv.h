@@ -29,6 +29,7 @@
 #include "cache/kv_geometry.h"
 #include "cache/page_hash.h"
 #include "cache/page_pool.h"
+#include "model/key_rotation.h"
 #include "model/transformer.h"
 #include "service/record_convert.h"
 #include "service/session.h"
@@ -70,6 +71,18 @@ class SessionKv {
   void Commit();
   // Appends a token the job produced (visible to readers at once).
   void Append(int32_t token) { session_->AppendTokens({&token, 1}); }
+
+  // SLIDE (model/kv_slide.h): the KV is full (`max_context` positions);
+  // drops the PlanSlide pages after the session's keep_tokens from the KV
+  // and the same tokens from the session (visible to readers at once),
+  // turns the rest, and restarts the page hash chain from a salt
+  // (cache/page_hash.h SlideSalt) at the first moved page, keying the moved
+  // full pages under their salted hashes (forks of this session find them;
+  // fresh prompts never do). Evicts idle sessions' KV if the pool has no
+  // room for the copies. Returns the tokens dropped. Errors (nothing
+  // changes): OUT_OF_RANGE (keep_tokens leaves nothing to drop),
+  // RESOURCE_EXHAUSTED (no room for the copies even after evicting).
+  absl::StatusOr<int> Slide(const KeyRotation& rotation, int max_context);
 
  private:
   Session* const session_;

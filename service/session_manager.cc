@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/session_rewind.h"
 
 namespace kvs {
 namespace {
@@ -114,6 +115,8 @@ void SessionManager::AdoptStoredHashes(Session& s) const {
   const int full = s.persisted_kv_length / context_.geometry.page_tokens;
   s.page_hashes.emplace(context_.model_fingerprint, context_.geometry);
   s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
+  // Past the adopted pages, a slid session's chain goes on from its salt.
+  if (s.slide_salt && s.slide_salt->page >= full) s.page_hashes->SetSalt(*s.slide_salt);
 }
 
 absl::Status SessionManager::LoadForReaders(Session& s) {
@@ -127,7 +130,8 @@ absl::Status SessionManager::LoadForReaders(Session& s) {
 
 absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     const std::string& id, int count, const std::vector<uint64_t>& seeds,
-    const std::map<std::string, std::string>& labels, absl::Time deadline) {
+    const std::map<std::string, std::string>& labels, absl::Time deadline,
+    std::optional<int> at_length) {
   absl::StatusOr<std::shared_ptr<Session>> parent = registry_.AcquireShared(id, "Fork", deadline);
   if (!parent.ok()) return parent.status();
   Session& p = **parent;
@@ -136,7 +140,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
   {
     // Readers of one session write its record one at a time.
     absl::MutexLock persist(&p.persist_mu);
-    st = LoadForReaders(p);
+    const int length = at_length.value_or(static_cast<int>(p.tokens.size()));
+    st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
+                        MinSessionLength(model_.tokenizer()));
+    if (st.ok()) st = LoadForReaders(p);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
     if (st.ok()) {
@@ -145,9 +152,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
         for (int i = 0; i < count; ++i) {
           auto b = std::make_shared<Session>();
           b->id = NewId("ses_");
-          b->tokens = p.tokens;
-          b->kv.emplace(p.kv->Fork());
-          b->page_hashes = p.page_hashes;
+          CopyPrefix(p, length, b.get());  // the whole source unless at_length
+          b->context_policy = p.context_policy;
+          b->keep_tokens = p.keep_tokens;
+          b->tokens_dropped = p.tokens_dropped;
           b->sampling = p.sampling;
           b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
           b->rng = SequenceRng(b->sampling.seed);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,28 @@ class SessionManager : public KvRoomMaker {
   // model's session), ABORTED (a Generate, Append or Delete holds the
   // source), RESOURCE_EXHAUSTED (session limit), store errors; on error no
   // branch exists and the source is unchanged.
+  // `at_length`, if set, makes the branches the source's first at_length
+  // tokens (session_rewind.h: shared pages, no copy): INVALID_ARGUMENT
+  // below MinSessionLength, OUT_OF_RANGE past the source's length.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
-      const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now());
+      const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now(),
+      std::optional<int> at_length = std::nullopt);
+  // Cuts the session to its first `length` tokens (session_rewind.h) and
+  // persists it before returning it as released; `removed` (if not null)
+  // receives the number of tokens dropped. KV pages wholly past the cut go
+  // back to the pool (or stay with the forks that share them); the page
+  // hashes of dropped pages leave the session's chain and its record. The
+  // random generator, sampling defaults, labels and parent are unchanged.
+  // Exclusive, like Acquire, with its errors (NOT_FOUND, ABORTED while
+  // another call holds it, FAILED_PRECONDITION, DATA_LOSS and
+  // RESOURCE_EXHAUSTED loading a KV from disk); INVALID_ARGUMENT for a
+  // length below MinSessionLength, OUT_OF_RANGE past the session's length
+  // (length == the session's length changes and writes nothing); store
+  // errors. On error the session is unchanged, in RAM and on disk.
+  // Defined in session_truncate.cc.
+  absl::StatusOr<SessionInfo> Truncate(const std::string& id, int length, int* removed = nullptr,
+                                       absl::Time deadline = absl::Now());
   // A checkpoint of the session's current state. A reader, like Fork.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,

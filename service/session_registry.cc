@@ -179,6 +179,9 @@ SessionInfo SessionRegistry::Describe(const Session& s) const {
   info.resident = s.kv.has_value();
   info.parent_session_id = s.parent_session_id;
   info.checkpoint_id = s.checkpoint_id;
+  info.chat = s.CopyChat();
+  info.context_policy = s.context_policy;
+  info.keep_tokens = s.keep_tokens;
   if (s.kv && !s.busy) {
     info.kv_pages = s.kv->num_pages();
     for (PageId p : s.kv->page_table()) info.kv_pages_shared += pool_->ref_count(p) > 1;

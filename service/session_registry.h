@@ -41,6 +41,7 @@
 #include "cache/session_record.pb.h"
 #include "model/sampler.h"
 #include "service/job_handle.h"
+#include "service/context_policy.h"
 #include "service/session.h"
 
 namespace kvs {
@@ -60,6 +61,9 @@ struct SessionInfo {
   int kv_pages = 0;
   int kv_pages_shared = 0;
   std::vector<int32_t> tokens;  // only when asked for
+  ChatState chat;
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int keep_tokens = 0;
 };
 
 class SessionRegistry {

@@ -81,6 +81,21 @@ class PythonClientTest(unittest.TestCase):
         got, _, _ = self.client.generate_all(restored, 10, temperature=0)
         self.assertEqual(got, expected)
 
+    def test_truncate_regenerates_and_fork_at_length_branches_earlier(self):
+        sid = self.client.create(self.reference[1]["prompt"])
+        length = self.client.get(sid).length
+        answer, _, _ = self.client.generate_all(sid, 12, temperature=0)
+        cut = self.client.truncate(sid, length)
+        self.assertEqual((cut.session.length, cut.removed_tokens), (length, 12))
+        again, _, _ = self.client.generate_all(sid, 12, temperature=0)
+        self.assertEqual(again, answer)
+        (branch,) = self.client.fork(sid, 1, at_length=length)
+        self.assertEqual(self.client.get(branch).length, length)
+        self.assertEqual(self.client.generate_all(branch, 12, temperature=0)[0], answer)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.truncate(sid, length + 100)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.OUT_OF_RANGE)
+
     def test_errors_have_grpc_codes(self):
         with self.assertRaises(grpc.RpcError) as e:
             self.client.get("ses_" + "0" * 32)

@@ -39,14 +39,15 @@ class ChildProcess {
     }
   }
 
+  // stdin reads `in_path`.
   bool Start(const std::vector<std::string>& argv, const std::string& out_path,
-             const std::string& err_path) {
+             const std::string& err_path, const std::string& in_path = "/dev/null") {
     pid_ = ::fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
       int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int in = ::open("/dev/null", O_RDONLY);
+      int in = ::open(in_path.c_str(), O_RDONLY);
       ::dup2(out, 1);
       ::dup2(err, 2);
       ::dup2(in, 0);
@@ -94,13 +95,15 @@ struct ProcessResult {
   std::string err;
 };
 
-// Runs argv to completion, capturing stdout and stderr.
-inline ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& tmp_dir) {
+// Runs argv to completion, capturing stdout and stderr; stdin reads
+// `in_path`.
+inline ProcessResult RunProcess(const std::vector<std::string>& argv, const std::string& tmp_dir,
+                                const std::string& in_path = "/dev/null") {
   static int counter = 0;
   const std::string base = tmp_dir + "/proc" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
   ChildProcess child;
   ProcessResult r;
-  if (!child.Start(argv, base + ".out", base + ".err")) return r;
+  if (!child.Start(argv, base + ".out", base + ".err", in_path)) return r;
   r.exit_code = child.Wait();
   r.out = ReadFile(base + ".out");
   r.err = ReadFile(base + ".err");

@@ -103,10 +103,17 @@ class Client:
             last = message
         return ids, text, last
 
-    def fork(self, session_id, count, seeds=()):
-        resp = self.stub.Fork(pb.ForkRequest(session_id=session_id, count=count, seeds=list(seeds)),
-                              timeout=self.timeout)
+    def fork(self, session_id, count, seeds=(), at_length=None):
+        request = pb.ForkRequest(session_id=session_id, count=count, seeds=list(seeds))
+        if at_length is not None:
+            request.at_length = at_length  # branch from the first at_length tokens
+        resp = self.stub.Fork(request, timeout=self.timeout)
         return [s.id for s in resp.sessions]
+
+    def truncate(self, session_id, length):
+        """Keeps the session's first `length` tokens; returns the TruncateResponse."""
+        return self.stub.Truncate(pb.TruncateRequest(session_id=session_id, length=length),
+                                  timeout=self.timeout)
 
     def snapshot(self, session_id, name=""):
         return self.stub.Snapshot(pb.SnapshotRequest(session_id=session_id, name=name),

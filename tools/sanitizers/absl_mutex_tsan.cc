@@ -70,12 +70,17 @@ void AnnounceAcquire(Mu* mu) {
 extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 
-// A Condition that evaluates `user` with TSan ignoring its reads.
+// A Condition that evaluates `user` with TSan ignoring its reads. It is
+// built with absl's void* constructor, so the reads of the Condition object
+// itself happen in absl's (uninstrumented) code, and Eval is not
+// instrumented either: the unlocking thread evaluates a waiter's condition
+// after it has released the lock (to TSan), and the waiter's stack, where
+// the condition lives, is reused once the waiter returns.
 struct QuietCondition {
   const Cond* user;
-  static bool Eval(QuietCondition* q) {
+  __attribute__((no_sanitize("thread"))) static bool Eval(void* arg) {
     AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    const bool r = q->user->Eval();
+    const bool r = static_cast<QuietCondition*>(arg)->user->Eval();
     AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
     return r;
   }
@@ -85,79 +90,97 @@ struct QuietCondition {
 
 #define KVS_QUIET(cond) \
   QuietCondition quiet{&(cond)}; \
-  const Cond quiet_cond(&QuietCondition::Eval, &quiet)
+  const Cond quiet_cond(&QuietCondition::Eval, static_cast<void*>(&quiet))
+
+// Only the outermost wrapper on a thread talks to TSan: the real functions
+// call one another through the PLT (Debian's CondVar::WaitWithTimeout calls
+// WaitWithDeadline, which lands in our wrapper again), and announcing the
+// inner call too would release a lock TSan no longer sees held.
+thread_local int t_wrapper_depth = 0;
+class OutermostCall {
+ public:
+  OutermostCall() : outer_(t_wrapper_depth++ == 0) {}
+  ~OutermostCall() { --t_wrapper_depth; }
+  OutermostCall(const OutermostCall&) = delete;
+  OutermostCall& operator=(const OutermostCall&) = delete;
+  bool outer() const { return outer_; }
+
+ private:
+  const bool outer_;
+};
 
 #define KVS_REAL(type, mangled)                          \
-  static const auto real = Real<type>(mangled)
+  static const auto real = Real<type>(mangled);          \
+  const OutermostCall call
 
 void absl::Mutex::Lock() {
   KVS_REAL(void (*)(Mu*), "5Mutex4LockEv");
-  __tsan_mutex_pre_lock(this, 0);
+  if (call.outer()) __tsan_mutex_pre_lock(this, 0);
   real(this);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, 0, 0);
 }
 
 bool absl::Mutex::TryLock() {
   KVS_REAL(bool (*)(Mu*), "5Mutex7TryLockEv");
-  __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
   const bool locked = real(this);
-  __tsan_mutex_post_lock(this, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock_failed, 0);
   return locked;
 }
 
 void absl::Mutex::Unlock() {
   KVS_REAL(void (*)(Mu*), "5Mutex6UnlockEv");
-  __tsan_mutex_pre_unlock(this, 0);
+  if (call.outer()) __tsan_mutex_pre_unlock(this, 0);
   real(this);
-  __tsan_mutex_post_unlock(this, 0);
+  if (call.outer()) __tsan_mutex_post_unlock(this, 0);
 }
 
 void absl::Mutex::ReaderLock() {
   KVS_REAL(void (*)(Mu*), "5Mutex10ReaderLockEv");
-  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   real(this);
-  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
 }
 
 bool absl::Mutex::ReaderTryLock() {
   KVS_REAL(bool (*)(Mu*), "5Mutex13ReaderTryLockEv");
-  __tsan_mutex_pre_lock(this, __tsan_mutex_try_read_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_try_read_lock);
   const bool locked = real(this);
-  __tsan_mutex_post_lock(
+  if (call.outer()) __tsan_mutex_post_lock(
       this, locked ? __tsan_mutex_try_read_lock : __tsan_mutex_try_read_lock_failed, 0);
   return locked;
 }
 
 void absl::Mutex::ReaderUnlock() {
   KVS_REAL(void (*)(Mu*), "5Mutex12ReaderUnlockEv");
-  __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_pre_unlock(this, __tsan_mutex_read_lock);
   real(this);
-  __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_post_unlock(this, __tsan_mutex_read_lock);
 }
 
 void absl::Mutex::LockWhen(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex8LockWhenERKNS0_9ConditionE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, 0);
+  if (call.outer()) __tsan_mutex_pre_lock(this, 0);
   real(this, quiet_cond);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, 0, 0);
 }
 
 void absl::Mutex::ReaderLockWhen(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex14ReaderLockWhenERKNS0_9ConditionE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   real(this, quiet_cond);
-  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
 }
 
 bool absl::Mutex::LockWhenWithTimeout(const Cond& cond, absl::Duration timeout) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, 0);
+  if (call.outer()) __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, quiet_cond, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, 0, 0);
   return r;
 }
 
@@ -165,9 +188,9 @@ bool absl::Mutex::LockWhenWithDeadline(const Cond& cond, absl::Time deadline) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, 0);
+  if (call.outer()) __tsan_mutex_pre_lock(this, 0);
   const bool r = real(this, quiet_cond, deadline);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, 0, 0);
   return r;
 }
 
@@ -175,9 +198,9 @@ bool absl::Mutex::ReaderLockWhenWithTimeout(const Cond& cond, absl::Duration tim
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   const bool r = real(this, quiet_cond, timeout);
-  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
   return r;
 }
 
@@ -185,27 +208,27 @@ bool absl::Mutex::ReaderLockWhenWithDeadline(const Cond& cond, absl::Time deadli
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   KVS_QUIET(cond);
-  __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
+  if (call.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_read_lock);
   const bool r = real(this, quiet_cond, deadline);
-  __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
+  if (call.outer()) __tsan_mutex_post_lock(this, __tsan_mutex_read_lock, 0);
   return r;
 }
 
 void absl::Mutex::Await(const Cond& cond) {
   KVS_REAL(void (*)(Mu*, const Cond&), "5Mutex5AwaitERKNS0_9ConditionE");
   KVS_QUIET(cond);
-  AnnounceRelease(this);
+  if (call.outer()) AnnounceRelease(this);
   real(this, quiet_cond);
-  AnnounceAcquire(this);
+  if (call.outer()) AnnounceAcquire(this);
 }
 
 bool absl::Mutex::AwaitWithTimeout(const Cond& cond, absl::Duration timeout) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Duration),
            "5Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   KVS_QUIET(cond);
-  AnnounceRelease(this);
+  if (call.outer()) AnnounceRelease(this);
   const bool r = real(this, quiet_cond, timeout);
-  AnnounceAcquire(this);
+  if (call.outer()) AnnounceAcquire(this);
   return r;
 }
 
@@ -213,9 +236,9 @@ bool absl::Mutex::AwaitWithDeadline(const Cond& cond, absl::Time deadline) {
   KVS_REAL(bool (*)(Mu*, const Cond&, absl::Time),
            "5Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   KVS_QUIET(cond);
-  AnnounceRelease(this);
+  if (call.outer()) AnnounceRelease(this);
   const bool r = real(this, quiet_cond, deadline);
-  AnnounceAcquire(this);
+  if (call.outer()) AnnounceAcquire(this);
   return r;
 }
 
@@ -227,25 +250,25 @@ absl::Mutex::~Mutex() {
 
 void absl::CondVar::Wait(Mu* mu) {
   KVS_REAL(void (*)(absl::CondVar*, Mu*), "7CondVar4WaitEPNS0_5MutexE");
-  AnnounceRelease(mu);
+  if (call.outer()) AnnounceRelease(mu);
   real(this, mu);
-  AnnounceAcquire(mu);
+  if (call.outer()) AnnounceAcquire(mu);
 }
 
 bool absl::CondVar::WaitWithTimeout(Mu* mu, absl::Duration timeout) {
   KVS_REAL(bool (*)(absl::CondVar*, Mu*, absl::Duration),
            "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
-  AnnounceRelease(mu);
+  if (call.outer()) AnnounceRelease(mu);
   const bool r = real(this, mu, timeout);
-  AnnounceAcquire(mu);
+  if (call.outer()) AnnounceAcquire(mu);
   return r;
 }
 
 bool absl::CondVar::WaitWithDeadline(Mu* mu, absl::Time deadline) {
   KVS_REAL(bool (*)(absl::CondVar*, Mu*, absl::Time),
            "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
-  AnnounceRelease(mu);
+  if (call.outer()) AnnounceRelease(mu);
   const bool r = real(this, mu, deadline);
-  AnnounceAcquire(mu);
+  if (call.outer()) AnnounceAcquire(mu);
   return r;
 }

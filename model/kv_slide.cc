@@ -1,0 +1,81 @@
+#include "model/kv_slide.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvs {
+
+absl::StatusOr<SlidePlan> PlanSlide(int kv_length, int max_context, int keep_tokens,
+                                    int page_tokens) {
+  const int t = page_tokens;
+  SlidePlan plan;
+  plan.keep_pages = (std::max(0, keep_tokens) + t - 1) / t;
+  const int after_keep = max_context / t - plan.keep_pages;  // whole pages after the kept ones
+  if (after_keep < 1) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "keep_tokens ", keep_tokens, " (", plan.keep_pages, " pages of ", t,
+        " tokens) leaves no page of the ", max_context, "-token context to drop"));
+  }
+  plan.drop_pages = std::max(1, after_keep / 2);
+  if ((plan.keep_pages + plan.drop_pages) * t > kv_length) {
+    return absl::OutOfRangeError(absl::StrCat("the KV holds ", kv_length,
+                                              " positions; sliding needs ",
+                                              (plan.keep_pages + plan.drop_pages) * t));
+  }
+  return plan;
+}
+
+absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool from_reserve,
+                     KvSequence* kv) {
+  const KvGeometry& g = kv->geometry();
+  const int t = g.page_tokens;
+  const int length = kv->length();
+  if (plan.keep_pages < 0 || plan.drop_pages < 1 ||
+      (plan.keep_pages + plan.drop_pages) * t > length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slide of ", plan.drop_pages, " pages after ", plan.keep_pages, " is outside the ", length,
+        "-position sequence"));
+  }
+  PagePool* pool = kv->pool();
+  const int used = (length + t - 1) / t;
+  const int first_moved = plan.keep_pages + plan.drop_pages;
+  const int new_length = length - plan.drop_pages * t;
+  const int64_t delta = -static_cast<int64_t>(plan.drop_pages) * t;
+
+  // The new table: the kept pages (one more reference each: Adopt releases
+  // the old table's), then a turned page for each moved one.
+  std::vector<PageId> table(kv->page_table().begin(), kv->page_table().begin() + plan.keep_pages);
+  std::vector<PageId> copies;  // new pages, released on failure
+  for (int i = first_moved; i < used; ++i) {
+    const PageId old = kv->page_table()[i];
+    if (pool->TakeSole(old)) {
+      // Ours alone: turn in place (its prefix-cache key, if any, is gone:
+      // the bytes it named are about to change; losing it is harmless if
+      // a later step fails).
+      table.push_back(old);
+      continue;
+    }
+    absl::StatusOr<PageId> copy = pool->Allocate(from_reserve);
+    if (!copy.ok()) {
+      for (PageId p : copies) pool->Release(p);
+      return copy.status();
+    }
+    std::memcpy(pool->data(*copy), pool->data(old), g.page_bytes());
+    copies.push_back(*copy);
+    table.push_back(*copy);
+  }
+  // Nothing can fail from here on.
+  for (int i = 0; i < plan.keep_pages; ++i) pool->AddRef(table[i]);
+  for (int i = first_moved; i < used; ++i) {
+    const PageId page = table[plan.keep_pages + (i - first_moved)];
+    if (page == kv->page_table()[i]) pool->AddRef(page);  // turned in place: keep it
+    rotation.Rotate(g, pool->data(page), std::min(t, length - i * t), delta);
+  }
+  kv->Adopt(std::move(table), new_length);
+  return absl::OkStatus();
+}
+
+}  // namespace kvs

@@ -1,0 +1,169 @@
+// SlideKv and PlanSlide on real KV pages of a real model
+// (../shared/models/tiny-llama-q8_0.gguf).
+#include "model/kv_slide.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "model/thread_pool.h"
+#include "model/transformer.h"
+
+namespace kvs {
+namespace {
+
+constexpr int kT = 8;  // tokens per page
+
+std::vector<uint8_t> Bytes(const PagePool& pool, PageId p) {
+  return std::vector<uint8_t>(pool.data(p), pool.data(p) + pool.geometry().page_bytes());
+}
+
+class KvSlideTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = Model::Load(std::string(KVS_SHARED_DIR) + "/models/tiny-llama-q8_0.gguf");
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = std::move(*m);
+    const ModelConfig& c = model_->config();
+    geometry_ = {c.n_layers, c.n_kv_heads, c.head_dim, kT, KvDtype::kF32};
+    rotation_ = std::make_unique<KeyRotation>(c, model_->weights());
+    transformer_ = std::make_unique<Transformer>(c, model_->weights(), &threads_, 256, 64);
+  }
+
+  // Appends `n` tokens to `kv`; returns the greedy next token.
+  int32_t Feed(KvSequence* kv, const std::vector<int32_t>& tokens) {
+    EXPECT_TRUE(kv->PrepareAppend(static_cast<int>(tokens.size())).ok());
+    ForwardItem item{kv, tokens};
+    std::vector<float> logits(model_->config().vocab_size);
+    absl::Status s = transformer_->Forward({&item, 1}, logits.data());
+    EXPECT_TRUE(s.ok()) << s;
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  std::vector<int32_t> Tokens(int n) {
+    std::vector<int32_t> v;
+    for (int i = 0; i < n; ++i) v.push_back((3 + 17 * i) % model_->config().vocab_size);
+    return v;
+  }
+
+  ThreadPool threads_{2};
+  std::unique_ptr<Model> model_;
+  KvGeometry geometry_;
+  std::unique_ptr<KeyRotation> rotation_;
+  std::unique_ptr<Transformer> transformer_;
+};
+
+TEST_F(KvSlideTest, PlanKeepsKeepTokensRoundedUpToAPageAndDropsHalfTheRest) {
+  absl::StatusOr<SlidePlan> p = PlanSlide(64, 64, 5, 8);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->keep_pages, 1);
+  EXPECT_EQ(p->drop_pages, 3);  // 7 pages after the kept one, half rounded down
+  p = PlanSlide(64, 64, 0, 8);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->keep_pages, 0);
+  EXPECT_EQ(p->drop_pages, 4);
+  p = PlanSlide(64, 64, 56, 8);  // one page after the kept ones: it goes
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->drop_pages, 1);
+  EXPECT_EQ(PlanSlide(64, 64, 57, 8).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(PlanSlide(20, 64, 5, 8).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(KvSlideTest, DropsWholePagesAfterTheKeptOnesAndTurnsTheRestIntoThePositionsTheyMoveTo) {
+  PagePool pool(geometry_, 32);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(45));  // pages 0..5, the last holding 5 tokens
+  const std::vector<PageId> before = kv.page_table();
+  pool.SetKey(before[3], PageKey{3});  // in the prefix cache, ours alone
+  std::vector<std::vector<uint8_t>> want;  // pages 3..5 as they should become
+  for (int i = 3; i < 6; ++i) {
+    want.push_back(Bytes(pool, before[i]));
+    rotation_->Rotate(geometry_, want.back().data(), i == 5 ? 5 : kT, -2 * kT);
+  }
+  ASSERT_TRUE(SlideKv(*rotation_, {1, 2}, false, &kv).ok());
+  EXPECT_EQ(kv.length(), 45 - 16);
+  ASSERT_EQ(kv.num_pages(), 4);
+  EXPECT_EQ(kv.page_table()[0], before[0]);  // kept, untouched
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Bytes(pool, kv.page_table()[1 + i]), want[i]) << i;
+  // Unshared pages are turned in place, out of the prefix cache (the
+  // bytes its key named are gone); the dropped ones are free.
+  EXPECT_EQ(kv.page_table()[1], before[3]);
+  EXPECT_FALSE(pool.has_key(before[3]));
+  EXPECT_FALSE(pool.LookupKey(PageKey{3}).has_value());
+  EXPECT_EQ(pool.ref_count(before[1]), 0);
+  EXPECT_EQ(pool.ref_count(before[2]), 0);
+  EXPECT_EQ(pool.Stats().pages_in_use, 4);
+}
+
+TEST_F(KvSlideTest, AForkKeepsThePagesItSharesUnchanged) {
+  PagePool pool(geometry_, 32);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(40));
+  pool.SetKey(kv.page_table()[4], PageKey{1});
+  KvSequence fork = kv.Fork();
+  std::vector<std::vector<uint8_t>> fork_bytes;
+  for (PageId p : fork.page_table()) fork_bytes.push_back(Bytes(pool, p));
+  ASSERT_TRUE(SlideKv(*rotation_, {1, 2}, false, &kv).ok());
+  EXPECT_EQ(kv.length(), 24);
+  // The fork still sees every page as it was.
+  for (int i = 0; i < fork.num_pages(); ++i) EXPECT_EQ(Bytes(pool, fork.page_table()[i]), fork_bytes[i]) << i;
+  // The kept page is still shared; the moved ones are new pages.
+  EXPECT_EQ(kv.page_table()[0], fork.page_table()[0]);
+  EXPECT_EQ(pool.ref_count(kv.page_table()[0]), 2);
+  for (int i = 1; i < 3; ++i) EXPECT_NE(kv.page_table()[i], fork.page_table()[i + 2]);
+  EXPECT_EQ(pool.LookupKey(PageKey{1}), fork.page_table()[4]);  // still keyed
+  pool.Release(fork.page_table()[4]);
+  // A fork of the slid sequence shares its new pages.
+  KvSequence fork2 = kv.Fork();
+  EXPECT_EQ(fork2.page_table(), kv.page_table());
+}
+
+TEST_F(KvSlideTest, AFullPoolIsResourceExhaustedAndNothingChanges) {
+  PagePool pool(geometry_, 5);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(40));  // all 5 pages
+  KvSequence fork = kv.Fork();  // every page shared: the moved ones need copies
+  const std::vector<PageId> table = kv.page_table();
+  absl::Status s = SlideKv(*rotation_, {1, 2}, false, &kv);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.length(), 40);
+  EXPECT_EQ(kv.page_table(), table);
+  EXPECT_EQ(pool.Stats().pages_in_use, 5);
+  EXPECT_EQ(SlideKv(*rotation_, {4, 2}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SlideKv(*rotation_, {1, 0}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv.length(), 40);
+}
+
+// The "done when" at the model level: greedy generation of three times the
+// context (64 positions here) in a pool of one context's pages (plus the
+// one being written), full pages keyed as the service keys them.
+TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
+  PagePool pool(geometry_, 64 / kT + 1);
+  uint8_t next_key = 0;
+  KvSequence kv(&pool);
+  std::vector<int32_t> tokens = Tokens(12);
+  int32_t next = Feed(&kv, tokens);
+  int generated = 0, slides = 0;
+  int64_t most_pages = 0;
+  while (generated < 3 * 64) {
+    if (kv.length() == 64) {
+      absl::StatusOr<SlidePlan> plan = PlanSlide(kv.length(), 64, 4, kT);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_TRUE(SlideKv(*rotation_, *plan, false, &kv).ok());
+      ++slides;
+    }
+    next = Feed(&kv, {next});
+    ++generated;
+    if (kv.length() % kT == 0) pool.SetKey(kv.page_table()[kv.length() / kT - 1], PageKey{++next_key});
+    most_pages = std::max(most_pages, pool.Stats().pages_in_use);
+  }
+  EXPECT_GE(slides, 5);
+  EXPECT_LE(most_pages, 64 / kT);
+  EXPECT_LE(kv.length(), 64);
+}
+
+}  // namespace
+}  // namespace kvs
