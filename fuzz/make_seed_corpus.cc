@@ -105,6 +105,19 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
   del_cp.set_checkpoint_id(checkpoint);
   write("delete_checkpoint", 10, del_cp);
   write("get_server_info", 11, v1::GetServerInfoRequest());
+  v1::TruncateRequest truncate;
+  truncate.set_session_id(session);
+  truncate.set_length(3);
+  write("truncate", 12, truncate);
+  v1::TokenizeRequest tokenize;
+  tokenize.mutable_input()->set_text("Hello <s> there");
+  tokenize.mutable_input()->set_parse_special(true);
+  tokenize.set_session_id(session);
+  write("tokenize", 13, tokenize);
+  v1::DetokenizeRequest detokenize;
+  for (int id : {1, 72, 200, 2}) detokenize.add_token_ids(id);
+  detokenize.set_include_special(true);
+  write("detokenize", 14, detokenize);
   Write(dir, "generate_without_message", std::string(1, static_cast<char>(0x80 | 2)));
 }
 

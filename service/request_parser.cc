@@ -24,8 +24,12 @@ absl::Status Parse(grpc::ByteBuffer* bytes, google::protobuf::Message* message) 
     if (!reader.status().ok()) {
       return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type.full_name(), " message"));
     }
-    if (std::optional<std::string> bad = FindInvalidUtf8Field(type, &reader)) {
-      return absl::InvalidArgumentError(absl::StrCat(type.name(), ".", *bad));
+    const StringFieldWalk walk = WalkStringFields(type, &reader);
+    if (walk.invalid_utf8) return absl::InvalidArgumentError(absl::StrCat(type.name(), ".", *walk.invalid_utf8));
+    // Malformed bytes are refused here: protobuf's parser would refuse them
+    // too, after checking (and logging) a string cut short by the end.
+    if (walk.malformed) {
+      return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type.full_name(), " message"));
     }
   }
   grpc::ProtoBufferReader reader(bytes);

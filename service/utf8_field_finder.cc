@@ -89,12 +89,21 @@ Walk WalkMessage(const Descriptor& type, CodedInputStream* in, const std::string
 
 }  // namespace
 
-std::optional<std::string> FindInvalidUtf8Field(const Descriptor& type,
-                                                google::protobuf::io::ZeroCopyInputStream* input) {
+StringFieldWalk WalkStringFields(const Descriptor& type, google::protobuf::io::ZeroCopyInputStream* input) {
   CodedInputStream in(input);
   std::string found;
-  if (WalkMessage(type, &in, "", &found) == Walk::kFound) return found;
-  return std::nullopt;
+  StringFieldWalk result;
+  switch (WalkMessage(type, &in, "", &found)) {
+    case Walk::kFound: result.invalid_utf8 = std::move(found); break;
+    case Walk::kMalformed: result.malformed = true; break;
+    case Walk::kClean: break;
+  }
+  return result;
+}
+
+std::optional<std::string> FindInvalidUtf8Field(const Descriptor& type,
+                                                google::protobuf::io::ZeroCopyInputStream* input) {
+  return WalkStringFields(type, input).invalid_utf8;
 }
 
 std::optional<std::string> FindInvalidUtf8Field(const Descriptor& type, absl::string_view bytes) {

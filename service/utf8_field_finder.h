@@ -28,6 +28,20 @@
 
 namespace kvs {
 
+// What the walk over a serialized message found.
+struct StringFieldWalk {
+  // The first string field with invalid UTF-8 (as FindInvalidUtf8Field).
+  std::optional<std::string> invalid_utf8;
+  // The bytes stopped being a well-formed message before the walk ended
+  // (a truncated or overlong field, a bad length, a sub-message that does
+  // not end cleanly, nesting past protobuf's recursion limit): protobuf's
+  // parser rejects them too.
+  bool malformed = false;
+};
+// Walks every field of the message of `type` in `input` (consumed).
+StringFieldWalk WalkStringFields(const google::protobuf::Descriptor& type,
+                                 google::protobuf::io::ZeroCopyInputStream* input);
+
 // The first string field with invalid UTF-8 in the message of `type`
 // serialized in `input`, as a path from the message and what is wrong:
 //   "session_id is not valid UTF-8"

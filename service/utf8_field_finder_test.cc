@@ -3,6 +3,9 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "kvsession/v1/kvsession.pb.h"
 #include "service/wire_bytes_test_util.h"
@@ -102,6 +105,32 @@ TEST(Utf8FieldFinderTest, BytesFieldsUnknownFieldsAndOtherWireTypesAreNotChecked
   EXPECT_EQ(Find<v1::GetSessionRequest>(unknown), std::nullopt);
   v1::GetSessionRequest get;
   EXPECT_TRUE(get.ParseFromString(unknown));
+}
+
+// Whatever the walk calls malformed, protobuf's parser refuses too (so the
+// service can refuse it without parsing).
+TEST(Utf8FieldFinderTest, WhatTheWalkCallsMalformedTheParserRefuses) {
+  const std::vector<std::string> malformed = {
+      "\x0a\x24ses_\xd3SS",                        // a string cut short (bad UTF-8 in it)
+      "\x0a\x05ab",                                  // a string cut short
+      "\x10\xff\xff",                               // a varint cut short
+      "\x12\x05\x0a\x09short",                     // a sub-message's string past its end
+      "\x0c",                                         // an end group with no start
+      "\x0f\x00",                                    // wire type 7
+  };
+  for (const std::string& bytes : malformed) {
+    google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+    const StringFieldWalk walk = WalkStringFields(*v1::GenerateRequest::descriptor(), &input);
+    EXPECT_TRUE(walk.malformed) << absl::CHexEscape(bytes);
+    v1::GenerateRequest m;
+    EXPECT_FALSE(m.ParseFromString(bytes)) << absl::CHexEscape(bytes);
+  }
+  v1::GenerateRequest valid;
+  valid.set_session_id("ses_1");
+  valid.add_stop("x");
+  const std::string bytes = valid.SerializeAsString();
+  google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  EXPECT_FALSE(WalkStringFields(*v1::GenerateRequest::descriptor(), &input).malformed);
 }
 
 TEST(Utf8FieldFinderTest, MalformedBytesBeforeABadStringAreLeftToTheParser) {
