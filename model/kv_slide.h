@@ -59,6 +59,31 @@ absl::StatusOr<SlidePlan> PlanSlide(int kv_length, int max_context, int keep_tok
 absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool from_reserve,
                      KvSequence* kv);
 
+// A slide by any number of tokens (a chat session's turn-aligned slide,
+// model/turn_slide_plan.h): positions [keep_tokens, keep_tokens +
+// drop_tokens) go, and every later position p moves to p - drop_tokens.
+struct TokenSlide {
+  int keep_tokens = 0;
+  int drop_tokens = 0;
+};
+
+// Applies `slide` to `kv`. When both counts are multiples of T this is
+// SlideKv of the same whole pages (the fast path, pages turned in place
+// when unshared). Otherwise the kept full pages (the first keep_tokens / T)
+// stay untouched with their ids, and every page from the one holding
+// position keep_tokens on is rebuilt in a NEW page: the kept slots of the
+// partial kept page copied as they are, the moved tokens' K/V rows copied
+// to their new slots and their keys turned by -drop_tokens. No page another
+// sequence holds is written (forks, the prefix cache keep what they see);
+// the replaced pages lose this sequence's reference. Afterwards
+// kv->length() is the old length minus drop_tokens; pages reserved past
+// the length are released. `from_reserve` as for SlideKv.
+// Errors (nothing changes): INVALID_ARGUMENT unless 0 <= keep_tokens,
+// 1 <= drop_tokens and keep_tokens + drop_tokens <= length;
+// RESOURCE_EXHAUSTED when the pool has no page for the rebuilt pages.
+absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
+                           bool from_reserve, KvSequence* kv);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_MODEL_KV_SLIDE_H_
