@@ -16,6 +16,10 @@
 // context shifting makes, and why their page hashes must change
 // (cache/page_hash_chain.h SetSalt).
 //
+// A chat session slides by whole turns instead (model/turn_slide_plan.h),
+// which are not page aligned: SlideKvTokens below repacks the moved rows
+// into new pages at their new offsets, with the same key rotation.
+//
 // Thread safety: pure functions over one sequence, which the caller owns
 // (KvSequence is not thread-safe).
 #ifndef KVSESSION_MODEL_KV_SLIDE_H_
@@ -37,8 +41,8 @@ struct SlidePlan {
 // (`max_context` positions): keep ceil(keep_tokens / T) pages and drop half
 // of the whole pages the context has after them (rounded down, at least
 // one; llama.cpp also drops half of what is after n_keep), so a session
-// slides once per about half a context of new tokens. A chat session could
-// later move the cut to a turn boundary here (a hint the caller passes).
+// slides once per about half a context of new tokens (a chat session's
+// turn-aligned plan: model/turn_slide_plan.h).
 // OUT_OF_RANGE when keep_tokens leaves no whole page of the context to
 // drop, or kv_length does not cover the pages to drop.
 absl::StatusOr<SlidePlan> PlanSlide(int kv_length, int max_context, int keep_tokens,
