@@ -80,6 +80,7 @@ absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_contex
   // The salt names everything up to the last dropped page.
   s.page_hashes->Extend(s.tokens, s.kv->length() / t);
   const PageHash salt = SlideSalt(s.page_hashes->hashes()[keep + drop - 1], keep, drop);
+  const int salt_page = SaltPage(keep);
   absl::Status st = SlideKv(rotation, *plan, /*from_reserve=*/true, &*s.kv);
   if (absl::IsResourceExhausted(st)) {
     const int moved = s.kv->num_pages() - keep - drop;
@@ -92,12 +93,17 @@ absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_contex
     s.tokens.erase(s.tokens.begin() + static_cast<ptrdiff_t>(keep) * t,
                    s.tokens.begin() + static_cast<ptrdiff_t>(keep + drop) * t);
   }
-  s.slide_salt = ChainSalt{keep, salt};
+  s.slide_salt = ChainSalt{salt_page, salt};
   s.tokens_dropped += dropped;
-  s.page_hashes->Truncate(keep);
+  s.page_hashes->Truncate(salt_page);
   s.page_hashes->SetSalt(*s.slide_salt);
   Commit();  // hashes and keys the moved full pages
   return dropped;
+}
+
+int SessionKv::SaltPage(int first_changed) const {
+  const std::optional<ChainSalt>& current = session_->page_hashes->salt();
+  return current && current->page < first_changed ? current->page : first_changed;
 }
 
 absl::Status SessionKv::SlideTokens(const KeyRotation& rotation, const TokenSlide& slide) {
@@ -113,6 +119,7 @@ absl::Status SessionKv::SlideTokens(const KeyRotation& rotation, const TokenSlid
       std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>((end - 1) / t) * t,
                                                  static_cast<size_t>(end - (end - 1) / t * t)));
   const PageHash salt = SlideSalt(last, keep, slide.drop_tokens);
+  const int salt_page = SaltPage(keep / t);
   absl::Status st = SlideKvTokens(rotation, slide, /*from_reserve=*/true, &*s.kv);
   if (absl::IsResourceExhausted(st)) {
     const int rebuilt = s.kv->num_pages() - keep / t;
@@ -125,9 +132,9 @@ absl::Status SessionKv::SlideTokens(const KeyRotation& rotation, const TokenSlid
   }
   // Pages before the one holding the first dropped token are unchanged and
   // keep their hashes; that page (rewritten) and every later one are salted.
-  s.slide_salt = ChainSalt{keep / t, salt};
+  s.slide_salt = ChainSalt{salt_page, salt};
   s.tokens_dropped += slide.drop_tokens;
-  s.page_hashes->Truncate(keep / t);
+  s.page_hashes->Truncate(salt_page);
   s.page_hashes->SetSalt(*s.slide_salt);
   Commit();
   return absl::OkStatus();

@@ -94,6 +94,12 @@ class SessionKv {
                             const ChatJob* chat = nullptr);
 
  private:
+  // The page a new slide salt restarts the chain at: `first_changed` (the
+  // first page whose KV the slide changes), or the current salt's page if
+  // lower (a turn slide's salt at the partial kept page, then a page slide
+  // keeping that page): the record holds one salt, so the pages already
+  // salted are rehashed under the new one.
+  int SaltPage(int first_changed) const;
   // The turn-aligned slide (Slide with a chat job).
   absl::Status SlideTokens(const KeyRotation& rotation, const TokenSlide& slide);
 

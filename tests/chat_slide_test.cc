@@ -30,8 +30,9 @@ const char kSystemTurn[] = "<|im_start|>system\nAnswer briefly.<|im_end|>\n";
 // max_tokens and closed by the next user message.
 const std::map<int32_t, float> kNoMarkers = {{kImStart, -100}, {kImEnd, -100}, {kEndOfText, -100}};
 
+// Each starts with its number: no two rounds' turns begin alike.
 std::string Question(int i) {
-  std::string q = "Question " + std::to_string(i) + ": what does a KV cache hold";
+  std::string q = std::to_string(i) + ". What does a KV cache hold";
   for (int k = 0; k < i % 4; ++k) q += ", and why";
   return q + "?";
 }
@@ -80,11 +81,11 @@ class ChatSlideTest : public ServiceFixture {
   }
 
   // A SLIDE chat created with a system message (kept: keep_tokens unset).
-  v1::Session CreateChat() {
+  v1::Session CreateChat(const std::string& system = "Answer briefly.") {
     v1::CreateSessionRequest req;
     v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
     m->set_role("system");
-    m->set_content("Answer briefly.");
+    m->set_content(system);
     req.mutable_sampling()->set_temperature(0);
     req.set_context_policy(v1::CONTEXT_POLICY_SLIDE);
     absl::StatusOr<v1::Session> s = client_->CreateSession(req);
@@ -92,11 +93,11 @@ class ChatSlideTest : public ServiceFixture {
     return s.ok() ? *s : v1::Session();
   }
 
-  // One round: the user's question i, a 12-token reply.
-  GenerateResult Turn(const std::string& session, int i) {
+  // One round: the user's question i, a `reply`-token reply.
+  GenerateResult Turn(const std::string& session, int i, int reply = 12) {
     v1::GenerateRequest req;
     req.set_session_id(session);
-    req.set_max_tokens(12);
+    req.set_max_tokens(reply);
     req.mutable_sampling()->set_temperature(0);
     for (const auto& [id, b] : kNoMarkers) (*req.mutable_sampling()->mutable_logit_bias())[id] = b;
     v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
@@ -225,6 +226,54 @@ TEST_F(ChatSlideTest, ASlidChatSurvivesKill9AndContinuesExactlyLikeItsTwin) {
   EXPECT_GT(later_dropped, 0);  // it slid again after the restart
   EXPECT_EQ(Tokens(s.id()), twin_tokens);
   ExpectStartAndWholeTurns(s.id(), 13);
+}
+
+// The kept full pages before the first dropped token are unchanged and keep
+// their prefix-cache hashes; the partial kept page (rewritten with the
+// moved turns) and every later one are salted: a fresh session given the
+// slid session's tokens finds exactly the kept full pages in the cache.
+TEST_F(ChatSlideTest, OnlyTheUnchangedKeptPagesOfASlidChatFeedAFreshPrompt) {
+  const v1::Session s = CreateChat(
+      "Answer briefly and precisely, in plain words, without lists or tables, and keep "
+      "every reply under three short sentences.");
+  const int keep = s.keep_tokens();
+  ASSERT_GE(keep / 16, 1);
+  ASSERT_NE(keep % 16, 0);  // the kept head ends inside a page
+  int64_t dropped = 0;
+  for (int i = 0; i < 8; ++i) dropped += Turn(s.id(), i).usage.tokens_dropped();
+  ASSERT_GT(dropped, 0);
+  const std::vector<int32_t> slid = Tokens(s.id());
+  ASSERT_GT(static_cast<int>(slid.size()), keep + 16);
+  v1::CreateSessionRequest create;
+  create.mutable_sampling()->set_temperature(0);
+  absl::StatusOr<v1::Session> fresh = client_->CreateSession(create);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->length(), 0);  // Qwen3: no BOS
+  v1::AppendRequest append;
+  append.set_session_id(fresh->id());
+  for (int32_t id : slid) append.mutable_input()->mutable_tokens()->add_ids(id);
+  absl::StatusOr<v1::AppendResponse> response = client_->Append(append);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->usage().cached_tokens(), keep / 16 * 16);
+}
+
+// A reply longer than the context leaves no turn boundary to cut at after
+// the kept head: the slide falls back to whole pages (docs/api.md) and
+// generation goes on, also after a restart.
+TEST_F(ChatSlideTest, AReplyLongerThanTheContextFallsBackToSlidingByPages) {
+  const v1::Session s = CreateChat();
+  const GenerateResult r = Turn(s.id(), 0, 3 * kContext);
+  EXPECT_EQ(r.ids.size(), static_cast<size_t>(3 * kContext));
+  EXPECT_GT(r.usage.tokens_dropped(), 2 * kContext);
+  EXPECT_LE(r.usage.session_tokens(), kContext);
+  const std::vector<int32_t> tokens = Tokens(s.id());
+  EXPECT_EQ(Text(tokens).rfind(kSystemTurn, 0), 0u);  // the kept head stays
+  // Turn slides then page slides persist (one salt in the record) and the
+  // conversation continues after kill -9.
+  server_->Kill();
+  StartSlideServer();
+  EXPECT_EQ(Tokens(s.id()), tokens);
+  EXPECT_EQ(Turn(s.id(), 1).ids.size(), 12u);
 }
 
 }  // namespace
