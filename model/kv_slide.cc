@@ -97,12 +97,23 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
   const int kept_pages = keep / t;                       // untouched
   const int new_pages = (new_length + t - 1) / t - kept_pages;  // rebuilt
   std::vector<PageId> table(kv->page_table().begin(), kv->page_table().begin() + kept_pages);
-  for (int i = 0; i < new_pages; ++i) {
+  std::vector<PageId> fresh;  // new pages, released on failure
+  for (int i = kept_pages; i < kept_pages + new_pages; ++i) {
+    const PageId old = kv->page_table()[i];
+    if (pool->TakeSole(old)) {
+      // Ours alone: rebuilt in place (out of the prefix cache, as in
+      // SlideKv). Rows only move towards the start, and are copied in
+      // increasing position order, so no row is overwritten before it is
+      // read.
+      table.push_back(old);
+      continue;
+    }
     absl::StatusOr<PageId> page = pool->Allocate(from_reserve);
     if (!page.ok()) {
-      for (size_t j = kept_pages; j < table.size(); ++j) pool->Release(table[j]);
+      for (PageId p : fresh) pool->Release(p);
       return page.status();
     }
+    fresh.push_back(*page);
     table.push_back(*page);
   }
   // Nothing can fail from here on. Copy runs of rows that stay inside one
@@ -118,8 +129,8 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
         for (int part = 0; part < 2; ++part) {
           for (int head = 0; head < g.n_kv_heads; ++head) {
             const size_t block = g.block_offset(layer, static_cast<KvPart>(part), head);
-            std::memcpy(dst + block + g.slot_offset(to % t), src + block + g.slot_offset(from % t),
-                        run * row);
+            std::memmove(dst + block + g.slot_offset(to % t), src + block + g.slot_offset(from % t),
+                         run * row);
           }
         }
       }
@@ -135,7 +146,9 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
     const int end = std::min(new_length, (i + 1) * t) - i * t;
     rotation.RotateSlots(g, pool->data(table[i]), first, end, -static_cast<int64_t>(drop));
   }
-  for (int i = 0; i < kept_pages; ++i) pool->AddRef(table[i]);
+  for (int i = 0; i < kept_pages + new_pages; ++i) {
+    if (table[i] == kv->page_table()[i]) pool->AddRef(table[i]);  // kept, or rebuilt in place
+  }
   kv->Adopt(std::move(table), new_length);
   return absl::OkStatus();
 }

@@ -75,11 +75,13 @@ struct TokenSlide {
 // SlideKv of the same whole pages (the fast path, pages turned in place
 // when unshared). Otherwise the kept full pages (the first keep_tokens / T)
 // stay untouched with their ids, and every page from the one holding
-// position keep_tokens on is rebuilt in a NEW page: the kept slots of the
-// partial kept page copied as they are, the moved tokens' K/V rows copied
-// to their new slots and their keys turned by -drop_tokens. No page another
-// sequence holds is written (forks, the prefix cache keep what they see);
-// the replaced pages lose this sequence's reference. Afterwards
+// position keep_tokens on is rebuilt: the kept slots of the partial kept
+// page stay as they are, the moved tokens' K/V rows are copied to their new
+// slots and their keys turned by -drop_tokens. A page this sequence holds
+// alone is rebuilt in place (after taking it out of the prefix cache,
+// PagePool::TakeSole); a shared one (a fork, a restored checkpoint) in a
+// NEW page, so no other sequence sees a change. Pages no longer needed
+// lose this sequence's reference. Afterwards
 // kv->length() is the old length minus drop_tokens; pages reserved past
 // the length are released. `from_reserve` as for SlideKv.
 // Errors (nothing changes): INVALID_ARGUMENT unless 0 <= keep_tokens,

@@ -247,7 +247,7 @@ TEST_F(KvSlideTest, ATokenSlideKeepsTheKeptFullPagesAndTakesTheFastPathWhenPageA
   EXPECT_EQ(kv.length(), 42);
   EXPECT_EQ(kv.page_table()[0], before[0]);
   EXPECT_EQ(kv.page_table()[1], before[1]);
-  EXPECT_NE(kv.page_table()[2], before[2]);  // keeps 3 of its slots: rewritten
+  EXPECT_EQ(kv.page_table()[2], before[2]);  // keeps 3 of its slots: rebuilt in place
   EXPECT_EQ(pool.Stats().pages_in_use, 6);
   // Whole pages: SlideKv's turn in place (same page ids for unshared pages).
   const std::vector<PageId> mid = kv.page_table();
@@ -260,6 +260,7 @@ TEST_F(KvSlideTest, ATokenSlideOutsideTheSequenceOrWithoutRoomChangesNothing) {
   PagePool pool(geometry_, 6);
   KvSequence kv(&pool);
   Feed(&kv, Tokens(40));  // 5 of the 6 pages
+  KvSequence fork = kv.Fork();  // every page shared: rebuilt pages need new ones
   const std::vector<PageId> table = kv.page_table();
   EXPECT_EQ(SlideKvTokens(*rotation_, {5, 0}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(SlideKvTokens(*rotation_, {30, 11}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
@@ -269,6 +270,37 @@ TEST_F(KvSlideTest, ATokenSlideOutsideTheSequenceOrWithoutRoomChangesNothing) {
   EXPECT_EQ(kv.length(), 40);
   EXPECT_EQ(kv.page_table(), table);
   EXPECT_EQ(pool.Stats().pages_in_use, 5);
+}
+
+// Pages the sequence holds alone are rebuilt in place, with the same bytes
+// a rebuild into new pages gives, and no extra page.
+TEST_F(KvSlideTest, AnUnsharedTokenSlideRebuildsInPlaceAndMatchesTheCopy) {
+  PagePool pool(geometry_, 32);
+  KvSequence alone(&pool), shared(&pool);
+  Feed(&alone, Tokens(45));
+  Feed(&shared, Tokens(45));
+  KvSequence fork = shared.Fork();
+  const std::vector<PageId> before = alone.page_table();
+  pool.SetKey(before[1], PageKey{7});
+  const int64_t in_use = pool.Stats().pages_in_use;
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {5, 11}, false, &alone).ok());
+  EXPECT_EQ(pool.ref_count(before[5]), 0);  // no longer needed
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {5, 11}, false, &shared).ok());
+  ASSERT_EQ(alone.num_pages(), shared.num_pages());
+  for (int i = 0; i < alone.num_pages(); ++i) EXPECT_EQ(alone.page_table()[i], before[i]) << i;
+  for (int layer = 0; layer < geometry_.n_layers; ++layer) {
+    for (int head = 0; head < geometry_.n_kv_heads; ++head) {
+      for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+        for (int pos = 0; pos < alone.length(); ++pos) {
+          ASSERT_EQ(Row(alone, pos, layer, part, head), Row(shared, pos, layer, part, head))
+              << "layer " << layer << " pos " << pos;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(pool.LookupKey(PageKey{7}).has_value());  // its bytes changed
+  // alone: one page fewer; shared: 5 rebuilt pages beside the fork's 6.
+  EXPECT_EQ(pool.Stats().pages_in_use, in_use - 1 + 5);
 }
 
 }  // namespace
