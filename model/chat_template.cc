@@ -14,6 +14,23 @@ ChatTemplate::ChatTemplate(ChatFormat format, const Tokenizer& tokenizer)
     if (id >= 0) end_of_turn_ids_.push_back(id);
   }
   std::sort(end_of_turn_ids_.begin(), end_of_turn_ids_.end());
+  for (const std::string& marker : ChatTurnStartMarkers(format_.family)) {
+    const int32_t id = MarkerToken(marker);
+    if (id >= 0) turn_start_ids_.push_back(id);
+  }
+  std::sort(turn_start_ids_.begin(), turn_start_ids_.end());
+  // The start's tokens: a first message rendered with the start, minus the
+  // same message without it (when the rest is the same tokens).
+  const ChatMessage probe{"user", "x"};
+  absl::StatusOr<RenderedChat> with = RenderAppended({&probe, 1}, false);
+  absl::StatusOr<RenderedChat> without = RenderAppended({&probe, 1}, true);
+  if (with.ok() && without.ok() && with->ids.size() > without->ids.size() &&
+      std::equal(without->ids.begin(), without->ids.end(),
+                 with->ids.end() - static_cast<ptrdiff_t>(without->ids.size())) &&
+      !turn_start_ids_.empty() &&
+      std::binary_search(turn_start_ids_.begin(), turn_start_ids_.end(), with->ids[0])) {
+    conversation_start_tokens_ = static_cast<int>(with->ids.size() - without->ids.size());
+  }
 }
 
 absl::StatusOr<ChatTemplate> ChatTemplate::Create(const GgufFile& gguf, const Tokenizer& tokenizer,

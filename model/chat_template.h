@@ -94,6 +94,15 @@ class ChatTemplate {
   // stopping generation; those of the vocabulary only, sorted.
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
 
+  // Token ids that open a turn (ChatTurnStartMarkers: <|im_start|>,
+  // <|start_header_id|>, ...), where a chat session's slide may cut; those
+  // of the vocabulary only (empty when it has none), sorted.
+  const std::vector<int32_t>& turn_start_ids() const { return turn_start_ids_; }
+  // Tokens of the conversation's start that are a whole turn of their own
+  // (ChatML's default system prompt), which a slide keeps; 0 for the other
+  // families (their BOS comes before the first turn start anyway).
+  int conversation_start_tokens() const { return conversation_start_tokens_; }
+
  private:
   ChatTemplate(ChatFormat format, const Tokenizer& tokenizer);
 
@@ -108,6 +117,8 @@ class ChatTemplate {
   ChatFormat format_;
   const Tokenizer* tokenizer_;
   std::vector<int32_t> end_of_turn_ids_;
+  std::vector<int32_t> turn_start_ids_;
+  int conversation_start_tokens_ = 0;
 };
 
 }  // namespace kvs

@@ -452,6 +452,29 @@ std::vector<std::string> ChatEndOfTurnMarkers(ChatFamily family) {
   return {};
 }
 
+std::vector<std::string> ChatTurnStartMarkers(ChatFamily family) {
+  switch (family) {
+    case ChatFamily::kChatMl:
+    case ChatFamily::kQwen3:
+      return {"<|im_start|>"};
+    case ChatFamily::kLlama3:
+      return {"<|start_header_id|>"};
+    case ChatFamily::kLlama2:
+      return {"<s>"};  // each exchange: <s>[INST] ... [/INST] ... </s>
+    case ChatFamily::kMistral:
+      return {"[INST]"};
+    case ChatFamily::kPhi3:
+      return {"<|system|>", "<|user|>", "<|assistant|>"};
+    case ChatFamily::kGemma:
+      return {"<start_of_turn>"};
+    case ChatFamily::kDeepSeek:
+      return {};
+    case ChatFamily::kDeepSeek3:
+      return {"<\xEF\xBD\x9CUser\xEF\xBD\x9C>", "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>"};
+  }
+  return {};
+}
+
 std::string_view ChatTextAfterEndOfTurn(ChatFamily family) {
   switch (family) {
     case ChatFamily::kChatMl:

@@ -114,6 +114,12 @@ void AppendChatGenerationPrompt(const ChatFormat& format, bool enable_thinking,
 // "<|im_end|>"; EOS-style families list their EOS text.
 std::vector<std::string> ChatEndOfTurnMarkers(ChatFamily family);
 
+// The markers that open a turn (a message, or for llama2 a user-assistant
+// exchange), e.g. "<|im_start|>": where a chat session's slide may cut
+// (model/turn_slide_plan.h). Empty for deepseek, whose turns open with
+// plain text ("User: ").
+std::vector<std::string> ChatTurnStartMarkers(ChatFamily family);
+
 // The template text that follows the end-of-turn marker of an assistant
 // turn ("\n" for chatml, qwen3, phi3, gemma; "" otherwise): what a session
 // appends after the model generated the end-of-turn token itself.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,85 @@ TEST(ChatTemplateFamily, BadMessagesAreInvalidArgumentAndAddNothing) {
       AppendChatMessages(ChatFormat{ChatFamily::kGemma, ""}, late, {}, &pieces);
   EXPECT_EQ(late_system.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(pieces.empty());
+}
+
+}  // namespace
+}  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// The rendering of a short conversation (+ generation prompt) cut before
+// every turn-start marker: the conversation's start, then one piece per
+// turn, each beginning with its marker.
+std::vector<std::string> CutAtTurnStarts(ChatFamily family) {
+  const std::vector<std::string> markers = ChatTurnStartMarkers(family);
+  std::vector<ChatPiece> pieces;
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Bye"}};
+  const absl::Status status = AppendChatMessages(ChatFormat{family, ""}, messages, {}, &pieces);
+  EXPECT_TRUE(status.ok()) << status;
+  AppendChatGenerationPrompt(ChatFormat{family, ""}, true, &pieces);
+  std::vector<std::string> cut = {""};
+  for (const ChatPiece& piece : pieces) {
+    if (piece.is_marker && std::find(markers.begin(), markers.end(), piece.text) != markers.end()) {
+      cut.emplace_back();
+    }
+    cut.back() += piece.text;
+  }
+  return cut;
+}
+
+using Cut = std::vector<std::string>;
+
+TEST(ChatTurnStartMarkers, ChatMlAndQwen3TurnsOpenWithImStart) {
+  const Cut want = {"", "<|im_start|>user\nHi<|im_end|>\n", "<|im_start|>assistant\nHello!<|im_end|>\n",
+                    "<|im_start|>user\nBye<|im_end|>\n", "<|im_start|>assistant\n"};
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kChatMl), want);
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kQwen3), want);
+}
+
+TEST(ChatTurnStartMarkers, Llama3TurnsOpenWithStartHeaderAfterTheBos) {
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kLlama3),
+            (Cut{"<|begin_of_text|>", "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>",
+                 "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>",
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n"}));
+}
+
+TEST(ChatTurnStartMarkers, Llama2ExchangesOpenWithBos) {
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kLlama2),
+            (Cut{"", "<s>[INST] Hi [/INST] Hello! </s>", "<s>[INST] Bye [/INST]"}));
+}
+
+TEST(ChatTurnStartMarkers, MistralExchangesOpenWithInstAfterTheBos) {
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kMistral),
+            (Cut{"<s>", "[INST] Hi [/INST]Hello!</s>", "[INST] Bye [/INST]"}));
+}
+
+TEST(ChatTurnStartMarkers, Phi3TurnsOpenWithTheirRoleTag) {
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kPhi3),
+            (Cut{"", "<|user|>\nHi<|end|>\n", "<|assistant|>\nHello!<|end|>\n", "<|user|>\nBye<|end|>\n",
+                 "<|assistant|>\n"}));
+}
+
+TEST(ChatTurnStartMarkers, GemmaTurnsOpenWithStartOfTurnAfterTheBos) {
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kGemma),
+            (Cut{"<bos>", "<start_of_turn>user\nHi<end_of_turn>\n",
+                 "<start_of_turn>model\nHello!<end_of_turn>\n", "<start_of_turn>user\nBye<end_of_turn>\n",
+                 "<start_of_turn>model\n"}));
+}
+
+TEST(ChatTurnStartMarkers, DeepSeek3TurnsOpenWithTheirRoleMarker) {
+  const std::string bos = "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+  const std::string eos = "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
+  const std::string user = "<\xEF\xBD\x9CUser\xEF\xBD\x9C>", assistant = "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>";
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kDeepSeek3),
+            (Cut{bos, user + "Hi", assistant + "Hello!" + eos, user + "Bye", assistant}));
+}
+
+TEST(ChatTurnStartMarkers, DeepSeekHasNoTurnMarkerSoSlidesByPages) {
+  EXPECT_TRUE(ChatTurnStartMarkers(ChatFamily::kDeepSeek).empty());
+  EXPECT_EQ(CutAtTurnStarts(ChatFamily::kDeepSeek).size(), 1u);
 }
 
 }  // namespace

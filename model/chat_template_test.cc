@@ -216,5 +216,37 @@ TEST(ChatTemplate, MissingOrUnknownTemplatesAreClearErrors) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// The ids a slide may cut at are the vocabulary's tokens of the family's
+// turn-opening markers; a vocabulary without them has none (pages then).
+TEST(ChatTemplate, TurnStartIdsAreTheVocabularysTurnMarkerTokens) {
+  LOAD_OR_SKIP(qwen, "qwen3");
+  EXPECT_EQ(qwen_template->turn_start_ids(), std::vector<int32_t>{151644});  // <|im_start|>
+  EXPECT_EQ(qwen_template->conversation_start_tokens(), 0);
+  LOAD_OR_SKIP(llama, "llama3");
+  EXPECT_EQ(llama_template->turn_start_ids(), std::vector<int32_t>{128006});  // <|start_header_id|>
+  EXPECT_EQ(llama_template->conversation_start_tokens(), 0);  // the BOS precedes the first turn
+  EXPECT_TRUE(ChatTemplate::ForFormat({ChatFamily::kGemma, ""}, *qwen.tokenizer).turn_start_ids().empty());
+  // Every turn of a rendered conversation begins with one.
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+  absl::StatusOr<RenderedChat> r = qwen_template->RenderConversation(messages, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(std::count(r->ids.begin(), r->ids.end(), 151644), 4);
+  EXPECT_EQ(r->ids[0], 151644);
+}
+
+// ChatML's default system prompt is a turn of the conversation's start: a
+// slide keeps it.
+TEST(ChatTemplate, ChatMlDefaultSystemPromptIsTheConversationStart) {
+  LOAD_OR_SKIP(qwen, "qwen3");
+  const ChatTemplate chatml =
+      ChatTemplate::ForFormat({ChatFamily::kChatMl, "You are helpful."}, *qwen.tokenizer);
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}};
+  absl::StatusOr<RenderedChat> with = chatml.RenderAppended(messages, false);
+  absl::StatusOr<RenderedChat> without = chatml.RenderAppended(messages, true);
+  ASSERT_TRUE(with.ok() && without.ok());
+  EXPECT_GT(chatml.conversation_start_tokens(), 3);
+  EXPECT_EQ(chatml.conversation_start_tokens(), static_cast<int>(with->ids.size() - without->ids.size()));
+}
+
 }  // namespace
 }  // namespace kvs

@@ -13,10 +13,13 @@ KeyRotation::KeyRotation(const ModelConfig& config, const ModelWeights& weights)
       style_(config.rope_style),
       inv_freq_(weights.rope_inv_freq) {}
 
-void KeyRotation::Rotate(const KvGeometry& g, uint8_t* page, int n_slots, int64_t delta) const {
+void KeyRotation::RotateSlots(const KvGeometry& g, uint8_t* page, int first_slot, int end_slot,
+                              int64_t delta) const {
   ABSL_RAW_CHECK(g.n_layers == n_layers_ && g.n_kv_heads == n_kv_heads_ && g.head_dim == head_dim_,
                  "KeyRotation: the page geometry is not this model's");
-  ABSL_RAW_CHECK(n_slots >= 0 && n_slots <= g.page_tokens, "KeyRotation: n_slots out of range");
+  ABSL_RAW_CHECK(0 <= first_slot && first_slot <= end_slot && end_slot <= g.page_tokens,
+                 "KeyRotation: slots out of range");
+  const int n_slots = end_slot - first_slot;
   if (n_slots == 0 || delta == 0) return;
   std::vector<float> cos_sin(static_cast<size_t>(rope_dim_));
   RopeAngles(delta, inv_freq_.data(), rope_dim_, cos_sin.data());
@@ -24,8 +27,8 @@ void KeyRotation::Rotate(const KvGeometry& g, uint8_t* page, int n_slots, int64_
   std::vector<float> keys(static_cast<size_t>(n));
   for (int layer = 0; layer < n_layers_; ++layer) {
     for (int head = 0; head < n_kv_heads_; ++head) {
-      // The block's first n_slots keys are contiguous: one "head" per slot.
-      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head);
+      // The block's slots are contiguous: one "head" per slot.
+      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head) + g.slot_offset(first_slot);
       LoadKv(g.dtype, block, keys.data(), n);
       RopeApply(style_, keys.data(), n_slots, head_dim_, rope_dim_, cos_sin.data());
       StoreKv(g.dtype, keys.data(), block, n);

@@ -35,7 +35,14 @@ class KeyRotation {
   // `page` (laid out as `geometry`, kv_geometry.h) by `delta` positions
   // (negative: towards the start). Requires the geometry to be this
   // model's (layers, KV heads, head_dim) and 0 <= n_slots <= page_tokens.
-  void Rotate(const KvGeometry& geometry, uint8_t* page, int n_slots, int64_t delta) const;
+  void Rotate(const KvGeometry& geometry, uint8_t* page, int n_slots, int64_t delta) const {
+    RotateSlots(geometry, page, 0, n_slots, delta);
+  }
+  // The same for slots [first_slot, end_slot) only (a page repacked by a
+  // slide holds kept keys before the moved ones). Requires
+  // 0 <= first_slot <= end_slot <= page_tokens.
+  void RotateSlots(const KvGeometry& geometry, uint8_t* page, int first_slot, int end_slot,
+                   int64_t delta) const;
 
  private:
   int n_layers_;

@@ -78,4 +78,79 @@ absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool fr
   return absl::OkStatus();
 }
 
+absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
+                           bool from_reserve, KvSequence* kv) {
+  const KvGeometry& g = kv->geometry();
+  const int t = g.page_tokens;
+  const int length = kv->length();
+  const int keep = slide.keep_tokens, drop = slide.drop_tokens;
+  if (keep < 0 || drop < 1 || keep > length - drop) {
+    return absl::InvalidArgumentError(absl::StrCat("slide of ", drop, " tokens after ", keep,
+                                                   " is outside the ", length,
+                                                   "-position sequence"));
+  }
+  if (keep % t == 0 && drop % t == 0) {
+    return SlideKv(rotation, SlidePlan{keep / t, drop / t}, from_reserve, kv);
+  }
+  PagePool* pool = kv->pool();
+  const int new_length = length - drop;
+  const int kept_pages = keep / t;                       // untouched
+  const int new_pages = (new_length + t - 1) / t - kept_pages;  // rebuilt
+  std::vector<PageId> table(kv->page_table().begin(), kv->page_table().begin() + kept_pages);
+  std::vector<PageId> fresh;  // new pages, released on failure
+  for (int i = kept_pages; i < kept_pages + new_pages; ++i) {
+    const PageId old = kv->page_table()[i];
+    if (pool->TakeSole(old)) {
+      // Ours alone: rebuilt in place (out of the prefix cache, as in
+      // SlideKv). Rows only move towards the start, and are copied in
+      // increasing position order, so no row is overwritten before it is
+      // read.
+      table.push_back(old);
+      continue;
+    }
+    absl::StatusOr<PageId> page = pool->Allocate(from_reserve);
+    if (!page.ok()) {
+      for (PageId p : fresh) pool->Release(p);
+      return page.status();
+    }
+    fresh.push_back(*page);
+    table.push_back(*page);
+  }
+  // Nothing can fail from here on. Copy runs of rows that stay inside one
+  // source and one destination page: the kept slots of the partial page
+  // (source = destination position), then the moved tokens.
+  const size_t row = g.slot_offset(1);
+  auto copy = [&](int from, int to, int n) {
+    while (n > 0) {
+      const int run = std::min({n, t - from % t, t - to % t});
+      const uint8_t* src = pool->data(kv->page_table()[from / t]);
+      uint8_t* dst = pool->data(table[to / t]);
+      for (int layer = 0; layer < g.n_layers; ++layer) {
+        for (int part = 0; part < 2; ++part) {
+          for (int head = 0; head < g.n_kv_heads; ++head) {
+            const size_t block = g.block_offset(layer, static_cast<KvPart>(part), head);
+            std::memmove(dst + block + g.slot_offset(to % t), src + block + g.slot_offset(from % t),
+                         run * row);
+          }
+        }
+      }
+      from += run;
+      to += run;
+      n -= run;
+    }
+  };
+  copy(kept_pages * t, kept_pages * t, keep - kept_pages * t);
+  copy(keep + drop, keep, new_length - keep);
+  for (int i = kept_pages; i < kept_pages + new_pages; ++i) {
+    const int first = std::max(keep, i * t) - i * t;
+    const int end = std::min(new_length, (i + 1) * t) - i * t;
+    rotation.RotateSlots(g, pool->data(table[i]), first, end, -static_cast<int64_t>(drop));
+  }
+  for (int i = 0; i < kept_pages + new_pages; ++i) {
+    if (table[i] == kv->page_table()[i]) pool->AddRef(table[i]);  // kept, or rebuilt in place
+  }
+  kv->Adopt(std::move(table), new_length);
+  return absl::OkStatus();
+}
+
 }  // namespace kvs

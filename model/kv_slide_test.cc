@@ -3,6 +3,7 @@
 #include "model/kv_slide.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -163,6 +164,143 @@ TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
   EXPECT_GE(slides, 5);
   EXPECT_LE(most_pages, 64 / kT);
   EXPECT_LE(kv.length(), 64);
+}
+
+// The rows of position `pos` of one (layer, part, head) block.
+std::vector<float> Row(const KvSequence& kv, int pos, int layer, KvPart part, int head) {
+  std::vector<float> out(kv.geometry().head_dim);
+  LoadKv(kv.geometry().dtype, kv.slot(pos, layer, part, head), out.data(), out.size());
+  return out;
+}
+
+// A chat session's turn-aligned slide moves tokens by a count that is not
+// a multiple of T (here keep 5, drop 11, T = 8): every moved row lands in
+// its new slot, its key turned as if computed there.
+TEST_F(KvSlideTest, ATokenSlideRepacksTheRowsAtTheirNewPositionsWithKeysTurnedByTheShift) {
+  PagePool pool(geometry_, 32);
+  KvSequence kv(&pool);
+  const std::vector<int32_t> tokens = Tokens(45);
+  Feed(&kv, tokens);
+  KvSequence fork = kv.Fork();  // shares every page: it must see no change
+  std::vector<std::vector<uint8_t>> fork_bytes;
+  for (PageId p : fork.page_table()) fork_bytes.push_back(Bytes(pool, p));
+  const int keep = 5, drop = 11;
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {keep, drop}, false, &kv).ok());
+  ASSERT_EQ(kv.length(), 45 - drop);
+  ASSERT_EQ(kv.num_pages(), 5);
+  for (int i = 0; i < fork.num_pages(); ++i) EXPECT_EQ(Bytes(pool, fork.page_table()[i]), fork_bytes[i]) << i;
+  // Every page from the partial kept one on is new.
+  for (int i = 0; i < kv.num_pages(); ++i) EXPECT_NE(kv.page_table()[i], fork.page_table()[i]) << i;
+
+  // Layer 0's keys and values depend on the token and its position only:
+  // a direct prefill of the kept and moved tokens computes them at the new
+  // positions.
+  std::vector<int32_t> kept_and_moved(tokens.begin(), tokens.begin() + keep);
+  kept_and_moved.insert(kept_and_moved.end(), tokens.begin() + keep + drop, tokens.end());
+  KvSequence direct(&pool);
+  Feed(&direct, kept_and_moved);
+  const int heads = geometry_.n_kv_heads;
+  for (int pos = 0; pos < kv.length(); ++pos) {
+    for (int head = 0; head < heads; ++head) {
+      for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+        const std::vector<float> got = Row(kv, pos, 0, part, head), want = Row(direct, pos, 0, part, head);
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 1e-4f * (1 + std::fabs(want[i])))
+              << "pos " << pos << " head " << head << " part " << static_cast<int>(part);
+        }
+      }
+    }
+  }
+  // Every layer: kept rows as they were, moved values copied, moved keys
+  // the old ones turned by -drop.
+  std::vector<std::vector<uint8_t>> turned = fork_bytes;
+  for (auto& page : turned) rotation_->Rotate(geometry_, page.data(), kT, -drop);
+  auto turned_key = [&](int from, int layer, int head) {
+    const uint8_t* p = turned[from / kT].data() + geometry_.block_offset(layer, KvPart::kKey, head) +
+                       geometry_.slot_offset(from % kT);
+    std::vector<float> out(geometry_.head_dim);
+    LoadKv(geometry_.dtype, p, out.data(), out.size());
+    return out;
+  };
+  for (int layer = 0; layer < geometry_.n_layers; ++layer) {
+    for (int head = 0; head < heads; ++head) {
+      for (int pos = 0; pos < kv.length(); ++pos) {
+        const int from = pos < keep ? pos : pos + drop;
+        EXPECT_EQ(Row(kv, pos, layer, KvPart::kValue, head), Row(fork, from, layer, KvPart::kValue, head));
+        EXPECT_EQ(Row(kv, pos, layer, KvPart::kKey, head),
+                  pos < keep ? Row(fork, from, layer, KvPart::kKey, head) : turned_key(from, layer, head))
+            << "layer " << layer << " pos " << pos;
+      }
+    }
+  }
+  // Generation goes on from the new length.
+  Feed(&kv, {7});
+  EXPECT_EQ(kv.length(), 45 - drop + 1);
+}
+
+TEST_F(KvSlideTest, ATokenSlideKeepsTheKeptFullPagesAndTakesTheFastPathWhenPageAligned) {
+  PagePool pool(geometry_, 32);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(45));
+  const std::vector<PageId> before = kv.page_table();
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {19, 3}, false, &kv).ok());
+  EXPECT_EQ(kv.length(), 42);
+  EXPECT_EQ(kv.page_table()[0], before[0]);
+  EXPECT_EQ(kv.page_table()[1], before[1]);
+  EXPECT_EQ(kv.page_table()[2], before[2]);  // keeps 3 of its slots: rebuilt in place
+  EXPECT_EQ(pool.Stats().pages_in_use, 6);
+  // Whole pages: SlideKv's turn in place (same page ids for unshared pages).
+  const std::vector<PageId> mid = kv.page_table();
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {8, 16}, false, &kv).ok());
+  EXPECT_EQ(kv.length(), 26);
+  EXPECT_EQ(kv.page_table()[1], mid[3]);
+}
+
+TEST_F(KvSlideTest, ATokenSlideOutsideTheSequenceOrWithoutRoomChangesNothing) {
+  PagePool pool(geometry_, 6);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(40));  // 5 of the 6 pages
+  KvSequence fork = kv.Fork();  // every page shared: rebuilt pages need new ones
+  const std::vector<PageId> table = kv.page_table();
+  EXPECT_EQ(SlideKvTokens(*rotation_, {5, 0}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SlideKvTokens(*rotation_, {30, 11}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SlideKvTokens(*rotation_, {-1, 3}, false, &kv).code(), absl::StatusCode::kInvalidArgument);
+  // Rebuilding pages 0..3 needs 4 new pages; only 1 is free.
+  EXPECT_EQ(SlideKvTokens(*rotation_, {3, 5}, false, &kv).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(kv.length(), 40);
+  EXPECT_EQ(kv.page_table(), table);
+  EXPECT_EQ(pool.Stats().pages_in_use, 5);
+}
+
+// Pages the sequence holds alone are rebuilt in place, with the same bytes
+// a rebuild into new pages gives, and no extra page.
+TEST_F(KvSlideTest, AnUnsharedTokenSlideRebuildsInPlaceAndMatchesTheCopy) {
+  PagePool pool(geometry_, 32);
+  KvSequence alone(&pool), shared(&pool);
+  Feed(&alone, Tokens(45));
+  Feed(&shared, Tokens(45));
+  KvSequence fork = shared.Fork();
+  const std::vector<PageId> before = alone.page_table();
+  pool.SetKey(before[1], PageKey{7});
+  const int64_t in_use = pool.Stats().pages_in_use;
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {5, 11}, false, &alone).ok());
+  EXPECT_EQ(pool.ref_count(before[5]), 0);  // no longer needed
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {5, 11}, false, &shared).ok());
+  ASSERT_EQ(alone.num_pages(), shared.num_pages());
+  for (int i = 0; i < alone.num_pages(); ++i) EXPECT_EQ(alone.page_table()[i], before[i]) << i;
+  for (int layer = 0; layer < geometry_.n_layers; ++layer) {
+    for (int head = 0; head < geometry_.n_kv_heads; ++head) {
+      for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+        for (int pos = 0; pos < alone.length(); ++pos) {
+          ASSERT_EQ(Row(alone, pos, layer, part, head), Row(shared, pos, layer, part, head))
+              << "layer " << layer << " pos " << pos;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(pool.LookupKey(PageKey{7}).has_value());  // its bytes changed
+  // alone: one page fewer; shared: 5 rebuilt pages beside the fork's 6.
+  EXPECT_EQ(pool.Stats().pages_in_use, in_use - 1 + 5);
 }
 
 }  // namespace

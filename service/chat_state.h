@@ -33,6 +33,11 @@ struct ChatJob {
   ChatState after_input;
   std::vector<int32_t> end_of_turn_ids;  // sorted
   std::vector<int32_t> after_end_of_turn;
+  // Where a SLIDE may cut the conversation (model/turn_slide_plan.h):
+  // the template's turn-opening tokens (sorted; empty: slide by pages) and
+  // the length of its conversation start that is a turn of its own.
+  std::vector<int32_t> turn_start_ids;
+  int conversation_start_tokens = 0;
 };
 
 }  // namespace kvs

@@ -395,7 +395,8 @@ void Engine::SlideFullJobs(Active& active, StepReport& report) {
     // More than one slide only for a session stored under a larger
     // --max-context than this server's.
     while (job->kv.kv_length() >= max_context) {
-      absl::StatusOr<int> dropped = job->kv.Slide(rotation_, max_context);
+      absl::StatusOr<int> dropped =
+          job->kv.Slide(rotation_, max_context, job->chat ? &*job->chat : nullptr);
       if (!dropped.ok()) {
         EndJob(active, job.get(), dropped.status(), FinishReason::kError, report);
         break;

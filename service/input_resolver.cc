@@ -130,6 +130,8 @@ absl::StatusOr<ResolvedInput> InputResolver::Resolve(const v1::Input* input,
     if (chat_.ok()) {
       job.end_of_turn_ids = chat_->end_of_turn_ids();
       job.after_end_of_turn = chat_->RenderAfterEndOfTurn().ids;
+      job.turn_start_ids = chat_->turn_start_ids();
+      job.conversation_start_tokens = chat_->conversation_start_tokens();
     }
     out.chat = std::move(job);
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/kv_slide.h"
+#include "model/turn_slide_plan.h"
 #include "service/session_io_metrics.h"
 
 namespace kvs {
@@ -65,15 +66,26 @@ void SessionKv::Commit() {
   }
 }
 
-absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_context) {
+absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_context,
+                                     const ChatJob* chat) {
   Session& s = *session_;
   const int t = pool_->geometry().page_tokens;
+  if (chat != nullptr && s.chat.started) {
+    const std::optional<TokenSlide> turns =
+        PlanTurnSlide(s.tokens, s.kv->length(), max_context,
+                      std::max(s.keep_tokens, chat->conversation_start_tokens), chat->turn_start_ids);
+    if (turns) {
+      if (absl::Status st = SlideTokens(rotation, *turns); !st.ok()) return st;
+      return turns->drop_tokens;
+    }
+  }
   absl::StatusOr<SlidePlan> plan = PlanSlide(s.kv->length(), max_context, s.keep_tokens, t);
   if (!plan.ok()) return plan.status();
   const int keep = plan->keep_pages, drop = plan->drop_pages;
   // The salt names everything up to the last dropped page.
   s.page_hashes->Extend(s.tokens, s.kv->length() / t);
   const PageHash salt = SlideSalt(s.page_hashes->hashes()[keep + drop - 1], keep, drop);
+  const int salt_page = SaltPage(keep);
   absl::Status st = SlideKv(rotation, *plan, /*from_reserve=*/true, &*s.kv);
   if (absl::IsResourceExhausted(st)) {
     const int moved = s.kv->num_pages() - keep - drop;
@@ -86,12 +98,51 @@ absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_contex
     s.tokens.erase(s.tokens.begin() + static_cast<ptrdiff_t>(keep) * t,
                    s.tokens.begin() + static_cast<ptrdiff_t>(keep + drop) * t);
   }
-  s.slide_salt = ChainSalt{keep, salt};
+  s.slide_salt = ChainSalt{salt_page, salt};
   s.tokens_dropped += dropped;
-  s.page_hashes->Truncate(keep);
+  s.page_hashes->Truncate(salt_page);
   s.page_hashes->SetSalt(*s.slide_salt);
   Commit();  // hashes and keys the moved full pages
   return dropped;
+}
+
+int SessionKv::SaltPage(int first_changed) const {
+  const std::optional<ChainSalt>& current = session_->page_hashes->salt();
+  return current && current->page < first_changed ? current->page : first_changed;
+}
+
+absl::Status SessionKv::SlideTokens(const KeyRotation& rotation, const TokenSlide& slide) {
+  Session& s = *session_;
+  const int t = pool_->geometry().page_tokens;
+  const int keep = slide.keep_tokens, end = slide.keep_tokens + slide.drop_tokens;
+  // The salt names every token up to the last dropped one (the hash of the
+  // page holding it, up to it; earlier slides included) and the shift.
+  s.page_hashes->Extend(s.tokens, s.kv->length() / t);
+  PageHashChain upto = *s.page_hashes;
+  upto.Truncate((end - 1) / t);
+  const PageHash last = upto.NextPageHash(
+      std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>((end - 1) / t) * t,
+                                                 static_cast<size_t>(end - (end - 1) / t * t)));
+  const PageHash salt = SlideSalt(last, keep, slide.drop_tokens);
+  const int salt_page = SaltPage(keep / t);
+  absl::Status st = SlideKvTokens(rotation, slide, /*from_reserve=*/true, &*s.kv);
+  if (absl::IsResourceExhausted(st)) {
+    const int rebuilt = s.kv->num_pages() - keep / t;
+    if (room_->MakeRoom(rebuilt + 1)) st = SlideKvTokens(rotation, slide, /*from_reserve=*/true, &*s.kv);
+  }
+  if (!st.ok()) return st;
+  {
+    absl::MutexLock lock(&s.tokens_mu);
+    s.tokens.erase(s.tokens.begin() + keep, s.tokens.begin() + end);
+  }
+  // Pages before the one holding the first dropped token are unchanged and
+  // keep their hashes; that page (rewritten) and every later one are salted.
+  s.slide_salt = ChainSalt{salt_page, salt};
+  s.tokens_dropped += slide.drop_tokens;
+  s.page_hashes->Truncate(salt_page);
+  s.page_hashes->SetSalt(*s.slide_salt);
+  Commit();
+  return absl::OkStatus();
 }
 
 }  // namespace kvs

@@ -30,7 +30,9 @@
 #include "cache/page_hash.h"
 #include "cache/page_pool.h"
 #include "model/key_rotation.h"
+#include "model/kv_slide.h"
 #include "model/transformer.h"
+#include "service/chat_state.h"
 #include "service/record_convert.h"
 #include "service/session.h"
 
@@ -82,9 +84,25 @@ class SessionKv {
   // room for the copies. Returns the tokens dropped. Errors (nothing
   // changes): OUT_OF_RANGE (keep_tokens leaves nothing to drop),
   // RESOURCE_EXHAUSTED (no room for the copies even after evicting).
-  absl::StatusOr<int> Slide(const KeyRotation& rotation, int max_context);
+  // A chat session (session.chat.started) given its template's turn
+  // markers (`chat`, may be null) slides by whole turns instead
+  // (model/turn_slide_plan.h: the kept head is at least keep_tokens and the
+  // conversation start, rounded up to a turn start; SlideKvTokens repacks
+  // the rest), the salt restarting the chain at the page holding the first
+  // dropped token; when no turn boundary allows a drop, by pages as above.
+  absl::StatusOr<int> Slide(const KeyRotation& rotation, int max_context,
+                            const ChatJob* chat = nullptr);
 
  private:
+  // The page a new slide salt restarts the chain at: `first_changed` (the
+  // first page whose KV the slide changes), or the current salt's page if
+  // lower (a turn slide's salt at the partial kept page, then a page slide
+  // keeping that page): the record holds one salt, so the pages already
+  // salted are rehashed under the new one.
+  int SaltPage(int first_changed) const;
+  // The turn-aligned slide (Slide with a chat job).
+  absl::Status SlideTokens(const KeyRotation& rotation, const TokenSlide& slide);
+
   Session* const session_;
   PagePool* const pool_;
   KvRoomMaker* const room_;

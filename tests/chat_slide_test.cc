@@ -1,0 +1,280 @@
+// Chat sessions with context_policy SLIDE over the real kvsessiond: a
+// conversation runs many turns past a small context (--max-context 128,
+// 16-token pages) and every slide drops whole turns, so the session always
+// holds its conversation start (the system turn it was created with) and
+// whole turns whose markup is intact; usage.tokens_dropped reports the
+// drops; kill -9 and restart continue exactly. The model is a small random
+// qwen3 model with the real Qwen3 vocabulary and chat template
+// (tools/model_synth.h), written once per run.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/service_fixture.h"
+#include "tests/subprocess.h"
+#include "tools/model_synth.h"
+
+namespace kvs {
+namespace {
+
+constexpr int kContext = 128;
+constexpr int32_t kImStart = 151644;
+constexpr int32_t kImEnd = 151645;
+constexpr int32_t kEndOfText = 151643;
+const char kSystemTurn[] = "<|im_start|>system\nAnswer briefly.<|im_end|>\n";
+
+// Replies never end by themselves nor write a turn marker: each is cut by
+// max_tokens and closed by the next user message.
+const std::map<int32_t, float> kNoMarkers = {{kImStart, -100}, {kImEnd, -100}, {kEndOfText, -100}};
+
+// Each starts with its number: no two rounds' turns begin alike.
+std::string Question(int i) {
+  std::string q = std::to_string(i) + ". What does a KV cache hold";
+  for (int k = 0; k < i % 4; ++k) q += ", and why";
+  return q + "?";
+}
+
+class ChatSlideTest : public ServiceFixture {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string vocab = SharedDir() + "/vocab/ggml-vocab-qwen3.gguf";
+    if (!std::filesystem::exists(vocab)) return;
+    model_path_ = (std::filesystem::temp_directory_path() /
+                   ("chat_slide_test_" + std::to_string(::getpid()) + ".gguf"))
+                      .string();
+    SynthSpec spec;
+    spec.arch = "qwen3";
+    spec.name = "qwen3-vocab-synth";
+    spec.n_layers = 2;
+    spec.dim = 64;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 2;
+    spec.head_dim = 16;
+    spec.ffn_dim = 128;
+    spec.vocab_size = 151936;
+    spec.context_length = 1024;
+    spec.tied_embeddings = true;
+    spec.weight_type = GgmlType::kF16;
+    spec.vocab_from = vocab;
+    const absl::Status st = WriteSynthModel(spec, model_path_);
+    if (!st.ok()) {
+      ADD_FAILURE() << st;
+      model_path_.clear();
+    }
+  }
+  static void TearDownTestSuite() {
+    if (!model_path_.empty()) std::filesystem::remove(model_path_);
+  }
+
+  void SetUp() override {
+    ServiceFixture::SetUp();
+    if (IsSkipped()) return;
+    if (model_path_.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
+    StartSlideServer();
+  }
+
+  void StartSlideServer() {
+    StartServer(model_path_, {"--kv-cache-mb", "64", "--max-context", std::to_string(kContext)});
+  }
+
+  // A SLIDE chat created with a system message (kept: keep_tokens unset).
+  v1::Session CreateChat(const std::string& system = "Answer briefly.") {
+    v1::CreateSessionRequest req;
+    v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
+    m->set_role("system");
+    m->set_content(system);
+    req.mutable_sampling()->set_temperature(0);
+    req.set_context_policy(v1::CONTEXT_POLICY_SLIDE);
+    absl::StatusOr<v1::Session> s = client_->CreateSession(req);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : v1::Session();
+  }
+
+  // One round: the user's question i, a `reply`-token reply.
+  GenerateResult Turn(const std::string& session, int i, int reply = 12) {
+    v1::GenerateRequest req;
+    req.set_session_id(session);
+    req.set_max_tokens(reply);
+    req.mutable_sampling()->set_temperature(0);
+    for (const auto& [id, b] : kNoMarkers) (*req.mutable_sampling()->mutable_logit_bias())[id] = b;
+    v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
+    m->set_role("user");
+    m->set_content(Question(i));
+    absl::StatusOr<GenerateResult> r = client_->Generate(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : GenerateResult();
+  }
+
+  std::vector<int32_t> Tokens(const std::string& session) {
+    absl::StatusOr<v1::Session> s = client_->GetSession(session, /*include_tokens=*/true);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::vector<int32_t>(s->token_ids().begin(), s->token_ids().end())
+                  : std::vector<int32_t>();
+  }
+
+  std::string Text(const std::vector<int32_t>& ids) {
+    v1::DetokenizeRequest d;
+    for (int32_t id : ids) d.add_token_ids(id);
+    d.set_include_special(true);
+    grpc::ClientContext ctx;
+    v1::DetokenizeResponse resp;
+    const grpc::Status st = client_->stub()->Detokenize(&ctx, d, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.text();
+  }
+
+  // The session after round `last`: the system turn, then whole turns
+  // only, each user turn exactly as rendered, the rounds in order up to
+  // `last`, the final assistant turn open, earlier ones closed.
+  void ExpectStartAndWholeTurns(const std::string& session, int last) {
+    const std::vector<int32_t> tokens = Tokens(session);
+    ASSERT_FALSE(tokens.empty());
+    const std::string text = Text(tokens);
+    ASSERT_EQ(text.rfind(kSystemTurn, 0), 0u) << text;
+    std::vector<std::string> turns;
+    for (size_t at = text.find("<|im_start|>", 1); at != std::string::npos;) {
+      const size_t next = text.find("<|im_start|>", at + 1);
+      turns.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+      at = next;
+    }
+    // Every turn start in the ids is one in the text (no marker cut).
+    EXPECT_EQ(static_cast<size_t>(std::count(tokens.begin(), tokens.end(), kImStart)), turns.size() + 1);
+    ASSERT_GE(turns.size(), 2u) << text;
+    // From the end: the open reply of round `last`, its question, the
+    // closed reply of round last - 1, ... (the first kept turn may be a
+    // reply whose question was dropped: turns, not exchanges, are whole).
+    int round = last;
+    for (size_t n = turns.size(); n-- > 0;) {
+      const bool reply = (turns.size() - 1 - n) % 2 == 0;
+      if (reply) {
+        if (n + 1 < turns.size()) --round;  // an earlier round's reply
+        EXPECT_EQ(turns[n].rfind("<|im_start|>assistant\n", 0), 0u) << text;
+        const std::string& t = turns[n];
+        const bool closed = t.size() >= 11 && t.compare(t.size() - 11, 11, "<|im_end|>\n") == 0;
+        EXPECT_EQ(closed, n + 1 < turns.size()) << text;  // only the last one is open
+      } else {
+        EXPECT_EQ(turns[n], "<|im_start|>user\n" + Question(round) + "<|im_end|>\n") << text;
+      }
+    }
+  }
+
+  static std::string model_path_;
+};
+
+std::string ChatSlideTest::model_path_;
+
+TEST_F(ChatSlideTest, AChatSlidesByWholeTurnsKeepingItsSystemTurnAndIntactMarkup) {
+  const v1::Session s = CreateChat();
+  EXPECT_EQ(s.keep_tokens(), s.length());  // the system turn
+  int64_t length = s.length(), dropped = 0;
+  int slides = 0, unaligned = 0;
+  for (int i = 0; i < 16; ++i) {
+    const GenerateResult r = Turn(s.id(), i);
+    ASSERT_EQ(r.ids.size(), 12u);
+    EXPECT_EQ(r.usage.session_tokens(),
+              length + r.usage.prompt_tokens() + r.usage.generated_tokens() - r.usage.tokens_dropped());
+    EXPECT_LE(r.usage.session_tokens(), kContext);
+    length = r.usage.session_tokens();
+    if (r.usage.tokens_dropped() > 0) {
+      ++slides;
+      if (r.usage.tokens_dropped() % 16 != 0) ++unaligned;
+    }
+    dropped += r.usage.tokens_dropped();
+    ExpectStartAndWholeTurns(s.id(), i);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(slides, 3);
+  EXPECT_GT(unaligned, 0);  // turns, not pages
+  absl::StatusOr<v1::Session> now = client_->GetSession(s.id());
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->length(), length);
+  EXPECT_TRUE(now->chat());
+  std::printf("16 rounds: %d slides, %lld tokens dropped, %lld tokens held\n", slides,
+              static_cast<long long>(dropped), static_cast<long long>(length));
+}
+
+TEST_F(ChatSlideTest, ASlidChatSurvivesKill9AndContinuesExactlyLikeItsTwin) {
+  const v1::Session s = CreateChat();
+  int64_t dropped = 0;
+  for (int i = 0; i < 8; ++i) dropped += Turn(s.id(), i).usage.tokens_dropped();
+  ASSERT_GT(dropped, 0);
+  // A twin (a fork: it shares the slid pages) goes on without the crash.
+  v1::ForkRequest fork;
+  fork.set_session_id(s.id());
+  fork.set_count(1);
+  absl::StatusOr<v1::ForkResponse> twin = client_->Fork(fork);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  const std::string twin_id = twin->sessions(0).id();
+  std::vector<GenerateResult> expected;
+  for (int i = 8; i < 14; ++i) expected.push_back(Turn(twin_id, i));
+  const std::vector<int32_t> twin_tokens = Tokens(twin_id);
+
+  server_->Kill();
+  StartSlideServer();
+  int64_t later_dropped = 0;
+  for (int i = 8; i < 14; ++i) {
+    const GenerateResult got = Turn(s.id(), i);
+    const GenerateResult& want = expected[i - 8];
+    EXPECT_EQ(got.ids, want.ids) << i;
+    EXPECT_EQ(got.usage.tokens_dropped(), want.usage.tokens_dropped()) << i;
+    EXPECT_EQ(got.usage.session_tokens(), want.usage.session_tokens()) << i;
+    later_dropped += got.usage.tokens_dropped();
+  }
+  EXPECT_GT(later_dropped, 0);  // it slid again after the restart
+  EXPECT_EQ(Tokens(s.id()), twin_tokens);
+  ExpectStartAndWholeTurns(s.id(), 13);
+}
+
+// The kept full pages before the first dropped token are unchanged and keep
+// their prefix-cache hashes; the partial kept page (rewritten with the
+// moved turns) and every later one are salted: a fresh session given the
+// slid session's tokens finds exactly the kept full pages in the cache.
+TEST_F(ChatSlideTest, OnlyTheUnchangedKeptPagesOfASlidChatFeedAFreshPrompt) {
+  const v1::Session s = CreateChat(
+      "Answer briefly and precisely, in plain words, without lists or tables, and keep "
+      "every reply under three short sentences.");
+  const int keep = s.keep_tokens();
+  ASSERT_GE(keep / 16, 1);
+  ASSERT_NE(keep % 16, 0);  // the kept head ends inside a page
+  int64_t dropped = 0;
+  for (int i = 0; i < 8; ++i) dropped += Turn(s.id(), i).usage.tokens_dropped();
+  ASSERT_GT(dropped, 0);
+  const std::vector<int32_t> slid = Tokens(s.id());
+  ASSERT_GT(static_cast<int>(slid.size()), keep + 16);
+  v1::CreateSessionRequest create;
+  create.mutable_sampling()->set_temperature(0);
+  absl::StatusOr<v1::Session> fresh = client_->CreateSession(create);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ASSERT_EQ(fresh->length(), 0);  // Qwen3: no BOS
+  v1::AppendRequest append;
+  append.set_session_id(fresh->id());
+  for (int32_t id : slid) append.mutable_input()->mutable_tokens()->add_ids(id);
+  absl::StatusOr<v1::AppendResponse> response = client_->Append(append);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->usage().cached_tokens(), keep / 16 * 16);
+}
+
+// A reply longer than the context leaves no turn boundary to cut at after
+// the kept head: the slide falls back to whole pages (docs/api.md) and
+// generation goes on, also after a restart.
+TEST_F(ChatSlideTest, AReplyLongerThanTheContextFallsBackToSlidingByPages) {
+  const v1::Session s = CreateChat();
+  const GenerateResult r = Turn(s.id(), 0, 3 * kContext);
+  EXPECT_EQ(r.ids.size(), static_cast<size_t>(3 * kContext));
+  EXPECT_GT(r.usage.tokens_dropped(), 2 * kContext);
+  EXPECT_LE(r.usage.session_tokens(), kContext);
+  const std::vector<int32_t> tokens = Tokens(s.id());
+  EXPECT_EQ(Text(tokens).rfind(kSystemTurn, 0), 0u);  // the kept head stays
+  // Turn slides then page slides persist (one salt in the record) and the
+  // conversation continues after kill -9.
+  server_->Kill();
+  StartSlideServer();
+  EXPECT_EQ(Tokens(s.id()), tokens);
+  EXPECT_EQ(Turn(s.id(), 1).ids.size(), 12u);
+}
+
+}  // namespace
+}  // namespace kvs
