@@ -112,7 +112,7 @@ TEST(Utf8FieldFinderTest, BytesFieldsUnknownFieldsAndOtherWireTypesAreNotChecked
 TEST(Utf8FieldFinderTest, WhatTheWalkCallsMalformedTheParserRefuses) {
   const std::vector<std::string> malformed = {
       "\x0a\x24ses_\xd3SS",                        // a string cut short (bad UTF-8 in it)
-      "\x0a\x05ab",                                  // a string cut short
+      "\x0a\x05" "ab",                                  // a string cut short
       "\x10\xff\xff",                               // a varint cut short
       "\x12\x05\x0a\x09short",                     // a sub-message's string past its end
       "\x0c",                                         // an end group with no start
@@ -134,7 +134,7 @@ TEST(Utf8FieldFinderTest, WhatTheWalkCallsMalformedTheParserRefuses) {
 }
 
 TEST(Utf8FieldFinderTest, MalformedBytesBeforeABadStringAreLeftToTheParser) {
-  EXPECT_EQ(Find<v1::GetSessionRequest>("\x0a\x05ab"), std::nullopt);          // length past the end
+  EXPECT_EQ(Find<v1::GetSessionRequest>("\x0a\x05" "ab"), std::nullopt);          // length past the end
   EXPECT_EQ(Find<v1::GetSessionRequest>("\xff\xff\xff\xff\xff\xff"), std::nullopt);  // a bad tag
   EXPECT_EQ(Find<v1::GenerateRequest>(Len(2, "\x0a\x09short") + Len(1, "\xff")), std::nullopt);
   // Deep nesting of unknown groups stops at the recursion limit, no crash.
