@@ -8,7 +8,14 @@
 // serves kvsession.v1.KvSession plus grpc.health.v1.Health and server
 // reflection, and shuts down gracefully on SIGTERM / SIGINT: running
 // generations are cancelled (their tokens stay in their sessions), every
-// session is persisted, and the process exits 0.
+// session is persisted, and the process exits 0. SIGHUP re-reads
+// --auth-keys (a bad file keeps the old keys, and says so).
+//
+// Security (docs/operations.md, "Secure deployment"): --tls-cert/--tls-key
+// serve TLS, --tls-client-ca requires client certificates (mutual TLS);
+// --auth-keys FILE requires `authorization: Bearer KEY` on every call.
+// Without --auth-keys the server listens only on loopback unless
+// --insecure-no-auth.
 #include <signal.h>
 
 #include <algorithm>
@@ -33,7 +40,9 @@
 #include "model/model.h"
 #include "service/engine.h"
 #include "service/kvsession_service.h"
+#include "service/auth/authenticator.h"
 #include "service/model_fingerprint.h"
+#include "service/server_security.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -67,6 +76,16 @@ ABSL_FLAG(int, min_free_disk_mb, 256,
 ABSL_FLAG(std::string, chat_template, "",
           "chat template family for chat messages, overriding the one detected from the GGUF "
           "(chatml, qwen3, llama3, llama2, mistral, phi3, gemma, deepseek, deepseek3)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require client certificates signed by it (mutual TLS)");
+ABSL_FLAG(std::string, auth_keys, "",
+          "API keys file (TENANT ROLE SHA256HEX [QUOTA=VALUE ...] per line); every call must send "
+          "authorization: Bearer KEY. Re-read on SIGHUP");
+ABSL_FLAG(bool, insecure_no_auth, false,
+          "allow listening on a non-loopback address without --auth-keys (anyone who can reach the "
+          "port can use every session)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -137,22 +156,43 @@ sigset_t BlockShutdownSignals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
 
-int WaitForShutdownSignal(const sigset_t& signals) {
-  int sig = 0;
-  sigwait(&signals, &sig);
-  return sig;
+// Re-reads the keys file; the old keys stay when the new file is bad.
+void ReloadKeys(Authenticator* auth) {
+  if (auth == nullptr) {
+    std::cerr << "kvsessiond: SIGHUP: no --auth-keys to reload" << std::endl;
+    return;
+  }
+  absl::StatusOr<ApiKeyFile> keys = auth->Reload();
+  if (keys.ok()) {
+    std::cerr << "kvsessiond: SIGHUP: reloaded " << keys->entries.size() << " API keys of "
+              << keys->tenant_count() << " tenants from " << auth->path() << std::endl;
+  } else {
+    std::cerr << "kvsessiond: SIGHUP: keeping the previous API keys: " << keys.status().message() << std::endl;
+  }
 }
 
-std::unique_ptr<grpc::Server> StartServer(const std::string& listen, KvSessionService* service,
-                                          const ServiceLimits& limits, int* port) {
+// Waits for SIGTERM or SIGINT, reloading the keys on each SIGHUP.
+int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth) {
+  while (true) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) return sig;
+    ReloadKeys(auth);
+  }
+}
+
+std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials,
+                                          KvSessionService* service, const ServiceLimits& limits, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  builder.AddListeningPort(listen, std::move(credentials), port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
   return builder.BuildAndStart();
@@ -187,6 +227,25 @@ int Serve() {
   absl::StatusOr<ServerConfig> config = ReadFlags();
   if (!config.ok()) return Fail(std::string(config.status().message()));
   const sigset_t signals = BlockShutdownSignals();
+
+  // Security first: a misconfiguration fails before the model loads.
+  const std::string auth_keys = absl::GetFlag(FLAGS_auth_keys);
+  if (absl::Status s = CheckListenPolicy(config->listen, !auth_keys.empty(), absl::GetFlag(FLAGS_insecure_no_auth));
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFor(
+      {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  std::unique_ptr<Authenticator> authenticator;
+  std::string key_summary;
+  if (!auth_keys.empty()) {
+    absl::StatusOr<ApiKeyFile> keys = LoadApiKeyFile(auth_keys);
+    if (!keys.ok()) return Fail(std::string(keys.status().message()));
+    key_summary = absl::StrCat(keys->entries.size(), " API keys of ", keys->tenant_count(), " tenants from ",
+                               auth_keys);
+    authenticator = std::make_unique<Authenticator>(*std::move(keys), auth_keys);
+  }
 
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
@@ -246,8 +305,9 @@ int Serve() {
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
                     absl::GetFlag(FLAGS_chat_template)};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
+  service.SetAuthenticator(authenticator.get());
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, &port);
+  std::unique_ptr<grpc::Server> server = StartServer(config->listen, *credentials, &service, limits, &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
   server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);
@@ -257,11 +317,23 @@ int Serve() {
             << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << KvDtypeName(geometry.dtype)
             << "); " << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
             << MatmulPathName(config->matmul) << "\n";
+  std::cerr << "kvsessiond: transport: "
+            << (absl::GetFlag(FLAGS_tls_cert).empty()
+                    ? "plaintext (no --tls-cert)"
+                    : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS (client certificates required)"))
+            << "; authentication: ";
+  if (authenticator) {
+    std::cerr << key_summary;
+  } else {
+    std::cerr << "OFF (no --auth-keys): every caller is tenant \"" << kDefaultTenant << "\""
+              << (IsLoopbackListen(config->listen) ? "; loopback only" : "; --insecure-no-auth: ANYONE WHO CAN REACH THE PORT");
+  }
+  std::cerr << "\n";
   std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)
             << port << std::endl;
   WritePortFile(port);
 
-  const int sig = WaitForShutdownSignal(signals);
+  const int sig = WaitForShutdownSignal(signals, authenticator.get());
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
   Drain(server.get(), &engine);

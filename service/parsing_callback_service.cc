@@ -7,6 +7,7 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
 
+#include "service/auth/call_auth.h"
 #include "service/grpc_status.h"
 #include "service/request_parser.h"
 
@@ -47,8 +48,13 @@ void ParsingCallbackService::ParseUnary(absl::string_view method, Handler handle
   MarkMethodCallback(
       MethodIndex(method, Request::descriptor()),
       new grpc::internal::CallbackUnaryHandler<ParsedRequest<Request>, Response>(
-          [handler](grpc::CallbackServerContext* ctx, const ParsedRequest<Request>* request,
-                    Response* response) -> grpc::ServerUnaryReactor* {
+          [this, handler](grpc::CallbackServerContext* ctx, const ParsedRequest<Request>* request,
+                          Response* response) -> grpc::ServerUnaryReactor* {
+            if (absl::StatusOr<Principal> caller = CallerOf(ctx); !caller.ok()) {
+              grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+              reactor->Finish(ToGrpc(caller.status()));
+              return reactor;
+            }
             if (!request->status.ok()) {
               grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
               reactor->Finish(ToGrpc(request->status));
@@ -63,11 +69,18 @@ void ParsingCallbackService::ParseServerStreaming(absl::string_view method, Hand
   MarkMethodCallback(
       MethodIndex(method, Request::descriptor()),
       new grpc::internal::CallbackServerStreamingHandler<ParsedRequest<Request>, Response>(
-          [handler](grpc::CallbackServerContext* ctx,
-                    const ParsedRequest<Request>* request) -> grpc::ServerWriteReactor<Response>* {
+          [this, handler](grpc::CallbackServerContext* ctx,
+                          const ParsedRequest<Request>* request) -> grpc::ServerWriteReactor<Response>* {
+            if (absl::StatusOr<Principal> caller = CallerOf(ctx); !caller.ok()) {
+              return new RejectedWriteReactor<Response>(ToGrpc(caller.status()));
+            }
             if (!request->status.ok()) return new RejectedWriteReactor<Response>(ToGrpc(request->status));
             return handler(ctx, &request->message);
           }));
+}
+
+absl::StatusOr<Principal> ParsingCallbackService::CallerOf(const grpc::CallbackServerContext* ctx) const {
+  return AuthenticateCall(authenticator_, *ctx);
 }
 
 ParsingCallbackService::ParsingCallbackService() {

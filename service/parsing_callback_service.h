@@ -19,18 +19,37 @@
 // service descriptor and fails until it is). Do not use the generated
 // SetMessageAllocatorFor_*: the handlers are no longer the generated ones.
 //
+// Authentication: with an Authenticator set (SetAuthenticator, before the
+// server starts), every method first authenticates the call's
+// `authorization: Bearer KEY` header (service/auth/call_auth.h); a call
+// that fails gets UNAUTHENTICATED before its request is looked at or any
+// handler runs. Handlers get the caller with CallerOf(ctx).
+//
 // Thread safety: as CallbackService (handlers run on gRPC threads).
 #ifndef KVSESSION_SERVICE_PARSING_CALLBACK_SERVICE_H_
 #define KVSESSION_SERVICE_PARSING_CALLBACK_SERVICE_H_
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
+#include "service/auth/authenticator.h"
+#include "service/auth/principal.h"
 
 namespace kvs {
 
 class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService {
+ public:
+  // Borrowed; must outlive the server. nullptr (the default): no
+  // authentication, every caller is the default tenant. Call before the
+  // server starts.
+  void SetAuthenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
+
  protected:
   ParsingCallbackService();
+
+  // The caller of a call that reached a handler (it authenticated);
+  // UNAUTHENTICATED only if its key was removed by a reload meanwhile.
+  absl::StatusOr<Principal> CallerOf(const grpc::CallbackServerContext* ctx) const;
 
  private:
   // Registers unary `method` (its typed handler `handler(ctx, request,
@@ -39,6 +58,8 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
   void ParseUnary(absl::string_view method, Handler handler);
   template <class Request, class Response, class Handler>
   void ParseServerStreaming(absl::string_view method, Handler handler);
+
+  const Authenticator* authenticator_ = nullptr;
 };
 
 }  // namespace kvs
