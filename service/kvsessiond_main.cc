@@ -41,6 +41,7 @@
 #include "service/engine.h"
 #include "service/kvsession_service.h"
 #include "service/auth/authenticator.h"
+#include "service/auth/session_ownership.h"
 #include "service/model_fingerprint.h"
 #include "service/server_security.h"
 #include "service/session_manager.h"
@@ -306,6 +307,8 @@ int Serve() {
                     absl::GetFlag(FLAGS_chat_template)};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   service.SetAuthenticator(authenticator.get());
+  SessionOwnership ownership(&sessions);
+  service.SetAccessPolicy(&ownership);
   int port = 0;
   std::unique_ptr<grpc::Server> server = StartServer(config->listen, *credentials, &service, limits, &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));

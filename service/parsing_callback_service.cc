@@ -50,7 +50,8 @@ void ParsingCallbackService::ParseUnary(absl::string_view method, Handler handle
       new grpc::internal::CallbackUnaryHandler<ParsedRequest<Request>, Response>(
           [this, handler](grpc::CallbackServerContext* ctx, const ParsedRequest<Request>* request,
                           Response* response) -> grpc::ServerUnaryReactor* {
-            if (absl::StatusOr<Principal> caller = CallerOf(ctx); !caller.ok()) {
+            const absl::StatusOr<Principal> caller = CallerOf(ctx);
+            if (!caller.ok()) {
               grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
               reactor->Finish(ToGrpc(caller.status()));
               return reactor;
@@ -58,6 +59,11 @@ void ParsingCallbackService::ParseUnary(absl::string_view method, Handler handle
             if (!request->status.ok()) {
               grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
               reactor->Finish(ToGrpc(request->status));
+              return reactor;
+            }
+            if (absl::Status admitted = Admit(*caller, request->message); !admitted.ok()) {
+              grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+              reactor->Finish(ToGrpc(admitted));
               return reactor;
             }
             return handler(ctx, &request->message, response);
@@ -71,16 +77,24 @@ void ParsingCallbackService::ParseServerStreaming(absl::string_view method, Hand
       new grpc::internal::CallbackServerStreamingHandler<ParsedRequest<Request>, Response>(
           [this, handler](grpc::CallbackServerContext* ctx,
                           const ParsedRequest<Request>* request) -> grpc::ServerWriteReactor<Response>* {
-            if (absl::StatusOr<Principal> caller = CallerOf(ctx); !caller.ok()) {
+            const absl::StatusOr<Principal> caller = CallerOf(ctx);
+            if (!caller.ok()) {
               return new RejectedWriteReactor<Response>(ToGrpc(caller.status()));
             }
             if (!request->status.ok()) return new RejectedWriteReactor<Response>(ToGrpc(request->status));
+            if (absl::Status admitted = Admit(*caller, request->message); !admitted.ok()) {
+              return new RejectedWriteReactor<Response>(ToGrpc(admitted));
+            }
             return handler(ctx, &request->message);
           }));
 }
 
 absl::StatusOr<Principal> ParsingCallbackService::CallerOf(const grpc::CallbackServerContext* ctx) const {
   return AuthenticateCall(authenticator_, *ctx);
+}
+
+absl::Status ParsingCallbackService::Admit(const Principal& caller, const google::protobuf::Message& request) const {
+  return access_policy_ == nullptr ? absl::OkStatus() : access_policy_->Check(caller, request);
 }
 
 ParsingCallbackService::ParsingCallbackService() {

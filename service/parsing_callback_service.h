@@ -23,7 +23,9 @@
 // server starts), every method first authenticates the call's
 // `authorization: Bearer KEY` header (service/auth/call_auth.h); a call
 // that fails gets UNAUTHENTICATED before its request is looked at or any
-// handler runs. Handlers get the caller with CallerOf(ctx).
+// handler runs. Handlers get the caller with CallerOf(ctx). With an
+// AccessPolicy set (SetAccessPolicy), a parsed request then goes to it, and
+// the call ends with its status unless OK (service/auth/access_policy.h).
 //
 // Thread safety: as CallbackService (handlers run on gRPC threads).
 #ifndef KVSESSION_SERVICE_PARSING_CALLBACK_SERVICE_H_
@@ -32,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
+#include "service/auth/access_policy.h"
 #include "service/auth/authenticator.h"
 #include "service/auth/principal.h"
 
@@ -43,6 +46,10 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
   // authentication, every caller is the default tenant. Call before the
   // server starts.
   void SetAuthenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
+  // Borrowed; must outlive the server. nullptr (the default): every
+  // authenticated caller may make any request. Call before the server
+  // starts.
+  void SetAccessPolicy(const AccessPolicy* policy) { access_policy_ = policy; }
 
  protected:
   ParsingCallbackService();
@@ -59,7 +66,11 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
   template <class Request, class Response, class Handler>
   void ParseServerStreaming(absl::string_view method, Handler handler);
 
+  // Whether the access policy lets `caller` make `request` (OK without one).
+  absl::Status Admit(const Principal& caller, const google::protobuf::Message& request) const;
+
   const Authenticator* authenticator_ = nullptr;
+  const AccessPolicy* access_policy_ = nullptr;
 };
 
 }  // namespace kvs

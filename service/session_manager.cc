@@ -44,9 +44,11 @@ absl::Status SessionManager::LoadFromStore() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
-    const SamplingParams& sampling, const std::map<std::string, std::string>& labels) {
+    const SamplingParams& sampling, const std::map<std::string, std::string>& labels,
+    const std::string& owner) {
   auto s = std::make_shared<Session>();
   s->id = NewId("ses_");
+  s->owner = owner;
   s->kv.emplace(pool_);
   s->page_hashes.emplace(context_.model_fingerprint, context_.geometry);
   s->sampling = sampling;
@@ -163,6 +165,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           for (const auto& [k, v] : labels) b->labels[k] = v;
           b->create_time_us = b->update_time_us = b->last_used_us = now;
           b->parent_session_id = p.id;
+          b->owner = p.owner;
           b->busy = true;
           b->holder = "Fork";
           records.push_back(BuildSessionRecord(*b, context_));
