@@ -169,6 +169,30 @@ TEST_F(TenantIsolationTest, ForksAndRestoresBelongToTheSourcesTenantEvenWhenAnAd
   EXPECT_TRUE(Ids(beta_->ListAllSessions()).empty());
 }
 
+// The probe of issue 10: after its owner deleted a session, another
+// tenant appending the identical text must not find it in the prefix cache.
+TEST_F(TenantIsolationTest, AnotherTenantsIdenticalTextIsNeverACacheHitButTheSameTenantsIs) {
+  StartTwoTenants();
+  const std::string text =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+      "with her friends, and every day she brought a red ball and a blue kite.";
+  auto append = [&](KvSessionClient& client) -> int {
+    absl::StatusOr<v1::Session> s = client.CreateSession(v1::CreateSessionRequest());
+    EXPECT_TRUE(s.ok()) << s.status();
+    absl::StatusOr<v1::AppendResponse> r = client.Append(s->id(), text);
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_GT(r->usage().prompt_tokens(), 48);  // several 16-token pages
+    return r.ok() ? r->usage().cached_tokens() : -1;
+  };
+  absl::StatusOr<v1::Session> first = acme_->CreateSession(v1::CreateSessionRequest());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(acme_->Append(first->id(), text).ok());
+  ASSERT_TRUE(acme_->DeleteSession(first->id()).ok());
+  EXPECT_EQ(append(*beta_), 0);
+  EXPECT_GT(append(*acme_), 0);
+  EXPECT_GT(append(*beta_), 0);  // beta's own earlier text now is
+}
+
 TEST_F(TenantIsolationTest, OwnershipSurvivesARestartAndSessionsMadeWithoutKeysBelongToTheDefaultTenant) {
   StartRaw({});
   absl::StatusOr<v1::Session> old = Client("")->CreateSession("Made before keys");

@@ -37,3 +37,7 @@ absl::Status SessionOwnership::Check(const Principal& caller, const google::prot
 }
 
 }  // namespace kvs
+
+// Sessions of the default tenant chain their page hashes from zeros, as
+// every session did before tenants (cache/page_hash.h).
+static_assert(std::string_view(kvs::kDefaultTenant) == std::string_view(kvs::kUnsaltedTenant));
