@@ -43,8 +43,8 @@ class Authenticator {
   // `authorization`: the header's value, nullopt when absent.
   absl::StatusOr<Principal> Authenticate(std::optional<std::string_view> authorization) const;
 
-  // Re-reads the file; returns the new file's entry count or the error
-  // (the old keys stay then).
+  // Re-reads the file; returns what it loaded (now in force), or the error
+  // (the old keys stay then; FAILED_PRECONDITION when built without a path).
   absl::StatusOr<ApiKeyFile> Reload();
 
   const std::string& path() const { return path_; }
