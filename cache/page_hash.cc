@@ -105,6 +105,14 @@ PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pag
   return Sha256().Truncated(message);
 }
 
+PageHash TenantChainStart(std::string_view owner) {
+  if (owner.empty() || owner == kUnsaltedTenant) return PageHash{};
+  std::string message("kvsession.tenant.v1");
+  AppendLe64(&message, owner.size());
+  message.append(owner);
+  return Sha256().Truncated(message);
+}
+
 std::vector<PageHash> ChainPageHashes(std::string_view model_fingerprint,
                                       const KvGeometry& geometry,
                                       std::span<const int32_t> tokens, int kv_length) {

@@ -73,6 +73,18 @@ std::vector<PageHash> ChainPageHashes(std::string_view model_fingerprint,
 // no fresh prefill's chain can produce it (another tag).
 PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pages);
 
+// The tenant whose sessions chain from 16 zero bytes, as before tenants
+// existed (service/auth/principal.h kDefaultTenant is the same name).
+inline constexpr char kUnsaltedTenant[] = "default";
+
+// Where the page hash chain of a session owned by `owner` starts (its
+// hash(page -1)): 16 zero bytes for "" and kUnsaltedTenant, otherwise
+// SHA-256(tag "kvsession.tenant.v1", le64 length of owner, owner)[0..16).
+// Two tenants' identical tokens therefore have different page hashes: one
+// tenant's pages are never a prefix-cache hit for another, in RAM or on
+// disk (docs/storage-format.md, "Page hashes").
+PageHash TenantChainStart(std::string_view owner);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_CACHE_PAGE_HASH_H_

@@ -7,15 +7,14 @@
 
 namespace kvs {
 
-PageHashChain::PageHashChain(std::string model_fingerprint, const KvGeometry& geometry)
-    : model_fingerprint_(std::move(model_fingerprint)), geometry_(geometry) {
+PageHashChain::PageHashChain(std::string model_fingerprint, const KvGeometry& geometry, const PageHash& start)
+    : model_fingerprint_(std::move(model_fingerprint)), geometry_(geometry), start_(start) {
   ABSL_RAW_CHECK(geometry_.page_tokens > 0, "page_tokens must be positive");
 }
 
 const PageHash& PageHashChain::Last() const {
-  static const PageHash kNone;  // the chain's seed: 16 zero bytes
   if (salt_ && salt_->page == size()) return salt_->hash;
-  return hashes_.empty() ? kNone : hashes_.back();
+  return hashes_.empty() ? start_ : hashes_.back();  // the seed: zeros, or a tenant's
 }
 
 int PageHashChain::Extend(std::span<const int32_t> tokens, int max_pages) {

@@ -44,11 +44,14 @@ struct ChainSalt {
 
 class PageHashChain {
  public:
-  // Requires geometry.page_tokens > 0.
-  PageHashChain(std::string model_fingerprint, const KvGeometry& geometry);
+  // Requires geometry.page_tokens > 0. Page 0 chains from `start`
+  // (cache/page_hash.h TenantChainStart; zeros by default).
+  PageHashChain(std::string model_fingerprint, const KvGeometry& geometry,
+                const PageHash& start = PageHash{});
 
   const std::string& model_fingerprint() const { return model_fingerprint_; }
   const KvGeometry& geometry() const { return geometry_; }
+  const PageHash& start() const { return start_; }
 
   // Full pages hashed, and their hashes.
   int size() const { return static_cast<int>(hashes_.size()); }
@@ -93,6 +96,7 @@ class PageHashChain {
 
   std::string model_fingerprint_;
   KvGeometry geometry_;
+  PageHash start_;
   std::vector<PageHash> hashes_;
   std::optional<ChainSalt> salt_;
   mutable int64_t pages_hashed_ = 0;

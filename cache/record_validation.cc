@@ -76,7 +76,7 @@ absl::Status FillPageHashes(SessionRecord* record) {
   if (!g.ok()) return g.status();
   absl::StatusOr<std::optional<ChainSalt>> salt = RecordSalt(*record);
   if (!salt.ok()) return salt.status();
-  PageHashChain chain(record->model_fingerprint(), *g);
+  PageHashChain chain(record->model_fingerprint(), *g, TenantChainStart(record->owner()));
   if (*salt) chain.SetSalt(**salt);
   const std::vector<PageHash> hashes = chain.PageHashes(TokensOf(*record), record->kv_length());
   record->clear_page_hashes();
@@ -116,6 +116,7 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
   const std::span<const int32_t> tokens = TokensOf(record);
   VerifiedPages out;
   out.salt = *salt;
+  out.start = TenantChainStart(record.owner());
   out.model_fingerprint = record.model_fingerprint();
   out.geometry = *g;
   out.hashes.reserve(n_pages);
@@ -132,7 +133,7 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
   // The common prefix with the reference needs no hashing.
   int same = 0;
   if (reference != nullptr && reference->model_fingerprint == out.model_fingerprint &&
-      reference->geometry == out.geometry &&
+      reference->geometry == out.geometry && reference->start == out.start &&
       reference->token_crcs.size() == reference->hashes.size()) {
     int limit = std::min<int>(n_pages, static_cast<int>(reference->hashes.size()));
     if (reference->salt != out.salt) {
@@ -150,7 +151,7 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
 
   // Hash the rest, chained from the accepted prefix (full pages only: a
   // partial page is always the last, so an accepted one ends the record).
-  PageHashChain chain(out.model_fingerprint, out.geometry);
+  PageHashChain chain(out.model_fingerprint, out.geometry, out.start);
   chain.Adopt(std::span<const PageHash>(out.hashes).first(static_cast<size_t>(same)));
   if (out.salt && out.salt->page >= same) chain.SetSalt(*out.salt);
   chain.Extend(tokens.first(static_cast<size_t>(kv_length)));

@@ -4,7 +4,8 @@
 //
 // A valid session record has a valid geometry (ValidateGeometry), 0 <=
 // kv_length <= tokens, and page_hashes == ChainPageHashes(model_fingerprint,
-// geometry, tokens, kv_length): a record can never name a page for other
+// geometry, tokens, kv_length), chained from TenantChainStart(owner): a
+// record can never name a page for other
 // tokens. A session that slid (SLIDE) lists slide_salt (16 bytes) and
 // slide_salt_page >= 0: its chain restarts from the salt at that page
 // (cache/page_hash_chain.h SetSalt), and the check uses that chain. Every check returns INVALID_ARGUMENT naming the first invariant
@@ -70,6 +71,9 @@ struct VerifiedPages {
   // The chain's salt (a session that slid); pages at or past a salt are
   // reused only against a reference with the same salt.
   std::optional<ChainSalt> salt;
+  // Where the chain starts (TenantChainStart of the record's owner); pages
+  // are reused only against a reference with the same start.
+  PageHash start;
 };
 
 // The record's slide salt, nullopt when it lists none; INVALID_ARGUMENT for

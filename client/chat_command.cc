@@ -12,6 +12,7 @@
 #include "cache/kv_sequence.h"
 #include "cache/page_pool.h"
 #include "client/cli_args.h"
+#include "client/cli_connection.h"
 #include "client/kvsession_client.h"
 #include "client/sampling_flags.h"
 #include "model/chat_template.h"
@@ -69,7 +70,9 @@ v1::ChatMessage Message(const std::string& role, const std::string& content) {
 }
 
 int RemoteChat(const CliArgs& args, int max_tokens) {
-  KvSessionClient client(args.GetOr("server", "127.0.0.1:50051"));
+  absl::StatusOr<std::unique_ptr<KvSessionClient>> connected = ConnectFromFlags(args);
+  if (!connected.ok()) return Usage(connected.status());
+  KvSessionClient& client = **connected;
   v1::SamplingParams sampling;
   if (absl::Status s = SamplingFlagsToProto(args, &sampling); !s.ok()) return Usage(s);
   const bool json = args.Has("json");
@@ -246,7 +249,10 @@ int LocalChatLoop(const CliArgs& args, int max_tokens) {
 int ChatCommand(const std::vector<std::string>& argv) {
   std::set<std::string> value_flags = {"server", "session", "model", "system", "n", "chat-template"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "no-thinking"});
+  value_flags.insert(ConnectionValueFlags().begin(), ConnectionValueFlags().end());
+  std::set<std::string> bool_flags = {"json", "no-thinking"};
+  bool_flags.insert(ConnectionBoolFlags().begin(), ConnectionBoolFlags().end());
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, bool_flags);
   if (!args.ok()) return Usage(args.status());
   absl::StatusOr<int64_t> n = args->GetInt("n", 512);
   if (!n.ok()) return Usage(n.status());

@@ -17,6 +17,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "client/client_security.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
 
 namespace kvs {
@@ -36,6 +37,9 @@ class KvSessionClient {
  public:
   // Connects (lazily) to `address` ("host:port") without TLS.
   explicit KvSessionClient(const std::string& address);
+  // Connects with TLS (when `security.tls`) and sends `security.api_key`
+  // (when set) as `authorization: Bearer KEY` on every call.
+  KvSessionClient(const std::string& address, const ClientSecurity& security);
 
   // Waits until the channel is connected or `timeout` passes.
   bool WaitForServer(std::chrono::milliseconds timeout);
@@ -77,10 +81,14 @@ class KvSessionClient {
   absl::StatusOr<kvsession::v1::TruncateResponse> Truncate(const std::string& session_id, int length);
 
   kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
+  // Adds this client's credentials (the API key) to a context for a call
+  // made through stub() directly.
+  void PrepareContext(grpc::ClientContext* ctx) const;
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kvsession::v1::KvSession::Stub> stub_;
+  std::string api_key_;
 };
 
 // grpc::Status -> absl::Status (same code and message).

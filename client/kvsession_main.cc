@@ -21,7 +21,9 @@ Local (no server):
   render    --model M.gguf --messages FILE.json [--no-generation-prompt] [--no-thinking]
             [--chat-template NAME] [--json]
 
-Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON):
+Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON;
+        TLS: --tls-ca CA.pem (or --tls for the system's CAs), mutual TLS: --tls-cert C.pem
+        --tls-key K.pem; API key: --api-key KEY or $KVSESSION_API_KEY):
   create    [--text T] [sampling flags] [--context error|slide] [--keep-tokens N]
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]

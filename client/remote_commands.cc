@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/cli_args.h"
+#include "client/cli_connection.h"
 #include "client/kvsession_client.h"
 #include "client/sampling_flags.h"
 
@@ -386,11 +387,16 @@ int RunRemoteCommand(const std::string& command, const std::vector<std::string>&
                                        "seeds",  "name",    "checkpoint", "stop", "logprobs",
                                        "timeout-ms", "length", "at-length", "context", "keep-tokens"};
   value_flags.insert(SamplingFlagNames().begin(), SamplingFlagNames().end());
-  absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, {"json", "ids", "with-text", "ignore-eos"});
+  value_flags.insert(ConnectionValueFlags().begin(), ConnectionValueFlags().end());
+  std::set<std::string> bool_flags = {"json", "ids", "with-text", "ignore-eos"};
+  bool_flags.insert(ConnectionBoolFlags().begin(), ConnectionBoolFlags().end());
+  absl::StatusOr<CliArgs> args = CliArgs::Parse(argv, value_flags, bool_flags);
   if (!args.ok()) return Usage(args.status());
   Command c{*std::move(args), nullptr, false};
   c.json = c.args.Has("json");
-  c.client = std::make_unique<KvSessionClient>(c.args.GetOr("server", "127.0.0.1:50051"));
+  absl::StatusOr<std::unique_ptr<KvSessionClient>> client = ConnectFromFlags(c.args);
+  if (!client.ok()) return Usage(client.status());
+  c.client = *std::move(client);
   return it->second(c);
 }
 

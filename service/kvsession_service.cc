@@ -163,6 +163,11 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                                                           const v1::CreateSessionRequest* request,
                                                           v1::Session* response) {
   auto* reactor = new CancellableReactor();
+  absl::StatusOr<Principal> caller = CallerOf(ctx);
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpc(caller.status()));
+    return reactor;
+  }
   if (absl::Status s = ValidateLabels(request->labels()); !s.ok()) {
     reactor->Finish(ToGrpc(s));
     return reactor;
@@ -180,9 +185,10 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(policy.status()));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx)] {
+  io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx),
+               owner = caller->tenant] {
     absl::StatusOr<std::shared_ptr<Session>> session =
-        sessions_->CreateAcquired(sampling, Labels(request->labels()));
+        sessions_->CreateAcquired(sampling, Labels(request->labels()), owner);
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
     ResolvedInput input;
@@ -434,14 +440,18 @@ grpc::ServerUnaryReactor* KvSessionService::ListSessions(grpc::CallbackServerCon
                                                          const v1::ListSessionsRequest* request,
                                                          v1::ListSessionsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status valid = ValidatePageSize(request->page_size());
+  absl::StatusOr<Principal> caller = CallerOf(ctx);
+  absl::Status valid = caller.status();
+  if (valid.ok()) valid = ValidatePageSize(request->page_size());
   if (valid.ok()) valid = CheckSessionPageToken(request->page_token());
   if (!valid.ok()) {
     reactor->Finish(ToGrpc(valid));
     return reactor;
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
-  std::vector<SessionInfo> page = sessions_->List(request->page_token(), page_size + 1);
+  // A user sees its own sessions, an admin everyone's.
+  std::vector<SessionInfo> page = sessions_->List(request->page_token(), page_size + 1,
+                                                  caller->is_admin() ? nullptr : &caller->tenant);
   for (int i = 0; i < static_cast<int>(page.size()) && i < page_size; ++i) {
     ToProto(page[i], response->add_sessions());
   }
@@ -468,7 +478,9 @@ grpc::ServerUnaryReactor* KvSessionService::ListCheckpoints(
     grpc::CallbackServerContext* ctx, const v1::ListCheckpointsRequest* request,
     v1::ListCheckpointsResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status valid = ValidatePageSize(request->page_size());
+  absl::StatusOr<Principal> caller = CallerOf(ctx);
+  absl::Status valid = caller.status();
+  if (valid.ok()) valid = ValidatePageSize(request->page_size());
   if (valid.ok()) valid = CheckCheckpointPageToken(request->page_token());
   if (valid.ok() && !request->session_id().empty()) valid = CheckSessionId("session_id", request->session_id());
   if (!valid.ok()) {
@@ -477,7 +489,8 @@ grpc::ServerUnaryReactor* KvSessionService::ListCheckpoints(
   }
   const int page_size = request->page_size() > 0 ? request->page_size() : kDefaultPageSize;
   std::vector<CheckpointRecord> page =
-      sessions_->ListCheckpoints(request->session_id(), request->page_token(), page_size + 1);
+      sessions_->ListCheckpoints(request->session_id(), request->page_token(), page_size + 1,
+                                 caller->is_admin() ? nullptr : &caller->tenant);
   for (int i = 0; i < static_cast<int>(page.size()) && i < page_size; ++i) {
     ToProto(page[i], response->add_checkpoints());
   }

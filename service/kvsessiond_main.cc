@@ -9,7 +9,14 @@
 // reflection (and, with --metrics-listen, Prometheus metrics, /healthz and
 // /readyz over HTTP: service/metrics_http_server.h), and shuts down gracefully on SIGTERM / SIGINT: running
 // generations are cancelled (their tokens stay in their sessions), every
-// session is persisted, and the process exits 0.
+// session is persisted, and the process exits 0. SIGHUP re-reads
+// --auth-keys (a bad file keeps the old keys, and says so).
+//
+// Security (docs/operations.md, "Secure deployment"): --tls-cert/--tls-key
+// serve TLS, --tls-client-ca requires client certificates (mutual TLS);
+// --auth-keys FILE requires `authorization: Bearer KEY` on every call.
+// Without --auth-keys the server listens only on loopback unless
+// --insecure-no-auth.
 #include <signal.h>
 
 #include <algorithm>
@@ -41,7 +48,10 @@
 #include "service/server_metrics.h"
 #include "service/session_io_metrics.h"
 #include "service/token_latency_metrics.h"
+#include "service/auth/authenticator.h"
+#include "service/auth/session_ownership.h"
 #include "service/model_fingerprint.h"
+#include "service/server_security.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -79,6 +89,16 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics (/metrics), /healthz and /readyz over HTTP on this address "
           "(host:port; port 0 picks one); empty: no metrics");
 ABSL_FLAG(std::string, metrics_port_file, "", "write the bound metrics port to this file once serving");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require client certificates signed by it (mutual TLS)");
+ABSL_FLAG(std::string, auth_keys, "",
+          "API keys file (TENANT ROLE SHA256HEX [QUOTA=VALUE ...] per line); every call must send "
+          "authorization: Bearer KEY. Re-read on SIGHUP");
+ABSL_FLAG(bool, insecure_no_auth, false,
+          "allow listening on a non-loopback address without --auth-keys (anyone who can reach the "
+          "port can use every session)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -149,22 +169,44 @@ sigset_t BlockShutdownSignals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
 
-int WaitForShutdownSignal(const sigset_t& signals) {
-  int sig = 0;
-  sigwait(&signals, &sig);
-  return sig;
+// Re-reads the keys file; the old keys stay when the new file is bad.
+void ReloadKeys(Authenticator* auth) {
+  if (auth == nullptr) {
+    std::cerr << "kvsessiond: SIGHUP: no --auth-keys to reload" << std::endl;
+    return;
+  }
+  absl::StatusOr<ApiKeyFile> keys = auth->Reload();
+  if (keys.ok()) {
+    std::cerr << "kvsessiond: SIGHUP: reloaded " << keys->entries.size() << " API keys of "
+              << keys->tenant_count() << " tenants from " << auth->path() << std::endl;
+  } else {
+    std::cerr << "kvsessiond: SIGHUP: keeping the previous API keys: " << keys.status().message() << std::endl;
+  }
 }
 
-std::unique_ptr<grpc::Server> StartServer(const std::string& listen, KvSessionService* service,
-                                          const ServiceLimits& limits, RpcMetrics* rpc_metrics, int* port) {
+// Waits for SIGTERM or SIGINT, reloading the keys on each SIGHUP.
+int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth) {
+  while (true) {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) return sig;
+    ReloadKeys(auth);
+  }
+}
+
+std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
+                                          std::shared_ptr<grpc::ServerCredentials> credentials,
+                                          KvSessionService* service, const ServiceLimits& limits,
+                                          RpcMetrics* rpc_metrics, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), port);
+  builder.AddListeningPort(listen, std::move(credentials), port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
   if (rpc_metrics != nullptr) {
@@ -205,6 +247,25 @@ int Serve() {
   absl::StatusOr<ServerConfig> config = ReadFlags();
   if (!config.ok()) return Fail(std::string(config.status().message()));
   const sigset_t signals = BlockShutdownSignals();
+
+  // Security first: a misconfiguration fails before the model loads.
+  const std::string auth_keys = absl::GetFlag(FLAGS_auth_keys);
+  if (absl::Status s = CheckListenPolicy(config->listen, !auth_keys.empty(), absl::GetFlag(FLAGS_insecure_no_auth));
+      !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFor(
+      {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)});
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  std::unique_ptr<Authenticator> authenticator;
+  std::string key_summary;
+  if (!auth_keys.empty()) {
+    absl::StatusOr<ApiKeyFile> keys = LoadApiKeyFile(auth_keys);
+    if (!keys.ok()) return Fail(std::string(keys.status().message()));
+    key_summary = absl::StrCat(keys->entries.size(), " API keys of ", keys->tenant_count(), " tenants from ",
+                               auth_keys);
+    authenticator = std::make_unique<Authenticator>(*std::move(keys), auth_keys);
+  }
 
   // Metrics first, so /healthz answers (and /readyz says "not ready") while
   // the model loads.
@@ -293,8 +354,12 @@ int Serve() {
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
                     absl::GetFlag(FLAGS_chat_template)};
   KvSessionService service(**model, &sessions, &engine, &io, facts);
+  service.SetAuthenticator(authenticator.get());
+  SessionOwnership ownership(&sessions);
+  service.SetAccessPolicy(&ownership);
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartServer(config->listen, &service, limits, rpc_metrics.get(), &port);
+  std::unique_ptr<grpc::Server> server =
+      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
   server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);
@@ -304,12 +369,24 @@ int Serve() {
             << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << KvDtypeName(geometry.dtype)
             << "); " << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
             << MatmulPathName(config->matmul) << "\n";
+  std::cerr << "kvsessiond: transport: "
+            << (absl::GetFlag(FLAGS_tls_cert).empty()
+                    ? "plaintext (no --tls-cert)"
+                    : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS (client certificates required)"))
+            << "; authentication: ";
+  if (authenticator) {
+    std::cerr << key_summary;
+  } else {
+    std::cerr << "OFF (no --auth-keys): every caller is tenant \"" << kDefaultTenant << "\""
+              << (IsLoopbackListen(config->listen) ? "; loopback only" : "; --insecure-no-auth: ANYONE WHO CAN REACH THE PORT");
+  }
+  std::cerr << "\n";
   std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)
             << port << std::endl;
   if (metrics_http) metrics_http->SetReady(true);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
-  const int sig = WaitForShutdownSignal(signals);
+  const int sig = WaitForShutdownSignal(signals, authenticator.get());
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
   Drain(server.get(), &engine, metrics_http.get());

@@ -7,6 +7,7 @@
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/grpcpp.h>
 
+#include "service/auth/call_auth.h"
 #include "service/grpc_status.h"
 #include "service/request_parser.h"
 
@@ -47,11 +48,22 @@ void ParsingCallbackService::ParseUnary(absl::string_view method, Handler handle
   MarkMethodCallback(
       MethodIndex(method, Request::descriptor()),
       new grpc::internal::CallbackUnaryHandler<ParsedRequest<Request>, Response>(
-          [handler](grpc::CallbackServerContext* ctx, const ParsedRequest<Request>* request,
-                    Response* response) -> grpc::ServerUnaryReactor* {
+          [this, handler](grpc::CallbackServerContext* ctx, const ParsedRequest<Request>* request,
+                          Response* response) -> grpc::ServerUnaryReactor* {
+            const absl::StatusOr<Principal> caller = CallerOf(ctx);
+            if (!caller.ok()) {
+              grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+              reactor->Finish(ToGrpc(caller.status()));
+              return reactor;
+            }
             if (!request->status.ok()) {
               grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
               reactor->Finish(ToGrpc(request->status));
+              return reactor;
+            }
+            if (absl::Status admitted = Admit(*caller, request->message); !admitted.ok()) {
+              grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+              reactor->Finish(ToGrpc(admitted));
               return reactor;
             }
             return handler(ctx, &request->message, response);
@@ -63,11 +75,26 @@ void ParsingCallbackService::ParseServerStreaming(absl::string_view method, Hand
   MarkMethodCallback(
       MethodIndex(method, Request::descriptor()),
       new grpc::internal::CallbackServerStreamingHandler<ParsedRequest<Request>, Response>(
-          [handler](grpc::CallbackServerContext* ctx,
-                    const ParsedRequest<Request>* request) -> grpc::ServerWriteReactor<Response>* {
+          [this, handler](grpc::CallbackServerContext* ctx,
+                          const ParsedRequest<Request>* request) -> grpc::ServerWriteReactor<Response>* {
+            const absl::StatusOr<Principal> caller = CallerOf(ctx);
+            if (!caller.ok()) {
+              return new RejectedWriteReactor<Response>(ToGrpc(caller.status()));
+            }
             if (!request->status.ok()) return new RejectedWriteReactor<Response>(ToGrpc(request->status));
+            if (absl::Status admitted = Admit(*caller, request->message); !admitted.ok()) {
+              return new RejectedWriteReactor<Response>(ToGrpc(admitted));
+            }
             return handler(ctx, &request->message);
           }));
+}
+
+absl::StatusOr<Principal> ParsingCallbackService::CallerOf(const grpc::CallbackServerContext* ctx) const {
+  return AuthenticateCall(authenticator_, *ctx);
+}
+
+absl::Status ParsingCallbackService::Admit(const Principal& caller, const google::protobuf::Message& request) const {
+  return access_policy_ == nullptr ? absl::OkStatus() : access_policy_->Check(caller, request);
 }
 
 ParsingCallbackService::ParsingCallbackService() {

@@ -19,18 +19,44 @@
 // service descriptor and fails until it is). Do not use the generated
 // SetMessageAllocatorFor_*: the handlers are no longer the generated ones.
 //
+// Authentication: with an Authenticator set (SetAuthenticator, before the
+// server starts), every method first authenticates the call's
+// `authorization: Bearer KEY` header (service/auth/call_auth.h); a call
+// that fails gets UNAUTHENTICATED before its request is looked at or any
+// handler runs. Handlers get the caller with CallerOf(ctx). With an
+// AccessPolicy set (SetAccessPolicy), a parsed request then goes to it, and
+// the call ends with its status unless OK (service/auth/access_policy.h).
+//
 // Thread safety: as CallbackService (handlers run on gRPC threads).
 #ifndef KVSESSION_SERVICE_PARSING_CALLBACK_SERVICE_H_
 #define KVSESSION_SERVICE_PARSING_CALLBACK_SERVICE_H_
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
+#include "service/auth/access_policy.h"
+#include "service/auth/authenticator.h"
+#include "service/auth/principal.h"
 
 namespace kvs {
 
 class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService {
+ public:
+  // Borrowed; must outlive the server. nullptr (the default): no
+  // authentication, every caller is the default tenant. Call before the
+  // server starts.
+  void SetAuthenticator(const Authenticator* authenticator) { authenticator_ = authenticator; }
+  // Borrowed; must outlive the server. nullptr (the default): every
+  // authenticated caller may make any request. Call before the server
+  // starts.
+  void SetAccessPolicy(const AccessPolicy* policy) { access_policy_ = policy; }
+
  protected:
   ParsingCallbackService();
+
+  // The caller of a call that reached a handler (it authenticated);
+  // UNAUTHENTICATED only if its key was removed by a reload meanwhile.
+  absl::StatusOr<Principal> CallerOf(const grpc::CallbackServerContext* ctx) const;
 
  private:
   // Registers unary `method` (its typed handler `handler(ctx, request,
@@ -39,6 +65,12 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
   void ParseUnary(absl::string_view method, Handler handler);
   template <class Request, class Response, class Handler>
   void ParseServerStreaming(absl::string_view method, Handler handler);
+
+  // Whether the access policy lets `caller` make `request` (OK without one).
+  absl::Status Admit(const Principal& caller, const google::protobuf::Message& request) const;
+
+  const Authenticator* authenticator_ = nullptr;
+  const AccessPolicy* access_policy_ = nullptr;
 };
 
 }  // namespace kvs

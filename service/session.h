@@ -39,6 +39,7 @@
 #include "cache/page_hash.h"
 #include "cache/page_hash_chain.h"
 #include "model/sampler.h"
+#include "service/auth/principal.h"
 #include "service/chat_state.h"
 #include "service/context_policy.h"
 #include "service/job_handle.h"
@@ -58,6 +59,10 @@ struct Session {
   int64_t update_time_us = 0;
   std::string parent_session_id;
   std::string checkpoint_id;
+  // The tenant the session belongs to (service/auth/principal.h): set
+  // before the session is registered and never changed after, so any
+  // thread may read it without a lock. Forks and restores inherit it.
+  std::string owner = kDefaultTenant;
   // The conversation this session holds (service/chat_state.h); like
   // `tokens`: written by the holder under tokens_mu.
   ChatState chat;

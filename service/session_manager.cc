@@ -44,11 +44,13 @@ absl::Status SessionManager::LoadFromStore() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
-    const SamplingParams& sampling, const std::map<std::string, std::string>& labels) {
+    const SamplingParams& sampling, const std::map<std::string, std::string>& labels,
+    const std::string& owner) {
   auto s = std::make_shared<Session>();
   s->id = NewId("ses_");
+  s->owner = owner;
   s->kv.emplace(pool_);
-  s->page_hashes.emplace(context_.model_fingerprint, context_.geometry);
+  s->page_hashes.emplace(context_.model_fingerprint, context_.geometry, TenantChainStart(s->owner));
   s->sampling = sampling;
   s->rng = SequenceRng(sampling.seed);
   s->labels = labels;
@@ -113,7 +115,7 @@ absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s
 void SessionManager::AdoptStoredHashes(Session& s) const {
   // The store verified these when it loaded the record: adopted, not rehashed.
   const int full = s.persisted_kv_length / context_.geometry.page_tokens;
-  s.page_hashes.emplace(context_.model_fingerprint, context_.geometry);
+  s.page_hashes.emplace(context_.model_fingerprint, context_.geometry, TenantChainStart(s.owner));
   s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
   // Past the adopted pages, a slid session's chain goes on from its salt.
   if (s.slide_salt && s.slide_salt->page >= full) s.page_hashes->SetSalt(*s.slide_salt);
@@ -163,6 +165,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           for (const auto& [k, v] : labels) b->labels[k] = v;
           b->create_time_us = b->update_time_us = b->last_used_us = now;
           b->parent_session_id = p.id;
+          b->owner = p.owner;
           b->busy = true;
           b->holder = "Fork";
           records.push_back(BuildSessionRecord(*b, context_));

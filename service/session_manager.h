@@ -70,8 +70,10 @@ class SessionManager : public KvRoomMaker {
   // A new, empty, resident session (its first token is BOS when the
   // vocabulary uses one), already acquired by the caller. Not persisted
   // until PersistAndRelease. RESOURCE_EXHAUSTED at the session limit.
+  // It belongs to tenant `owner`.
   absl::StatusOr<std::shared_ptr<Session>> CreateAcquired(
-      const SamplingParams& sampling, const std::map<std::string, std::string>& labels);
+      const SamplingParams& sampling, const std::map<std::string, std::string>& labels,
+      const std::string& owner = kDefaultTenant);
 
   // Takes the session exclusively for `what` (a Generate or an Append)
   // and makes its KV resident (loading it from disk if needed). NOT_FOUND,
@@ -151,12 +153,21 @@ class SessionManager : public KvRoomMaker {
   absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const {
     return registry_.Get(id, include_tokens);
   }
-  std::vector<SessionInfo> List(const std::string& after, int limit) const {
-    return registry_.List(after, limit);
+  // `owner`: only that tenant's (null: everyone's).
+  std::vector<SessionInfo> List(const std::string& after, int limit,
+                                const std::string* owner = nullptr) const {
+    return registry_.List(after, limit, owner);
   }
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& session_id,
-                                                const std::string& after, int limit) const {
-    return registry_.ListCheckpoints(session_id, after, limit);
+                                                const std::string& after, int limit,
+                                                const std::string* owner = nullptr) const {
+    return registry_.ListCheckpoints(session_id, after, limit, owner);
+  }
+  // The checkpoint's tenant; NOT_FOUND "no checkpoint 'ID'".
+  absl::StatusOr<std::string> CheckpointOwnerOf(const std::string& id) const {
+    absl::StatusOr<CheckpointRecord> c = registry_.GetCheckpoint(id);
+    if (!c.ok()) return c.status();
+    return CheckpointOwner(*c);
   }
 
   // KvRoomMaker: drops the KV of least recently used idle sessions (all

@@ -7,6 +7,11 @@
 #include "service/session_io_metrics.h"
 
 namespace kvs {
+
+std::string CheckpointOwner(const CheckpointRecord& checkpoint) {
+  // Checkpoints written before ownership existed belong to the default tenant.
+  return checkpoint.session().owner().empty() ? std::string(kDefaultTenant) : checkpoint.session().owner();
+}
 namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
@@ -183,6 +188,7 @@ SessionInfo SessionRegistry::Describe(const Session& s) const {
   info.busy = s.busy;
   info.resident = s.kv.has_value();
   info.parent_session_id = s.parent_session_id;
+  info.owner = s.owner;
   info.checkpoint_id = s.checkpoint_id;
   info.chat = s.CopyChat();
   info.context_policy = s.context_policy;
@@ -208,11 +214,13 @@ absl::StatusOr<SessionInfo> SessionRegistry::Get(const std::string& id, bool inc
   return info;
 }
 
-std::vector<SessionInfo> SessionRegistry::List(const std::string& after, int limit) const {
+std::vector<SessionInfo> SessionRegistry::List(const std::string& after, int limit,
+                                               const std::string* owner) const {
   absl::MutexLock lock(&mu_);
   std::vector<SessionInfo> out;
   for (auto it = sessions_.upper_bound(after);
        it != sessions_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    if (owner != nullptr && it->second->owner != *owner) continue;
     out.push_back(Describe(*it->second));
   }
   return out;
@@ -253,12 +261,13 @@ void SessionRegistry::RemoveCheckpoint(const std::string& id) {
 }
 
 std::vector<CheckpointRecord> SessionRegistry::ListCheckpoints(const std::string& session_id,
-                                                               const std::string& after,
-                                                               int limit) const {
+                                                               const std::string& after, int limit,
+                                                               const std::string* owner) const {
   absl::MutexLock lock(&mu_);
   std::vector<CheckpointRecord> out;
   for (auto it = checkpoints_.upper_bound(after);
        it != checkpoints_.end() && static_cast<int>(out.size()) < limit; ++it) {
+    if (owner != nullptr && CheckpointOwner(it->second) != *owner) continue;
     if (session_id.empty() || it->second.session().id() == session_id) out.push_back(it->second);
   }
   return out;

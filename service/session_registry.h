@@ -58,6 +58,7 @@ struct SessionInfo {
   bool resident = false;
   std::string parent_session_id;
   std::string checkpoint_id;
+  std::string owner;  // tenant (session.h)
   int kv_pages = 0;
   int kv_pages_shared = 0;
   std::vector<int32_t> tokens;  // only when asked for
@@ -65,6 +66,10 @@ struct SessionInfo {
   ContextPolicy context_policy = ContextPolicy::kError;
   int keep_tokens = 0;
 };
+
+// The tenant a checkpoint belongs to: its session's (the default tenant
+// for records without an owner).
+std::string CheckpointOwner(const CheckpointRecord& checkpoint);
 
 class SessionRegistry {
  public:
@@ -119,8 +124,10 @@ class SessionRegistry {
   }
 
   absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const;
-  // Sessions with id > `after`, in id order, at most `limit`.
-  std::vector<SessionInfo> List(const std::string& after, int limit) const;
+  // Sessions with id > `after`, in id order, at most `limit`; only those of
+  // tenant `owner` unless it is null.
+  std::vector<SessionInfo> List(const std::string& after, int limit,
+                                const std::string* owner = nullptr) const;
   int session_count() const;
   int resident_count() const;
 
@@ -128,8 +135,11 @@ class SessionRegistry {
   absl::StatusOr<CheckpointRecord> GetCheckpoint(const std::string& id) const;  // NOT_FOUND
   bool HasCheckpoint(const std::string& id) const;
   void RemoveCheckpoint(const std::string& id);
+  // Checkpoints with id > `after` (of `session_id` unless empty, of tenant
+  // `owner` unless null), in id order, at most `limit`.
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& session_id,
-                                                const std::string& after, int limit) const;
+                                                const std::string& after, int limit,
+                                                const std::string* owner = nullptr) const;
 
  private:
   SessionInfo Describe(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

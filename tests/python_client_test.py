@@ -6,6 +6,7 @@ from the .proto). Run by ctest with KVS_BINARY_DIR, KVS_SOURCE_DIR and
 KVS_SHARED_DIR in the environment.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -119,6 +120,75 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("greedy:", out.stdout)
         self.assertIn("restored", out.stdout)
+
+
+def _openssl(*args, cwd):
+    subprocess.run(["/usr/bin/openssl"] + list(args), cwd=cwd, check=True, capture_output=True)
+
+
+@unittest.skipUnless(os.path.exists(MODEL), "../shared not present")
+class PythonTlsClientTest(unittest.TestCase):
+    """The example against a TLS server with API keys (certificates made by
+    openssl at test time)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="kvs_pytls_")
+        d = cls.tmp
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+                 "-subj", "/CN=kvs-py-ca", cwd=d)
+        with open(os.path.join(d, "server.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        _openssl("req", "-new", *ec, "-keyout", "server.key", "-out", "server.csr",
+                 "-subj", "/CN=localhost", cwd=d)
+        _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
+        with open(os.path.join(d, "keys.txt"), "w") as f:
+            f.write("acme user %s\n" % hashlib.sha256(b"py-secret").hexdigest())
+        port_file = os.path.join(d, "port")
+        cls.server = subprocess.Popen(
+            [os.path.join(BINARY, "bin", "kvsessiond"), "--model", MODEL, "--listen", "127.0.0.1:0",
+             "--data-dir", os.path.join(d, "data"), "--port-file", port_file,
+             "--tls-cert", os.path.join(d, "server.pem"), "--tls-key", os.path.join(d, "server.key"),
+             "--auth-keys", os.path.join(d, "keys.txt")],
+            stderr=open(os.path.join(d, "log"), "w"))
+        deadline = time.time() + 60
+        while not os.path.exists(port_file):
+            if time.time() > deadline or cls.server.poll() is not None:
+                raise RuntimeError("kvsessiond did not start")
+            time.sleep(0.02)
+        cls.address = "127.0.0.1:" + open(port_file).read().strip()
+        cls.ca = os.path.join(d, "ca.pem")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.send_signal(signal.SIGTERM)
+        cls.server.wait(timeout=30)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_example_runs_over_tls_with_a_key(self):
+        out = subprocess.run(
+            [sys.executable, os.path.join(SOURCE, "client", "python", "example.py"),
+             "--server", self.address, "--prompt", "I was flying", "-n", "8",
+             "--tls-ca", self.ca, "--api-key", "py-secret"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("restored", out.stdout)
+
+    def test_the_key_comes_from_the_environment_and_a_wrong_one_is_unauthenticated(self):
+        os.environ["KVSESSION_API_KEY"] = "py-secret"
+        try:
+            sid = Client(self.address, tls_ca=self.ca).create("Once upon a time")
+            self.assertTrue(sid.startswith("ses_"))
+        finally:
+            del os.environ["KVSESSION_API_KEY"]
+        with self.assertRaises(grpc.RpcError) as e:
+            Client(self.address, tls_ca=self.ca, api_key="wrong").info()
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+        with self.assertRaises(grpc.RpcError) as e:
+            list(Client(self.address, tls_ca=self.ca).generate("ses_" + "0" * 32, 2))
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 branches sampled in parallel, snapshot and restore.
 
     python3 client/python/example.py --server 127.0.0.1:50051 --prompt "Once upon a time"
+    python3 client/python/example.py --server kvs.example:50051 --tls-ca ca.pem --api-key KEY
 """
 
 import argparse
@@ -18,9 +19,14 @@ def main():
     parser.add_argument("--prompt", default="Once upon a time")
     parser.add_argument("-n", type=int, default=32)
     parser.add_argument("--branches", type=int, default=3)
+    parser.add_argument("--tls-ca", help="the server's CA (PEM): connect with TLS")
+    parser.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS")
+    parser.add_argument("--tls-key", help="its private key (PEM)")
+    parser.add_argument("--api-key", help="API key (default: $KVSESSION_API_KEY)")
     args = parser.parse_args()
 
-    client = Client(args.server)
+    client = Client(args.server, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                    api_key=args.api_key)
     client.wait_ready()
     sid = client.create(args.prompt)
     print("session", sid)

@@ -63,11 +63,57 @@ def text_input(text):
     return pb.Input(text=text.encode("utf-8") if isinstance(text, str) else text)
 
 
-class Client:
-    """Synchronous client; every method raises grpc.RpcError on failure."""
+class _ApiKey(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer KEY` to every call (plaintext or TLS)."""
 
-    def __init__(self, address, timeout=60.0):
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, key):
+        self._metadata = ("authorization", "Bearer " + key)
+
+    def _with_key(self, details):
+        metadata = list(details.metadata or []) + [self._metadata]
+        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                            getattr(details, "wait_for_ready", None), getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_key(details), request)
+
+
+class _CallDetails(grpc.ClientCallDetails):
+    def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
+        self.method, self.timeout, self.metadata = method, timeout, metadata
+        self.credentials, self.wait_for_ready, self.compression = credentials, wait_for_ready, compression
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class Client:
+    """Synchronous client; every method raises grpc.RpcError on failure.
+
+    TLS when `tls_ca` (the server's CA, PEM file) or `tls` (the system's
+    roots) is given; `tls_cert` / `tls_key` add a client certificate (mutual
+    TLS). `api_key` (default: $KVSESSION_API_KEY) is sent as
+    `authorization: Bearer KEY` on every call.
+    """
+
+    def __init__(self, address, timeout=60.0, tls_ca=None, tls_cert=None, tls_key=None,
+                 api_key=None, tls=False):
+        if tls or tls_ca or tls_cert:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca) if tls_ca else None,
+                private_key=_read(tls_key) if tls_key else None,
+                certificate_chain=_read(tls_cert) if tls_cert else None)
+            self.channel = grpc.secure_channel(address, credentials)
+        else:
+            self.channel = grpc.insecure_channel(address)
+        api_key = api_key or os.environ.get("KVSESSION_API_KEY")
+        if api_key:
+            self.channel = grpc.intercept_channel(self.channel, _ApiKey(api_key))
         self.stub = pb_grpc.KvSessionStub(self.channel)
         self.timeout = timeout
 

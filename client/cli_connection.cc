@@ -1,0 +1,23 @@
+#include "client/cli_connection.h"
+
+namespace kvs {
+
+const std::set<std::string>& ConnectionValueFlags() {
+  static const std::set<std::string> flags = {"server", "tls-ca", "tls-cert", "tls-key", "api-key"};
+  return flags;
+}
+
+const std::set<std::string>& ConnectionBoolFlags() {
+  static const std::set<std::string> flags = {"tls"};
+  return flags;
+}
+
+absl::StatusOr<std::unique_ptr<KvSessionClient>> ConnectFromFlags(const CliArgs& args) {
+  absl::StatusOr<ClientSecurity> security =
+      ClientSecurityFromFiles(args.GetOr("tls-ca", ""), args.GetOr("tls-cert", ""), args.GetOr("tls-key", ""),
+                              args.GetOr("api-key", ""), args.Has("tls"));
+  if (!security.ok()) return security.status();
+  return std::make_unique<KvSessionClient>(args.GetOr("server", "127.0.0.1:50051"), *security);
+}
+
+}  // namespace kvs

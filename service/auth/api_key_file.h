@@ -1,0 +1,61 @@
+// ApiKeyFile: the --auth-keys file, parsed.
+//
+// One entry per line: `TENANT ROLE SHA256HEX [QUOTA=VALUE ...]`,
+// whitespace-separated; `#` starts a comment (to the end of the line);
+// blank lines are ignored.
+//   TENANT     [A-Za-z0-9_.-]{1,64}
+//   ROLE       user | admin
+//   SHA256HEX  the lowercase hex SHA-256 of the API key (64 characters);
+//              the key itself never appears in the file
+//   QUOTA      max_sessions | max_kv_bytes | max_store_bytes | max_generates,
+//              VALUE a non-negative integer (parsed and kept; enforcing
+//              them is later work, docs/operations.md)
+// A tenant may have several keys (several lines); the same hash twice is
+// an error. Errors name the line number and what is wrong, never the
+// line's text beyond the offending token's position.
+//
+// Thread safety: a parsed ApiKeyFile is immutable.
+#ifndef KVSESSION_SERVICE_AUTH_API_KEY_FILE_H_
+#define KVSESSION_SERVICE_AUTH_API_KEY_FILE_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/auth/principal.h"
+
+namespace kvs {
+
+using Sha256Digest = std::array<uint8_t, 32>;
+
+struct ApiKeyEntry {
+  Principal principal;
+  Sha256Digest key_sha256{};
+  std::map<std::string, int64_t> quotas;  // name -> value, as given
+};
+
+struct ApiKeyFile {
+  std::vector<ApiKeyEntry> entries;
+  // Distinct tenants named by the entries.
+  size_t tenant_count() const;
+};
+
+// Parses the file's text. INVALID_ARGUMENT naming the line on any error.
+absl::StatusOr<ApiKeyFile> ParseApiKeyFile(std::string_view text);
+
+// Reads and parses `path`: NOT_FOUND / PERMISSION_DENIED when it cannot be
+// read (naming the path), INVALID_ARGUMENT as ParseApiKeyFile.
+absl::StatusOr<ApiKeyFile> LoadApiKeyFile(const std::string& path);
+
+// SHA-256 of `data` (OpenSSL libcrypto).
+Sha256Digest Sha256(std::string_view data);
+// Lowercase hex of a digest (for `kvsession hash-key` style tooling and tests).
+std::string Sha256Hex(std::string_view data);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_AUTH_API_KEY_FILE_H_

@@ -1,0 +1,64 @@
+// Test helper: ServiceFixture plus test-time certificates
+// (test_certificates.h), an API keys file, and clients with any security.
+#ifndef KVSESSION_TESTS_SECURE_FIXTURE_H_
+#define KVSESSION_TESTS_SECURE_FIXTURE_H_
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client_security.h"
+#include "service/auth/api_key_file.h"
+#include "tests/service_fixture.h"
+#include "tests/test_certificates.h"
+
+namespace kvs {
+
+class SecureFixture : public ServiceFixture {
+ protected:
+  void SetUp() override {
+    ServiceFixture::SetUp();
+    if (IsSkipped()) return;
+    const std::string error = certs_.Make(dir_ / "certs");
+    ASSERT_EQ(error, "");
+  }
+
+  // Writes the keys file: one line per {tenant, role, key}.
+  std::string WriteKeys(const std::vector<std::vector<std::string>>& entries) {
+    const std::string path = (dir_ / "keys.txt").string();
+    std::ofstream out(path);
+    out << "# tenant role sha256(key)\n";
+    for (const auto& e : entries) out << e[0] << " " << e[1] << " " << Sha256Hex(e[2]) << "\n";
+    return path;
+  }
+
+  // Starts kvsessiond with `flags` without connecting a client.
+  void StartRaw(const std::vector<std::string>& flags) {
+    server_ = std::make_unique<ServerProcess>();
+    ASSERT_TRUE(server_->Start(ModelPath("aidreams260K.gguf"), (dir_ / "data").string(), flags)) << server_->log();
+  }
+
+  std::vector<std::string> TlsFlags(bool mutual = false) const {
+    std::vector<std::string> f = {"--tls-cert", certs_.path("server.pem"), "--tls-key", certs_.path("server.key")};
+    if (mutual) f.insert(f.end(), {"--tls-client-ca", certs_.path("ca.pem")});
+    return f;
+  }
+
+  // A client of the running server: TLS trusting `ca` ("" = plaintext),
+  // with client certificate `cert` ("" = none) and `api_key`.
+  std::unique_ptr<KvSessionClient> Client(const std::string& ca, const std::string& cert = "",
+                                          const std::string& api_key = "") const {
+    absl::StatusOr<ClientSecurity> s = ClientSecurityFromFiles(
+        ca.empty() ? "" : certs_.path(ca), cert.empty() ? "" : certs_.path(cert + ".pem"),
+        cert.empty() ? "" : certs_.path(cert + ".key"), api_key);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::make_unique<KvSessionClient>(server_->address(), *s);
+  }
+
+  TestCertificates certs_;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_TESTS_SECURE_FIXTURE_H_
