@@ -13,17 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/qwen3_chat_model.h"
 #include "tests/service_fixture.h"
 #include "tests/subprocess.h"
-#include "tools/model_synth.h"
 
 namespace kvs {
 namespace {
 
 constexpr int kContext = 128;
-constexpr int32_t kImStart = 151644;
-constexpr int32_t kImEnd = 151645;
-constexpr int32_t kEndOfText = 151643;
+constexpr int32_t kImStart = kQwen3ImStart;
+constexpr int32_t kImEnd = kQwen3ImEnd;
+constexpr int32_t kEndOfText = kQwen3EndOfText;
 const char kSystemTurn[] = "<|im_start|>system\nAnswer briefly.<|im_end|>\n";
 
 // Replies never end by themselves nor write a turn marker: each is cut by
@@ -39,32 +39,7 @@ std::string Question(int i) {
 
 class ChatSlideTest : public ServiceFixture {
  protected:
-  static void SetUpTestSuite() {
-    const std::string vocab = SharedDir() + "/vocab/ggml-vocab-qwen3.gguf";
-    if (!std::filesystem::exists(vocab)) return;
-    model_path_ = (std::filesystem::temp_directory_path() /
-                   ("chat_slide_test_" + std::to_string(::getpid()) + ".gguf"))
-                      .string();
-    SynthSpec spec;
-    spec.arch = "qwen3";
-    spec.name = "qwen3-vocab-synth";
-    spec.n_layers = 2;
-    spec.dim = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.head_dim = 16;
-    spec.ffn_dim = 128;
-    spec.vocab_size = 151936;
-    spec.context_length = 1024;
-    spec.tied_embeddings = true;
-    spec.weight_type = GgmlType::kF16;
-    spec.vocab_from = vocab;
-    const absl::Status st = WriteSynthModel(spec, model_path_);
-    if (!st.ok()) {
-      ADD_FAILURE() << st;
-      model_path_.clear();
-    }
-  }
+  static void SetUpTestSuite() { model_path_ = WriteQwen3ChatModel("chat_slide_test"); }
   static void TearDownTestSuite() {
     if (!model_path_.empty()) std::filesystem::remove(model_path_);
   }
