@@ -99,6 +99,7 @@ struct CallAudit::Call {
   std::string session_id, checkpoint_id;
   std::vector<std::string> created;
   std::optional<v1::Usage> usage;
+  std::optional<int> session_tokens;  // the session's length after the call
   int code = 0;
   double latency_ms = 0;
 };
@@ -111,7 +112,12 @@ void ReadResponse(const Message& m, CallAudit::Call* call) {
   if (d == v1::Session::descriptor() || d == v1::Checkpoint::descriptor()) {
     call->created.push_back(StringField(m, "id"));
   }
+  if (d == v1::Session::descriptor()) call->session_tokens = static_cast<const v1::Session&>(m).length();
   const google::protobuf::Reflection* r = m.GetReflection();
+  if (const auto* f = d->FindFieldByName("session");
+      f != nullptr && !f->is_repeated() && f->message_type() == v1::Session::descriptor() && r->HasField(m, f)) {
+    call->session_tokens = static_cast<const v1::Session&>(r->GetMessage(m, f)).length();
+  }
   if (const auto* f = d->FindFieldByName("sessions");
       f != nullptr && f->is_repeated() && f->message_type() == v1::Session::descriptor()) {
     for (int i = 0; i < r->FieldSize(m, f); ++i) {
@@ -154,6 +160,12 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
       call_.latency_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
       call_.caller = AuthenticateCall(authenticator_, *info_->server_context());
+      // A refused x-kvsession-tenant: the line names the key's own tenant.
+      if (absl::IsPermissionDenied(call_.caller.status()) || absl::IsInvalidArgument(call_.caller.status())) {
+        call_.caller = AuthenticateKey(authenticator_, *info_->server_context());
+      }
+      // Restore{session_id} loads an existing session: it creates nothing.
+      if (call_.method == "Restore" && call_.checkpoint_id.empty()) call_.created.clear();
       audit_->Record(call_);
     }
     methods->Proceed();
@@ -274,6 +286,7 @@ void CallAudit::Record(const Call& call) {
                     ",\"cached_tokens\":", call.usage->cached_tokens(),
                     ",\"generated_tokens\":", call.usage->generated_tokens());
   }
+  if (call.session_tokens) absl::StrAppend(&line, ",\"session_tokens\":", *call.session_tokens);
   absl::StrAppend(&line, ",\"latency_ms\":", absl::StrFormat("%.3f", call.latency_ms), "}\n");
   absl::MutexLock lock(&mu_);
   std::fwrite(line.data(), 1, line.size(), out_);

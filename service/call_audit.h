@@ -13,10 +13,14 @@
 // Fields: time (UTC, ms), tenant (null for a call that did not
 // authenticate), acting_admin (only when an admin key acted for `tenant`),
 // method, session_id / checkpoint_id (as the request named them, when
-// set), created (ids the call made: CreateSession's and Restore's session,
-// Fork's branches, Snapshot's checkpoint), code (the gRPC status code's
+// set), created (ids the call made: CreateSession's session, the session
+// Restore{checkpoint_id} made, Fork's branches, Snapshot's checkpoint),
+// code (the gRPC status code's
 // name), prompt_tokens / cached_tokens / generated_tokens (from the
-// response's Usage, when it has one), latency_ms (call start to status).
+// response's Usage, when it has one), session_tokens (the session's length
+// after the call, when the response holds the session), latency_ms (call
+// start to status). A call refused for its x-kvsession-tenant header is
+// logged under its key's own tenant (the header's value never is).
 // Never written: input text or tokens, generated text, status messages,
 // labels, names, keys. Strings are JSON-escaped (ids are server-made, but
 // whatever a request carried is escaped and cut to 64 bytes).

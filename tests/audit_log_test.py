@@ -39,11 +39,16 @@ SECRET_PROMPT = "copper river dawn"
 
 def wait_for_file(path, server):
     deadline = time.time() + 60
-    while not os.path.exists(path) or not open(path).read().strip():
+    def read():
+        if not os.path.exists(path):
+            return ""
+        with open(path) as f:
+            return f.read().strip()
+    while not read():
         if time.time() > deadline or server.poll() is not None:
             raise RuntimeError("kvsessiond did not start")
         time.sleep(0.02)
-    return int(open(path).read().strip())
+    return int(read())
 
 
 @unittest.skipUnless(os.path.exists(MODEL), "../shared not present")
@@ -62,7 +67,7 @@ class AuditLogTest(unittest.TestCase):
              "--data-dir", os.path.join(self.tmp, "data"), "--port-file", port_file,
              "--auth-keys", keys, "--audit-log", self.audit,
              "--metrics-listen", "127.0.0.1:0", "--metrics-port-file", metrics_port_file],
-            stderr=open(os.path.join(self.tmp, "log"), "w"))
+            stderr=subprocess.DEVNULL)
         self.address = "127.0.0.1:%d" % wait_for_file(port_file, self.server)
         self.metrics_port = wait_for_file(metrics_port_file, self.server)
         self.acme = Client(self.address, api_key=KEYS["acme"][1])
@@ -71,6 +76,9 @@ class AuditLogTest(unittest.TestCase):
     def tearDown(self):
         self.server.send_signal(signal.SIGTERM)
         self.server.wait(timeout=30)
+        if os.environ.get("KVS_AUDIT_SAMPLE"):  # print the log (for docs)
+            with open(self.audit) as f:
+                sys.stdout.write(f.read())
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def lines(self):
@@ -82,11 +90,13 @@ class AuditLogTest(unittest.TestCase):
 
     def test_every_mutating_call_writes_one_json_line_without_content_or_keys(self):
         sid = self.acme.create(SECRET_TEXT)
+        created_length = self.acme.get(sid).length
         appended = self.acme.append(sid, SECRET_APPEND)
         _, _, last = self.acme.generate_all(sid, 3, prompt=SECRET_PROMPT, temperature=0)
         branches = self.acme.fork(sid, 2)
         checkpoint = self.acme.snapshot(sid, "name-is-not-logged").id
         restored = self.acme.restore_checkpoint(checkpoint)
+        self.acme.restore_session(sid)  # loads, creates nothing
         self.acme.truncate(sid, 2)
         self.acme.get(sid, include_text=True)  # reads are not audited
         self.acme.info()
@@ -102,7 +112,7 @@ class AuditLogTest(unittest.TestCase):
 
         lines = self.lines()
         self.assertEqual([l["method"] for l in lines],
-                         ["CreateSession", "Append", "Generate", "Fork", "Snapshot", "Restore", "Truncate",
+                         ["CreateSession", "Append", "Generate", "Fork", "Snapshot", "Restore", "Restore", "Truncate",
                           "DeleteSession", "DeleteCheckpoint", "Append", "CreateSession"])
         for l in lines[:-1]:
             self.assertEqual(l["tenant"], "acme")
@@ -111,9 +121,11 @@ class AuditLogTest(unittest.TestCase):
             self.assertGreaterEqual(l["latency_ms"], 0)
         self.assertIsNone(lines[-1]["tenant"])
         self.assertEqual(lines[-1]["code"], "UNAUTHENTICATED")
-        create, append, generate, fork, snapshot, restore, truncate, delete, delete_checkpoint, failed, _ = lines
+        create, append, generate, fork, snapshot, restore, reload, truncate, delete, delete_checkpoint, failed, _ = lines
         self.assertEqual(create["created"], [sid])
         self.assertEqual(create["code"], "OK")
+        self.assertEqual(create["session_tokens"], created_length)
+        self.assertEqual(append["session_tokens"], appended.session.length)
         self.assertEqual((append["session_id"], append["prompt_tokens"], append["cached_tokens"]),
                          (sid, appended.usage.prompt_tokens, appended.usage.cached_tokens))
         self.assertEqual(generate["generated_tokens"], last.usage.generated_tokens)
@@ -121,13 +133,16 @@ class AuditLogTest(unittest.TestCase):
         self.assertEqual((fork["session_id"], fork["created"]), (sid, branches))
         self.assertEqual((snapshot["session_id"], snapshot["created"]), (sid, [checkpoint]))
         self.assertEqual((restore["checkpoint_id"], restore["created"]), (checkpoint, [restored]))
+        self.assertEqual(reload["session_id"], sid)
+        self.assertNotIn("created", reload)
         self.assertEqual((truncate["session_id"], truncate["code"]), (sid, "OK"))
         self.assertEqual(delete["session_id"], branches[0])
         self.assertEqual(delete_checkpoint["checkpoint_id"], checkpoint)
         self.assertEqual((failed["session_id"], failed["code"]), (missing, "NOT_FOUND"))
         self.assertNotIn("created", failed)
 
-        text = open(self.audit).read()
+        with open(self.audit) as f:
+            text = f.read()
         for secret in [SECRET_TEXT, SECRET_APPEND, SECRET_PROMPT, "name-is-not-logged", "wrong-key"] + \
                 [k for _, k in KEYS.values()] + [hashlib.sha256(k.encode()).hexdigest() for _, k in KEYS.values()]:
             self.assertNotIn(secret, text)
@@ -147,6 +162,9 @@ class AuditLogTest(unittest.TestCase):
         lines = self.lines()
         self.assertEqual(lines[0]["method"], "CreateSession")
         self.assertEqual((lines[0]["tenant"], lines[0]["acting_admin"]), ("acme", "root"))
+        # beta's refused header: logged under beta, the header's value not at all.
+        self.assertEqual((lines[1]["tenant"], lines[1]["code"]), ("beta", "PERMISSION_DENIED"))
+        self.assertNotIn("acting_admin", lines[1])
 
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10) as r:
             scrape = r.read().decode("utf-8")
@@ -159,6 +177,7 @@ class AuditLogTest(unittest.TestCase):
         self.assertEqual(samples[("acme", "Append", "OK")], 1)
         self.assertEqual(samples[("acme", "ListSessions", "OK")], 1)
         self.assertEqual(samples[("beta", "Append", "NOT_FOUND")], 1)
+        self.assertEqual(samples[("beta", "CreateSession", "PERMISSION_DENIED")], 1)
         self.assertNotIn(("root", "CreateSession", "OK"), samples)
 
 

@@ -3,9 +3,8 @@
 #include <string_view>
 
 namespace kvs {
-namespace {
 
-absl::StatusOr<Principal> KeyPrincipal(const Authenticator* authenticator, const grpc::ServerContextBase& ctx) {
+absl::StatusOr<Principal> AuthenticateKey(const Authenticator* authenticator, const grpc::ServerContextBase& ctx) {
   if (authenticator == nullptr) return Principal{};
   const auto& metadata = ctx.client_metadata();
   const auto it = metadata.find("authorization");
@@ -13,11 +12,9 @@ absl::StatusOr<Principal> KeyPrincipal(const Authenticator* authenticator, const
   return authenticator->Authenticate(std::string_view(it->second.data(), it->second.size()));
 }
 
-}  // namespace
-
 absl::StatusOr<Principal> AuthenticateCall(const Authenticator* authenticator,
                                            const grpc::ServerContextBase& ctx) {
-  absl::StatusOr<Principal> principal = KeyPrincipal(authenticator, ctx);
+  absl::StatusOr<Principal> principal = AuthenticateKey(authenticator, ctx);
   if (!principal.ok()) return principal;
   const auto& metadata = ctx.client_metadata();
   const auto [begin, end] = metadata.equal_range(kActAsTenantHeader);

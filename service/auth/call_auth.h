@@ -37,6 +37,11 @@ inline constexpr char kActAsTenantHeader[] = "x-kvsession-tenant";
 absl::StatusOr<Principal> AuthenticateCall(const Authenticator* authenticator,
                                            const grpc::ServerContextBase& ctx);
 
+// The principal of the call's key alone, ignoring x-kvsession-tenant (the
+// audit log names who sent a refused header). UNAUTHENTICATED as above.
+absl::StatusOr<Principal> AuthenticateKey(const Authenticator* authenticator,
+                                          const grpc::ServerContextBase& ctx);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_SERVICE_AUTH_CALL_AUTH_H_
