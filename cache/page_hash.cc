@@ -105,6 +105,10 @@ PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pag
   return Sha256().Truncated(message);
 }
 
+PageHash ChainStart(std::string_view owner, bool shared) {
+  return shared ? PageHash{} : TenantChainStart(owner);
+}
+
 PageHash TenantChainStart(std::string_view owner) {
   if (owner.empty() || owner == kUnsaltedTenant) return PageHash{};
   std::string message("kvsession.tenant.v1");

@@ -85,6 +85,13 @@ inline constexpr char kUnsaltedTenant[] = "default";
 // disk (docs/storage-format.md, "Page hashes").
 PageHash TenantChainStart(std::string_view owner);
 
+// Where the chain of a session owned by `owner` starts: zeros when it was
+// created under kvsessiond --shared-prefix-cache (`shared`: one public
+// prefix pool, every tenant's chain unsalted), else TenantChainStart.
+// Recorded per session (SessionRecord.shared_prefix_chain), so a session
+// keeps its chain when the flag is flipped across a restart.
+PageHash ChainStart(std::string_view owner, bool shared);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_CACHE_PAGE_HASH_H_

@@ -66,5 +66,28 @@ TEST(RecordTenantTest, ARecordValidatesOnlyWithItsOwnersChain) {
   EXPECT_EQ(hashed, 0);
 }
 
+// kvsessiond --shared-prefix-cache: a record saying so chains from zeros
+// whatever its owner, and the flag, not the server's setting, decides how
+// it validates (a store written under either setting loads under both).
+TEST(RecordTenantTest, ASharedPrefixChainRecordChainsFromZerosAndValidatesOnlyAsShared) {
+  EXPECT_EQ(ChainStart("acme", true), PageHash{});
+  EXPECT_EQ(ChainStart("acme", false), TenantChainStart("acme"));
+  SessionRecord shared;
+  shared = RecordOf("acme");
+  shared.set_shared_prefix_chain(true);
+  ASSERT_TRUE(FillPageHashes(&shared).ok());
+  EXPECT_EQ(shared.page_hashes(0), RecordOf("default").page_hashes(0));
+  EXPECT_NE(shared.page_hashes(0), RecordOf("acme").page_hashes(0));
+  ASSERT_TRUE(CheckSessionRecord(shared).ok());
+  SessionRecord flipped = shared;  // the same hashes, claimed salted
+  flipped.set_shared_prefix_chain(false);
+  EXPECT_EQ(CheckSessionRecord(flipped).status().code(), absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<VerifiedPages> reference = VerifySessionRecord(shared, nullptr, nullptr);
+  ASSERT_TRUE(reference.ok());
+  EXPECT_EQ(reference->start, PageHash{});
+  EXPECT_EQ(VerifySessionRecord(flipped, &*reference, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kvs

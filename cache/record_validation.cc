@@ -76,7 +76,8 @@ absl::Status FillPageHashes(SessionRecord* record) {
   if (!g.ok()) return g.status();
   absl::StatusOr<std::optional<ChainSalt>> salt = RecordSalt(*record);
   if (!salt.ok()) return salt.status();
-  PageHashChain chain(record->model_fingerprint(), *g, TenantChainStart(record->owner()));
+  PageHashChain chain(record->model_fingerprint(), *g,
+                      ChainStart(record->owner(), record->shared_prefix_chain()));
   if (*salt) chain.SetSalt(**salt);
   const std::vector<PageHash> hashes = chain.PageHashes(TokensOf(*record), record->kv_length());
   record->clear_page_hashes();
@@ -116,7 +117,7 @@ absl::StatusOr<VerifiedPages> VerifySessionRecord(const SessionRecord& record,
   const std::span<const int32_t> tokens = TokensOf(record);
   VerifiedPages out;
   out.salt = *salt;
-  out.start = TenantChainStart(record.owner());
+  out.start = ChainStart(record.owner(), record.shared_prefix_chain());
   out.model_fingerprint = record.model_fingerprint();
   out.geometry = *g;
   out.hashes.reserve(n_pages);

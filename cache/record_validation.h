@@ -71,7 +71,8 @@ struct VerifiedPages {
   // The chain's salt (a session that slid); pages at or past a salt are
   // reused only against a reference with the same salt.
   std::optional<ChainSalt> salt;
-  // Where the chain starts (TenantChainStart of the record's owner); pages
+  // Where the chain starts (ChainStart of the record's owner and
+  // shared_prefix_chain); pages
   // are reused only against a reference with the same start.
   PageHash start;
 };

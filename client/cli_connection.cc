@@ -3,7 +3,7 @@
 namespace kvs {
 
 const std::set<std::string>& ConnectionValueFlags() {
-  static const std::set<std::string> flags = {"server", "tls-ca", "tls-cert", "tls-key", "api-key"};
+  static const std::set<std::string> flags = {"server", "tls-ca", "tls-cert", "tls-key", "api-key", "as-tenant"};
   return flags;
 }
 
@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<KvSessionClient>> ConnectFromFlags(const CliArgs&
       ClientSecurityFromFiles(args.GetOr("tls-ca", ""), args.GetOr("tls-cert", ""), args.GetOr("tls-key", ""),
                               args.GetOr("api-key", ""), args.Has("tls"));
   if (!security.ok()) return security.status();
+  security->as_tenant = args.GetOr("as-tenant", "");
   return std::make_unique<KvSessionClient>(args.GetOr("server", "127.0.0.1:50051"), *security);
 }
 

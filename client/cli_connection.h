@@ -4,6 +4,7 @@
 //   --tls                 TLS with the system's root CAs
 //   --tls-cert PEM --tls-key PEM   client certificate (mutual TLS)
 //   --api-key KEY         or $KVSESSION_API_KEY: authorization: Bearer KEY
+//   --as-tenant T         x-kvsession-tenant: T (an admin key acting for T)
 // ConnectionValueFlags/ConnectionBoolFlags are the names a command declares
 // (cli_args.h). ConnectFromFlags: ClientSecurityFromFiles's statuses.
 #ifndef KVSESSION_CLIENT_CLI_CONNECTION_H_

@@ -24,6 +24,9 @@ struct ClientSecurity {
   std::string cert_chain_pem;   // client certificate (mutual TLS), "" for none
   std::string private_key_pem;  // its key
   std::string api_key;          // sent as authorization: Bearer KEY ("" = none)
+  // Sent as x-kvsession-tenant: T on every call ("" = none): an admin key
+  // acting for tenant T (docs/api.md "Tenants and keys").
+  std::string as_tenant;
 };
 
 // TLS when any of `ca_path`, `cert_path`, `key_path` is given (or `tls`).

@@ -21,13 +21,15 @@ std::string FinishReasonName(v1::FinishReason r) {
 
 namespace {
 
-void AddApiKey(const std::string& api_key, grpc::ClientContext* ctx) {
-  if (!api_key.empty()) ctx->AddMetadata("authorization", "Bearer " + api_key);
+template <typename Headers>
+void AddApiKey(const Headers& headers, grpc::ClientContext* ctx) {
+  if (!headers.api_key.empty()) ctx->AddMetadata("authorization", "Bearer " + headers.api_key);
+  if (!headers.as_tenant.empty()) ctx->AddMetadata("x-kvsession-tenant", headers.as_tenant);
 }
 
 // Calls a unary stub method and converts the result.
-template <typename Response, typename Call>
-absl::StatusOr<Response> Unary(const std::string& api_key, Call call) {
+template <typename Response, typename Headers, typename Call>
+absl::StatusOr<Response> Unary(const Headers& api_key, Call call) {
   grpc::ClientContext ctx;
   AddApiKey(api_key, &ctx);
   Response response;
@@ -45,16 +47,16 @@ KvSessionClient::KvSessionClient(const std::string& address)
 KvSessionClient::KvSessionClient(const std::string& address, const ClientSecurity& security)
     : channel_(grpc::CreateChannel(address, ChannelCredentialsFor(security))),
       stub_(v1::KvSession::NewStub(channel_)),
-      api_key_(security.api_key) {}
+      headers_{security.api_key, security.as_tenant} {}
 
-void KvSessionClient::PrepareContext(grpc::ClientContext* ctx) const { AddApiKey(api_key_, ctx); }
+void KvSessionClient::PrepareContext(grpc::ClientContext* ctx) const { AddApiKey(headers_, ctx); }
 
 bool KvSessionClient::WaitForServer(std::chrono::milliseconds timeout) {
   return channel_->WaitForConnected(std::chrono::system_clock::now() + timeout);
 }
 
 absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const v1::CreateSessionRequest& request) {
-  return Unary<v1::Session>(api_key_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->CreateSession(c, request, r);
   });
 }
@@ -66,7 +68,7 @@ absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const std::string& te
 }
 
 absl::StatusOr<v1::AppendResponse> KvSessionClient::Append(const v1::AppendRequest& request) {
-  return Unary<v1::AppendResponse>(api_key_, [&](grpc::ClientContext* c, v1::AppendResponse* r) {
+  return Unary<v1::AppendResponse>(headers_, [&](grpc::ClientContext* c, v1::AppendResponse* r) {
     return stub_->Append(c, request, r);
   });
 }
@@ -111,7 +113,7 @@ absl::StatusOr<GenerateResult> KvSessionClient::Generate(
 }
 
 absl::StatusOr<v1::ForkResponse> KvSessionClient::Fork(const v1::ForkRequest& request) {
-  return Unary<v1::ForkResponse>(api_key_, [&](grpc::ClientContext* c, v1::ForkResponse* r) {
+  return Unary<v1::ForkResponse>(headers_, [&](grpc::ClientContext* c, v1::ForkResponse* r) {
     return stub_->Fork(c, request, r);
   });
 }
@@ -121,7 +123,7 @@ absl::StatusOr<v1::TruncateResponse> KvSessionClient::Truncate(const std::string
   v1::TruncateRequest request;
   request.set_session_id(session_id);
   request.set_length(length);
-  return Unary<v1::TruncateResponse>(api_key_, [&](grpc::ClientContext* c, v1::TruncateResponse* r) {
+  return Unary<v1::TruncateResponse>(headers_, [&](grpc::ClientContext* c, v1::TruncateResponse* r) {
     return stub_->Truncate(c, request, r);
   });
 }
@@ -131,7 +133,7 @@ absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& sess
   v1::SnapshotRequest request;
   request.set_session_id(session_id);
   request.set_name(name);
-  return Unary<v1::Checkpoint>(api_key_, [&](grpc::ClientContext* c, v1::Checkpoint* r) {
+  return Unary<v1::Checkpoint>(headers_, [&](grpc::ClientContext* c, v1::Checkpoint* r) {
     return stub_->Snapshot(c, request, r);
   });
 }
@@ -139,7 +141,7 @@ absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& sess
 absl::StatusOr<v1::Session> KvSessionClient::RestoreCheckpoint(const std::string& checkpoint_id) {
   v1::RestoreRequest request;
   request.set_checkpoint_id(checkpoint_id);
-  return Unary<v1::Session>(api_key_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->Restore(c, request, r);
   });
 }
@@ -147,7 +149,7 @@ absl::StatusOr<v1::Session> KvSessionClient::RestoreCheckpoint(const std::string
 absl::StatusOr<v1::Session> KvSessionClient::RestoreSession(const std::string& session_id) {
   v1::RestoreRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::Session>(api_key_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->Restore(c, request, r);
   });
 }
@@ -158,7 +160,7 @@ absl::StatusOr<v1::Session> KvSessionClient::GetSession(const std::string& sessi
   request.set_session_id(session_id);
   request.set_include_token_ids(include_tokens);
   request.set_include_text(include_text);
-  return Unary<v1::Session>(api_key_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->GetSession(c, request, r);
   });
 }
@@ -168,7 +170,7 @@ absl::StatusOr<v1::ListSessionsResponse> KvSessionClient::ListSessions(int page_
   v1::ListSessionsRequest request;
   request.set_page_size(page_size);
   request.set_page_token(page_token);
-  return Unary<v1::ListSessionsResponse>(api_key_, [&](grpc::ClientContext* c, v1::ListSessionsResponse* r) {
+  return Unary<v1::ListSessionsResponse>(headers_, [&](grpc::ClientContext* c, v1::ListSessionsResponse* r) {
     return stub_->ListSessions(c, request, r);
   });
 }
@@ -188,7 +190,7 @@ absl::StatusOr<std::vector<v1::Session>> KvSessionClient::ListAllSessions() {
 absl::Status KvSessionClient::DeleteSession(const std::string& session_id) {
   v1::DeleteSessionRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::DeleteSessionResponse>(api_key_, [&](grpc::ClientContext* c, v1::DeleteSessionResponse* r) {
+  return Unary<v1::DeleteSessionResponse>(headers_, [&](grpc::ClientContext* c, v1::DeleteSessionResponse* r) {
            return stub_->DeleteSession(c, request, r);
          }).status();
 }
@@ -197,7 +199,7 @@ absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
     const std::string& session_id) {
   v1::ListCheckpointsRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::ListCheckpointsResponse>(api_key_, 
+  return Unary<v1::ListCheckpointsResponse>(headers_, 
       [&](grpc::ClientContext* c, v1::ListCheckpointsResponse* r) {
         return stub_->ListCheckpoints(c, request, r);
       });
@@ -206,7 +208,7 @@ absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
 absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id) {
   v1::DeleteCheckpointRequest request;
   request.set_checkpoint_id(checkpoint_id);
-  return Unary<v1::DeleteCheckpointResponse>(api_key_, 
+  return Unary<v1::DeleteCheckpointResponse>(headers_, 
              [&](grpc::ClientContext* c, v1::DeleteCheckpointResponse* r) {
                return stub_->DeleteCheckpoint(c, request, r);
              })
@@ -215,7 +217,7 @@ absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id)
 
 absl::StatusOr<v1::ServerInfo> KvSessionClient::GetServerInfo() {
   v1::GetServerInfoRequest request;
-  return Unary<v1::ServerInfo>(api_key_, [&](grpc::ClientContext* c, v1::ServerInfo* r) {
+  return Unary<v1::ServerInfo>(headers_, [&](grpc::ClientContext* c, v1::ServerInfo* r) {
     return stub_->GetServerInfo(c, request, r);
   });
 }

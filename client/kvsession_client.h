@@ -38,7 +38,8 @@ class KvSessionClient {
   // Connects (lazily) to `address` ("host:port") without TLS.
   explicit KvSessionClient(const std::string& address);
   // Connects with TLS (when `security.tls`) and sends `security.api_key`
-  // (when set) as `authorization: Bearer KEY` on every call.
+  // (when set) as `authorization: Bearer KEY` and `security.as_tenant`
+  // (when set) as `x-kvsession-tenant: T` on every call.
   KvSessionClient(const std::string& address, const ClientSecurity& security);
 
   // Waits until the channel is connected or `timeout` passes.
@@ -81,14 +82,18 @@ class KvSessionClient {
   absl::StatusOr<kvsession::v1::TruncateResponse> Truncate(const std::string& session_id, int length);
 
   kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
-  // Adds this client's credentials (the API key) to a context for a call
-  // made through stub() directly.
+  // Adds this client's credentials (the API key, the tenant it acts for)
+  // to a context for a call made through stub() directly.
   void PrepareContext(grpc::ClientContext* ctx) const;
 
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kvsession::v1::KvSession::Stub> stub_;
-  std::string api_key_;
+  struct CallHeaders {
+    std::string api_key;
+    std::string as_tenant;
+  };
+  CallHeaders headers_;
 };
 
 // grpc::Status -> absl::Status (same code and message).

@@ -23,7 +23,8 @@ Local (no server):
 
 Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON;
         TLS: --tls-ca CA.pem (or --tls for the system's CAs), mutual TLS: --tls-cert C.pem
-        --tls-key K.pem; API key: --api-key KEY or $KVSESSION_API_KEY):
+        --tls-key K.pem; API key: --api-key KEY or $KVSESSION_API_KEY; an admin key acting
+        for tenant T: --as-tenant T):
   create    [--text T] [sampling flags] [--context error|slide] [--keep-tokens N]
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]

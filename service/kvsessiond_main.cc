@@ -49,6 +49,7 @@
 #include "service/session_io_metrics.h"
 #include "service/token_latency_metrics.h"
 #include "service/auth/authenticator.h"
+#include "service/call_audit.h"
 #include "service/auth/session_ownership.h"
 #include "service/model_fingerprint.h"
 #include "service/server_security.h"
@@ -99,6 +100,14 @@ ABSL_FLAG(std::string, auth_keys, "",
 ABSL_FLAG(bool, insecure_no_auth, false,
           "allow listening on a non-loopback address without --auth-keys (anyone who can reach the "
           "port can use every session)");
+ABSL_FLAG(bool, shared_prefix_cache, false,
+          "share one public prefix cache across tenants: sessions created while set chain their page "
+          "hashes unsalted, so a common prefix (a system prompt) is computed once for all tenants; any "
+          "tenant can then tell from cached_tokens whether some tenant recently sent a text "
+          "(docs/operations.md, Secure deployment)");
+ABSL_FLAG(std::string, audit_log, "",
+          "append one JSON line per mutating call (time, tenant, method, ids, status code, tokens, "
+          "latency; never content or keys) to this file, or to stderr with -; empty: no audit log");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -202,18 +211,17 @@ int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth) {
 std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,
                                           KvSessionService* service, const ServiceLimits& limits,
-                                          RpcMetrics* rpc_metrics, int* port) {
+                                          RpcMetrics* rpc_metrics, CallAudit* audit, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, std::move(credentials), port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
-  if (rpc_metrics != nullptr) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-    interceptors.push_back(rpc_metrics->InterceptorFactory());
-    builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  }
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  if (rpc_metrics != nullptr) interceptors.push_back(rpc_metrics->InterceptorFactory());
+  if (audit != nullptr) interceptors.push_back(audit->InterceptorFactory());
+  if (!interceptors.empty()) builder.experimental().SetInterceptorCreators(std::move(interceptors));
   return builder.BuildAndStart();
 }
 
@@ -283,6 +291,15 @@ int Serve() {
     rpc_metrics = std::make_unique<RpcMetrics>(&registry);
     EnableTokenLatencyMetrics(&registry);
   }
+  // --audit-log, and per-tenant call counts when there are tenants.
+  std::unique_ptr<CallAudit> audit;
+  const std::string audit_log = absl::GetFlag(FLAGS_audit_log);
+  if (!audit_log.empty() || (authenticator && metrics_http)) {
+    absl::StatusOr<std::unique_ptr<CallAudit>> made =
+        CallAudit::Create(audit_log, authenticator.get(), authenticator && metrics_http ? &registry : nullptr);
+    if (!made.ok()) return Fail(std::string(made.status().message()));
+    audit = *std::move(made);
+  }
 
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
@@ -333,6 +350,7 @@ int Serve() {
   TaskExecutor completions(absl::GetFlag(FLAGS_io_threads));
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
+  sessions.SetSharedPrefixCache(absl::GetFlag(FLAGS_shared_prefix_cache));
   EngineOptions engine_options;
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
@@ -359,7 +377,7 @@ int Serve() {
   service.SetAccessPolicy(&ownership);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
-      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), &port);
+      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), audit.get(), &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
   server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);
@@ -376,6 +394,7 @@ int Serve() {
             << "; authentication: ";
   if (authenticator) {
     std::cerr << key_summary;
+    if (absl::GetFlag(FLAGS_shared_prefix_cache)) std::cerr << "; prefix cache SHARED across tenants";
   } else {
     std::cerr << "OFF (no --auth-keys): every caller is tenant \"" << kDefaultTenant << "\""
               << (IsLoopbackListen(config->listen) ? "; loopback only" : "; --insecure-no-auth: ANYONE WHO CAN REACH THE PORT");

@@ -64,6 +64,7 @@ SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context)
   r.set_parent_session_id(s.parent_session_id);
   r.set_checkpoint_id(s.checkpoint_id);
   r.set_owner(s.owner);
+  r.set_shared_prefix_chain(s.shared_prefix_chain);
   r.set_version(s.version + 1);
   r.set_chat(s.chat.started);
   r.set_chat_turn_open(s.chat.turn_open);
@@ -107,6 +108,7 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   s->checkpoint_id = r.checkpoint_id();
   // Records written before ownership existed belong to the default tenant.
   s->owner = r.owner().empty() ? std::string(kDefaultTenant) : r.owner();
+  s->shared_prefix_chain = r.shared_prefix_chain();
   s->version = r.version();
   s->chat = ChatState{.started = r.chat(), .turn_open = r.chat_turn_open()};
   s->context_policy = r.context_policy() == static_cast<int32_t>(ContextPolicy::kSlide)

@@ -63,6 +63,10 @@ struct Session {
   // before the session is registered and never changed after, so any
   // thread may read it without a lock. Forks and restores inherit it.
   std::string owner = kDefaultTenant;
+  // The page hash chain starts unsalted whatever the owner (created under
+  // --shared-prefix-cache; cache/page_hash.h ChainStart). Set with `owner`,
+  // never changed after; forks inherit it.
+  bool shared_prefix_chain = false;
   // The conversation this session holds (service/chat_state.h); like
   // `tokens`: written by the holder under tokens_mu.
   ChatState chat;

@@ -49,8 +49,10 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
   auto s = std::make_shared<Session>();
   s->id = NewId("ses_");
   s->owner = owner;
+  s->shared_prefix_chain = shared_prefix_cache_;
   s->kv.emplace(pool_);
-  s->page_hashes.emplace(context_.model_fingerprint, context_.geometry, TenantChainStart(s->owner));
+  s->page_hashes.emplace(context_.model_fingerprint, context_.geometry,
+                         ChainStart(s->owner, s->shared_prefix_chain));
   s->sampling = sampling;
   s->rng = SequenceRng(sampling.seed);
   s->labels = labels;
@@ -115,7 +117,7 @@ absl::Status SessionManager::PersistAndRelease(const std::shared_ptr<Session>& s
 void SessionManager::AdoptStoredHashes(Session& s) const {
   // The store verified these when it loaded the record: adopted, not rehashed.
   const int full = s.persisted_kv_length / context_.geometry.page_tokens;
-  s.page_hashes.emplace(context_.model_fingerprint, context_.geometry, TenantChainStart(s.owner));
+  s.page_hashes.emplace(context_.model_fingerprint, context_.geometry, ChainStart(s.owner, s.shared_prefix_chain));
   s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
   // Past the adopted pages, a slid session's chain goes on from its salt.
   if (s.slide_salt && s.slide_salt->page >= full) s.page_hashes->SetSalt(*s.slide_salt);

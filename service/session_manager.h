@@ -58,6 +58,11 @@ class SessionManager : public KvRoomMaker {
                  std::string model_fingerprint, const ServiceLimits& limits);
 
   const ServiceLimits& limits() const { return limits_; }
+  // kvsessiond --shared-prefix-cache: sessions created from now on chain
+  // their page hashes unsalted whatever their tenant, so every tenant's
+  // identical prefix shares pages (cache/page_hash.h ChainStart). Sessions
+  // keep the chain they were created with. Call before serving.
+  void SetSharedPrefixCache(bool shared) { shared_prefix_cache_ = shared; }
   const std::string& model_fingerprint() const { return context_.model_fingerprint; }
   PagePool* pool() const { return pool_; }
   SessionStore* store() const { return store_; }
@@ -163,6 +168,13 @@ class SessionManager : public KvRoomMaker {
                                                 const std::string* owner = nullptr) const {
     return registry_.ListCheckpoints(session_id, after, limit, owner);
   }
+  // Whether `id` exists and belongs to `tenant` (SessionRegistry).
+  bool SessionVisibleTo(const std::string& id, const std::string& tenant) const {
+    return registry_.SessionVisibleTo(id, tenant);
+  }
+  bool CheckpointVisibleTo(const std::string& id, const std::string& tenant) const {
+    return registry_.CheckpointVisibleTo(id, tenant);
+  }
   // The checkpoint's tenant; NOT_FOUND "no checkpoint 'ID'".
   absl::StatusOr<std::string> CheckpointOwnerOf(const std::string& id) const {
     absl::StatusOr<CheckpointRecord> c = registry_.GetCheckpoint(id);
@@ -190,6 +202,7 @@ class SessionManager : public KvRoomMaker {
   SessionStore* const store_;
   const ServiceLimits limits_;
   const RecordContext context_;
+  bool shared_prefix_cache_ = false;
   SessionRegistry registry_;
   SessionPersistence persistence_;
 };

@@ -255,6 +255,20 @@ bool SessionRegistry::HasCheckpoint(const std::string& id) const {
   return checkpoints_.count(id) > 0;
 }
 
+bool SessionRegistry::SessionVisibleTo(const std::string& id, const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  return it != sessions_.end() && it->second->owner == tenant;
+}
+
+bool SessionRegistry::CheckpointVisibleTo(const std::string& id, const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = checkpoints_.find(id);
+  if (it == checkpoints_.end()) return false;
+  const std::string& owner = it->second.session().owner();
+  return owner.empty() ? tenant == kDefaultTenant : owner == tenant;
+}
+
 void SessionRegistry::RemoveCheckpoint(const std::string& id) {
   absl::MutexLock lock(&mu_);
   checkpoints_.erase(id);

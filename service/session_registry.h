@@ -134,6 +134,11 @@ class SessionRegistry {
   void AddCheckpoint(const CheckpointRecord& checkpoint);
   absl::StatusOr<CheckpointRecord> GetCheckpoint(const std::string& id) const;  // NOT_FOUND
   bool HasCheckpoint(const std::string& id) const;
+  // Whether session / checkpoint `id` exists and belongs to `tenant`: one
+  // map lookup under the lock, and nothing copied, whether the id is
+  // missing, another tenant's or the tenant's own (SessionOwnership).
+  bool SessionVisibleTo(const std::string& id, const std::string& tenant) const;
+  bool CheckpointVisibleTo(const std::string& id, const std::string& tenant) const;
   void RemoveCheckpoint(const std::string& id);
   // Checkpoints with id > `after` (of `session_id` unless empty, of tenant
   // `owner` unless null), in id order, at most `limit`.

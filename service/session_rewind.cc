@@ -29,6 +29,7 @@ void CopyPrefix(const Session& src, int length, Session* dst) {
   dst->kv.emplace(src.kv->Fork());
   dst->kv->Truncate(kv_length);
   dst->page_hashes = src.page_hashes;
+  dst->shared_prefix_chain = src.shared_prefix_chain;
   const int t = src.kv->geometry().page_tokens;
   dst->page_hashes->Truncate(kv_length / t);
   // A prefix that reaches into the first slid page keeps the slide's salt;

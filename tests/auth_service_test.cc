@@ -129,5 +129,25 @@ TEST_F(AuthServiceTest, TheCliSendsItsKeyFromTheFlagOrTheEnvironment) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST_F(AuthServiceTest, TheCliActsForATenantWithAnAdminKeyOnly) {
+  StartRaw({"--auth-keys", WriteKeys({{"acme", "user", "acme-key"}, {"root", "admin", "root-key"}})});
+  const std::vector<std::string> create = {BinaryPath("kvsession"), "create", "--text", "Hello",
+                                           "--server", server_->address(), "--as-tenant", "acme"};
+  std::vector<std::string> as_admin = create;
+  as_admin.insert(as_admin.end(), {"--api-key", "root-key"});
+  ProcessResult r = RunProcess(as_admin, dir_.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<std::vector<v1::Session>> acmes = Client("", "", "acme-key")->ListAllSessions();
+  ASSERT_TRUE(acmes.ok()) << acmes.status();
+  ASSERT_EQ(acmes->size(), 1u);
+  EXPECT_NE(r.out.find(acmes->front().id()), std::string::npos) << r.out;
+
+  std::vector<std::string> as_user = create;
+  as_user.insert(as_user.end(), {"--api-key", "acme-key"});
+  r = RunProcess(as_user, dir_.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("PERMISSION_DENIED"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace kvs

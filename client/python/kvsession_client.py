@@ -64,13 +64,18 @@ def text_input(text):
 
 
 class _ApiKey(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    """Adds `authorization: Bearer KEY` to every call (plaintext or TLS)."""
+    """Adds `authorization: Bearer KEY` (when `key`) and
+    `x-kvsession-tenant: T` (when `as_tenant`) to every call."""
 
-    def __init__(self, key):
-        self._metadata = ("authorization", "Bearer " + key)
+    def __init__(self, key, as_tenant=None):
+        self._metadata = []
+        if key:
+            self._metadata.append(("authorization", "Bearer " + key))
+        if as_tenant:
+            self._metadata.append(("x-kvsession-tenant", as_tenant))
 
     def _with_key(self, details):
-        metadata = list(details.metadata or []) + [self._metadata]
+        metadata = list(details.metadata or []) + self._metadata
         return _CallDetails(details.method, details.timeout, metadata, details.credentials,
                             getattr(details, "wait_for_ready", None), getattr(details, "compression", None))
 
@@ -98,11 +103,12 @@ class Client:
     TLS when `tls_ca` (the server's CA, PEM file) or `tls` (the system's
     roots) is given; `tls_cert` / `tls_key` add a client certificate (mutual
     TLS). `api_key` (default: $KVSESSION_API_KEY) is sent as
-    `authorization: Bearer KEY` on every call.
+    `authorization: Bearer KEY` on every call. `as_tenant` (an admin key
+    only) makes every call tenant `as_tenant`'s (x-kvsession-tenant).
     """
 
     def __init__(self, address, timeout=60.0, tls_ca=None, tls_cert=None, tls_key=None,
-                 api_key=None, tls=False):
+                 api_key=None, tls=False, as_tenant=None):
         if tls or tls_ca or tls_cert:
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=_read(tls_ca) if tls_ca else None,
@@ -112,8 +118,8 @@ class Client:
         else:
             self.channel = grpc.insecure_channel(address)
         api_key = api_key or os.environ.get("KVSESSION_API_KEY")
-        if api_key:
-            self.channel = grpc.intercept_channel(self.channel, _ApiKey(api_key))
+        if api_key or as_tenant:
+            self.channel = grpc.intercept_channel(self.channel, _ApiKey(api_key, as_tenant))
         self.stub = pb_grpc.KvSessionStub(self.channel)
         self.timeout = timeout
 

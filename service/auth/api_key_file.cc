@@ -18,13 +18,7 @@ namespace {
 constexpr std::string_view kQuotaNames[] = {"max_sessions", "max_kv_bytes", "max_store_bytes",
                                             "max_generates"};
 
-bool ValidTenant(std::string_view t) {
-  if (t.empty() || t.size() > 64) return false;
-  for (char c : t) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') return false;
-  }
-  return true;
-}
+bool ValidTenant(std::string_view t) { return IsTenantName(t); }
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

@@ -4,6 +4,7 @@
 #define KVSESSION_SERVICE_AUTH_PRINCIPAL_H_
 
 #include <string>
+#include <string_view>
 
 namespace kvs {
 
@@ -16,8 +17,23 @@ enum class Role { kUser, kAdmin };
 struct Principal {
   std::string tenant = kDefaultTenant;
   Role role = Role::kUser;
+  // When an admin key acts for `tenant` (x-kvsession-tenant, call_auth.h):
+  // the admin key's own tenant (the caller is then a user of `tenant`);
+  // "" otherwise. For the audit log.
+  std::string acting_admin;
   bool is_admin() const { return role == Role::kAdmin; }
 };
+
+// A tenant name: 1-64 of [A-Za-z0-9_.-].
+inline bool IsTenantName(std::string_view t) {
+  if (t.empty() || t.size() > 64) return false;
+  for (char c : t) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
 
 }  // namespace kvs
 

@@ -23,15 +23,16 @@ std::string StringField(const google::protobuf::Message& request, const char* na
 absl::Status SessionOwnership::Check(const Principal& caller, const google::protobuf::Message& request) const {
   if (caller.is_admin()) return absl::OkStatus();
   if (request.GetDescriptor() == kvsession::v1::ListCheckpointsRequest::descriptor()) return absl::OkStatus();
+  // Missing and foreign ids alike: the same lookup, the same message.
   if (const std::string id = StringField(request, "session_id"); IsSessionId(id)) {
-    absl::StatusOr<SessionInfo> info = sessions_->Get(id, false);
-    if (info.ok() && info->owner != caller.tenant) {
+    if (!sessions_->SessionVisibleTo(id, caller.tenant)) {
       return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
     }
   }
   if (const std::string id = StringField(request, "checkpoint_id"); IsCheckpointId(id)) {
-    absl::StatusOr<std::string> owner = sessions_->CheckpointOwnerOf(id);
-    if (owner.ok() && *owner != caller.tenant) return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+    if (!sessions_->CheckpointVisibleTo(id, caller.tenant)) {
+      return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+    }
   }
   return absl::OkStatus();
 }
