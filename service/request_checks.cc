@@ -23,10 +23,9 @@ bool HasIdForm(absl::string_view id, absl::string_view prefix) {
 }
 
 absl::Status BadId(absl::string_view field, absl::string_view id, absl::string_view prefix) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, " must be ", prefix, " followed by ", kIdHexDigits,
-      " lowercase hex digits, optionally after a route key and a dot (1 to 64 of "
-      "[A-Za-z0-9_-]); got ", Quote(id)));
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", prefix, "[KEY.]HEX (HEX: ",
+                                                 kIdHexDigits, " lowercase hex digits; KEY: a route key); got ",
+                                                 Quote(id)));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "proto/route_key.h"
 #include "tests/nginx_fleet.h"
 #include "tests/reference_data.h"
+#include "tests/subprocess.h"
 
 namespace kvs {
 namespace {
@@ -221,6 +222,30 @@ TEST_F(FleetTest, AKilledReplicasSessionsAreUnavailableUntilItIsBackThenContinue
   EXPECT_EQ(fleet_->replica(2).pid(), others[1]);
   EXPECT_TRUE(fleet_->replica(0).Running());
   EXPECT_TRUE(fleet_->replica(2).Running());
+}
+
+TEST_F(FleetTest, TheCliWorksThroughTheProxyWithNothingButItsAddress) {
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), BinaryPath("kvsession"));
+    args.insert(args.end(), {"--server", fleet_->proxy_address()});
+    ProcessResult r = RunProcess(args, dir_.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    while (!r.out.empty() && r.out.back() == '\n') r.out.pop_back();
+    return r.out;
+  };
+  // Without the route header a call would reach the owner 1 time in 3:
+  // six families all right means the CLI sends it.
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    const std::string id = cli({"create", "--text", "Once upon a time " + std::to_string(i)});
+    ASSERT_FALSE(RouteKeyOf(id).empty()) << id;
+    cli({"generate", "--session", id, "-n", "4", "--temp", "0"});
+    const std::string branch = cli({"fork", "--session", id, "--count", "1"});
+    EXPECT_EQ(RouteKeyOf(branch), RouteKeyOf(id)) << branch;
+    const std::string checkpoint = cli({"snapshot", "--session", branch});
+    const std::string restored = cli({"restore", "--checkpoint", checkpoint});
+    cli({"generate", "--session", restored, "-n", "4", "--temp", "0"});
+  }
 }
 
 TEST_F(FleetTest, SessionsCreatedWithTheSameClientKeyShareAReplicaAndCarryTheKey) {
