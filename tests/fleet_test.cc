@@ -30,10 +30,13 @@ namespace v1 = kvsession::v1;
 
 constexpr int kReplicas = 3;
 
+// The replica header of a finished call (initial metadata, else trailers).
 std::string ReplicaHeaderOf(const grpc::ClientContext& ctx) {
-  const auto& md = ctx.GetServerInitialMetadata();
-  auto it = md.find(kReplicaHeader);
-  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+  for (const auto* md : {&ctx.GetServerInitialMetadata(), &ctx.GetServerTrailingMetadata()}) {
+    auto it = md->find(kReplicaHeader);
+    if (it != md->end()) return std::string(it->second.data(), it->second.size());
+  }
+  return "";
 }
 
 bool EveryReplicaHoldsTwo(const std::map<int, std::vector<std::string>>& by_owner) {
@@ -272,6 +275,7 @@ TEST_F(FleetTest, AMalformedRouteKeyIsInvalidArgumentAndNotEchoed) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
     EXPECT_EQ(st.error_message().find(bad), std::string::npos) << st.error_message();
     EXPECT_NE(st.error_message().find(kRouteHeader), std::string::npos) << st.error_message();
+    EXPECT_EQ(ReplicaHeaderOf(ctx), NginxFleet::Name(0)) << "errors name the replica too";
   }
 }
 
