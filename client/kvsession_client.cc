@@ -1,5 +1,7 @@
 #include "client/kvsession_client.h"
 
+#include "proto/route_key.h"
+
 namespace kvs {
 namespace v1 = kvsession::v1;
 
@@ -27,18 +29,34 @@ void AddApiKey(const Headers& headers, grpc::ClientContext* ctx) {
   if (!headers.as_tenant.empty()) ctx->AddMetadata("x-kvsession-tenant", headers.as_tenant);
 }
 
-// Calls a unary stub method and converts the result.
-template <typename Response, typename Headers, typename Call>
-absl::StatusOr<Response> Unary(const Headers& api_key, Call call) {
-  grpc::ClientContext ctx;
-  AddApiKey(api_key, &ctx);
-  Response response;
-  grpc::Status s = call(&ctx, &response);
-  if (!s.ok()) return FromGrpc(s);
-  return response;
+// The replica header of a finished call: initial metadata, else trailing.
+std::string ReplicaOf(const grpc::ClientContext& ctx) {
+  for (const auto* md : {&ctx.GetServerInitialMetadata(), &ctx.GetServerTrailingMetadata()}) {
+    auto it = md->find(kReplicaHeader);
+    if (it != md->end()) return std::string(it->second.data(), it->second.size());
+  }
+  return "";
 }
 
 }  // namespace
+
+void AddRouteHeader(std::string_view id, grpc::ClientContext* ctx) {
+  const std::string_view key = RouteKeyOf(id);
+  if (!key.empty()) ctx->AddMetadata(kRouteHeader, std::string(key));
+}
+
+// Calls a unary stub method (routed by `id`, see AddRouteHeader) and
+// converts the result.
+template <typename Response, typename Call>
+absl::StatusOr<Response> KvSessionClient::Unary(std::string_view id, Call call) {
+  grpc::ClientContext ctx;
+  PrepareContext(&ctx, id);
+  Response response;
+  grpc::Status s = call(&ctx, &response);
+  if (replica_observer_) replica_observer_(ReplicaOf(ctx));
+  if (!s.ok()) return FromGrpc(s);
+  return response;
+}
 
 KvSessionClient::KvSessionClient(const std::string& address)
     : channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
@@ -49,14 +67,21 @@ KvSessionClient::KvSessionClient(const std::string& address, const ClientSecurit
       stub_(v1::KvSession::NewStub(channel_)),
       headers_{security.api_key, security.as_tenant} {}
 
-void KvSessionClient::PrepareContext(grpc::ClientContext* ctx) const { AddApiKey(headers_, ctx); }
+void KvSessionClient::PrepareContext(grpc::ClientContext* ctx, std::string_view id) const {
+  AddApiKey(headers_, ctx);
+  AddRouteHeader(id, ctx);
+}
+
+void KvSessionClient::OnReplica(std::function<void(const std::string&)> observer) {
+  replica_observer_ = std::move(observer);
+}
 
 bool KvSessionClient::WaitForServer(std::chrono::milliseconds timeout) {
   return channel_->WaitForConnected(std::chrono::system_clock::now() + timeout);
 }
 
 absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const v1::CreateSessionRequest& request) {
-  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>({}, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->CreateSession(c, request, r);
   });
 }
@@ -68,7 +93,7 @@ absl::StatusOr<v1::Session> KvSessionClient::CreateSession(const std::string& te
 }
 
 absl::StatusOr<v1::AppendResponse> KvSessionClient::Append(const v1::AppendRequest& request) {
-  return Unary<v1::AppendResponse>(headers_, [&](grpc::ClientContext* c, v1::AppendResponse* r) {
+  return Unary<v1::AppendResponse>(request.session_id(), [&](grpc::ClientContext* c, v1::AppendResponse* r) {
     return stub_->Append(c, request, r);
   });
 }
@@ -85,7 +110,7 @@ absl::StatusOr<GenerateResult> KvSessionClient::Generate(
     const v1::GenerateRequest& request, std::function<bool(const v1::GenerateResponse&)> on_message,
     std::optional<std::chrono::milliseconds> timeout, GenerateResult* partial) {
   grpc::ClientContext ctx;
-  PrepareContext(&ctx);
+  PrepareContext(&ctx, request.session_id());
   if (timeout) ctx.set_deadline(std::chrono::system_clock::now() + *timeout);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub_->Generate(&ctx, request);
   GenerateResult result;
@@ -107,13 +132,14 @@ absl::StatusOr<GenerateResult> KvSessionClient::Generate(
     }
   }
   grpc::Status s = reader->Finish();
+  if (replica_observer_) replica_observer_(ReplicaOf(ctx));
   if (partial != nullptr) *partial = result;
   if (!s.ok()) return FromGrpc(s);
   return result;
 }
 
 absl::StatusOr<v1::ForkResponse> KvSessionClient::Fork(const v1::ForkRequest& request) {
-  return Unary<v1::ForkResponse>(headers_, [&](grpc::ClientContext* c, v1::ForkResponse* r) {
+  return Unary<v1::ForkResponse>(request.session_id(), [&](grpc::ClientContext* c, v1::ForkResponse* r) {
     return stub_->Fork(c, request, r);
   });
 }
@@ -123,7 +149,7 @@ absl::StatusOr<v1::TruncateResponse> KvSessionClient::Truncate(const std::string
   v1::TruncateRequest request;
   request.set_session_id(session_id);
   request.set_length(length);
-  return Unary<v1::TruncateResponse>(headers_, [&](grpc::ClientContext* c, v1::TruncateResponse* r) {
+  return Unary<v1::TruncateResponse>(session_id, [&](grpc::ClientContext* c, v1::TruncateResponse* r) {
     return stub_->Truncate(c, request, r);
   });
 }
@@ -133,7 +159,7 @@ absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& sess
   v1::SnapshotRequest request;
   request.set_session_id(session_id);
   request.set_name(name);
-  return Unary<v1::Checkpoint>(headers_, [&](grpc::ClientContext* c, v1::Checkpoint* r) {
+  return Unary<v1::Checkpoint>(session_id, [&](grpc::ClientContext* c, v1::Checkpoint* r) {
     return stub_->Snapshot(c, request, r);
   });
 }
@@ -141,7 +167,7 @@ absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& sess
 absl::StatusOr<v1::Session> KvSessionClient::RestoreCheckpoint(const std::string& checkpoint_id) {
   v1::RestoreRequest request;
   request.set_checkpoint_id(checkpoint_id);
-  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(checkpoint_id, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->Restore(c, request, r);
   });
 }
@@ -149,7 +175,7 @@ absl::StatusOr<v1::Session> KvSessionClient::RestoreCheckpoint(const std::string
 absl::StatusOr<v1::Session> KvSessionClient::RestoreSession(const std::string& session_id) {
   v1::RestoreRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(session_id, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->Restore(c, request, r);
   });
 }
@@ -160,7 +186,7 @@ absl::StatusOr<v1::Session> KvSessionClient::GetSession(const std::string& sessi
   request.set_session_id(session_id);
   request.set_include_token_ids(include_tokens);
   request.set_include_text(include_text);
-  return Unary<v1::Session>(headers_, [&](grpc::ClientContext* c, v1::Session* r) {
+  return Unary<v1::Session>(session_id, [&](grpc::ClientContext* c, v1::Session* r) {
     return stub_->GetSession(c, request, r);
   });
 }
@@ -170,7 +196,7 @@ absl::StatusOr<v1::ListSessionsResponse> KvSessionClient::ListSessions(int page_
   v1::ListSessionsRequest request;
   request.set_page_size(page_size);
   request.set_page_token(page_token);
-  return Unary<v1::ListSessionsResponse>(headers_, [&](grpc::ClientContext* c, v1::ListSessionsResponse* r) {
+  return Unary<v1::ListSessionsResponse>({}, [&](grpc::ClientContext* c, v1::ListSessionsResponse* r) {
     return stub_->ListSessions(c, request, r);
   });
 }
@@ -190,7 +216,7 @@ absl::StatusOr<std::vector<v1::Session>> KvSessionClient::ListAllSessions() {
 absl::Status KvSessionClient::DeleteSession(const std::string& session_id) {
   v1::DeleteSessionRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::DeleteSessionResponse>(headers_, [&](grpc::ClientContext* c, v1::DeleteSessionResponse* r) {
+  return Unary<v1::DeleteSessionResponse>(session_id, [&](grpc::ClientContext* c, v1::DeleteSessionResponse* r) {
            return stub_->DeleteSession(c, request, r);
          }).status();
 }
@@ -199,7 +225,7 @@ absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
     const std::string& session_id) {
   v1::ListCheckpointsRequest request;
   request.set_session_id(session_id);
-  return Unary<v1::ListCheckpointsResponse>(headers_, 
+  return Unary<v1::ListCheckpointsResponse>(session_id,
       [&](grpc::ClientContext* c, v1::ListCheckpointsResponse* r) {
         return stub_->ListCheckpoints(c, request, r);
       });
@@ -208,7 +234,7 @@ absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
 absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id) {
   v1::DeleteCheckpointRequest request;
   request.set_checkpoint_id(checkpoint_id);
-  return Unary<v1::DeleteCheckpointResponse>(headers_, 
+  return Unary<v1::DeleteCheckpointResponse>(checkpoint_id,
              [&](grpc::ClientContext* c, v1::DeleteCheckpointResponse* r) {
                return stub_->DeleteCheckpoint(c, request, r);
              })
@@ -217,7 +243,7 @@ absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id)
 
 absl::StatusOr<v1::ServerInfo> KvSessionClient::GetServerInfo() {
   v1::GetServerInfoRequest request;
-  return Unary<v1::ServerInfo>(headers_, [&](grpc::ClientContext* c, v1::ServerInfo* r) {
+  return Unary<v1::ServerInfo>({}, [&](grpc::ClientContext* c, v1::ServerInfo* r) {
     return stub_->GetServerInfo(c, request, r);
   });
 }

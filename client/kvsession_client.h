@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -82,11 +83,21 @@ class KvSessionClient {
   absl::StatusOr<kvsession::v1::TruncateResponse> Truncate(const std::string& session_id, int length);
 
   kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
-  // Adds this client's credentials (the API key, the tenant it acts for)
-  // to a context for a call made through stub() directly.
-  void PrepareContext(grpc::ClientContext* ctx) const;
+  // Adds this client's credentials (the API key, the tenant it acts for) to a context for a call
+  // made through stub() directly, and the route header of `id` (the
+  // session or checkpoint id the call names; AddRouteHeader).
+  void PrepareContext(grpc::ClientContext* ctx, std::string_view id = {}) const;
+
+  // `observer` sees, after every call made through this client's methods,
+  // the replica that answered it (the x-kvsession-replica response header;
+  // "" when there was none, e.g. a proxy's own error). Set it before
+  // making calls; it runs on the calling thread.
+  void OnReplica(std::function<void(const std::string&)> observer);
 
  private:
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(std::string_view id, Call call);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kvsession::v1::KvSession::Stub> stub_;
   struct CallHeaders {
@@ -94,7 +105,13 @@ class KvSessionClient {
     std::string as_tenant;
   };
   CallHeaders headers_;
+  std::function<void(const std::string&)> replica_observer_;
 };
+
+// Fleet routing (docs/fleet.md): adds `x-kvsession-route: KEY` when `id`
+// ("ses_KEY.HEX" / "ckpt_KEY.HEX") carries a route key; nothing for an id
+// without one or an empty id (CreateSession: the proxy picks a replica).
+void AddRouteHeader(std::string_view id, grpc::ClientContext* ctx);
 
 // grpc::Status -> absl::Status (same code and message).
 absl::Status FromGrpc(const grpc::Status& s);

@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/cancellable_reactor.h"
+#include "service/fleet_routing.h"
 #include "service/generate_reactor.h"
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
@@ -177,6 +178,12 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(s));
     return reactor;
   }
+  // The key the proxy routed this call on goes into the id (docs/fleet.md).
+  absl::StatusOr<std::string> route_key = RouteKeyOfCall(*ctx);
+  if (!route_key.ok()) {
+    reactor->Finish(ToGrpc(route_key.status()));
+    return reactor;
+  }
   absl::StatusOr<ContextPolicy> policy = CheckContextPolicy(request->context_policy());
   if (policy.ok() && request->has_keep_tokens() && request->keep_tokens() < 0) {
     policy = absl::InvalidArgumentError(absl::StrCat("keep_tokens must be >= 0, got ", request->keep_tokens()));
@@ -186,9 +193,9 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     return reactor;
   }
   io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx),
-               owner = caller->tenant] {
+               owner = caller->tenant, route_key = *std::move(route_key)] {
     absl::StatusOr<std::shared_ptr<Session>> session =
-        sessions_->CreateAcquired(sampling, Labels(request->labels()), owner);
+        sessions_->CreateAcquired(sampling, Labels(request->labels()), owner, route_key);
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
     ResolvedInput input;
@@ -560,6 +567,7 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   response->set_resident_sessions(sessions_->resident_count());
   response->set_threads(engine_->threads());
   response->set_kernels(facts_.kernels);
+  response->set_replica(facts_.replica);
   const EngineStats es = engine_->Stats();
   v1::EngineCounters* counters = response->mutable_engine();
   counters->set_steps(es.steps);

@@ -34,6 +34,8 @@ struct ServerFacts {
   // --chat-template: a chat family overriding the GGUF's template ("" =
   // detect). The caller checks the name (InputResolver::Create) first.
   std::string chat_template;
+  // --replica-name: this replica in a fleet (docs/fleet.md).
+  std::string replica;
 };
 
 class KvSessionService final : public ParsingCallbackService {

@@ -18,6 +18,7 @@
 // Without --auth-keys the server listens only on loopback unless
 // --insecure-no-auth.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -41,6 +42,7 @@
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "service/engine.h"
+#include "service/fleet_routing.h"
 #include "service/kvsession_service.h"
 #include "service/metrics_http_server.h"
 #include "service/metrics_registry.h"
@@ -108,6 +110,9 @@ ABSL_FLAG(bool, shared_prefix_cache, false,
 ABSL_FLAG(std::string, audit_log, "",
           "append one JSON line per mutating call (time, tenant, method, ids, status code, tokens, "
           "latency; never content or keys) to this file, or to stderr with -; empty: no audit log");
+ABSL_FLAG(std::string, replica_name, "",
+          "this replica's name in a fleet, sent in every response's x-kvsession-replica header and "
+          "in GetServerInfo (default: the host name; docs/fleet.md)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -211,7 +216,8 @@ int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth) {
 std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,
                                           KvSessionService* service, const ServiceLimits& limits,
-                                          RpcMetrics* rpc_metrics, CallAudit* audit, int* port) {
+                                          RpcMetrics* rpc_metrics, CallAudit* audit,
+                                          const std::string& replica, int* port) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -219,10 +225,20 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(ReplicaHeaderInterceptors(replica));
   if (rpc_metrics != nullptr) interceptors.push_back(rpc_metrics->InterceptorFactory());
   if (audit != nullptr) interceptors.push_back(audit->InterceptorFactory());
-  if (!interceptors.empty()) builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   return builder.BuildAndStart();
+}
+
+// --replica-name, or the host name.
+std::string ReplicaName() {
+  std::string name = absl::GetFlag(FLAGS_replica_name);
+  if (!name.empty()) return name;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) name = host;
+  return name.empty() ? "kvsessiond" : name;
 }
 
 // Writes the bound port to `port_file` (--port-file, --metrics-port-file)
@@ -371,13 +387,18 @@ int Serve() {
 
   ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
                     absl::GetFlag(FLAGS_chat_template)};
+  facts.replica = ReplicaName();
+  if (!ValidReplicaName(facts.replica)) {
+    return Fail("--replica-name must be 1 to 253 printable ASCII characters without spaces");
+  }
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   service.SetAuthenticator(authenticator.get());
   SessionOwnership ownership(&sessions);
   service.SetAccessPolicy(&ownership);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
-      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), audit.get(), &port);
+      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), audit.get(),
+                  facts.replica, &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
   server->GetHealthCheckService()->SetServingStatus(kvsession::v1::KvSession::service_full_name(), true);

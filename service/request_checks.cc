@@ -3,23 +3,28 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "proto/route_key.h"
 
 namespace kvs {
 namespace {
 
 constexpr size_t kIdHexDigits = 32;
 
+// PREFIX [KEY "."] HEX (proto/route_key.h).
 bool HasIdForm(absl::string_view id, absl::string_view prefix) {
-  if (id.size() != prefix.size() + kIdHexDigits || !absl::StartsWith(id, prefix)) return false;
-  for (char c : id.substr(prefix.size())) {
+  if (!absl::StartsWith(id, prefix)) return false;
+  const std::string_view key = RouteKeyOf(std::string_view(id.data(), id.size()));
+  const size_t hex_start = prefix.size() + (key.empty() ? 0 : key.size() + 1);
+  if (id.size() != hex_start + kIdHexDigits) return false;
+  for (char c : id.substr(hex_start)) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
 }
 
 absl::Status BadId(absl::string_view field, absl::string_view id, absl::string_view prefix) {
-  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", prefix, " followed by ",
-                                                 kIdHexDigits, " lowercase hex digits; got ",
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", prefix, "[KEY.]HEX (HEX: ",
+                                                 kIdHexDigits, " lowercase hex digits; KEY: a route key); got ",
                                                  Quote(id)));
 }
 

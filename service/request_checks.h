@@ -1,7 +1,8 @@
 // Checks on client-supplied identifiers, and quoting of client input in
 // error messages.
 //
-// Ids are what the server hands out: "ses_" or "ckpt_" followed by 32
+// Ids are what the server hands out: "ses_" or "ckpt_", optionally a route
+// key and a dot (proto/route_key.h: 1 to 64 of [A-Za-z0-9_-]), then 32
 // lowercase hex digits (128 random bits). Anything else is
 // INVALID_ARGUMENT, checked before any lookup, so a malformed or huge id
 // never reaches a registry, a log line or a status message. Every message

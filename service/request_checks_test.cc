@@ -13,6 +13,23 @@ TEST(RequestChecks, IdsTheServerHandsOutAreAccepted) {
   EXPECT_TRUE(CheckCheckpointId("checkpoint_id", kCheckpoint).ok());
 }
 
+TEST(RequestChecks, IdsWithARouteKeyAreAccepted) {
+  EXPECT_TRUE(CheckSessionId("session_id", "ses_user-42_A.0123456789abcdef0123456789abcdef").ok());
+  EXPECT_TRUE(CheckCheckpointId("checkpoint_id", "ckpt_k.0123456789abcdef0123456789abcdef").ok());
+  EXPECT_TRUE(CheckSessionId("session_id", "ses_" + std::string(64, 'k') + ".0123456789abcdef0123456789abcdef").ok());
+}
+
+TEST(RequestChecks, IdsWithAMalformedRouteKeyAreInvalidArgument) {
+  for (const std::string& bad :
+       {std::string("ses_.0123456789abcdef0123456789abcdef"),
+        std::string("ses_a b.0123456789abcdef0123456789abcdef"),
+        std::string("ses_a.b.0123456789abcdef0123456789abcdef"),
+        "ses_" + std::string(65, 'k') + ".0123456789abcdef0123456789abcdef",
+        std::string("ses_key.0123456789abcdef"), std::string("ses_key.")}) {
+    EXPECT_EQ(CheckSessionId("session_id", bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(RequestChecks, MalformedIdsAreInvalidArgument) {
   for (const std::string& bad : {std::string(), std::string("ses_"), kSession + "0",
                                  kSession.substr(0, 35), std::string("ses_0123456789ABCDEF0123456789abcdef"),

@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "proto/route_key.h"
 #include "service/session_rewind.h"
 
 namespace kvs {
@@ -25,13 +26,15 @@ SessionManager::SessionManager(const Model& model, PagePool* pool, SessionStore*
       registry_(pool, limits.max_sessions),
       persistence_(pool, store, &context_, this) {}
 
-std::string SessionManager::NewId(const char* prefix) {
+std::string SessionManager::NewId(const char* prefix, std::string_view route_key) {
   unsigned char bytes[16];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
     ABSL_RAW_LOG(FATAL, "RAND_bytes failed: no secure randomness for session ids");
   }
-  return absl::StrCat(prefix, absl::BytesToHexString(
-                                  absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes))));
+  const std::string hex =
+      absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes)));
+  if (route_key.empty()) return absl::StrCat(prefix, hex);
+  return absl::StrCat(prefix, std::string(route_key), ".", hex);
 }
 
 absl::Status SessionManager::LoadFromStore() {
@@ -45,9 +48,9 @@ absl::Status SessionManager::LoadFromStore() {
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
     const SamplingParams& sampling, const std::map<std::string, std::string>& labels,
-    const std::string& owner) {
+    const std::string& owner, std::string_view route_key) {
   auto s = std::make_shared<Session>();
-  s->id = NewId("ses_");
+  s->id = NewId("ses_", route_key);
   s->owner = owner;
   s->shared_prefix_chain = shared_prefix_cache_;
   s->kv.emplace(pool_);
@@ -155,7 +158,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
         const int64_t now = NowMicros();
         for (int i = 0; i < count; ++i) {
           auto b = std::make_shared<Session>();
-          b->id = NewId("ses_");
+          b->id = NewId("ses_", RouteKeyOf(p.id));
           CopyPrefix(p, length, b.get());  // the whole source unless at_length
           b->context_policy = p.context_policy;
           b->keep_tokens = p.keep_tokens;
@@ -222,7 +225,7 @@ absl::StatusOr<CheckpointRecord> SessionManager::Snapshot(const std::string& id,
       c = record.status();
     } else {
       CheckpointRecord cp;
-      cp.set_id(NewId("ckpt_"));
+      cp.set_id(NewId("ckpt_", RouteKeyOf(id)));
       cp.set_name(name);
       cp.set_create_time_us(NowMicros());
       *cp.mutable_session() = *std::move(record);
@@ -247,7 +250,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   if (absl::Status st = registry_.CheckRoom(1); !st.ok()) return st;
   SessionRecord record = checkpoint->session();
   const std::string source = record.id();
-  record.set_id(NewId("ses_"));
+  record.set_id(NewId("ses_", RouteKeyOf(checkpoint_id)));
   record.set_parent_session_id(source);
   record.set_checkpoint_id(checkpoint_id);
   record.set_create_time_us(NowMicros());

@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -75,10 +76,12 @@ class SessionManager : public KvRoomMaker {
   // A new, empty, resident session (its first token is BOS when the
   // vocabulary uses one), already acquired by the caller. Not persisted
   // until PersistAndRelease. RESOURCE_EXHAUSTED at the session limit.
-  // It belongs to tenant `owner`.
+  // It belongs to tenant `owner`. Its id carries `route_key` (a valid key,
+  // proto/route_key.h, or empty for an id without one); its forks,
+  // checkpoints and the sessions restored from those inherit the key.
   absl::StatusOr<std::shared_ptr<Session>> CreateAcquired(
       const SamplingParams& sampling, const std::map<std::string, std::string>& labels,
-      const std::string& owner = kDefaultTenant);
+      const std::string& owner = kDefaultTenant, std::string_view route_key = {});
 
   // Takes the session exclusively for `what` (a Generate or an Append)
   // and makes its KV resident (loading it from disk if needed). NOT_FOUND,
@@ -191,7 +194,8 @@ class SessionManager : public KvRoomMaker {
   int resident_count() const { return registry_.resident_count(); }
 
  private:
-  static std::string NewId(const char* prefix);
+  // PREFIX [route_key "."] 32 random hex digits (proto/route_key.h).
+  static std::string NewId(const char* prefix, std::string_view route_key);
   // Sets the page-hash chain of a session whose KV was just loaded.
   void AdoptStoredHashes(Session& session) const;
   // Makes a session held by readers resident (under its persist_mu).

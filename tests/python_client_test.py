@@ -23,7 +23,8 @@ SHARED = os.environ["KVS_SHARED_DIR"]
 sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
 
 import grpc  # noqa: E402
-from kvsession_client import Client, pb, text_input  # noqa: E402
+from kvsession_client import (REPLICA_HEADER, ROUTE_HEADER, Client, _CallDetails, _Route,  # noqa: E402
+                              pb, route_key, text_input)
 
 MODEL = os.path.join(SHARED, "models", "aidreams260K.gguf")
 REFERENCE = os.path.join(SHARED, "reference", "aidreams260K.jsonl")
@@ -111,6 +112,29 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as e:
             self.client.generate_all(sid, 5, top_p=2.0)
         self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_a_keyed_family_keeps_its_route_key_and_the_client_sends_it(self):
+        # A proxy would set this header on CreateSession (docs/fleet.md).
+        session, call = self.client.stub.CreateSession.with_call(
+            pb.CreateSessionRequest(input=text_input("Once")), metadata=[(ROUTE_HEADER, "py-key_1")])
+        self.assertTrue(session.id.startswith("ses_py-key_1."), session.id)
+        self.assertIn(REPLICA_HEADER, dict(call.initial_metadata()))
+        self.assertEqual(route_key(session.id), "py-key_1")
+        branches = self.client.fork(session.id, 2)
+        checkpoint = self.client.snapshot(branches[0])
+        restored = self.client.restore_checkpoint(checkpoint.id)
+        for id_ in branches + [checkpoint.id, restored]:
+            self.assertEqual(route_key(id_), "py-key_1", id_)
+        self.assertIsNone(route_key(self.client.create("plain")))
+        # What the client's interceptor adds: the key of the id the request names.
+        details = _CallDetails("/kvsession.v1.KvSession/Restore", None, None, None, None, None)
+        routed = _Route._routed(details, pb.RestoreRequest(checkpoint_id=checkpoint.id))
+        self.assertEqual(routed.metadata, [(ROUTE_HEADER, "py-key_1")])
+        self.assertIs(_Route._routed(details, pb.CreateSessionRequest()), details)
+        with self.assertRaises(grpc.RpcError) as e:
+            self.client.stub.CreateSession(pb.CreateSessionRequest(), metadata=[(ROUTE_HEADER, "no spaces")])
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertNotIn("no spaces", e.exception.details())
 
     def test_example_script_runs(self):
         out = subprocess.run(

@@ -15,6 +15,7 @@ directory, so nothing generated is checked in.
 import hashlib
 import importlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,42 @@ class _ApiKey(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientIntercepto
         return continuation(self._with_key(details), request)
 
 
+ROUTE_HEADER = "x-kvsession-route"
+REPLICA_HEADER = "x-kvsession-replica"
+_ROUTE_KEY = re.compile(r"(?:ses|ckpt)_([A-Za-z0-9_-]{1,64})\.")
+
+
+def route_key(id_):
+    """The route key of "ses_KEY.HEX" / "ckpt_KEY.HEX" (docs/fleet.md); None without one."""
+    m = _ROUTE_KEY.match(id_ or "")
+    return m.group(1) if m else None
+
+
+class _Route(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `x-kvsession-route: KEY` from the id a request names (its
+    checkpoint_id, else its session_id), so a proxy in front of a fleet
+    sends the call to the replica that holds it. CreateSession names no id:
+    no header, the proxy picks a replica."""
+
+    @staticmethod
+    def _routed(details, request):
+        key = None
+        for field in ("checkpoint_id", "session_id"):
+            if key is None and field in type(request).DESCRIPTOR.fields_by_name:
+                key = route_key(getattr(request, field))
+        if key is None:
+            return details
+        metadata = [m for m in (details.metadata or []) if m[0] != ROUTE_HEADER] + [(ROUTE_HEADER, key)]
+        return _CallDetails(details.method, details.timeout, metadata, details.credentials,
+                            getattr(details, "wait_for_ready", None), getattr(details, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._routed(details, request), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._routed(details, request), request)
+
+
 class _CallDetails(grpc.ClientCallDetails):
     def __init__(self, method, timeout, metadata, credentials, wait_for_ready, compression):
         self.method, self.timeout, self.metadata = method, timeout, metadata
@@ -104,7 +141,8 @@ class Client:
     roots) is given; `tls_cert` / `tls_key` add a client certificate (mutual
     TLS). `api_key` (default: $KVSESSION_API_KEY) is sent as
     `authorization: Bearer KEY` on every call. `as_tenant` (an admin key
-    only) makes every call tenant `as_tenant`'s (x-kvsession-tenant).
+    only) makes every call tenant `as_tenant`'s (x-kvsession-tenant). Every call naming a session
+    or checkpoint carries its route key (x-kvsession-route, docs/fleet.md).
     """
 
     def __init__(self, address, timeout=60.0, tls_ca=None, tls_cert=None, tls_key=None,
@@ -118,8 +156,10 @@ class Client:
         else:
             self.channel = grpc.insecure_channel(address)
         api_key = api_key or os.environ.get("KVSESSION_API_KEY")
+        interceptors = [_Route()]
         if api_key or as_tenant:
-            self.channel = grpc.intercept_channel(self.channel, _ApiKey(api_key, as_tenant))
+            interceptors.append(_ApiKey(api_key, as_tenant))
+        self.channel = grpc.intercept_channel(self.channel, *interceptors)
         self.stub = pb_grpc.KvSessionStub(self.channel)
         self.timeout = timeout
 
