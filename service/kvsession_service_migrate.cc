@@ -93,19 +93,34 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
   what.omit.insert(omit.begin(), omit.end());
   (void)ctx;
   io_->Submit([this, reactor, what = std::move(what), hashes_only = request->page_hashes_only()] {
+    if (hashes_only) {  // the stored record's list, no page read
+      absl::StatusOr<SessionRecord> record =
+          what.checkpoint ? [&]() -> absl::StatusOr<SessionRecord> {
+            absl::StatusOr<CheckpointRecord> c = sessions_->store()->GetCheckpoint(what.id);
+            if (!c.ok()) return c.status();
+            return c->session();
+          }()
+                          : sessions_->store()->GetSession(what.id);
+      if (absl::IsNotFound(record.status())) {
+        return reactor->Fail(absl::NotFoundError(
+            absl::StrCat(what.checkpoint ? "no checkpoint '" : "no session '", what.id, "'")));
+      }
+      if (!record.ok()) return reactor->Fail(record.status());
+      std::vector<v1::ExportChunk> chunks(1);
+      for (const std::string& h : record->page_hashes()) chunks[0].add_page_hashes(h);
+      return reactor->Start(std::move(chunks));
+    }
     absl::StatusOr<ExportedStream> out = sessions_->Export(what);
     if (!out.ok()) return reactor->Fail(out.status());
     std::vector<v1::ExportChunk> chunks;
     chunks.emplace_back();
     for (const PageHash& h : out->page_hashes) chunks[0].add_page_hashes(std::string(h.view()));
-    if (!hashes_only) {
-      chunks[0].set_total_bytes(static_cast<int64_t>(out->bytes.size()));
-      chunks[0].set_pages_sent(out->pages_sent);
-      chunks[0].set_pages_omitted(out->pages_omitted);
-      for (size_t at = 0; at < out->bytes.size(); at += kChunkBytes) {
-        if (at > 0) chunks.emplace_back();
-        chunks.back().set_data(out->bytes.substr(at, kChunkBytes));
-      }
+    chunks[0].set_total_bytes(static_cast<int64_t>(out->bytes.size()));
+    chunks[0].set_pages_sent(out->pages_sent);
+    chunks[0].set_pages_omitted(out->pages_omitted);
+    for (size_t at = 0; at < out->bytes.size(); at += kChunkBytes) {
+      if (at > 0) chunks.emplace_back();
+      chunks.back().set_data(out->bytes.substr(at, kChunkBytes));
     }
     reactor->Start(std::move(chunks));
   });
