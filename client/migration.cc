@@ -104,6 +104,24 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
   MigrationReport report;
   absl::StatusOr<v1::Session> before = from.GetSession(session_id, /*include_tokens=*/true);
   if (!before.ok()) return before.status();
+  if (before->state() == v1::SESSION_STATE_BUSY) {
+    return absl::AbortedError(absl::StrCat("session ", session_id,
+                                           " is busy on the source (a call is running); try again"));
+  }
+  auto same = [&](const v1::Session& s) {
+    return s.length() == before->length() &&
+           std::equal(s.token_ids().begin(), s.token_ids().end(), before->token_ids().begin(),
+                      before->token_ids().end());
+  };
+  // The source changed while it was copied: take the copies back out of
+  // the target, so a retry starts clean.
+  auto changed = [&]() {
+    (void)to.DeleteSession(session_id);
+    for (const std::string& id : report.checkpoints) (void)to.DeleteCheckpoint(id);
+    return absl::AbortedError(absl::StrCat("session ", session_id,
+                                           " changed on the source while it was migrated; nothing "
+                                           "moved; try again"));
+  };
   std::vector<std::string> checkpoints;
   if (options.with_checkpoints) {
     absl::StatusOr<v1::ListCheckpointsResponse> list = from.ListCheckpoints(session_id);
@@ -118,13 +136,7 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
   report.sessions = 1;
   absl::StatusOr<v1::Session> after = to.GetSession(session_id, /*include_tokens=*/true);
   if (!after.ok()) return after.status();
-  if (after->length() != before->length() ||
-      !std::equal(after->token_ids().begin(), after->token_ids().end(), before->token_ids().begin(),
-                  before->token_ids().end())) {
-    return absl::DataLossError(absl::StrCat("session ", session_id,
-                                            " on the target does not hold the source's tokens; "
-                                            "the source is kept"));
-  }
+  if (!same(*after)) return changed();
   for (const std::string& id : checkpoints) {
     v1::ExportSessionRequest c;
     c.set_checkpoint_id(id);
@@ -140,6 +152,9 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
     report.checkpoints.push_back(id);
   }
   if (!options.keep_source) {
+    absl::StatusOr<v1::Session> now = from.GetSession(session_id, /*include_tokens=*/true);
+    if (!now.ok()) return now.status();
+    if (!same(*now) || now->state() == v1::SESSION_STATE_BUSY) return changed();
     if (absl::Status s = from.DeleteSession(session_id); !s.ok()) return s;
     for (const std::string& id : report.checkpoints) {
       if (absl::Status s = from.DeleteCheckpoint(id); !s.ok()) return s;

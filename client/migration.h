@@ -6,7 +6,11 @@
 // `to`, checks that `to` has the same tokens, and then (unless keep_source)
 // deletes it from `from`. With with_checkpoints, the session's checkpoints
 // on `from` move the same way (after the session; deleted from `from` only
-// once all moved). An import that fails because `to` dropped a page it said
+// once all moved). A session busy on `from` is ABORTED before anything
+// moves; one that changes on `from` while it is copied (a call ran) is
+// taken back out of `to` and the answer is ABORTED (try again). The window
+// between that last check and the delete on `from` remains: stop routing
+// calls to `from` first when draining it. An import that fails because `to` dropped a page it said
 // it held meanwhile is retried once with every page. On any error nothing
 // is deleted from `from`; what was already imported into `to` stays there
 // (and is reported in the error message), so rerunning after fixing the
