@@ -1,7 +1,7 @@
 // Migration with tenants (API keys over TLS, the real kvsessiond): an
 // imported session keeps its owner, only that tenant or an admin may import
 // it (PERMISSION_DENIED, nothing written), another tenant cannot export
-// it, and FindMissingPages tells only admins which pages a server holds.
+// it (a session or a checkpoint), and FindMissingPages tells only admins which pages a server holds.
 #include <algorithm>
 
 #include "client/migration.h"
@@ -41,6 +41,14 @@ TEST_F(MigrationTenantTest, OnlyTheOwnerOrAnAdminMayImportASessionAndItKeepsItsO
   absl::StatusOr<v1::Session> mine = acme_->CreateSession("Acme's private plans for the spring");
   ASSERT_TRUE(mine.ok()) << mine.status();
   EXPECT_EQ(Export(*beta_, mine->id()).status().code(), absl::StatusCode::kNotFound);
+  absl::StatusOr<v1::Checkpoint> ckpt = acme_->Snapshot(mine->id());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  v1::ExportSessionRequest theirs;
+  theirs.set_checkpoint_id(ckpt->id());
+  absl::Status foreign = ExportSession(*beta_, theirs).status();
+  EXPECT_EQ(foreign.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(foreign.message(), "no checkpoint '" + ckpt->id() + "'");
+  EXPECT_TRUE(ExportSession(*root_, theirs).ok());
   absl::StatusOr<ExportedSession> stream = Export(*acme_, mine->id());
   ASSERT_TRUE(stream.ok()) << stream.status();
   ASSERT_TRUE(acme_->DeleteSession(mine->id()).ok());
