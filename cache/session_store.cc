@@ -548,6 +548,21 @@ absl::Status SessionStore::DeleteCheckpoint(const std::string& id, WriteStats* s
 }
 
 absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
+  return PutCheckpoint(
+      record,
+      [&](int page_index) -> absl::StatusOr<std::string> {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint '", record.id(), "' references page ",
+            PageHash::FromBytes(record.session().page_hashes(page_index))->hex(),
+            " the store does not hold"));
+      },
+      stats);
+}
+
+absl::Status SessionStore::PutCheckpoint(
+    const CheckpointRecord& record,
+    absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+    WriteStats* stats) {
   if (record.id().empty()) return absl::InvalidArgumentError("checkpoint record without an id");
   std::shared_ptr<const VerifiedPages> reference;
   {
@@ -566,17 +581,34 @@ absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteSt
   absl::MutexLock lock(&mu_);
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
   if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
-  for (const PageHash& h : verified->hashes) {
-    if (!table_.pages.contains(h)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint '", record.id(), "' references page ", h.hex(), " the store does not hold"));
-    }
-  }
   rocksdb::WriteBatch batch;
-  batch.Put(checkpoints_cf_, record.id(), value);
-  written.pages_reused = static_cast<int64_t>(verified->hashes.size());
-  written.bytes_written = static_cast<int64_t>(value.size());
   RefCountChange change(&table_);
+  const KvGeometry& g = verified->geometry;
+  for (size_t i = 0; i < verified->hashes.size(); ++i) {
+    const PageHash& hash = verified->hashes[i];
+    if (change.Held(hash)) {
+      ++written.pages_reused;
+      continue;
+    }
+    const int page_index = static_cast<int>(i);
+    absl::StatusOr<std::string> page = encode_missing(page_index);
+    if (!page.ok()) return page.status();
+    const int n_tokens = PageTokensAt(g, record.session().kv_length(), page_index);
+    absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(*page);
+    if (!info.ok() || !(info->geometry == g) || info->n_tokens != n_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint '", record.id(), "': encode_missing(", page_index, ") is not a page of ",
+          DescribeGeometry(g), " with ", n_tokens, " tokens"));
+    }
+    if (rocksdb::Status put = batch.Put(pages_cf_, rocksdb::Slice(hash.view()), *page); !put.ok()) {
+      return FromRocks(put, absl::StrCat("batch page ", hash.hex()));
+    }
+    change.AddPage(hash, static_cast<int64_t>(page->size()));
+    ++written.pages_written;
+    written.bytes_written += static_cast<int64_t>(page->size());
+  }
+  batch.Put(checkpoints_cf_, record.id(), value);
+  written.bytes_written += static_cast<int64_t>(value.size());
   change.SetRecord(&table_.checkpoints, record.id(),
                    RecordRefs{.verified = std::make_shared<const VerifiedPages>(*std::move(verified))});
   if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;

@@ -220,6 +220,13 @@ class SessionStore {
   // record.session must already be held (FAILED_PRECONDITION otherwise):
   // a checkpoint is taken of a session the store holds.
   absl::Status PutCheckpoint(const CheckpointRecord& record, WriteStats* stats = nullptr);
+  // PutCheckpoint that also writes, in the same batch, the pages the store
+  // does not hold: encode_missing(i) gives page i of record.session(), as
+  // PutSession's does (an imported checkpoint brings its pages along).
+  absl::Status PutCheckpoint(
+      const CheckpointRecord& record,
+      absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+      WriteStats* stats = nullptr);
   // NOT_FOUND if there is no such checkpoint.
   absl::Status DeleteCheckpoint(const std::string& id, WriteStats* stats = nullptr);
 

@@ -419,5 +419,41 @@ TEST_F(SessionStoreTest, ACheckpointOfAStoredSessionHashesNothing) {
   EXPECT_EQ(stats.pages_hashed, 0);
 }
 
+TEST_F(SessionStoreTest, AnImportedCheckpointBringsThePagesTheStoreLacksInOneWriteOrNothing) {
+  ASSERT_TRUE(Put(Session("a", Tokens(10, 100))).ok());  // pages 0, 1 and a partial one
+  std::vector<int32_t> tokens = Tokens(14, 100);          // kv 13: pages 0..2 full, page 3 partial
+  tokens[9] = 7;                                          // page 2 differs from a's
+  CheckpointRecord c;
+  c.set_id("imported");
+  *c.mutable_session() = Session("gone", tokens);
+  const StoreStats before = store_->Stats();
+
+  // A page the encoder cannot give: nothing is written.
+  WriteStats stats;
+  absl::Status failed = store_->PutCheckpoint(
+      c, [&](int page) -> absl::StatusOr<std::string> {
+        if (page == 3) return absl::DataLossError("page 3 is not in the stream");
+        return encoder_(c.session(), page);
+      },
+      &stats);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_->Stats().pages, before.pages);
+  EXPECT_EQ(store_->Stats().checkpoints, 0);
+  EXPECT_FALSE(store_->HasPage(HashOf(c.session(), 2)));
+
+  ASSERT_TRUE(store_->PutCheckpoint(c, [&](int page) { return encoder_(c.session(), page); }, &stats).ok());
+  EXPECT_EQ(stats.pages_reused, 2);   // pages 0 and 1 were a's
+  EXPECT_EQ(stats.pages_written, 2);  // pages 2 and 3 came with it
+  EXPECT_EQ(store_->Stats().pages, before.pages + 2);
+  ExpectPagesReadable(c.session());
+  // And it is a checkpoint like any other after a reload.
+  std::vector<SessionRecord> sessions;
+  std::vector<CheckpointRecord> checkpoints;
+  ASSERT_TRUE(store_->LoadAll(&sessions, &checkpoints).ok());
+  ASSERT_EQ(checkpoints.size(), 1u);
+  EXPECT_TRUE(SameRecord(checkpoints[0], c));
+  EXPECT_EQ(store_->Stats().pages, before.pages + 2);
+}
+
 }  // namespace
 }  // namespace kvs

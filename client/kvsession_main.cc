@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "client/chat_command.h"
+#include "client/migrate_command.h"
 #include "client/local_commands.h"
 #include "client/remote_commands.h"
 
@@ -38,6 +39,8 @@ Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for 
   show      --session S [--ids] [--with-text]
   rm        --session S
   info
+  migrate   --session S --from A --to B [--with-checkpoints] [--keep-source]
+            (moves a session to another server; pages B holds are not sent)
   chat      [--session S] [--system TEXT] [-n N] [--no-thinking] [sampling flags]
             reads a line, streams the reply, repeats (a new chat session without --session)
 
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return kvs::TokenizeCommand(args);
   if (command == "render") return kvs::RenderCommand(args);
   if (command == "chat") return kvs::ChatCommand(args);
+  if (command == "migrate") return kvs::MigrateCommand(args);
   if (int rc = kvs::RunRemoteCommand(command, args); rc >= 0) return rc;
   std::cerr << "kvsession: unknown command '" << command << "'\n" << kUsage;
   return 2;

@@ -90,6 +90,17 @@ class KvSessionService final : public ParsingCallbackService {
                                        const kvsession::v1::DetokenizeRequest* request,
                                        kvsession::v1::DetokenizeResponse* response) override;
 
+  // Migration, in kvsession_service_migrate.cc.
+  grpc::ServerWriteReactor<kvsession::v1::ExportChunk>* ExportSession(
+      grpc::CallbackServerContext* ctx, const kvsession::v1::ExportSessionRequest* request) override;
+  grpc::ServerUnaryReactor* FindMissingPages(grpc::CallbackServerContext* ctx,
+                                             const kvsession::v1::FindMissingPagesRequest* request,
+                                             kvsession::v1::FindMissingPagesResponse* response) override;
+
+ protected:
+  grpc::ServerReadReactor<ParsedRequest<kvsession::v1::ImportChunk>>* ImportSessionParsed(
+      grpc::CallbackServerContext* ctx, kvsession::v1::ImportSessionResponse* response) override;
+
  private:
   // What `input` (may be null) adds to an acquired session, and for a
   // Generate (`generate` set) its chat generation prompt

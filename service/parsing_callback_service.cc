@@ -41,7 +41,36 @@ class RejectedWriteReactor : public grpc::ServerWriteReactor<Response> {
   void OnDone() override { delete this; }
 };
 
+// A client stream that ends at once with `status`.
+template <class Request>
+class RejectedReadReactor : public grpc::ServerReadReactor<Request> {
+ public:
+  explicit RejectedReadReactor(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
+
+template <class Request, class Response, class Handler>
+void ParsingCallbackService::ParseClientStreaming(absl::string_view method, Handler handler) {
+  MarkMethodCallback(
+      MethodIndex(method, Request::descriptor()),
+      new grpc::internal::CallbackClientStreamingHandler<ParsedRequest<Request>, Response>(
+          [this, handler](grpc::CallbackServerContext* ctx,
+                          Response* response) -> grpc::ServerReadReactor<ParsedRequest<Request>>* {
+            const absl::StatusOr<Principal> caller = CallerOf(ctx);
+            if (!caller.ok()) {
+              return new RejectedReadReactor<ParsedRequest<Request>>(ToGrpc(caller.status()));
+            }
+            return handler(ctx, response);
+          }));
+}
+
+grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* ParsingCallbackService::ImportSessionParsed(
+    grpc::CallbackServerContext*, v1::ImportSessionResponse*) {
+  return new RejectedReadReactor<ParsedRequest<v1::ImportChunk>>(
+      grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "ImportSession is not implemented"));
+}
 
 template <class Request, class Response, class Handler>
 void ParsingCallbackService::ParseUnary(absl::string_view method, Handler handler) {
@@ -131,6 +160,13 @@ ParsingCallbackService::ParsingCallbackService() {
       "Tokenize", [this](auto* ctx, auto* req, auto* resp) { return Tokenize(ctx, req, resp); });
   ParseUnary<v1::DetokenizeRequest, v1::DetokenizeResponse>(
       "Detokenize", [this](auto* ctx, auto* req, auto* resp) { return Detokenize(ctx, req, resp); });
+  ParseServerStreaming<v1::ExportSessionRequest, v1::ExportChunk>(
+      "ExportSession", [this](auto* ctx, auto* req) { return ExportSession(ctx, req); });
+  ParseClientStreaming<v1::ImportChunk, v1::ImportSessionResponse>(
+      "ImportSession", [this](auto* ctx, auto* resp) { return ImportSessionParsed(ctx, resp); });
+  ParseUnary<v1::FindMissingPagesRequest, v1::FindMissingPagesResponse>(
+      "FindMissingPages",
+      [this](auto* ctx, auto* req, auto* resp) { return FindMissingPages(ctx, req, resp); });
 }
 
 }  // namespace kvs

@@ -37,6 +37,7 @@
 #include "service/auth/access_policy.h"
 #include "service/auth/authenticator.h"
 #include "service/auth/principal.h"
+#include "service/request_parser.h"
 
 namespace kvs {
 
@@ -54,6 +55,14 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
  protected:
   ParsingCallbackService();
 
+  // ImportSession (client streaming) reads ParsedRequest<ImportChunk>, so
+  // its handler is this one rather than the generated ImportSession. The
+  // default answers UNIMPLEMENTED.
+  virtual grpc::ServerReadReactor<ParsedRequest<kvsession::v1::ImportChunk>>* ImportSessionParsed(
+      grpc::CallbackServerContext* ctx, kvsession::v1::ImportSessionResponse* response);
+  // Whether calls are authenticated (SetAuthenticator was given one).
+  bool authenticating() const { return authenticator_ != nullptr; }
+
   // The caller of a call that reached a handler (it authenticated);
   // UNAUTHENTICATED only if its key was removed by a reload meanwhile.
   absl::StatusOr<Principal> CallerOf(const grpc::CallbackServerContext* ctx) const;
@@ -65,6 +74,11 @@ class ParsingCallbackService : public kvsession::v1::KvSession::CallbackService 
   void ParseUnary(absl::string_view method, Handler handler);
   template <class Request, class Response, class Handler>
   void ParseServerStreaming(absl::string_view method, Handler handler);
+  // Client-streaming `method`: `handler(ctx, response)` returns a reactor
+  // reading ParsedRequest<Request> (it answers a chunk that did not parse;
+  // the access policy is its business too: it sees the requests one by one).
+  template <class Request, class Response, class Handler>
+  void ParseClientStreaming(absl::string_view method, Handler handler);
 
   // Whether the access policy lets `caller` make `request` (OK without one).
   absl::Status Admit(const Principal& caller, const google::protobuf::Message& request) const;

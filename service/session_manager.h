@@ -38,6 +38,7 @@
 #include "service/record_convert.h"
 #include "service/session.h"
 #include "service/session_kv.h"
+#include "service/session_migration.h"
 #include "service/session_persistence.h"
 #include "service/session_registry.h"
 
@@ -184,6 +185,25 @@ class SessionManager : public KvRoomMaker {
     if (!c.ok()) return c.status();
     return CheckpointOwner(*c);
   }
+
+  // Migration (session_migration.cc, cache/migration_stream.h).
+  // The stream of a stored session or checkpoint as persisted (what was
+  // acknowledged; a busy session is read like a reader would, without
+  // waiting), with every page of its record not in `omit`. Reads the
+  // store only. NOT_FOUND, DATA_LOSS (stored bytes fail their checks),
+  // RESOURCE_EXHAUSTED (over max_bytes), ABORTED (the session changed
+  // under the read three times).
+  absl::StatusOr<ExportedStream> Export(const ExportRequest& request) const;
+  // Writes a decoded stream (the caller decoded it: DecodeMigrationStream,
+  // and checked the caller may own it) in one atomic store write and lists
+  // it, not resident. FAILED_PRECONDITION (another model or KV geometry; a
+  // page the stream omits that the store does not hold), ALREADY_EXISTS
+  // (the id is listed here), RESOURCE_EXHAUSTED (session limit, disk
+  // full), INVALID_ARGUMENT (the record breaks the store's invariants or a
+  // page is not of its geometry), store errors. On error nothing changes.
+  absl::StatusOr<ImportResult> Import(const MigrationContents& contents);
+  // Whether the store holds the page (FindMissingPages).
+  bool HasStoredPage(const PageHash& hash) const { return store_->HasPage(hash); }
 
   // KvRoomMaker: drops the KV of least recently used idle sessions (all
   // persisted) until `pages_wanted` pages are free or nothing idle is left.

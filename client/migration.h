@@ -1,0 +1,64 @@
+// Moving sessions between kvsessiond replicas with the migration RPCs
+// (ExportSession, FindMissingPages, ImportSession; docs/api.md).
+//
+// MigrateSession(from, to, id): exports the session from `from`, leaving
+// out the KV pages `to` already holds (FindMissingPages), imports it into
+// `to`, checks that `to` has the same tokens, and then (unless keep_source)
+// deletes it from `from`. With with_checkpoints, the session's checkpoints
+// on `from` move the same way (after the session; deleted from `from` only
+// once all moved). A session busy on `from` is ABORTED before anything
+// moves; one that changes on `from` while it is copied (a call ran) is
+// taken back out of `to` and the answer is ABORTED (try again). The window
+// between that last check and the delete on `from` remains: stop routing
+// calls to `from` first when draining it. An import that fails because `to` dropped a page it said
+// it held meanwhile is retried once with every page. On any error nothing
+// is deleted from `from`; what was already imported into `to` stays there
+// (and is reported in the error message), so rerunning after fixing the
+// cause reports ALREADY_EXISTS for those items.
+//
+// Thread-compatible; the clients may be shared.
+#ifndef KVSESSION_CLIENT_MIGRATION_H_
+#define KVSESSION_CLIENT_MIGRATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/kvsession_client.h"
+
+namespace kvs {
+
+struct MigrateOptions {
+  bool with_checkpoints = false;
+  bool keep_source = false;
+};
+
+struct MigrationReport {
+  int sessions = 0;
+  std::vector<std::string> checkpoints;  // moved checkpoint ids
+  int64_t pages_sent = 0;                // pages in the streams
+  int64_t pages_skipped = 0;             // pages `to` already held (dedup)
+  int64_t bytes = 0;                     // stream bytes sent
+};
+
+absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionClient& to,
+                                               const std::string& session_id,
+                                               const MigrateOptions& options = {});
+
+// The building blocks. A whole exported stream and its first chunk's facts.
+struct ExportedSession {
+  std::string bytes;
+  kvsession::v1::ExportChunk first;  // page_hashes, pages_sent, pages_omitted
+};
+absl::StatusOr<ExportedSession> ExportSession(KvSessionClient& from,
+                                              const kvsession::v1::ExportSessionRequest& request);
+// Sends `stream` in chunks of at most 1 MiB.
+absl::StatusOr<kvsession::v1::ImportSessionResponse> ImportSession(KvSessionClient& to,
+                                                                   const std::string& stream);
+absl::StatusOr<std::vector<std::string>> FindMissingPages(KvSessionClient& to,
+                                                          const std::vector<std::string>& hashes);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CLIENT_MIGRATION_H_

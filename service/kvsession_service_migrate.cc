@@ -1,0 +1,218 @@
+// KvSessionService's migration RPCs: ExportSession (a stream of chunks of
+// a migration stream), ImportSession (reads one, checks it whole, imports
+// it) and FindMissingPages (dedup). The work is SessionManager::Export /
+// Import (session_migration.cc) on the request executor; the stream format
+// is cache/migration_stream.h.
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "cache/migration_stream.h"
+#include "service/grpc_status.h"
+#include "service/kvsession_service.h"
+#include "service/request_checks.h"
+
+namespace kvs {
+namespace v1 = kvsession::v1;
+namespace {
+
+constexpr size_t kChunkBytes = size_t{1} << 20;
+constexpr int kMaxPageHashes = 1000000;
+
+// Reads repeated 16-byte hashes; INVALID_ARGUMENT naming the field.
+absl::Status ReadHashes(const char* field, const google::protobuf::RepeatedPtrField<std::string>& in,
+                        std::vector<PageHash>* out) {
+  if (in.size() > kMaxPageHashes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " holds ", in.size(), " hashes; at most ", kMaxPageHashes));
+  }
+  for (int i = 0; i < in.size(); ++i) {
+    std::optional<PageHash> h = PageHash::FromBytes(in[i]);
+    if (!h) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "] must be 16 bytes, got ", in[i].size()));
+    }
+    out->push_back(*h);
+  }
+  return absl::OkStatus();
+}
+
+// Writes a list of chunks, one in flight at a time, then finishes.
+class ChunkWriter : public grpc::ServerWriteReactor<v1::ExportChunk> {
+ public:
+  void Start(std::vector<v1::ExportChunk> chunks) {
+    chunks_ = std::move(chunks);
+    Next();
+  }
+  void Fail(const absl::Status& status) { Finish(ToGrpc(status)); }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (next_ == chunks_.size()) return Finish(grpc::Status::OK);
+    StartWrite(&chunks_[next_++]);
+  }
+  std::vector<v1::ExportChunk> chunks_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
+    grpc::CallbackServerContext* ctx, const v1::ExportSessionRequest* request) {
+  auto* reactor = new ChunkWriter();
+  ExportRequest what;
+  absl::Status st;
+  std::vector<PageHash> omit;
+  switch (request->source_case()) {
+    case v1::ExportSessionRequest::kSessionId:
+      st = CheckSessionId("session_id", request->session_id());
+      what.id = request->session_id();
+      break;
+    case v1::ExportSessionRequest::kCheckpointId:
+      st = CheckCheckpointId("checkpoint_id", request->checkpoint_id());
+      what.id = request->checkpoint_id();
+      what.checkpoint = true;
+      break;
+    default:
+      st = absl::InvalidArgumentError("give session_id or checkpoint_id to export");
+  }
+  if (st.ok()) st = ReadHashes("omit_pages", request->omit_pages(), &omit);
+  if (!st.ok()) {
+    reactor->Fail(st);
+    return reactor;
+  }
+  what.omit.insert(omit.begin(), omit.end());
+  (void)ctx;
+  io_->Submit([this, reactor, what = std::move(what), hashes_only = request->page_hashes_only()] {
+    if (hashes_only) {  // the stored record's list, no page read
+      absl::StatusOr<SessionRecord> record =
+          what.checkpoint ? [&]() -> absl::StatusOr<SessionRecord> {
+            absl::StatusOr<CheckpointRecord> c = sessions_->store()->GetCheckpoint(what.id);
+            if (!c.ok()) return c.status();
+            return c->session();
+          }()
+                          : sessions_->store()->GetSession(what.id);
+      if (absl::IsNotFound(record.status())) {
+        return reactor->Fail(absl::NotFoundError(
+            absl::StrCat(what.checkpoint ? "no checkpoint '" : "no session '", what.id, "'")));
+      }
+      if (!record.ok()) return reactor->Fail(record.status());
+      std::vector<v1::ExportChunk> chunks(1);
+      for (const std::string& h : record->page_hashes()) chunks[0].add_page_hashes(h);
+      return reactor->Start(std::move(chunks));
+    }
+    absl::StatusOr<ExportedStream> out = sessions_->Export(what);
+    if (!out.ok()) return reactor->Fail(out.status());
+    std::vector<v1::ExportChunk> chunks;
+    chunks.emplace_back();
+    for (const PageHash& h : out->page_hashes) chunks[0].add_page_hashes(std::string(h.view()));
+    chunks[0].set_total_bytes(static_cast<int64_t>(out->bytes.size()));
+    chunks[0].set_pages_sent(out->pages_sent);
+    chunks[0].set_pages_omitted(out->pages_omitted);
+    for (size_t at = 0; at < out->bytes.size(); at += kChunkBytes) {
+      if (at > 0) chunks.emplace_back();
+      chunks.back().set_data(out->bytes.substr(at, kChunkBytes));
+    }
+    reactor->Start(std::move(chunks));
+  });
+  return reactor;
+}
+
+namespace {
+
+// Collects an ImportSession's chunks (bounded by kMaxMigrationBytes), then
+// hands the whole stream to `import` on the request executor.
+class ImportReader : public grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>> {
+ public:
+  using ImportFn = std::function<absl::Status(std::string stream)>;
+  ImportReader(TaskExecutor* io, ImportFn import) : io_(io), import_(std::move(import)) {
+    StartRead(&chunk_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed: the stream is complete
+      io_->Submit([this] { Finish(ToGrpc(import_(std::move(stream_)))); });
+      return;
+    }
+    if (!chunk_.status.ok()) return Finish(ToGrpc(chunk_.status));
+    if (static_cast<int64_t>(stream_.size() + chunk_.message.data().size()) > kMaxMigrationBytes) {
+      return Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+          "the stream is larger than the migration limit of ", kMaxMigrationBytes >> 20, " MiB"))));
+    }
+    stream_.append(chunk_.message.data());
+    chunk_.message.Clear();
+    StartRead(&chunk_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  TaskExecutor* const io_;
+  const ImportFn import_;
+  ParsedRequest<v1::ImportChunk> chunk_;
+  std::string stream_;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::ImportSessionParsed(
+    grpc::CallbackServerContext* ctx, v1::ImportSessionResponse* response) {
+  const absl::StatusOr<Principal> caller = CallerOf(ctx);
+  const Principal who = caller.ok() ? *caller : Principal{};
+  const bool authenticated = caller.ok();
+  return new ImportReader(io_, [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
+    if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
+    if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");
+    absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(bytes);
+    bytes.clear();
+    if (!contents.ok()) return contents.status();
+    const SessionRecord& record = contents->record();
+    absl::Status ids = CheckSessionId("the stream's session id", record.id());
+    if (ids.ok() && contents->checkpoint) {
+      ids = CheckCheckpointId("the stream's checkpoint id", contents->checkpoint->id());
+    }
+    if (!ids.ok()) return ids;
+    const std::string owner = record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
+    if (!who.is_admin() && owner != who.tenant) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("the stream holds a session of tenant ", Quote(owner), "; only that tenant or an admin may import it"));
+    }
+    absl::StatusOr<ImportResult> done = sessions_->Import(*contents);
+    if (!done.ok()) return done.status();
+    response->set_session_id(done->session_id);
+    response->set_checkpoint_id(done->checkpoint_id);
+    response->set_pages_written(done->pages_written);
+    response->set_pages_reused(done->pages_reused);
+    response->set_bytes_written(done->bytes_written);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* KvSessionService::FindMissingPages(grpc::CallbackServerContext* ctx,
+                                                             const v1::FindMissingPagesRequest* request,
+                                                             v1::FindMissingPagesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::vector<PageHash> hashes;
+  if (absl::Status st = ReadHashes("page_hashes", request->page_hashes(), &hashes); !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  // With API keys, whether a page is here would tell one tenant about
+  // another's text: only admins get the real answer.
+  const absl::StatusOr<Principal> caller = CallerOf(ctx);
+  const bool honest = !authenticating() || (caller.ok() && caller->is_admin());
+  for (const PageHash& h : hashes) {
+    if (!honest || !sessions_->HasStoredPage(h)) response->add_missing_pages(std::string(h.view()));
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace kvs

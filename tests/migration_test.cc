@@ -1,0 +1,217 @@
+// Session migration between two real kvsessiond processes (each with its
+// own RocksDB store), over loopback gRPC: `kvsession migrate` moves a
+// session and its checkpoint and the session continues exactly as it would
+// have on the source; pages the target holds are not sent again; a
+// corrupted or truncated stream is DATA_LOSS and leaves nothing behind,
+// also after the target restarts.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/kvsession_client.h"
+#include "client/migration.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/reference_data.h"
+#include "tests/server_process.h"
+#include "tests/subprocess.h"
+
+namespace kvs {
+namespace {
+
+namespace v1 = kvsession::v1;
+using ::testing::HasSubstr;
+
+std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
+constexpr char kModel[] = "aidreams260K.gguf";  // the smallest model
+
+class MigrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(ModelPath(kModel))) GTEST_SKIP() << "../shared absent";
+    dir_ = std::filesystem::temp_directory_path() /
+           ("migration_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Start(a_, a_client_, "a");
+    Start(b_, b_client_, "b");
+  }
+  void TearDown() override {
+    for (auto* s : {&a_, &b_}) {
+      if (*s && (*s)->Running()) (*s)->Kill();
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start(std::unique_ptr<ServerProcess>& server, std::unique_ptr<KvSessionClient>& client,
+             const std::string& name, const std::string& model = kModel) {
+    server = std::make_unique<ServerProcess>();
+    ASSERT_TRUE(server->Start(ModelPath(model), (dir_ / name).string())) << server->log();
+    client = std::make_unique<KvSessionClient>(server->address());
+    ASSERT_TRUE(client->WaitForServer(std::chrono::seconds(10)));
+  }
+
+  static std::string Create(KvSessionClient& c, const std::string& text) {
+    absl::StatusOr<v1::Session> s = c.CreateSession(text);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->id() : "";
+  }
+
+  static std::vector<int32_t> Greedy(KvSessionClient& c, const std::string& id, int n) {
+    v1::GenerateRequest req;
+    req.set_session_id(id);
+    req.set_max_tokens(n);
+    req.set_ignore_eos(true);
+    req.mutable_sampling()->set_temperature(0);
+    absl::StatusOr<GenerateResult> r = c.Generate(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->ids : std::vector<int32_t>();
+  }
+
+  static v1::StoreInfo Store(KvSessionClient& c) {
+    absl::StatusOr<v1::ServerInfo> info = c.GetServerInfo();
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->store() : v1::StoreInfo();
+  }
+
+  static std::string Export(KvSessionClient& c, const std::string& id) {
+    v1::ExportSessionRequest req;
+    req.set_session_id(id);
+    absl::StatusOr<ExportedSession> e = ExportSession(c, req);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->bytes : "";
+  }
+
+  ProcessResult Kvsession(std::vector<std::string> args) {
+    args.insert(args.begin(), BinaryPath("kvsession"));
+    return RunProcess(args, dir_.string());
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ServerProcess> a_, b_;
+  std::unique_ptr<KvSessionClient> a_client_, b_client_;
+};
+
+TEST_F(MigrationTest, AMigratedSessionContinuesExactlyAsItsTwinOnTheSourceWithItsCheckpoint) {
+  const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
+  Greedy(*a_client_, s, 20);  // a session with generated tokens, over several pages
+  absl::StatusOr<v1::Checkpoint> ckpt = a_client_->Snapshot(s, "before the move");
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  v1::ForkRequest fork;
+  fork.set_session_id(s);
+  fork.set_count(1);
+  absl::StatusOr<v1::ForkResponse> twin = a_client_->Fork(fork);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  const std::string twin_id = twin->sessions(0).id();
+  absl::StatusOr<v1::Session> before = a_client_->GetSession(s, true);
+  ASSERT_TRUE(before.ok());
+
+  ProcessResult r = Kvsession({"migrate", "--session", s, "--from", a_->address(), "--to",
+                               b_->address(), "--with-checkpoints", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["sessions"], 1);
+  EXPECT_EQ(j["checkpoints"], nlohmann::json::array({ckpt->id()}));
+  EXPECT_GT(j["pages_sent"].get<int>(), 0);
+  // The checkpoint holds the session's pages: B had them all already.
+  EXPECT_EQ(j["pages_skipped"].get<int>(), before->kv_pages());
+
+  // B holds the session, not resident, with the same tokens; A no longer.
+  absl::StatusOr<v1::Session> after = b_client_->GetSession(s, true);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->resident());
+  EXPECT_THAT(after->token_ids(), ::testing::ElementsAreArray(before->token_ids()));
+  EXPECT_EQ(a_client_->GetSession(s).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(a_client_->RestoreCheckpoint(ckpt->id()).status().code(), absl::StatusCode::kNotFound);
+
+  // The greedy continuation on B equals the twin's on A.
+  const std::vector<int32_t> on_a = Greedy(*a_client_, twin_id, 24);
+  ASSERT_EQ(on_a.size(), 24u);
+  EXPECT_EQ(Greedy(*b_client_, s, 24), on_a);
+  // The checkpoint restores on B at the length it had.
+  absl::StatusOr<v1::Session> restored = b_client_->RestoreCheckpoint(ckpt->id());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(restored->length(), before->length());
+}
+
+TEST_F(MigrationTest, ASecondSessionSharingAPrefixSendsOnlyThePagesTheTargetLacks) {
+  const std::string prefix =
+      "The lighthouse keeper climbed the stairs every evening to light the lamp, and the ships "
+      "that passed in the night never knew his name.";
+  const std::string first = Create(*a_client_, prefix);
+  const std::string second = Create(*a_client_, prefix + " One stormy night a small boat");
+  absl::StatusOr<MigrationReport> one = MigrateSession(*a_client_, *b_client_, first);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->pages_skipped, 0);
+  absl::StatusOr<v1::Session> info = b_client_->GetSession(first);
+  ASSERT_TRUE(info.ok());
+  absl::StatusOr<v1::Session> second_info = a_client_->GetSession(second);
+  ASSERT_TRUE(second_info.ok());
+  absl::StatusOr<MigrationReport> two = MigrateSession(*a_client_, *b_client_, second);
+  ASSERT_TRUE(two.ok()) << two.status();
+  // The common full pages are on B already: not sent again.
+  EXPECT_GT(two->pages_skipped, 0);
+  EXPECT_EQ(two->pages_sent + two->pages_skipped, second_info->kv_pages());
+  EXPECT_LT(two->pages_sent, second_info->kv_pages());
+  EXPECT_EQ(b_client_->GetSession(second, true)->length(), second_info->length());
+}
+
+TEST_F(MigrationTest, ACorruptedStreamIsDataLossAndTheTargetKeepsNothingOfItAlsoAfterARestart) {
+  const std::string s = Create(*a_client_, "A stream that will be damaged on its way to the other server");
+  const std::string other = Create(*b_client_, "B has a session of its own");
+  const std::string stream = Export(*a_client_, s);
+  ASSERT_FALSE(stream.empty());
+  const v1::StoreInfo store_before = Store(*b_client_);
+
+  std::string flipped = stream;
+  flipped[flipped.size() / 2] ^= 0x40;
+  absl::StatusOr<v1::ImportSessionResponse> r = ImportSession(*b_client_, flipped);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  r = ImportSession(*b_client_, stream.substr(0, stream.size() - 7));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  r = ImportSession(*b_client_, "not a stream at all");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a kvsession migration stream"));
+
+  auto expect_unchanged = [&] {
+    EXPECT_EQ(b_client_->GetSession(s).status().code(), absl::StatusCode::kNotFound);
+    const v1::StoreInfo now = Store(*b_client_);
+    EXPECT_EQ(now.pages(), store_before.pages());
+    EXPECT_EQ(now.sessions(), store_before.sessions());
+    EXPECT_EQ(now.page_references(), store_before.page_references());
+    EXPECT_TRUE(b_client_->GetSession(other).ok());
+  };
+  expect_unchanged();
+  ASSERT_EQ(b_->Stop(), 0);
+  Start(b_, b_client_, "b");
+  expect_unchanged();
+
+  // The intact stream imports; a second time the id is taken.
+  r = ImportSession(*b_client_, stream);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->session_id(), s);
+  EXPECT_GT(r->pages_written(), 0);
+  EXPECT_EQ(ImportSession(*b_client_, stream).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(MigrationTest, AServerWithAnotherModelRefusesTheStreamWithFailedPrecondition) {
+  std::unique_ptr<ServerProcess> c;
+  std::unique_ptr<KvSessionClient> c_client;
+  Start(c, c_client, "c", "tiny-llama-q4_0.gguf");
+  const std::string s = Create(*a_client_, "Made with aidreams");
+  absl::StatusOr<v1::ImportSessionResponse> r = ImportSession(*c_client, Export(*a_client_, s));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_EQ(Store(*c_client).pages(), 0);
+  // The failed migration leaves the source as it was.
+  absl::StatusOr<MigrationReport> m = MigrateSession(*a_client_, *c_client, s);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(a_client_->GetSession(s).ok());
+  c->Kill();
+}
+
+}  // namespace
+}  // namespace kvs
