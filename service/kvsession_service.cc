@@ -218,7 +218,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, std::move(input), prompt, std::move(handle), deadline,
-                  [this, s, reactor, response, quota = *quota](const absl::Status& st, const JobUsage&,
+                  [this, s, reactor, response, quota = *std::move(quota)](const absl::Status& st, const JobUsage&,
                                                                 const SessionInfo& info) mutable {
                     quota.reset();  // the job has ended
                     if (!st.ok()) {
@@ -264,7 +264,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, *std::move(ids), prompt, std::move(handle), deadline,
-                  [reactor, response, quota = *quota](const absl::Status& st, const JobUsage& usage,
+                  [reactor, response, quota = *std::move(quota)](const absl::Status& st, const JobUsage& usage,
                                                       const SessionInfo& info) mutable {
                     quota.reset();  // the job has ended
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));

@@ -197,6 +197,8 @@ TEST_F(TenantQuotaTest, MaxStoreBytesRefusesWritesPastItBeforeWritingAndDeleting
   EXPECT_EQ(TenantOf(*beta_).store_bytes().usage(), 0);
   const std::string quota = "max_store_bytes=" + std::to_string(used + 16);
   Reload({quota});
+  ASSERT_EQ(TenantOf(*acme_).store_bytes().limit(), used + 16) << server_->log();
+  ASSERT_EQ(TenantOf(*acme_).store_bytes().usage(), used);
 
   ExpectQuotaError(acme_->Snapshot(a->id(), "checkpoint").status(), quota);
   v1::ForkRequest fork;
