@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include <nlohmann/json.hpp>
+#include "tests/subprocess.h"
 #include "tests/secure_fixture.h"
 
 namespace kvs {
@@ -87,6 +89,21 @@ TEST_F(TenantQuotaTest, MaxSessionsRefusesCreateForkAndRestorePastItUntilADelete
   ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
   EXPECT_TRUE(acme_->RestoreCheckpoint(checkpoint->id()).ok());
   EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 2);
+}
+
+TEST_F(TenantQuotaTest, KvsessionInfoShowsTheCallersTenantAndItsQuotas) {
+  Start({"max_sessions=5"}, {"--tenant-max-generates", "2"});
+  ASSERT_TRUE(acme_->CreateSession("one").ok());
+  const ProcessResult r = RunProcess(
+      {BinaryPath("kvsession"), "info", "--json", "--server", server_->address(), "--api-key", "acme-key"},
+      dir_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json tenant = nlohmann::json::parse(r.out)["tenant"];
+  EXPECT_EQ(tenant["tenant"], "acme");
+  EXPECT_EQ(tenant["role"], "user");
+  EXPECT_EQ(tenant["sessions"]["usage"], "1");  // int64 is a JSON string
+  EXPECT_EQ(tenant["sessions"]["limit"], "5");
+  EXPECT_EQ(tenant["generates"]["limit"], "2");
 }
 
 TEST_F(TenantQuotaTest, SighupReloadChangesATenantsQuota) {
