@@ -49,8 +49,9 @@
 //                 one page per branch for a fork cut mid-page).
 // Residual imprecision: Fork, Snapshot and Restore checks are not
 // reservations, so concurrent ones of one tenant may cross the store quota
-// by what they write; a Restore loads the checkpoint's KV without a
-// max_kv_bytes check (the tenant's next job evicts it if needed).
+// by what they write; KV loaded outside an engine job (a Restore, a Fork
+// or Snapshot of a session whose KV was on disk) is not checked against
+// max_kv_bytes (the tenant's next job evicts it if needed).
 //
 // Thread safety: every method is thread-safe. AdmitJob and the checks are
 // serialised per server (one mutex), then read the registry under its

@@ -165,7 +165,7 @@ TEST_F(TenantQuotaTest, MaxGeneratesRefusesASecondConcurrentGenerateOrAppendOfTh
   stop = true;
   running.join();
   // The cancelled call gives its slot back once its job has ended.
-  for (int i = 0; i < 400 && TenantOf(*acme_).generates().usage() != 0; ++i) {
+  for (int i = 0; i < 2000 && TenantOf(*acme_).generates().usage() != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   other.set_session_id(b->id());
