@@ -14,6 +14,7 @@
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
 #include "service/request_checks.h"
+#include "service/tenant_info.h"
 #include "model/kv_slide.h"
 
 namespace kvs {
@@ -213,13 +214,20 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
       sessions_->Discard(s);
       return reactor->Finish(ToGrpc(st));
     }
+    absl::StatusOr<std::shared_ptr<TenantJob>> quota =
+        AdmitJob(*s, static_cast<int64_t>(input.ids.size()), request->has_input());
+    if (!quota.ok()) {
+      sessions_->Discard(s);
+      return reactor->Finish(ToGrpc(quota.status()));
+    }
     const int prompt = static_cast<int>(s->tokens.size() + input.ids.size());
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, std::move(input), prompt, std::move(handle), deadline,
-                  [this, s, reactor, response](const absl::Status& st, const JobUsage&,
-                                               const SessionInfo& info) {
+                  [this, s, reactor, response, quota = *std::move(quota)](const absl::Status& st, const JobUsage&,
+                                                                const SessionInfo& info) mutable {
+                    quota.reset();  // the job has ended
                     if (!st.ok()) {
                       if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
                       return reactor->Finish(ToGrpc(st));
@@ -251,6 +259,9 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     std::shared_ptr<Session> s = *session;
     absl::StatusOr<ResolvedInput> ids = ResolveInput(&request->input(), *s);
     absl::Status st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
+    absl::StatusOr<std::shared_ptr<TenantJob>> quota;
+    if (st.ok()) quota = AdmitJob(*s, static_cast<int64_t>(ids->ids.size()), true);
+    if (st.ok()) st = quota.status();
     if (!st.ok()) {
       sessions_->Release(s);
       return reactor->Finish(ToGrpc(st));
@@ -260,8 +271,9 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, *std::move(ids), prompt, std::move(handle), deadline,
-                  [reactor, response](const absl::Status& st, const JobUsage& usage,
-                                      const SessionInfo& info) {
+                  [reactor, response, quota = *std::move(quota)](const absl::Status& st, const JobUsage& usage,
+                                                      const SessionInfo& info) mutable {
+                    quota.reset();  // the job has ended
                     if (!st.ok()) return reactor->Finish(ToGrpc(st));
                     ToProto(usage, response->mutable_usage());
                     ToProto(info, response->mutable_session());
@@ -311,6 +323,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
       }
     }
     if (st.ok()) st = engine_->Validate(*s, input.ids, gen);
+    absl::StatusOr<std::shared_ptr<TenantJob>> quota;
+    if (st.ok()) quota = AdmitJob(*s, static_cast<int64_t>(input.ids.size()) + gen.max_tokens, true);
+    if (st.ok()) st = quota.status();
     if (!st.ok()) {
       sessions_->Release(s);
       return reactor->FailEarly(st);
@@ -319,7 +334,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     auto handle = std::make_shared<JobHandle>();
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
-    engine_->Submit(s, std::move(input.ids), prompt, std::move(gen), reactor->listener(),
+    engine_->Submit(s, std::move(input.ids), prompt, std::move(gen),
+                    ReleaseWhenDone(reactor->listener(), *std::move(quota)),
                     std::move(handle), deadline, std::move(input.chat));
   });
   return reactor;
@@ -345,6 +361,10 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     return reactor;
   }
   io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    if (tenant_usage_ != nullptr) {
+      absl::Status st = tenant_usage_->CheckFork(request->session_id(), request->count(), request->has_at_length());
+      if (!st.ok()) return reactor->Finish(ToGrpc(st));
+    }
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
@@ -374,6 +394,11 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
     return reactor;
   }
   io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    if (tenant_usage_ != nullptr) {
+      if (absl::Status st = tenant_usage_->CheckSnapshot(request->session_id()); !st.ok()) {
+        return reactor->Finish(ToGrpc(st));
+      }
+    }
     int64_t bytes = 0;
     absl::StatusOr<CheckpointRecord> c =
         sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline);
@@ -404,6 +429,11 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
     return reactor;
   }
   io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    if (tenant_usage_ != nullptr && request->has_checkpoint_id()) {
+      if (absl::Status st = tenant_usage_->CheckRestore(request->checkpoint_id()); !st.ok()) {
+        return reactor->Finish(ToGrpc(st));
+      }
+    }
     absl::StatusOr<std::shared_ptr<Session>> s =
         request->has_checkpoint_id()
             ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
@@ -563,6 +593,9 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   kv->set_bytes_saved_by_sharing(ps.bytes_saved_by_sharing());
   kv->set_pages_cached(ps.pages_cached);
   kv->set_bytes_cached(ps.pages_cached * ps.page_bytes);
+  if (absl::StatusOr<Principal> caller = CallerOf(ctx); caller.ok()) {
+    FillTenantInfo(*caller, tenant_usage_, response->mutable_tenant());
+  }
   response->set_sessions(sessions_->session_count());
   response->set_resident_sessions(sessions_->resident_count());
   response->set_threads(engine_->threads());

@@ -22,6 +22,7 @@
 #include "service/input_resolver.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
+#include "service/tenant_usage.h"
 
 namespace kvs {
 
@@ -42,6 +43,10 @@ class KvSessionService final : public ParsingCallbackService {
  public:
   KvSessionService(const Model& model, SessionManager* sessions, Engine* engine, TaskExecutor* io,
                    ServerFacts facts);
+  // Enforces per-tenant quotas and reports them in GetServerInfo
+  // (tenant_usage.h); borrowed, must outlive the service. Set before
+  // serving; without it no tenant quota applies.
+  void SetTenantUsage(TenantUsage* usage) { tenant_usage_ = usage; }
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::CreateSessionRequest* request,
@@ -129,6 +134,14 @@ class KvSessionService final : public ParsingCallbackService {
   TaskExecutor* const io_;
   const ServerFacts facts_;
   const InputResolver inputs_;
+  TenantUsage* tenant_usage_ = nullptr;
+  // Admits an engine job on a held session against its tenant's quotas
+  // (null claim when no quotas apply).
+  absl::StatusOr<std::shared_ptr<TenantJob>> AdmitJob(const Session& s, int64_t new_tokens,
+                                                      bool generate) const {
+    if (tenant_usage_ == nullptr) return std::shared_ptr<TenantJob>();
+    return tenant_usage_->AdmitJob(s, new_tokens, generate);
+  }
 };
 
 }  // namespace kvs

@@ -10,7 +10,8 @@
 // /readyz over HTTP: service/metrics_http_server.h), and shuts down gracefully on SIGTERM / SIGINT: running
 // generations are cancelled (their tokens stay in their sessions), every
 // session is persisted, and the process exits 0. SIGHUP re-reads
-// --auth-keys (a bad file keeps the old keys, and says so).
+// --auth-keys, keys and per-tenant quotas (a bad file keeps the old ones,
+// and says so).
 //
 // Security (docs/operations.md, "Secure deployment"): --tls-cert/--tls-key
 // serve TLS, --tls-client-ca requires client certificates (mutual TLS);
@@ -38,6 +39,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "cache/session_store.h"
 #include "kernels/cpu_features.h"
 #include "model/model.h"
@@ -53,6 +55,9 @@
 #include "service/auth/authenticator.h"
 #include "service/call_audit.h"
 #include "service/auth/session_ownership.h"
+#include "service/auth/tenant_quotas.h"
+#include "service/tenant_metrics.h"
+#include "service/tenant_usage.h"
 #include "service/model_fingerprint.h"
 #include "service/server_security.h"
 #include "service/session_manager.h"
@@ -113,6 +118,15 @@ ABSL_FLAG(std::string, audit_log, "",
 ABSL_FLAG(std::string, replica_name, "",
           "this replica's name in a fleet, sent in every response's x-kvsession-replica header and "
           "in GetServerInfo (default: the host name; docs/fleet.md)");
+// Per-tenant quota defaults (service/auth/tenant_quotas.h); a tenant's
+// QUOTA=VALUE fields in --auth-keys override them. "tenant-" because
+// --max-sessions already bounds the whole server.
+ABSL_FLAG(int64_t, tenant_max_sessions, 0, "default per-tenant quota: sessions owned (0 = unlimited)");
+ABSL_FLAG(int64_t, tenant_max_kv_bytes, 0, "default per-tenant quota: resident KV bytes (0 = unlimited)");
+ABSL_FLAG(int64_t, tenant_max_store_bytes, 0,
+          "default per-tenant quota: bytes stored for its sessions and checkpoints (0 = unlimited)");
+ABSL_FLAG(int64_t, tenant_max_generates, 0,
+          "default per-tenant quota: concurrent Generate / Append calls (0 = unlimited)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -188,14 +202,16 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
-// Re-reads the keys file; the old keys stay when the new file is bad.
-void ReloadKeys(Authenticator* auth) {
+// Re-reads the keys file (and with it the tenants' quotas); the old keys
+// and quotas stay when the new file is bad.
+void ReloadKeys(Authenticator* auth, TenantQuotas* quotas) {
   if (auth == nullptr) {
     std::cerr << "kvsessiond: SIGHUP: no --auth-keys to reload" << std::endl;
     return;
   }
   absl::StatusOr<ApiKeyFile> keys = auth->Reload();
   if (keys.ok()) {
+    quotas->Update(*keys);
     std::cerr << "kvsessiond: SIGHUP: reloaded " << keys->entries.size() << " API keys of "
               << keys->tenant_count() << " tenants from " << auth->path() << std::endl;
   } else {
@@ -204,12 +220,12 @@ void ReloadKeys(Authenticator* auth) {
 }
 
 // Waits for SIGTERM or SIGINT, reloading the keys on each SIGHUP.
-int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth) {
+int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth, TenantQuotas* quotas) {
   while (true) {
     int sig = 0;
     sigwait(&signals, &sig);
     if (sig != SIGHUP) return sig;
-    ReloadKeys(auth);
+    ReloadKeys(auth, quotas);
   }
 }
 
@@ -281,6 +297,11 @@ int Serve() {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFor(
       {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)});
   if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sessions), absl::GetFlag(FLAGS_tenant_max_kv_bytes),
+                       absl::GetFlag(FLAGS_tenant_max_store_bytes), absl::GetFlag(FLAGS_tenant_max_generates)});
+  for (Quota q : {Quota::kSessions, Quota::kKvBytes, Quota::kStoreBytes, Quota::kGenerates}) {
+    if (quotas.defaults().get(q) < 0) return Fail(absl::StrCat("--tenant-", absl::StrReplaceAll(QuotaName(q), {{"_", "-"}}), " must be >= 0"));
+  }
   std::unique_ptr<Authenticator> authenticator;
   std::string key_summary;
   if (!auth_keys.empty()) {
@@ -288,6 +309,7 @@ int Serve() {
     if (!keys.ok()) return Fail(std::string(keys.status().message()));
     key_summary = absl::StrCat(keys->entries.size(), " API keys of ", keys->tenant_count(), " tenants from ",
                                auth_keys);
+    quotas.Update(*keys);
     authenticator = std::make_unique<Authenticator>(*std::move(keys), auth_keys);
   }
 
@@ -367,6 +389,8 @@ int Serve() {
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
   sessions.SetSharedPrefixCache(absl::GetFlag(FLAGS_shared_prefix_cache));
+  // Before the engine: running jobs hold claims on it until they end.
+  TenantUsage tenant_usage(&sessions, &quotas);
   EngineOptions engine_options;
   engine_options.threads = absl::GetFlag(FLAGS_threads);
   engine_options.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
@@ -391,7 +415,10 @@ int Serve() {
   if (!ValidReplicaName(facts.replica)) {
     return Fail("--replica-name must be 1 to 253 printable ASCII characters without spaces");
   }
+  // Per-tenant series only with --auth-keys: the keys file bounds the labels.
+  if (metrics_http && authenticator) RegisterTenantMetrics(&registry, &tenant_usage);
   KvSessionService service(**model, &sessions, &engine, &io, facts);
+  service.SetTenantUsage(&tenant_usage);
   service.SetAuthenticator(authenticator.get());
   SessionOwnership ownership(&sessions);
   service.SetAccessPolicy(&ownership);
@@ -426,7 +453,7 @@ int Serve() {
   if (metrics_http) metrics_http->SetReady(true);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
-  const int sig = WaitForShutdownSignal(signals, authenticator.get());
+  const int sig = WaitForShutdownSignal(signals, authenticator.get(), &quotas);
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
   Drain(server.get(), &engine, metrics_http.get());

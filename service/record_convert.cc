@@ -120,6 +120,7 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
     s->slide_salt = ChainSalt{r.slide_salt_page(), HashFromBytes(r.slide_salt())};
   }
   s->persisted_kv_length = r.kv_length();
+  s->persisted_record_bytes = static_cast<int64_t>(r.ByteSizeLong());
   for (const std::string& h : r.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
   const KvGeometry& g = context.geometry;
   if (r.model_fingerprint() != context.model_fingerprint) {
@@ -139,6 +140,7 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
 void MarkPersisted(const SessionRecord& record, Session* s) {
   s->version = record.version();
   s->persisted_kv_length = record.kv_length();
+  s->persisted_record_bytes = static_cast<int64_t>(record.ByteSizeLong());
   s->persisted_page_hashes.clear();
   for (const std::string& h : record.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
   s->dirty = false;

@@ -83,6 +83,7 @@ struct Session {
   uint64_t version = 0;
   int persisted_kv_length = 0;
   std::vector<PageHash> persisted_page_hashes;
+  int64_t persisted_record_bytes = 0;  // the record's encoded size (tenant quotas)
   // Set for sessions found in the store that this server cannot run (made
   // with another model or KV geometry): every use answers this.
   absl::Status foreign;

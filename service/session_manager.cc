@@ -247,7 +247,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
     const std::string& checkpoint_id, const std::map<std::string, std::string>& labels) {
   absl::StatusOr<CheckpointRecord> checkpoint = registry_.GetCheckpoint(checkpoint_id);
   if (!checkpoint.ok()) return checkpoint.status();
-  if (absl::Status st = registry_.CheckRoom(1); !st.ok()) return st;
+  const std::string owner = CheckpointOwner(*checkpoint);
+  if (absl::Status st = registry_.CheckRoom(1, &owner); !st.ok()) return st;
   SessionRecord record = checkpoint->session();
   const std::string source = record.id();
   record.set_id(NewId("ses_", RouteKeyOf(checkpoint_id)));

@@ -210,6 +210,10 @@ class SessionManager : public KvRoomMaker {
   // Returns whether enough pages are free.
   bool MakeRoom(int64_t pages_wanted) override;
 
+  // The registry, for tenant quota accounting (service/tenant_usage.h).
+  SessionRegistry* registry() { return &registry_; }
+  const RecordContext& record_context() const { return context_; }
+
   int session_count() const { return registry_.session_count(); }
   int resident_count() const { return registry_.resident_count(); }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "service/auth/tenant_quotas.h"
 #include "service/session_io_metrics.h"
 
 namespace kvs {
@@ -18,8 +19,26 @@ int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
 }  // namespace
 
-absl::Status SessionRegistry::CheckRoom(int more) const {
+absl::Status SessionRegistry::TenantRoom(const std::string& owner, int more) const {
+  if (!tenant_limit_) return absl::OkStatus();
+  const int64_t limit = tenant_limit_(owner);
+  const auto it = owned_.find(owner);
+  const int64_t have = it == owned_.end() ? 0 : it->second;
+  if (limit > 0 && have + more > limit) return QuotaExceeded(Quota::kSessions, limit);
+  return absl::OkStatus();
+}
+
+int SessionRegistry::owned_count(const std::string& owner) const {
   absl::MutexLock lock(&mu_);
+  const auto it = owned_.find(owner);
+  return it == owned_.end() ? 0 : it->second;
+}
+
+absl::Status SessionRegistry::CheckRoom(int more, const std::string* owner) const {
+  absl::MutexLock lock(&mu_);
+  if (owner != nullptr) {
+    if (absl::Status st = TenantRoom(*owner, more); !st.ok()) return st;
+  }
   if (static_cast<int64_t>(sessions_.size()) + more > max_sessions_) {
     return absl::ResourceExhaustedError(absl::StrCat("session limit reached: the server holds ",
                                                      sessions_.size(), " of at most ",
@@ -35,12 +54,21 @@ absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sess
                                                      sessions_.size(), " of at most ",
                                                      max_sessions_, " sessions (--max-sessions)"));
   }
-  for (const auto& s : sessions) sessions_[s->id] = s;
+  std::map<std::string, int> adding;
+  for (const auto& s : sessions) ++adding[s->owner];
+  for (const auto& [owner, n] : adding) {
+    if (absl::Status st = TenantRoom(owner, n); !st.ok()) return st;
+  }
+  for (const auto& s : sessions) {
+    ++owned_[s->owner];
+    sessions_[s->id] = s;
+  }
   return absl::OkStatus();
 }
 
 void SessionRegistry::AddLoaded(std::shared_ptr<Session> session) {
   absl::MutexLock lock(&mu_);
+  ++owned_[session->owner];
   sessions_[session->id] = std::move(session);
 }
 
@@ -51,6 +79,7 @@ void SessionRegistry::Remove(const std::string& id) {
   if (it == sessions_.end()) return;
   gone = std::move(it->second);
   sessions_.erase(it);
+  if (--owned_[gone->owner] <= 0) owned_.erase(gone->owner);
   gone->kv.reset();
 }
 

@@ -28,6 +28,7 @@
 #define KVSESSION_SERVICE_SESSION_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -84,8 +85,27 @@ class SessionRegistry {
   absl::Status Add(std::span<const std::shared_ptr<Session>> sessions);
   // Adds a session found in the store (no limit check).
   void AddLoaded(std::shared_ptr<Session> session);
-  // RESOURCE_EXHAUSTED unless `more` sessions fit under the limit now.
-  absl::Status CheckRoom(int more) const;
+  // RESOURCE_EXHAUSTED unless `more` sessions fit under the limit now
+  // (and, when `owner` is given, under that tenant's max_sessions quota).
+  absl::Status CheckRoom(int more, const std::string* owner = nullptr) const;
+  // The tenant's max_sessions quota (0 = unlimited; tenant_quotas.h): Add
+  // refuses, with QuotaExceeded and adding nothing, sessions that would
+  // take an owner past it. Set once, before the registry is shared.
+  void SetTenantSessionLimit(std::function<int64_t(const std::string&)> limit) {
+    tenant_limit_ = std::move(limit);
+  }
+  // Sessions (resident or not) owned by `owner`.
+  int owned_count(const std::string& owner) const;
+  // Runs on_session(const Session&) for every session, then
+  // on_checkpoint(const CheckpointRecord&) for every checkpoint, with the
+  // registry's mutex held (see session.h for the fields it guards; the
+  // callbacks must not call the registry).
+  template <typename F, typename G>
+  void ForEach(F&& on_session, G&& on_checkpoint) const {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) on_session(*s);
+    for (const auto& [id, c] : checkpoints_) on_checkpoint(c);
+  }
   void Remove(const std::string& id);
 
   // Takes the session exclusively for `what` ("Generate", ...) and returns
@@ -155,12 +175,16 @@ class SessionRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caches the page counts GetSession shows while the session is held.
   void NoteKvPages(Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // QuotaExceeded unless `more` sessions of `owner` fit its quota.
+  absl::Status TenantRoom(const std::string& owner, int more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PagePool* const pool_;
   const int max_sessions_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, CheckpointRecord> checkpoints_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> owned_ ABSL_GUARDED_BY(mu_);  // sessions per owner
+  std::function<int64_t(const std::string&)> tenant_limit_;
 };
 
 }  // namespace kvs

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/client_security.h"
@@ -24,13 +25,29 @@ class SecureFixture : public ServiceFixture {
     ASSERT_EQ(error, "");
   }
 
-  // Writes the keys file: one line per {tenant, role, key}.
+  // Writes the keys file: one line per {tenant, role, key, [QUOTA=VALUE ...]}.
   std::string WriteKeys(const std::vector<std::vector<std::string>>& entries) {
     const std::string path = (dir_ / "keys.txt").string();
     std::ofstream out(path);
-    out << "# tenant role sha256(key)\n";
-    for (const auto& e : entries) out << e[0] << " " << e[1] << " " << Sha256Hex(e[2]) << "\n";
+    out << "# tenant role sha256(key) [quota=value ...]\n";
+    for (const auto& e : entries) {
+      out << e[0] << " " << e[1] << " " << Sha256Hex(e[2]);
+      for (size_t i = 3; i < e.size(); ++i) out << " " << e[i];
+      out << "\n";
+    }
     return path;
+  }
+
+  // Waits (up to 5 s) until the server's log holds `text` `times` times.
+  bool WaitForLog(const std::string& text, size_t times) const {
+    for (int i = 0; i < 500; ++i) {
+      const std::string log = server_->log();
+      size_t n = 0;
+      for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+      if (n >= times) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
   }
 
   // Starts kvsessiond with `flags` without connecting a client.

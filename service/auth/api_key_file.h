@@ -8,8 +8,10 @@
 //   SHA256HEX  the lowercase hex SHA-256 of the API key (64 characters);
 //              the key itself never appears in the file
 //   QUOTA      max_sessions | max_kv_bytes | max_store_bytes | max_generates,
-//              VALUE a non-negative integer (parsed and kept; enforcing
-//              them is later work, docs/operations.md)
+//              VALUE a non-negative integer (0 = unlimited): the tenant's
+//              quota, overriding the --tenant-max-* default; with several
+//              lines the most restrictive wins (tenant_quotas.h, which
+//              also says what each counts; tenant_usage.h enforces them)
 // A tenant may have several keys (several lines); the same hash twice is
 // an error. Errors name the line number and what is wrong, never the
 // line's text beyond the offending token's position.

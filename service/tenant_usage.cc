@@ -1,0 +1,253 @@
+#include "service/tenant_usage.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "cache/page_codec.h"
+
+namespace kvs {
+namespace {
+
+// Bytes a record grows by per token it gains (a token id is a varint of at
+// most 5 bytes; chat state and framing take the rest), and the bytes a new
+// record adds beyond its tokens (ids, labels, sampling, checkpoint name).
+constexpr int64_t kRecordBytesPerToken = 8;
+constexpr int64_t kRecordOverheadBytes = 1024;
+
+using HashBytes = std::array<uint8_t, PageHash::kSize>;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Adds a record's pages (not yet in `seen`) at their encoded size.
+template <typename Hashes>
+int64_t NewPageBytes(const KvGeometry& g, int kv_length, const Hashes& hashes, std::set<HashBytes>* seen) {
+  int64_t bytes = 0;
+  int i = 0;
+  for (const auto& h : hashes) {
+    if (seen->insert(h).second) bytes += static_cast<int64_t>(EncodedPageBytes(g, PageTokensAt(g, kv_length, i)));
+    ++i;
+  }
+  return bytes;
+}
+
+std::vector<HashBytes> HashesOf(const SessionRecord& r) {
+  std::vector<HashBytes> out;
+  for (const std::string& h : r.page_hashes()) {
+    HashBytes b{};
+    std::copy_n(h.data(), std::min(h.size(), b.size()), b.begin());
+    out.push_back(b);
+  }
+  return out;
+}
+
+// ReleaseWhenDone's listener.
+class ReleasingListener : public JobListener {
+ public:
+  ReleasingListener(std::shared_ptr<JobListener> inner, std::shared_ptr<TenantJob> job)
+      : inner_(std::move(inner)), job_(std::move(job)) {}
+  void OnToken(const GeneratedToken& token, const std::string& text) override { inner_->OnToken(token, text); }
+  void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
+              const std::string& final_text, const SessionInfo& session) override {
+    job_.reset();  // OnDone runs once, on one thread
+    inner_->OnDone(status, reason, usage, final_text, session);
+  }
+
+ private:
+  std::shared_ptr<JobListener> inner_;
+  std::shared_ptr<TenantJob> job_;
+};
+
+}  // namespace
+
+int64_t TenantUsageFigures::get(Quota q) const {
+  switch (q) {
+    case Quota::kSessions:
+      return sessions;
+    case Quota::kKvBytes:
+      return kv_bytes;
+    case Quota::kStoreBytes:
+      return store_bytes;
+    case Quota::kGenerates:
+      return generates;
+  }
+  return 0;
+}
+
+TenantJob::~TenantJob() { usage_->End(id_); }
+
+TenantUsage::TenantUsage(SessionManager* sessions, const TenantQuotas* quotas)
+    : sessions_(sessions), quotas_(quotas) {
+  sessions_->registry()->SetTenantSessionLimit(
+      [quotas](const std::string& tenant) { return quotas->Limits(tenant).max_sessions; });
+}
+
+void TenantUsage::End(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  jobs_.erase(id);
+}
+
+int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* admitting) const {
+  std::set<PageId> pages;
+  int64_t extra = 0;
+  std::set<const Session*> in_jobs;
+  for (const auto& [id, job] : jobs_) {
+    if (job.tenant != tenant) continue;
+    in_jobs.insert(job.session);
+    pages.insert(job.pages.begin(), job.pages.end());
+    extra += job.growth_pages;
+  }
+  sessions_->registry()->ForEach(
+      [&](const Session& s) {
+        if (s.owner != tenant || !s.kv || in_jobs.count(&s) > 0) return;
+        // Idle tables (and the admitting caller's own) are stable under
+        // the registry's mutex; another holder's may be changing.
+        if (!s.busy || &s == admitting) {
+          pages.insert(s.kv->page_table().begin(), s.kv->page_table().end());
+        } else {
+          extra += s.described_pages;
+        }
+      },
+      [](const CheckpointRecord&) {});
+  return static_cast<int64_t>(pages.size()) + extra;
+}
+
+int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
+  const KvGeometry& g = sessions_->record_context().geometry;
+  std::set<HashBytes> seen;
+  int64_t bytes = 0;
+  for (const auto& [id, job] : jobs_) {
+    if (job.tenant == tenant) bytes += job.store_bytes;
+  }
+  sessions_->registry()->ForEach(
+      [&](const Session& s) {
+        if (s.owner != tenant || s.version == 0) return;  // never written
+        bytes += s.persisted_record_bytes;
+        std::vector<HashBytes> hashes;
+        for (const PageHash& h : s.persisted_page_hashes) hashes.push_back(h.bytes);
+        bytes += NewPageBytes(g, s.persisted_kv_length, hashes, &seen);
+      },
+      [&](const CheckpointRecord& c) {
+        if (CheckpointOwner(c) != tenant) return;
+        bytes += static_cast<int64_t>(c.ByteSizeLong());
+        bytes += NewPageBytes(g, c.session().kv_length(), HashesOf(c.session()), &seen);
+      });
+  return bytes;
+}
+
+TenantUsageFigures TenantUsage::Usage(const std::string& tenant) const {
+  TenantUsageFigures u;
+  u.sessions = sessions_->registry()->owned_count(tenant);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, job] : jobs_) u.generates += job.tenant == tenant && job.generate;
+  u.kv_bytes = KvPagesLocked(tenant, nullptr) * static_cast<int64_t>(sessions_->pool()->geometry().page_bytes());
+  u.store_bytes = StoreBytesLocked(tenant);
+  return u;
+}
+
+absl::StatusOr<std::shared_ptr<TenantJob>> TenantUsage::AdmitJob(const Session& s, int64_t new_tokens,
+                                                                 bool generate) {
+  const QuotaLimits limits = quotas_->Limits(s.owner);
+  const KvGeometry& g = sessions_->record_context().geometry;
+  const int64_t pt = g.page_tokens;
+  const int64_t page_bytes = static_cast<int64_t>(g.page_bytes());
+  const int64_t max_context = sessions_->limits().max_context;
+  const int64_t wanted = static_cast<int64_t>(s.tokens.size()) + std::max<int64_t>(new_tokens, 0);
+  const int64_t target = max_context > 0 ? std::min(wanted, max_context) : wanted;
+  const int64_t pages_total = CeilDiv(target, pt);
+  Job job;
+  job.tenant = s.owner;
+  job.session = &s;
+  job.generate = generate;
+  if (s.kv) job.pages = s.kv->page_table();
+  job.growth_pages = std::max<int64_t>(0, pages_total - static_cast<int64_t>(job.pages.size()));
+  // A slide rechains every page after the kept ones: all may be new.
+  const int64_t store_pages =
+      wanted > target ? pages_total : std::max<int64_t>(0, pages_total - s.persisted_kv_length / pt);
+  job.store_bytes = store_pages * static_cast<int64_t>(EncodedPageBytes(g, static_cast<int>(pt))) +
+                    (target - std::min<int64_t>(target, s.persisted_kv_length)) * kRecordBytesPerToken +
+                    (s.version == 0 ? kRecordOverheadBytes : 0);
+
+  absl::MutexLock lock(&mu_);
+  if (generate && limits.max_generates > 0) {
+    int64_t running = 0;
+    for (const auto& [id, other] : jobs_) running += other.tenant == s.owner && other.generate;
+    if (running >= limits.max_generates) return QuotaExceeded(Quota::kGenerates, limits.max_generates);
+  }
+  if (limits.max_kv_bytes > 0) {
+    auto fits = [&] {
+      // The admitting session's pages are in its table (KvPagesLocked).
+      return (KvPagesLocked(s.owner, &s) + job.growth_pages) * page_bytes <= limits.max_kv_bytes;
+    };
+    if (!fits()) {
+      // The tenant's own idle sessions go first (all persisted: they come
+      // back from disk on their next use).
+      for (const std::shared_ptr<Session>& idle : sessions_->registry()->EvictionCandidates()) {
+        if (idle->owner != s.owner || idle.get() == &s) continue;
+        if (sessions_->registry()->EvictIfIdle(*idle) && fits()) break;
+      }
+      if (!fits()) return QuotaExceeded(Quota::kKvBytes, limits.max_kv_bytes);
+    }
+  }
+  if (limits.max_store_bytes > 0 &&
+      StoreBytesLocked(s.owner) + job.store_bytes > limits.max_store_bytes) {
+    return QuotaExceeded(Quota::kStoreBytes, limits.max_store_bytes);
+  }
+  const uint64_t id = next_id_++;
+  jobs_.emplace(id, std::move(job));
+  return std::shared_ptr<TenantJob>(new TenantJob(this, id));
+}
+
+absl::Status TenantUsage::CheckStoreGrowth(const std::string& tenant, int64_t bytes) const {
+  const int64_t limit = quotas_->Limits(tenant).max_store_bytes;
+  if (limit <= 0) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (StoreBytesLocked(tenant) + bytes > limit) return QuotaExceeded(Quota::kStoreBytes, limit);
+  return absl::OkStatus();
+}
+
+absl::Status TenantUsage::CheckFork(const std::string& session_id, int count, bool cut) const {
+  std::string tenant;
+  int64_t record_bytes = 0;
+  sessions_->registry()->ForEach(
+      [&](const Session& s) {
+        if (s.id != session_id) return;
+        tenant = s.owner;
+        record_bytes = s.persisted_record_bytes + kRecordOverheadBytes;
+      },
+      [](const CheckpointRecord&) {});
+  if (tenant.empty()) return absl::OkStatus();
+  const KvGeometry& g = sessions_->record_context().geometry;
+  const int64_t per_branch =
+      record_bytes + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
+  return CheckStoreGrowth(tenant, per_branch * count);
+}
+
+absl::Status TenantUsage::CheckSnapshot(const std::string& session_id) const {
+  std::string tenant;
+  int64_t record_bytes = 0;
+  sessions_->registry()->ForEach(
+      [&](const Session& s) {
+        if (s.id != session_id) return;
+        tenant = s.owner;
+        record_bytes = s.persisted_record_bytes + kRecordOverheadBytes;
+      },
+      [](const CheckpointRecord&) {});
+  if (tenant.empty()) return absl::OkStatus();
+  return CheckStoreGrowth(tenant, record_bytes);
+}
+
+absl::Status TenantUsage::CheckRestore(const std::string& checkpoint_id) const {
+  absl::StatusOr<CheckpointRecord> c = sessions_->registry()->GetCheckpoint(checkpoint_id);
+  if (!c.ok()) return absl::OkStatus();
+  return CheckStoreGrowth(CheckpointOwner(*c),
+                          static_cast<int64_t>(c->session().ByteSizeLong()) + kRecordOverheadBytes);
+}
+
+std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
+                                             std::shared_ptr<TenantJob> job) {
+  if (job == nullptr) return inner;
+  return std::make_shared<ReleasingListener>(std::move(inner), std::move(job));
+}
+
+}  // namespace kvs

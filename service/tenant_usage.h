@@ -1,0 +1,154 @@
+// TenantUsage: what each tenant uses of its quotas (auth/tenant_quotas.h),
+// and the checks that refuse, with RESOURCE_EXHAUSTED naming the quota and
+// its limit (QuotaExceeded), what would take a tenant past one. On a
+// refusal nothing changes (the caller has not started the operation).
+//
+// A tenant's usage, as GetServerInfo and the metrics show it:
+//   sessions     sessions whose owner is the tenant, resident or on disk
+//                (SessionRegistry counts them; Add refuses past the quota,
+//                so a Fork makes all its branches or none).
+//   kv_bytes     page_bytes x the tenant's KV pages: the number of distinct
+//                pool pages (PageIds) in the page tables of the tenant's
+//                resident sessions that no engine job holds, plus, for
+//                every running job of the tenant, the distinct pages its
+//                session had when the job was admitted and the pages the
+//                job may still add (its worst case: input + max_tokens,
+//                capped at the context). Pages are never shared across
+//                tenants (the page-hash chain is salted per tenant), so the
+//                count is the tenant's own; a page shared by its forks or
+//                its prefix cache counts once. While jobs run it is an
+//                upper bound; when the tenant is idle it is exact.
+//   store_bytes  the encoded bytes the store holds for the tenant: every
+//                distinct page hash its session and checkpoint records
+//                reference, at its encoded size (EncodedPageBytes; pages
+//                are content-addressed and salted per tenant, so a page
+//                shared by the tenant's records counts once and no page
+//                is shared with another tenant), plus each record's
+//                encoded size, plus the worst case its running jobs may
+//                still write (below).
+//   generates    the tenant's running engine jobs: Generate, Append and
+//                CreateSession with input (each a forward-pass job that
+//                holds a session; Append is counted because it costs the
+//                same compute as a Generate's prompt).
+//
+// Enforcement:
+//   AdmitJob      before an engine job starts: max_generates, then
+//                 max_kv_bytes (evicting the tenant's own idle, persisted
+//                 sessions' KV, least recently used first, before
+//                 refusing), then max_store_bytes with the job's worst-case
+//                 store growth, all against the reservations of the
+//                 tenant's other running jobs. A job admitted this way
+//                 never takes the tenant past a quota when it persists, so
+//                 no acknowledged result is ever refused after the fact:
+//                 a job that might cross the store quota is refused at its
+//                 start, before it changes anything.
+//   CheckFork / CheckSnapshot / CheckRestore
+//                 max_store_bytes before the records are written (branches
+//                 and checkpoints share the source's pages, so they add
+//                 their records: estimated as the source's record size, plus
+//                 one page per branch for a fork cut mid-page).
+// Residual imprecision: Fork, Snapshot and Restore checks are not
+// reservations, so concurrent ones of one tenant may cross the store quota
+// by what they write; KV loaded outside an engine job (a Restore, a Fork
+// or Snapshot of a session whose KV was on disk) is not checked against
+// max_kv_bytes (the tenant's next job evicts it if needed).
+//
+// Thread safety: every method is thread-safe. AdmitJob and the checks are
+// serialised per server (one mutex), then read the registry under its
+// mutex (SessionRegistry::ForEach). Borrows the SessionManager and the
+// TenantQuotas, which must outlive it.
+#ifndef KVSESSION_SERVICE_TENANT_USAGE_H_
+#define KVSESSION_SERVICE_TENANT_USAGE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "service/auth/tenant_quotas.h"
+#include "service/engine.h"
+#include "service/session_manager.h"
+
+namespace kvs {
+
+struct TenantUsageFigures {
+  int64_t sessions = 0;
+  int64_t kv_bytes = 0;
+  int64_t store_bytes = 0;
+  int64_t generates = 0;
+  int64_t get(Quota q) const;
+};
+
+class TenantUsage;
+
+// A running engine job's claim on its tenant's quotas; destroying it (when
+// the job has ended) gives the claim back.
+class TenantJob {
+ public:
+  ~TenantJob();
+  TenantJob(const TenantJob&) = delete;
+  TenantJob& operator=(const TenantJob&) = delete;
+
+ private:
+  friend class TenantUsage;
+  TenantJob(TenantUsage* usage, uint64_t id) : usage_(usage), id_(id) {}
+  TenantUsage* const usage_;
+  const uint64_t id_;
+};
+
+class TenantUsage {
+ public:
+  // Installs the max_sessions quota in the manager's registry.
+  TenantUsage(SessionManager* sessions, const TenantQuotas* quotas);
+
+  const TenantQuotas& quotas() const { return *quotas_; }
+  TenantUsageFigures Usage(const std::string& tenant) const;
+
+  // Admits an engine job on `session`, which the caller holds exclusively
+  // with its KV resident, and which may add up to `new_tokens` tokens;
+  // `generate`: whether it counts against max_generates. QuotaExceeded
+  // (RESOURCE_EXHAUSTED) as above; the returned claim must live until the
+  // job has ended (ReleaseWhenDone).
+  absl::StatusOr<std::shared_ptr<TenantJob>> AdmitJob(const Session& session, int64_t new_tokens,
+                                                      bool generate);
+  // Store checks before a Fork of `count` branches (cut at `at_length`
+  // tokens, or the whole source), a Snapshot, a Restore of a checkpoint.
+  // Ids that do not exist pass (the operation answers NOT_FOUND itself).
+  absl::Status CheckFork(const std::string& session_id, int count, bool cut) const;
+  absl::Status CheckSnapshot(const std::string& session_id) const;
+  absl::Status CheckRestore(const std::string& checkpoint_id) const;
+
+ private:
+  friend class TenantJob;
+  struct Job {
+    std::string tenant;
+    const Session* session;
+    std::vector<PageId> pages;  // the session's pages at admission
+    int64_t growth_pages = 0;   // KV pages it may add
+    int64_t store_bytes = 0;    // store bytes it may add
+    bool generate = false;
+  };
+  void End(uint64_t id);
+  int64_t KvPagesLocked(const std::string& tenant, const Session* admitting) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckStoreGrowth(const std::string& tenant, int64_t bytes) const;
+
+  SessionManager* const sessions_;
+  const TenantQuotas* const quotas_;
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+// `inner` with `job` kept alive until its OnDone has run.
+std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
+                                             std::shared_ptr<TenantJob> job);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_TENANT_USAGE_H_

@@ -1,0 +1,118 @@
+// TenantUsage with a real model, page pool and RocksDB store: what counts
+// against each quota, and what is refused.
+#include "service/tenant_usage.h"
+
+#include <gtest/gtest.h>
+
+#include "cache/page_codec.h"
+#include "service/service_test_env.h"
+#include "service/tenant_metrics.h"
+
+namespace kvs {
+namespace {
+
+TEST(TenantUsage, ForksCountTheirSharedPagesOnceInKvAndStoreBytes) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&env.sessions(), &quotas);
+  const std::string id = env.MakeSession(40);  // 40 KV positions: 3 pages
+  const KvGeometry& g = env.pool().geometry();
+  const TenantUsageFigures before = usage.Usage(kDefaultTenant);
+  EXPECT_EQ(before.sessions, 1);
+  EXPECT_EQ(before.kv_bytes, 3 * static_cast<int64_t>(g.page_bytes()));
+  EXPECT_GT(before.store_bytes, env.store().Stats().page_bytes) << "pages and the record";
+
+  ASSERT_TRUE(env.sessions().Fork(id, 3, {}, {}).ok());
+  const TenantUsageFigures after = usage.Usage(kDefaultTenant);
+  EXPECT_EQ(after.sessions, 4);
+  EXPECT_EQ(after.kv_bytes, before.kv_bytes) << "the branches share the source's pages";
+  EXPECT_GT(after.store_bytes, before.store_bytes) << "three more records";
+  EXPECT_LT(after.store_bytes - before.store_bytes, static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)))
+      << "but no page is stored twice";
+  EXPECT_EQ(usage.Usage("acme").sessions, 0) << "another tenant owns none of them";
+}
+
+TEST(TenantUsage, AForkPastMaxSessionsMakesNoBranch) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{.max_sessions = 3}};
+  TenantUsage usage(&env.sessions(), &quotas);
+  const std::string id = env.MakeSession(5);
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = env.sessions().Fork(id, 3, {}, {});
+  EXPECT_EQ(branches.status(), QuotaExceeded(Quota::kSessions, 3));
+  EXPECT_EQ(env.sessions().session_count(), 1);
+  EXPECT_TRUE(env.sessions().Fork(id, 2, {}, {}).ok());
+  EXPECT_EQ(usage.Usage(kDefaultTenant).sessions, 3);
+  // Another tenant has its own count.
+  absl::StatusOr<std::shared_ptr<Session>> other = env.sessions().CreateAcquired({}, {}, "acme");
+  ASSERT_TRUE(other.ok()) << other.status();
+  env.sessions().Discard(*other);
+}
+
+TEST(TenantUsage, AJobClaimCountsAgainstMaxGeneratesUntilItIsDestroyed) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{.max_generates = 1}};
+  TenantUsage usage(&env.sessions(), &quotas);
+  auto a = env.sessions().Acquire(env.MakeSession(5));
+  auto b = env.sessions().Acquire(env.MakeSession(5, 50));
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<std::shared_ptr<TenantJob>> first = usage.AdmitJob(**a, 4, true);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(usage.Usage(kDefaultTenant).generates, 1);
+  EXPECT_EQ(usage.AdmitJob(**b, 4, true).status(), QuotaExceeded(Quota::kGenerates, 1));
+  EXPECT_TRUE(usage.AdmitJob(**b, 4, false).ok()) << "a job that is not a generation";
+  first->reset();
+  EXPECT_EQ(usage.Usage(kDefaultTenant).generates, 0);
+  EXPECT_TRUE(usage.AdmitJob(**b, 4, true).ok());
+  env.sessions().Release(*a);
+  env.sessions().Release(*b);
+}
+
+TEST(TenantUsage, AJobThatMayWritePastMaxStoreBytesIsRefusedAtAdmission) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage unlimited(&env.sessions(), &quotas);
+  const std::string id = env.MakeSession(20);
+  const int64_t used = unlimited.Usage(kDefaultTenant).store_bytes;
+  const KvGeometry& g = env.pool().geometry();
+  const int64_t page = static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens));
+  TenantQuotas tight{QuotaLimits{.max_store_bytes = used + 3 * page}};
+  TenantUsage usage(&env.sessions(), &tight);
+  auto s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok());
+  // 21 tokens + 2: the partial second page is rewritten; fits.
+  EXPECT_TRUE(usage.AdmitJob(**s, 2, true).ok());
+  // Four more pages may be written: refused before anything runs.
+  EXPECT_EQ(usage.AdmitJob(**s, 4 * g.page_tokens, true).status(),
+            QuotaExceeded(Quota::kStoreBytes, used + 3 * page));
+  env.sessions().Release(*s);
+  EXPECT_EQ(usage.CheckSnapshot(id), absl::OkStatus());
+}
+
+TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  absl::StatusOr<ApiKeyFile> keys = ParseApiKeyFile("acme user " + Sha256Hex("k") + " max_sessions=7\n" +
+                                                    "beta user " + Sha256Hex("k2") + "\n");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  TenantQuotas quotas(QuotaLimits{}, *keys);
+  TenantUsage usage(&env.sessions(), &quotas);
+  absl::StatusOr<std::shared_ptr<Session>> s = env.sessions().CreateAcquired({}, {}, "acme");
+  ASSERT_TRUE(s.ok());
+  metrics::Registry registry;
+  RegisterTenantMetrics(&registry, &usage);
+  const std::string text = registry.Render();
+  EXPECT_NE(text.find("kvsession_tenant_sessions{tenant=\"acme\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvsession_tenant_sessions{tenant=\"beta\"} 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("kvsession_tenant_quota_limit{tenant=\"acme\",quota=\"max_sessions\"} 7\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("kvsession_tenant_generates{tenant=\"acme\"} 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("tenant=\"default\""), std::string::npos) << "only the tenants the keys name";
+  env.sessions().Discard(*s);
+}
+
+}  // namespace
+}  // namespace kvs

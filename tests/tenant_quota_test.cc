@@ -1,0 +1,251 @@
+// Per-tenant quotas against the real kvsessiond (issue 10, item 4): each
+// quota refuses with RESOURCE_EXHAUSTED naming it and its value, another
+// tenant is unaffected, deleting frees the quota, GetServerInfo shows the
+// caller's usage, and a SIGHUP reload changes the limits.
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include <nlohmann/json.hpp>
+#include "tests/subprocess.h"
+#include "tests/secure_fixture.h"
+
+namespace kvs {
+namespace {
+
+class TenantQuotaTest : public SecureFixture {
+ protected:
+  // Starts the server with `acme_quotas` on acme's key line (beta has none).
+  void Start(const std::vector<std::string>& acme_quotas, const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> f = flags;
+    f.insert(f.end(), {"--auth-keys", WriteAcmeAndBeta(acme_quotas)});
+    StartRaw(f);
+    acme_ = Client("", "", "acme-key");
+    beta_ = Client("", "", "beta-key");
+  }
+  std::string WriteAcmeAndBeta(const std::vector<std::string>& acme_quotas) {
+    std::vector<std::string> acme = {"acme", "user", "acme-key"};
+    acme.insert(acme.end(), acme_quotas.begin(), acme_quotas.end());
+    return WriteKeys({acme, {"beta", "user", "beta-key"}});
+  }
+  // Rewrites the keys file and waits for the server to reload it.
+  void Reload(const std::vector<std::string>& acme_quotas) {
+    WriteAcmeAndBeta(acme_quotas);
+    ::kill(server_->pid(), SIGHUP);
+    ASSERT_TRUE(WaitForLog("SIGHUP: reloaded", ++reloads_)) << server_->log();
+  }
+
+  // A session of BOS + `n` token ids starting at `first`.
+  static v1::CreateSessionRequest Tokens(int first, int n) {
+    v1::CreateSessionRequest r;
+    for (int i = 0; i < n; ++i) r.mutable_input()->mutable_tokens()->add_ids(first + i);
+    return r;
+  }
+  static v1::TenantInfo TenantOf(KvSessionClient& client) {
+    absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? info->tenant() : v1::TenantInfo();
+  }
+  static void ExpectQuotaError(const absl::Status& s, const std::string& quota) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_EQ(s.message(), "tenant quota " + quota + " reached") << s;
+  }
+
+  std::unique_ptr<KvSessionClient> acme_, beta_;
+  size_t reloads_ = 0;
+};
+
+TEST_F(TenantQuotaTest, MaxSessionsRefusesCreateForkAndRestorePastItUntilADeleteFreesOne) {
+  Start({"max_sessions=2"});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time");
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<v1::Checkpoint> checkpoint = acme_->Snapshot(a->id(), "start");
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  v1::ForkRequest fork;
+  fork.set_session_id(a->id());
+  fork.set_count(2);
+  // Two branches do not fit in the one free slot: none is made.
+  ExpectQuotaError(acme_->Fork(fork).status(), "max_sessions=2");
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 1);
+  fork.set_count(1);
+  ASSERT_TRUE(acme_->Fork(fork).ok());
+
+  ExpectQuotaError(acme_->CreateSession("a third").status(), "max_sessions=2");
+  ExpectQuotaError(acme_->RestoreCheckpoint(checkpoint->id()).status(), "max_sessions=2");
+  const v1::TenantInfo info = TenantOf(*acme_);
+  EXPECT_EQ(info.tenant(), "acme");
+  EXPECT_EQ(info.role(), "user");
+  EXPECT_EQ(info.sessions().usage(), 2);
+  EXPECT_EQ(info.sessions().limit(), 2);
+  EXPECT_EQ(info.generates().limit(), 0);
+
+  // Another tenant is unaffected.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(beta_->CreateSession("beta's own").ok());
+  EXPECT_EQ(TenantOf(*beta_).sessions().usage(), 3);
+  EXPECT_EQ(TenantOf(*beta_).sessions().limit(), 0);
+
+  ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
+  EXPECT_TRUE(acme_->RestoreCheckpoint(checkpoint->id()).ok());
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 2);
+}
+
+TEST_F(TenantQuotaTest, KvsessionInfoShowsTheCallersTenantAndItsQuotas) {
+  Start({"max_sessions=5"}, {"--tenant-max-generates", "2"});
+  ASSERT_TRUE(acme_->CreateSession("one").ok());
+  const ProcessResult r = RunProcess(
+      {BinaryPath("kvsession"), "info", "--json", "--server", server_->address(), "--api-key", "acme-key"},
+      dir_.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json tenant = nlohmann::json::parse(r.out)["tenant"];
+  EXPECT_EQ(tenant["tenant"], "acme");
+  EXPECT_EQ(tenant["role"], "user");
+  EXPECT_EQ(tenant["sessions"]["usage"], "1");  // int64 is a JSON string
+  EXPECT_EQ(tenant["sessions"]["limit"], "5");
+  EXPECT_EQ(tenant["generates"]["limit"], "2");
+}
+
+TEST_F(TenantQuotaTest, SighupReloadChangesATenantsQuota) {
+  Start({"max_sessions=1"});
+  ASSERT_TRUE(acme_->CreateSession("one").ok());
+  ExpectQuotaError(acme_->CreateSession("two").status(), "max_sessions=1");
+  Reload({"max_sessions=3"});
+  EXPECT_EQ(TenantOf(*acme_).sessions().limit(), 3);
+  EXPECT_TRUE(acme_->CreateSession("two").ok());
+  Reload({});  // no quota on the line: the flag default (unlimited)
+  EXPECT_EQ(TenantOf(*acme_).sessions().limit(), 0);
+}
+
+TEST_F(TenantQuotaTest, FlagDefaultsApplyToEveryTenantAndTheKeysFileOverridesThem) {
+  Start({"max_sessions=2"}, {"--tenant-max-sessions", "1"});
+  EXPECT_EQ(TenantOf(*beta_).sessions().limit(), 1);
+  EXPECT_EQ(TenantOf(*acme_).sessions().limit(), 2);
+  ASSERT_TRUE(beta_->CreateSession("one").ok());
+  ExpectQuotaError(beta_->CreateSession("two").status(), "max_sessions=1");
+}
+
+TEST_F(TenantQuotaTest, MaxGeneratesRefusesASecondConcurrentGenerateOrAppendOfTheTenant) {
+  Start({"max_generates=1"});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time");
+  absl::StatusOr<v1::Session> b = acme_->CreateSession("There was a dog");
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::atomic<bool> started{false}, stop{false};
+  std::thread running([&] {
+    v1::GenerateRequest r;
+    r.set_session_id(a->id());
+    r.set_max_tokens(4096);
+    r.set_ignore_eos(true);
+    r.set_context_policy(v1::CONTEXT_POLICY_SLIDE);  // runs until cancelled
+    acme_->Generate(r, [&](const v1::GenerateResponse&) {
+      started = true;
+      return !stop.load();
+    });
+  });
+  for (int i = 0; i < 1000 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!started) {
+    running.join();
+    FAIL() << "the first Generate did not start";
+  }
+  EXPECT_EQ(TenantOf(*acme_).generates().usage(), 1);
+  v1::GenerateRequest other;
+  other.set_session_id(b->id());
+  other.set_max_tokens(2);
+  ExpectQuotaError(acme_->Generate(other).status(), "max_generates=1");
+  ExpectQuotaError(acme_->Append(b->id(), " and a cat").status(), "max_generates=1");
+  // The refused calls changed nothing.
+  absl::StatusOr<v1::Session> b_now = acme_->GetSession(b->id(), false, false);
+  ASSERT_TRUE(b_now.ok());
+  EXPECT_EQ(b_now->length(), b->length());
+  // Another tenant is unaffected.
+  absl::StatusOr<v1::Session> c = beta_->CreateSession("beta");
+  ASSERT_TRUE(c.ok());
+  other.set_session_id(c->id());
+  EXPECT_TRUE(beta_->Generate(other).ok());
+  stop = true;
+  running.join();
+  // The cancelled call gives its slot back once its job has ended.
+  for (int i = 0; i < 2000 && TenantOf(*acme_).generates().usage() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  other.set_session_id(b->id());
+  EXPECT_TRUE(acme_->Generate(other).ok());
+  EXPECT_EQ(TenantOf(*acme_).generates().usage(), 0);
+}
+
+TEST_F(TenantQuotaTest, MaxKvBytesRefusesAJobPastItAfterEvictingTheTenantsOwnIdleSessions) {
+  Start({});
+  absl::StatusOr<v1::ServerInfo> server = acme_->GetServerInfo();
+  ASSERT_TRUE(server.ok());
+  const int64_t page_bytes = server->kv_cache().page_bytes();
+  const int t = server->kv_cache().page_tokens();
+  Reload({"max_kv_bytes=" + std::to_string(3 * page_bytes)});
+  // BOS + 4t tokens need 5 pages: refused, and no session is left behind.
+  ExpectQuotaError(acme_->CreateSession(Tokens(10, 4 * t)).status(),
+                   "max_kv_bytes=" + std::to_string(3 * page_bytes));
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 0);
+  // One page, then three: the first session's KV is evicted to make room.
+  absl::StatusOr<v1::Session> small = acme_->CreateSession(Tokens(10, 3));
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(TenantOf(*acme_).kv_bytes().usage(), page_bytes);
+  absl::StatusOr<v1::Session> big = acme_->CreateSession(Tokens(100, 3 * t - 2));
+  ASSERT_TRUE(big.ok()) << big.status();
+  absl::StatusOr<v1::Session> small_now = acme_->GetSession(small->id(), false, false);
+  ASSERT_TRUE(small_now.ok());
+  EXPECT_FALSE(small_now->resident());
+  EXPECT_EQ(TenantOf(*acme_).kv_bytes().usage(), 3 * page_bytes);
+  EXPECT_EQ(TenantOf(*acme_).kv_bytes().limit(), 3 * page_bytes);
+  // A Generate that could grow past the quota is refused; the session is unchanged.
+  v1::GenerateRequest g;
+  g.set_session_id(big->id());
+  g.set_max_tokens(2 * t);
+  ExpectQuotaError(acme_->Generate(g).status(), "max_kv_bytes=" + std::to_string(3 * page_bytes));
+  EXPECT_EQ(acme_->GetSession(big->id(), false, false)->length(), big->length());
+  // Another tenant is unaffected.
+  EXPECT_TRUE(beta_->CreateSession(Tokens(10, 4 * t)).ok());
+}
+
+TEST_F(TenantQuotaTest, MaxStoreBytesRefusesWritesPastItBeforeWritingAndDeletingFreesIt) {
+  Start({});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time, there was a little girl named Lily");
+  ASSERT_TRUE(a.ok()) << a.status();
+  const int64_t used = TenantOf(*acme_).store_bytes().usage();
+  EXPECT_GT(used, 0);
+  EXPECT_EQ(TenantOf(*beta_).store_bytes().usage(), 0);
+  const std::string quota = "max_store_bytes=" + std::to_string(used + 16);
+  Reload({quota});
+  ASSERT_EQ(TenantOf(*acme_).store_bytes().limit(), used + 16) << server_->log();
+  ASSERT_EQ(TenantOf(*acme_).store_bytes().usage(), used);
+
+  ExpectQuotaError(acme_->Snapshot(a->id(), "checkpoint").status(), quota);
+  v1::ForkRequest fork;
+  fork.set_session_id(a->id());
+  fork.set_count(1);
+  ExpectQuotaError(acme_->Fork(fork).status(), quota);
+  v1::GenerateRequest g;
+  g.set_session_id(a->id());
+  g.set_max_tokens(8);
+  ExpectQuotaError(acme_->Generate(g).status(), quota);
+  ExpectQuotaError(acme_->CreateSession("another one").status(), quota);
+  // Nothing was written: the session and the usage are as they were.
+  EXPECT_EQ(acme_->GetSession(a->id(), false, false)->length(), a->length());
+  absl::StatusOr<v1::ListCheckpointsResponse> checkpoints = acme_->ListCheckpoints(a->id());
+  ASSERT_TRUE(checkpoints.ok());
+  EXPECT_EQ(checkpoints->checkpoints_size(), 0);
+  const v1::TenantInfo info = TenantOf(*acme_);
+  EXPECT_EQ(info.store_bytes().usage(), used);
+  EXPECT_EQ(info.store_bytes().limit(), used + 16);
+  EXPECT_EQ(info.sessions().usage(), 1);
+
+  // Another tenant is unaffected.
+  absl::StatusOr<v1::Session> b = beta_->CreateSession("Once upon a time, there was a little girl named Lily");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(beta_->Snapshot(b->id(), "checkpoint").ok());
+
+  ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
+  EXPECT_EQ(TenantOf(*acme_).store_bytes().usage(), 0);
+  EXPECT_TRUE(acme_->CreateSession("a new one").ok());
+}
+
+}  // namespace
+}  // namespace kvs
