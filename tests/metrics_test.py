@@ -76,7 +76,7 @@ class MetricsTest(unittest.TestCase):
         with open(REFERENCE) as f:
             self.reference = [json.loads(line) for line in f if line.strip()]
 
-    def start_server(self):
+    def start_server(self, *extra_args):
         """Starts kvsessiond on the test's data directory (again after a stop)."""
         port_file = os.path.join(self.tmp, "port")
         metrics_port_file = os.path.join(self.tmp, "metrics_port")
@@ -87,7 +87,7 @@ class MetricsTest(unittest.TestCase):
             [os.path.join(BINARY, "bin", "kvsessiond"), "--model", MODEL, "--listen", "127.0.0.1:0",
              "--data-dir", os.path.join(self.tmp, "data"), "--port-file", port_file,
              "--metrics-listen", "127.0.0.1:0", "--metrics-port-file", metrics_port_file,
-             "--drain-delay-ms", "2000"],
+             "--drain-delay-ms", "2000", *extra_args],
             stderr=self.log)
         self.metrics_port = wait_for_file(metrics_port_file, self.server)
         self.client = Client("127.0.0.1:%d" % wait_for_file(port_file, self.server))
@@ -196,6 +196,39 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(after.value("kvsession_session_restored_bytes_total"),
                          after.value("kvsession_kv_page_size_bytes"))
         self.assertEqual(after.value("kvsession_sessions_resident"), 1)
+
+    def test_evictions_count_exactly_the_sessions_that_left_memory_and_their_bytes(self):
+        # 1 MiB of KV: a few dozen pages, so idle sessions must leave memory.
+        self.stop_server()
+        self.start_server("--kv-cache-mb", "1")
+        first = self.scrape()
+        page_bytes = first.value("kvsession_kv_page_size_bytes")
+        max_pages = first.value("kvsession_kv_pages", state="max")
+        self.assertGreater(page_bytes, 0)
+        # Distinct texts from their first token: no page is shared, so each
+        # session's pages are its own.
+        story = self.reference[0]["prompt"]
+        pages = {}
+        for n in range(int(max_pages)):
+            sid = self.client.create("%d %s" % (n, story))
+            pages[sid] = self.client.get(sid).kv_pages
+            self.assertGreater(pages[sid], 0)
+            if sum(pages.values()) > 2 * max_pages:
+                break
+        after = self.scrape()
+        described = {sid: self.client.get(sid) for sid in pages}
+        evicted = [sid for sid, s in described.items() if not s.resident]
+        self.assertGreater(len(evicted), 0, "the workload exceeds the KV budget")
+        self.assertEqual(after.value("kvsession_session_evictions_total"), len(evicted))
+        self.assertEqual(after.value("kvsession_session_evicted_bytes_total"),
+                         sum(pages[sid] for sid in evicted) * page_bytes)
+        self.assertEqual(after.value("kvsession_sessions_resident"), len(pages) - len(evicted))
+        self.assertEqual(after.value("kvsession_sessions"), len(pages))
+        self.assertEqual(after.value("kvsession_session_restores_total"), 0)
+        # The oldest session left first, and using it brings it back: one restore.
+        self.assertIn(next(iter(pages)), evicted)
+        self.client.generate_all(next(iter(pages)), 1, temperature=0)
+        self.assertEqual(self.scrape().value("kvsession_session_restores_total"), 1)
 
     def test_health_and_readiness_follow_the_server_until_it_drains(self):
         self.assertEqual(http_get(self.metrics_port, "/healthz")[0], 200)

@@ -48,6 +48,17 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
   return s;
 }
 
+// Reads a whole ExportSession stream; its final status.
+absl::Status Export(KvSessionClient& client, const v1::ExportSessionRequest& request) {
+  grpc::ClientContext ctx;
+  client.PrepareContext(&ctx);
+  std::unique_ptr<grpc::ClientReader<v1::ExportChunk>> reader = client.stub()->ExportSession(&ctx, request);
+  v1::ExportChunk chunk;
+  while (reader->Read(&chunk)) {
+  }
+  return FromGrpc(reader->Finish());
+}
+
 TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNotFoundAsForAnUnknownId) {
   StartTwoTenants();
   absl::StatusOr<v1::Session> mine = acme_->CreateSession("Once upon a time, there was a little girl");
@@ -86,6 +97,12 @@ TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNot
          v1::TokenizeResponse resp;
          return FromGrpc(beta.stub()->Tokenize(&ctx, r, &resp));
        }},
+      {"ExportSession",
+       [&](const std::string& id) {
+         v1::ExportSessionRequest r;
+         r.set_session_id(id);
+         return Export(beta, r);
+       }},
       {"DeleteSession", [&](const std::string& id) { return beta.DeleteSession(id); }},
   };
   for (const auto& [name, rpc] : session_rpcs) {
@@ -97,6 +114,12 @@ TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNot
   }
   const std::vector<std::pair<std::string, std::function<absl::Status(const std::string&)>>> checkpoint_rpcs = {
       {"Restore(checkpoint)", [&](const std::string& id) { return beta.RestoreCheckpoint(id).status(); }},
+      {"ExportSession(checkpoint)",
+       [&](const std::string& id) {
+         v1::ExportSessionRequest r;
+         r.set_checkpoint_id(id);
+         return Export(beta, r);
+       }},
       {"DeleteCheckpoint", [&](const std::string& id) { return beta.DeleteCheckpoint(id); }},
   };
   for (const auto& [name, rpc] : checkpoint_rpcs) {
@@ -174,6 +197,13 @@ TEST_F(TenantIsolationTest, AForeignIdAndAMissingIdGetByteIdenticalStatusesEvenW
          r.set_session_id(id);
          v1::TokenizeResponse resp;
          return unary([&](grpc::ClientContext* c) { return beta.stub()->Tokenize(c, r, &resp); });
+       }},
+      {"ExportSession(a 3-byte omit_pages hash)",
+       [&](const std::string& id) {
+         v1::ExportSessionRequest r;
+         r.set_session_id(id);
+         r.add_omit_pages("abc");
+         return Export(beta, r);
        }},
       {"DeleteSession", [&](const std::string& id) { return beta.DeleteSession(id); }},
   };
