@@ -63,6 +63,12 @@ constexpr AuditedMethod kAuditedMethods[] = {
     {"GetServerInfo", false, nullptr, nullptr},
     {"Tokenize", false, nullptr, nullptr},
     {"Detokenize", false, nullptr, nullptr},
+    // Migration: an import writes a session (or checkpoint) into the store,
+    // named by its response (its request is a byte stream); an export and
+    // a page inventory only read.
+    {"ImportSession", true, nullptr, SentMessage<v1::ImportSessionResponse>},
+    {"ExportSession", false, nullptr, nullptr},
+    {"FindMissingPages", false, nullptr, nullptr},
 };
 
 const AuditedMethod* FindMethod(std::string_view name) {
@@ -111,6 +117,11 @@ void ReadResponse(const Message& m, CallAudit::Call* call) {
   const google::protobuf::Descriptor* d = m.GetDescriptor();
   if (d == v1::Session::descriptor() || d == v1::Checkpoint::descriptor()) {
     call->created.push_back(StringField(m, "id"));
+  }
+  if (d == v1::ImportSessionResponse::descriptor()) {
+    for (const char* field : {"session_id", "checkpoint_id"}) {
+      if (std::string id = StringField(m, field); !id.empty()) call->created.push_back(std::move(id));
+    }
   }
   if (d == v1::Session::descriptor()) call->session_tokens = static_cast<const v1::Session&>(m).length();
   const google::protobuf::Reflection* r = m.GetReflection();

@@ -102,13 +102,15 @@ class _Route(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor
     """Adds `x-kvsession-route: KEY` from the id a request names (its
     checkpoint_id, else its session_id), so a proxy in front of a fleet
     sends the call to the replica that holds it. CreateSession names no id:
-    no header, the proxy picks a replica."""
+    no header, the proxy picks a replica. A call on this channel whose
+    request is not a message (raw bytes) passes unchanged."""
 
     @staticmethod
     def _routed(details, request):
         key = None
+        fields = getattr(getattr(type(request), "DESCRIPTOR", None), "fields_by_name", {})
         for field in ("checkpoint_id", "session_id"):
-            if key is None and field in type(request).DESCRIPTOR.fields_by_name:
+            if key is None and field in fields:
                 key = route_key(getattr(request, field))
         if key is None:
             return details
