@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
 #include "service/auth/call_auth.h"
+#include "service/grpc_status.h"
 #include "service/request_parser.h"
 
 namespace kvs {
@@ -76,15 +77,6 @@ const AuditedMethod* FindMethod(std::string_view name) {
     if (name == m.name) return &m;
   }
   return nullptr;
-}
-
-const char* CodeName(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",     "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",   "UNIMPLEMENTED",    "INTERNAL",
-      "UNAVAILABLE", "DATA_LOSS",        "UNAUTHENTICATED"};
-  return code >= 0 && code < 17 ? kNames[code] : "UNKNOWN";
 }
 
 // The value of string field `name` of `m` when set, or "".
@@ -266,7 +258,7 @@ std::string CallAudit::JsonString(std::string_view s, size_t max_bytes) {
 }
 
 void CallAudit::Record(const Call& call) {
-  const char* code = CodeName(call.code);
+  const std::string code = GrpcCodeName(call.code);
   if (registry_ != nullptr) {
     const std::string tenant = call.caller.ok() ? call.caller->tenant : "(unauthenticated)";
     registry_

@@ -6,20 +6,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include "kvsession/v1/kvsession.grpc.pb.h"
+#include "service/grpc_status.h"
 
 namespace kvs {
 namespace {
 
 using grpc::experimental::InterceptionHookPoints;
-
-const char* CodeName(int code) {
-  static constexpr const char* kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",        "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",     "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",   "UNIMPLEMENTED",    "INTERNAL",
-      "UNAVAILABLE", "DATA_LOSS",        "UNAUTHENTICATED"};
-  return kNames[code];
-}
 
 // One call's interceptor: its start time, recorded when its status is sent.
 class CallInterceptor : public grpc::experimental::Interceptor {
@@ -97,7 +89,7 @@ void RpcMetrics::Collect(metrics::Exposition& out) const {
   for (const Method& m : methods_) {
     for (int code = 0; code < kCodes; ++code) {
       const int64_t n = (*m.calls)[code].load(std::memory_order_relaxed);
-      if (n > 0) out.Sample("kvsession_requests_total", {{"method", m.name}, {"code", CodeName(code)}}, n);
+      if (n > 0) out.Sample("kvsession_requests_total", {{"method", m.name}, {"code", GrpcCodeName(code)}}, n);
     }
   }
 }

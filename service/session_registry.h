@@ -106,6 +106,17 @@ class SessionRegistry {
     for (const auto& [id, s] : sessions_) on_session(*s);
     for (const auto& [id, c] : checkpoints_) on_checkpoint(c);
   }
+  // Runs f(const Session&) on session `id` with the registry's mutex held
+  // (the same rules as ForEach); false, without calling f, when there is
+  // no such session.
+  template <typename F>
+  bool WithSession(const std::string& id, F&& f) const {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return false;
+    f(*it->second);
+    return true;
+  }
   void Remove(const std::string& id);
 
   // Takes the session exclusively for `what` ("Generate", ...) and returns

@@ -206,16 +206,18 @@ absl::Status TenantUsage::CheckStoreGrowth(const std::string& tenant, int64_t by
   return absl::OkStatus();
 }
 
+// The owner of session `id` and what one more record like its own adds to
+// the store; an empty owner when there is no such session.
+std::pair<std::string, int64_t> TenantUsage::OwnerAndRecordBytes(const std::string& id) const {
+  std::pair<std::string, int64_t> result;
+  sessions_->registry()->WithSession(id, [&](const Session& s) {
+    result = {s.owner, s.persisted_record_bytes + kRecordOverheadBytes};
+  });
+  return result;
+}
+
 absl::Status TenantUsage::CheckFork(const std::string& session_id, int count, bool cut) const {
-  std::string tenant;
-  int64_t record_bytes = 0;
-  sessions_->registry()->ForEach(
-      [&](const Session& s) {
-        if (s.id != session_id) return;
-        tenant = s.owner;
-        record_bytes = s.persisted_record_bytes + kRecordOverheadBytes;
-      },
-      [](const CheckpointRecord&) {});
+  const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
   if (tenant.empty()) return absl::OkStatus();
   const KvGeometry& g = sessions_->record_context().geometry;
   const int64_t per_branch =
@@ -224,15 +226,7 @@ absl::Status TenantUsage::CheckFork(const std::string& session_id, int count, bo
 }
 
 absl::Status TenantUsage::CheckSnapshot(const std::string& session_id) const {
-  std::string tenant;
-  int64_t record_bytes = 0;
-  sessions_->registry()->ForEach(
-      [&](const Session& s) {
-        if (s.id != session_id) return;
-        tenant = s.owner;
-        record_bytes = s.persisted_record_bytes + kRecordOverheadBytes;
-      },
-      [](const CheckpointRecord&) {});
+  const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
   if (tenant.empty()) return absl::OkStatus();
   return CheckStoreGrowth(tenant, record_bytes);
 }

@@ -64,6 +64,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -137,6 +138,7 @@ class TenantUsage {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckStoreGrowth(const std::string& tenant, int64_t bytes) const;
+  std::pair<std::string, int64_t> OwnerAndRecordBytes(const std::string& id) const;
 
   SessionManager* const sessions_;
   const TenantQuotas* const quotas_;
