@@ -48,6 +48,24 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
   return s;
 }
 
+using IdRpc = std::function<absl::Status(const std::string&)>;
+
+// Each RPC, called with an id that does not exist and then with another
+// tenant's: NOT_FOUND both times, with the same message but for the id
+// (and, when given, exactly `missing_message`).
+void ExpectForeignIdAnsweredAsMissing(const std::vector<std::pair<std::string, IdRpc>>& rpcs,
+                                      const std::string& foreign, const std::string& missing,
+                                      const std::string& missing_message = "") {
+  for (const auto& [name, rpc] : rpcs) {
+    const absl::Status unknown = rpc(missing);
+    const absl::Status other = rpc(foreign);
+    EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
+    EXPECT_EQ(other.code(), unknown.code()) << name << ": " << other;
+    EXPECT_EQ(Replace(std::string(other.message()), foreign, missing), unknown.message()) << name;
+    if (!missing_message.empty()) EXPECT_EQ(unknown.message(), missing_message) << name;
+  }
+}
+
 // Reads a whole ExportSession stream; its final status.
 absl::Status Export(KvSessionClient& client, const v1::ExportSessionRequest& request) {
   grpc::ClientContext ctx;
@@ -67,7 +85,7 @@ TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNot
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
 
   KvSessionClient& beta = *beta_;
-  const std::vector<std::pair<std::string, std::function<absl::Status(const std::string&)>>> session_rpcs = {
+  const std::vector<std::pair<std::string, IdRpc>> session_rpcs = {
       {"Append", [&](const std::string& id) { return beta.Append(id, " and a dog").status(); }},
       {"Generate",
        [&](const std::string& id) {
@@ -105,14 +123,8 @@ TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNot
        }},
       {"DeleteSession", [&](const std::string& id) { return beta.DeleteSession(id); }},
   };
-  for (const auto& [name, rpc] : session_rpcs) {
-    const absl::Status unknown = rpc(kUnknownSession);
-    const absl::Status foreign = rpc(mine->id());
-    EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
-    EXPECT_EQ(foreign.code(), unknown.code()) << name << ": " << foreign;
-    EXPECT_EQ(Replace(std::string(foreign.message()), mine->id(), kUnknownSession), unknown.message()) << name;
-  }
-  const std::vector<std::pair<std::string, std::function<absl::Status(const std::string&)>>> checkpoint_rpcs = {
+  ExpectForeignIdAnsweredAsMissing(session_rpcs, mine->id(), kUnknownSession);
+  const std::vector<std::pair<std::string, IdRpc>> checkpoint_rpcs = {
       {"Restore(checkpoint)", [&](const std::string& id) { return beta.RestoreCheckpoint(id).status(); }},
       {"ExportSession(checkpoint)",
        [&](const std::string& id) {
@@ -122,14 +134,7 @@ TEST_F(TenantIsolationTest, EveryRpcNamingAnotherTenantsSessionOrCheckpointIsNot
        }},
       {"DeleteCheckpoint", [&](const std::string& id) { return beta.DeleteCheckpoint(id); }},
   };
-  for (const auto& [name, rpc] : checkpoint_rpcs) {
-    const absl::Status unknown = rpc(kUnknownCheckpoint);
-    const absl::Status foreign = rpc(checkpoint->id());
-    EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
-    EXPECT_EQ(foreign.code(), unknown.code()) << name << ": " << foreign;
-    EXPECT_EQ(Replace(std::string(foreign.message()), checkpoint->id(), kUnknownCheckpoint), unknown.message())
-        << name;
-  }
+  ExpectForeignIdAnsweredAsMissing(checkpoint_rpcs, checkpoint->id(), kUnknownCheckpoint);
   // Listing the other tenant's session's checkpoints shows what an unknown
   // session's shows: nothing.
   absl::StatusOr<v1::ListCheckpointsResponse> listed = beta.ListCheckpoints(mine->id());
@@ -163,8 +168,7 @@ TEST_F(TenantIsolationTest, AForeignIdAndAMissingIdGetByteIdenticalStatusesEvenW
     return FromGrpc(call(&ctx));
   };
   const std::string too_long(5000, 'n');
-  using Rpc = std::function<absl::Status(const std::string&)>;
-  const std::vector<std::pair<std::string, Rpc>> session_rpcs = {
+  const std::vector<std::pair<std::string, IdRpc>> session_rpcs = {
       {"Append(empty input)", [&](const std::string& id) { return beta.Append(id, "").status(); }},
       {"Generate(top_p 1.5)",
        [&](const std::string& id) {
@@ -207,15 +211,9 @@ TEST_F(TenantIsolationTest, AForeignIdAndAMissingIdGetByteIdenticalStatusesEvenW
        }},
       {"DeleteSession", [&](const std::string& id) { return beta.DeleteSession(id); }},
   };
-  for (const auto& [name, rpc] : session_rpcs) {
-    const absl::Status unknown = rpc(kUnknownSession);
-    const absl::Status foreign = rpc(mine->id());
-    EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
-    EXPECT_EQ(foreign.code(), unknown.code()) << name << ": " << foreign;
-    EXPECT_EQ(Replace(std::string(foreign.message()), mine->id(), kUnknownSession), unknown.message()) << name;
-    EXPECT_EQ(unknown.message(), absl::StrCat("no session '", kUnknownSession, "'")) << name;
-  }
-  const std::vector<std::pair<std::string, Rpc>> checkpoint_rpcs = {
+  ExpectForeignIdAnsweredAsMissing(session_rpcs, mine->id(), kUnknownSession,
+                                   absl::StrCat("no session '", kUnknownSession, "'"));
+  const std::vector<std::pair<std::string, IdRpc>> checkpoint_rpcs = {
       {"Restore(checkpoint, empty label key)",
        [&](const std::string& id) {
          v1::RestoreRequest r;
@@ -226,15 +224,8 @@ TEST_F(TenantIsolationTest, AForeignIdAndAMissingIdGetByteIdenticalStatusesEvenW
        }},
       {"DeleteCheckpoint", [&](const std::string& id) { return beta.DeleteCheckpoint(id); }},
   };
-  for (const auto& [name, rpc] : checkpoint_rpcs) {
-    const absl::Status unknown = rpc(kUnknownCheckpoint);
-    const absl::Status foreign = rpc(checkpoint->id());
-    EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
-    EXPECT_EQ(foreign.code(), unknown.code()) << name << ": " << foreign;
-    EXPECT_EQ(Replace(std::string(foreign.message()), checkpoint->id(), kUnknownCheckpoint), unknown.message())
-        << name;
-    EXPECT_EQ(unknown.message(), absl::StrCat("no checkpoint '", kUnknownCheckpoint, "'")) << name;
-  }
+  ExpectForeignIdAnsweredAsMissing(checkpoint_rpcs, checkpoint->id(), kUnknownCheckpoint,
+                                   absl::StrCat("no checkpoint '", kUnknownCheckpoint, "'"));
   // The owner's own id with the same invalid argument is INVALID_ARGUMENT.
   EXPECT_EQ(acme_->Append(mine->id(), "").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(acme_->Truncate(mine->id(), -1).status().code(), absl::StatusCode::kInvalidArgument);
