@@ -77,7 +77,7 @@ void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& t
     }
     action = NextAction();
   }
-  Perform(action);
+  Perform(this, action);
 }
 
 void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
@@ -95,7 +95,7 @@ void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
     complete_ = true;
     action = NextAction();
   }
-  Perform(action);
+  Perform(this, action);
 }
 
 GenerateReactor::Action GenerateReactor::NextAction() {
@@ -124,11 +124,13 @@ GenerateReactor::Action GenerateReactor::NextAction() {
   return {};
 }
 
-void GenerateReactor::Perform(const Action& action) {
+void GenerateReactor::Perform(GenerateReactor* reactor, const Action& action) {
   switch (action.kind) {
-    case Action::kWrite: StartWrite(&in_flight_); break;
-    case Action::kWriteAndFinish: StartWriteAndFinish(&in_flight_, grpc::WriteOptions(), action.status); break;
-    case Action::kFinish: Finish(action.status); break;
+    case Action::kWrite: reactor->StartWrite(&reactor->in_flight_); break;
+    case Action::kWriteAndFinish:
+      reactor->StartWriteAndFinish(&reactor->in_flight_, grpc::WriteOptions(), action.status);
+      break;
+    case Action::kFinish: reactor->Finish(action.status); break;
     case Action::kNone: break;
   }
 }
@@ -150,7 +152,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
       action = NextAction();
     }
   }
-  Perform(action);
+  Perform(this, action);
 }
 
 void GenerateReactor::OnCancel() {

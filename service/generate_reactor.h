@@ -57,8 +57,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
     grpc::Status status;
   };
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts `action`; the reactor may be deleted when it returns.
-  void Perform(const Action& action);
+  // Starts `action` on `reactor`; the reactor may be deleted when it
+  // returns. Static on purpose: once the mutex is released, only the thread
+  // that decided an action other than kNone keeps the reactor alive (no
+  // other thread can finish the call while a write or finish it started is
+  // pending); for kNone another thread may already have finished and
+  // deleted it, so kNone must not touch `reactor`, not even for a member
+  // call (UBSan's vptr check reported exactly that under load).
+  static void Perform(GenerateReactor* reactor, const Action& action);
 
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
