@@ -482,13 +482,18 @@ void Engine::RecordStep(const StepReport& report) {
   // What the running jobs may still need stays set aside (loads by other
   // calls cannot take it).
   int64_t committed = 0;
+  int running = 0;
   for (const auto& a : *current_active_) {
     if (a) committed += PagesStillNeeded(*a);
+    running += a != nullptr;
   }
   sessions_->pool()->SetReserved(committed);
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;
+    // Jobs that ended in this step are answered only after this, so no
+    // caller ever sees its own finished call still counted as active.
+    stats_.active_jobs = running;
     stats_.cached_tokens += report.cached_tokens;
     stats_.decode_tokens += report.decode_rows;
     stats_.prefill_tokens += report.prefill_tokens;

@@ -111,6 +111,20 @@ TEST_F(EngineTest, APrefillIsCutIntoChunksOfTheStepBudget) {
   EXPECT_EQ(env_->sessions().Get(id, false)->length, 51);
 }
 
+TEST_F(EngineTest, AFinishedCallIsNoLongerCountedAsActiveWhenItIsAnswered) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/16);
+  const std::string id = env_->MakeSession(0);
+  auto job = Submit(id, {20, 21, 22}, Greedy(4));
+  job->done.WaitForNotification();
+  ASSERT_TRUE(job->status.ok()) << job->status;
+  // The engine is idle now: it waits for work and takes no further step.
+  const EngineStats stats = engine_->Stats();
+  EXPECT_EQ(stats.active_jobs, 0);
+  EXPECT_EQ(stats.queued_jobs, 0);
+  EXPECT_GT(stats.steps, 0);
+}
+
 TEST_F(EngineTest, DecodeTokensGoFirstAndPrefillGetsTheRestOfTheBudget) {
   KVS_REQUIRE_SHARED_MODEL();
   Start(/*max_batch_tokens=*/8);
