@@ -1,6 +1,8 @@
 #include "service/engine.h"
 
 #include <algorithm>
+#include <pthread.h>
+
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -171,6 +173,7 @@ EngineStats Engine::Stats() const {
 }
 
 void Engine::Loop() {
+  pthread_setname_np(pthread_self(), "kvs-engine");  // top -H, perf
   Active active;
   while (TakeIncoming(active)) Step(active);
 }
