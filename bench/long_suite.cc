@@ -274,7 +274,9 @@ int RunLongSuite(const LongSuiteOptions& o) {
   const double llama_pp[] = {kLlamaPp512, kLlamaPp2000, kLlamaPp4096, 0};
   for (size_t i = 0; i < prefill.size(); ++i) {
     const auto [len, rate] = prefill[i];
-    const std::string what = absl::StrFormat("prefill, %d tokens", len);
+    const std::string what =
+        len >= 1000 ? absl::StrFormat("prefill, %d,%03d tokens", len / 1000, len % 1000)
+                    : absl::StrFormat("prefill, %d tokens", len);
     const std::string ours = absl::StrFormat("%.1f tok/s (%.0f%% of 512)", rate, 100 * rate / pp512);
     const std::string llama = llama_pp[i] > 0 ? absl::StrFormat("%.0f tok/s (%.2fx)", llama_pp[i], rate / llama_pp[i])
                                               : "not in issue 11";
