@@ -1,8 +1,8 @@
 #include "service/engine.h"
 
-#include <algorithm>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
