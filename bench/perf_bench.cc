@@ -2,6 +2,8 @@
 //
 //   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
 //       [--matmul fast|exact] [--kv-type f16|f32] [--long 4096]
+//   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
+//       prints issue 11's rows with their targets instead (long_suite.h)
 //
 // Rows (medians of --runs):
 //   - the machine's memory read bandwidth (all threads streaming a 2 GiB
@@ -30,6 +32,7 @@
 #include <immintrin.h>
 #endif
 
+#include "bench/long_suite.h"
 #include "cache/kv_sequence.h"
 #include "client/cli_args.h"
 #include "kernels/cpu_features.h"
@@ -258,4 +261,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kvs
 
-int main(int argc, char** argv) { return kvs::Main(argc, argv); }
+int main(int argc, char** argv) {
+  if (kvs::WantsSuite(argc, argv)) return kvs::LongSuiteMain(argc, argv);  // --suite long
+  return kvs::Main(argc, argv);
+}

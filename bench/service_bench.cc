@@ -12,15 +12,21 @@
 //      and a Snapshot's bytes and time;
 //   3. bringing a long session back after a restart (KV read from disk)
 //      versus computing it again (prefill).
+//
+//   build/bin/kvs-bench-service --model M.gguf --table grpc-prefill
+//       [--threads N] [--repeats 3] [--lengths 512,2000]
+// prints instead the prefill over gRPC against in-process (grpc_prefill_table.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "client/cli_args.h"
+#include "bench/grpc_prefill_table.h"
 #include "client/kvsession_client.h"
 #include "tests/server_process.h"
 
@@ -56,9 +62,32 @@ void Check(const absl::Status& s, const char* what) {
   }
 }
 
+// --table NAME: one table of its own instead of the three above.
+int RunTable(const CliArgs& args) {
+  if (args.GetOr("table", "") != "grpc-prefill") {
+    std::cerr << "--table must be grpc-prefill\n";
+    return 2;
+  }
+  GrpcPrefillOptions o;
+  o.model = *args.Get("model");
+  o.threads = static_cast<int>(args.GetInt("threads", 0).value_or(0));
+  o.repeats = static_cast<int>(args.GetInt("repeats", 3).value_or(3));
+  if (args.Has("lengths")) {
+    o.lengths.clear();
+    std::stringstream list(args.GetOr("lengths", ""));
+    for (std::string n; std::getline(list, n, ',');) o.lengths.push_back(std::atoi(n.c_str()));
+    if (o.lengths.empty() || *std::min_element(o.lengths.begin(), o.lengths.end()) < 1) {
+      std::cerr << "--lengths must be a comma-separated list of token counts >= 1\n";
+      return 2;
+    }
+  }
+  return RunGrpcPrefillTable(o);
+}
+
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads"},
+                             {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads", "table",
+                              "lengths"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
@@ -66,6 +95,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const std::string model = *args->Get("model");
+  if (args->Has("table")) return RunTable(*args);
   const int prompt_tokens = static_cast<int>(args->GetInt("prompt-tokens", 256).value_or(256));
   const int gen = static_cast<int>(args->GetInt("gen", 64).value_or(64));
   const int repeats = static_cast<int>(args->GetInt("repeats", 3).value_or(3));

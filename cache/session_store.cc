@@ -95,6 +95,18 @@ class ManualErrorRecovery : public rocksdb::EventListener {
   }
 };
 
+// Bytes a write batch of `v`'s pages (each at most a full page) and a
+// record value of `value_bytes` can reach. Reserved up front, the batch is
+// built in one allocation: growing it by doubling would copy the pages again
+// and fault fresh memory in at every step (the batch is as large as the
+// session's KV). Pages already stored are not written; their share of the
+// reservation is never touched, so it costs address space only.
+size_t BatchBytesAtMost(const VerifiedPages& v, size_t value_bytes) {
+  constexpr size_t kPerEntry = 64;  // tag, column family, varint lengths, key
+  return v.hashes.size() * (EncodedPageBytes(v.geometry, v.geometry.page_tokens) + kPerEntry) +
+         value_bytes + kPerEntry;
+}
+
 }  // namespace
 
 absl::Status SessionStore::OpenDb(const std::string& dir, rocksdb::Env* env, bool read_only,
@@ -478,10 +490,12 @@ absl::Status SessionStore::PutSessions(
     values.push_back(EncodeRecordValue(records[r]));
   }
 
+  size_t batch_bytes = 0;
+  for (size_t r = 0; r < records.size(); ++r) batch_bytes += BatchBytesAtMost(*verified[r], values[r].size());
   absl::MutexLock lock(&mu_);
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
   if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
-  rocksdb::WriteBatch batch;
+  rocksdb::WriteBatch batch(batch_bytes);
   RefCountChange change(&table_);
   for (size_t r = 0; r < records.size(); ++r) {
     const KvGeometry& g = verified[r]->geometry;
@@ -581,7 +595,7 @@ absl::Status SessionStore::PutCheckpoint(
   absl::MutexLock lock(&mu_);
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
   if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
-  rocksdb::WriteBatch batch;
+  rocksdb::WriteBatch batch(BatchBytesAtMost(*verified, value.size()));
   RefCountChange change(&table_);
   const KvGeometry& g = verified->geometry;
   for (size_t i = 0; i < verified->hashes.size(); ++i) {

@@ -13,6 +13,8 @@
 // the job after draining the tasks itself and waits only for workers that
 // hold a task, so an oversubscribed machine degrades gracefully.
 //
+// Workers are named "kvs-compute" (top -H, perf).
+//
 // Thread safety: Run must not be called concurrently or re-entrantly; one
 // owner (the engine's step loop) drives the pool.
 #ifndef KVSESSION_MODEL_THREAD_POOL_H_

@@ -1,6 +1,11 @@
 #include "model/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
 #include <set>
 #include <vector>
 
@@ -48,6 +53,26 @@ TEST(ThreadPoolTest, WorkersShareTheLoad) {
     threads_seen.insert(thread);
   });
   EXPECT_EQ(threads_seen.size(), 2u);
+}
+
+TEST(ThreadPoolTest, WorkersAreNamedKvsComputeSoTopAndPerfShowThem) {
+  auto named = [] {
+    int n = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::string name;
+      std::getline(std::ifstream(task.path() / "comm"), name);
+      n += name == "kvs-compute";
+    }
+    return n;
+  };
+  const int before = named();
+  ThreadPool pool(3);
+  // Workers name themselves when they start (give a loaded machine time).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (named() - before < 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(named() - before, 2);  // the caller is thread 0 and keeps its own name
 }
 
 }  // namespace

@@ -30,8 +30,8 @@
 // is persisted, released, and only then is the listener told (so an
 // acknowledged result is durable). Cancellation is seen within one step.
 //
-// Threads: the step loop runs on the engine's own thread and drives the
-// forward pass's thread pool; listeners' OnToken runs on that thread and
+// Threads: the step loop runs on the engine's own thread ("kvs-engine")
+// and drives the forward pass's thread pool, computing as its thread 0; listeners' OnToken runs on that thread and
 // must not block; persistence and OnDone run on the TaskExecutor.
 #ifndef KVSESSION_SERVICE_ENGINE_H_
 #define KVSESSION_SERVICE_ENGINE_H_

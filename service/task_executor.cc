@@ -1,5 +1,7 @@
 #include "service/task_executor.h"
 
+#include <pthread.h>
+
 namespace kvs {
 
 TaskExecutor::TaskExecutor(int n_threads) {
@@ -20,6 +22,7 @@ void TaskExecutor::Submit(std::function<void()> task) {
 }
 
 void TaskExecutor::Loop() {
+  pthread_setname_np(pthread_self(), "kvs-io");  // top -H, perf
   for (;;) {
     std::function<void()> task;
     {

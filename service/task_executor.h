@@ -3,6 +3,8 @@
 // loop. Tasks run in submission order per thread pick-up (no ordering
 // guarantee across threads).
 //
+// Its threads are named "kvs-io" (top -H, perf).
+//
 // Ownership: owns its threads; the destructor runs the tasks already queued,
 // then joins.
 #ifndef KVSESSION_SERVICE_TASK_EXECUTOR_H_

@@ -1,0 +1,44 @@
+// kvs-bench --suite long: every engine row of issue 11 ("long conversations
+// at hardware speed") on one model, in one table, each with its target and
+// whether this run meets it:
+//   - prefill tok/s of 512, 2,000, 4,096 and 8,192-token prompts (8,192 at
+//     least 60% of the 512 rate);
+//   - decode tok/s at context 0, 4,096 and 16,384 (16,384 skipped with
+//     --quick), with the share of the memory read bandwidth measured in the
+//     same run (weights + KV bytes read per token x tok/s / bandwidth);
+//   - 8 forks x 64 tokens on a 512-token prompt, decoded together: aggregate
+//     tok/s and the ratio to one stream (target 5x).
+// llama.cpp is not run: its column holds the figures of issue 11's table
+// (measured on the same machine kind, not in this run), and targets stated
+// against llama.cpp are judged on those figures.
+//
+//   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--threads N]
+//       [--quick]
+//
+// Medians of --runs. Takes minutes (a 16,384-token context is prefilled).
+#ifndef KVSESSION_BENCH_LONG_SUITE_H_
+#define KVSESSION_BENCH_LONG_SUITE_H_
+
+#include <string>
+
+namespace kvs {
+
+struct LongSuiteOptions {
+  std::string model;
+  int runs = 3;
+  int threads = 0;     // 0: one per core
+  bool quick = false;  // skip decode at 16,384
+};
+
+// `kvs-bench --suite long ...`: parses the flags above (bad ones: usage on
+// stderr, exit code 2) and runs the suite.
+bool WantsSuite(int argc, char** argv);
+int LongSuiteMain(int argc, char** argv);
+
+// Prints the table to stdout; returns a process exit code (1 with a message
+// on stderr if the model does not load or a forward pass fails).
+int RunLongSuite(const LongSuiteOptions& options);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_BENCH_LONG_SUITE_H_
