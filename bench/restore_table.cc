@@ -27,10 +27,16 @@ double Median(std::vector<double> v) {
 int PrintRestoreTable(const RestoreTableOptions& o) {
   const std::string data = o.dir + "/restore_store";
   std::filesystem::remove_all(data);
+  // A 512 MiB pool: room for the session, and quick to prefault.
+  std::vector<std::string> flags = o.server_flags;
+  flags.insert(flags.end(), {"--kv-cache-mb", "512"});
   auto server = std::make_unique<ServerProcess>();
+  bool prefault = false;
   auto start = [&]() -> bool {
     server = std::make_unique<ServerProcess>();
-    if (!server->Start(o.model, data, o.server_flags)) {
+    std::vector<std::string> f = flags;
+    if (prefault) f.push_back("--kv-prefault");
+    if (!server->Start(o.model, data, f)) {
       std::cerr << "kvsessiond did not start:\n" << server->log();
       return false;
     }
@@ -79,26 +85,32 @@ int PrintRestoreTable(const RestoreTableOptions& o) {
     }
     return ms;
   };
-  std::vector<double> warm, cold;
-  for (int r = 0; r < o.repeats; ++r) {  // interleaved, so both see the same load
-    const double w = restore_ms(false), c = restore_ms(true);
-    if (w < 0 || c < 0) return 1;
-    warm.push_back(w);
-    cold.push_back(c);
+  std::vector<std::vector<double>> warm(2), cold(2);
+  for (int r = 0; r < o.repeats; ++r) {  // interleaved, so all see the same load
+    for (int p = 0; p < 2; ++p) {
+      prefault = p == 1;
+      const double w = restore_ms(false), c = restore_ms(true);
+      if (w < 0 || c < 0) return 1;
+      warm[p].push_back(w);
+      cold[p].push_back(c);
+    }
   }
   server->Stop();
   std::filesystem::remove_all(data);
 
   const double mb = static_cast<double>(page_bytes) / 1e6;
-  const double warm_ms = Median(warm), cold_ms = Median(cold);
   const double cold_target = bandwidth > 0 ? 1.3 * static_cast<double>(page_bytes) / bandwidth * 1000 : 0;
   constexpr double kWarmTarget = 60;
   std::printf("\nrestore after a restart, %s, median of %d\n", CpuModelName().c_str(), o.repeats);
-  std::printf("| session tokens | MB | warm ms | cold ms | disk MB/s (measured) | cold target ms | cold | warm target ms | warm |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %d | %.1f | %.1f | %.1f | %.0f | %.1f | %s | %.0f | %s |\n", tokens, mb, warm_ms,
-              cold_ms, bandwidth / 1e6, cold_target, cold_ms <= cold_target ? "pass" : "miss",
-              kWarmTarget, warm_ms <= kWarmTarget ? "pass" : "miss");
+  std::printf("| KV pool | session tokens | MB | warm ms | cold ms | disk MB/s (measured) | cold target ms | cold | warm target ms | warm |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int p = 0; p < 2; ++p) {
+    const double warm_ms = Median(warm[p]), cold_ms = Median(cold[p]);
+    std::printf("| %s | %d | %.1f | %.1f | %.1f | %.0f | %.1f | %s | %.0f | %s |\n",
+                p == 0 ? "fresh memory" : "--kv-prefault", tokens, mb, warm_ms, cold_ms,
+                bandwidth / 1e6, cold_target, cold_ms <= cold_target ? "pass" : "miss",
+                kWarmTarget, warm_ms <= kWarmTarget ? "pass" : "miss");
+  }
   return 0;
 }
 
