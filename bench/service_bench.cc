@@ -3,15 +3,19 @@
 //
 //   build/bin/kvs-bench-service --model M.gguf [--prompt-tokens 256]
 //       [--gen 64] [--repeats 3] [--turns 8] [--long-tokens 1500]
+//       [--restore-tokens 2000] [--table fanout|turns|long|restore|all]
 //
-// Prints three tables (medians over --repeats):
+// Prints four tables (medians over --repeats; --table picks one):
 //   1. fork fan-out: 1, 2, 4, 8 branches of one prompt generating --gen
 //      tokens each at once; aggregate tok/s and speed-up over one stream;
 //   2. per conversation turn (append 32 tokens, generate 32): the bytes the
 //      store grows by (only new KV pages are written), time of the turn,
 //      and a Snapshot's bytes and time;
 //   3. bringing a long session back after a restart (KV read from disk)
-//      versus computing it again (prefill).
+//      versus computing it again (prefill);
+//   4. restore of a --restore-tokens session after a restart, page cache
+//      warm and cold, against the disk's measured read bandwidth
+//      (bench/restore_table.h).
 //
 //   build/bin/kvs-bench-service --model M.gguf --table grpc-prefill
 //       [--threads N] [--repeats 3] [--lengths 512,2000]
@@ -25,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/restore_table.h"
 #include "client/cli_args.h"
 #include "bench/grpc_prefill_table.h"
 #include "client/kvsession_client.h"
@@ -62,7 +67,7 @@ void Check(const absl::Status& s, const char* what) {
   }
 }
 
-// --table NAME: one table of its own instead of the three above.
+// --table grpc-prefill: its own servers and in-process runs (grpc_prefill_table.h).
 int RunTable(const CliArgs& args) {
   if (args.GetOr("table", "") != "grpc-prefill") {
     std::cerr << "--table must be grpc-prefill\n";
@@ -86,28 +91,41 @@ int RunTable(const CliArgs& args) {
 
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads", "table",
-                              "lengths"},
+                             {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
+                              "restore-tokens", "table", "lengths"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
-                 "[--repeats 3] [--turns 8] [--long-tokens 1500]\n";
+                 "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
+                 "[--table fanout|turns|long|restore|all|grpc-prefill]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
-  if (args->Has("table")) return RunTable(*args);
+  if (args->GetOr("table", "") == "grpc-prefill") return RunTable(*args);
   const int prompt_tokens = static_cast<int>(args->GetInt("prompt-tokens", 256).value_or(256));
   const int gen = static_cast<int>(args->GetInt("gen", 64).value_or(64));
   const int repeats = static_cast<int>(args->GetInt("repeats", 3).value_or(3));
   const int turns = static_cast<int>(args->GetInt("turns", 8).value_or(8));
   const int long_tokens = static_cast<int>(args->GetInt("long-tokens", 1500).value_or(1500));
+  const int restore_tokens = static_cast<int>(args->GetInt("restore-tokens", 2000).value_or(2000));
+  const std::string table = args->GetOr("table", "all");
+  if (table != "all" && table != "fanout" && table != "turns" && table != "long" &&
+      table != "restore") {
+    std::cerr << "--table must be fanout, turns, long, restore, all or grpc-prefill\n";
+    return 2;
+  }
+  auto wants = [&](const char* name) { return table == "all" || table == name; };
 
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("kvs_bench_service_" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(dir);
   const std::string data = dir + "/data";
+  // A bounded context, so the default KV pool holds a full-context session
+  // of any model.
+  const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000",
+                                                 "--max-context", "4096"};
   auto server = std::make_unique<ServerProcess>();
-  if (!server->Start(model, data, {"--max-tokens-per-generate", "100000"})) {
+  if (!server->Start(model, data, server_flags)) {
     std::cerr << "kvsessiond did not start:\n" << server->log();
     return 1;
   }
@@ -119,7 +137,17 @@ int Main(int argc, char** argv) {
               info->model().architecture().c_str(), info->model().weight_type().c_str(),
               info->kernels().c_str(), info->threads());
 
+  if (wants("restore")) {
+    RestoreTableOptions restore{.model = model,
+                                .dir = dir,
+                                .tokens = restore_tokens,
+                                .server_flags = server_flags,
+                                .repeats = repeats};
+    if (PrintRestoreTable(restore) != 0) return 1;
+  }
+
   // 1. Fork fan-out.
+  if (wants("fanout")) {
   v1::CreateSessionRequest create;
   create.mutable_input()->set_text(TextOfTokens(prompt_tokens));
   absl::StatusOr<v1::Session> root = client->CreateSession(create);
@@ -154,8 +182,10 @@ int Main(int argc, char** argv) {
     if (branches == 1) single = rate;
     std::printf("| %d | %d | %d | %.1f | %.2f |\n", branches, root->length(), gen, rate, rate / single);
   }
+  }
 
   // 2. Conversation turns: incremental persistence and snapshots.
+  if (wants("turns")) {
   std::printf("\n| turn | session tokens | store growth (bytes) | turn time (ms) | snapshot bytes | snapshot ms |\n");
   std::printf("|---|---|---|---|---|---|\n");
   absl::StatusOr<v1::Session> chat = client->CreateSession(TextOfTokens(32));
@@ -179,8 +209,10 @@ int Main(int argc, char** argv) {
                 static_cast<long long>(grown), turn_ms, static_cast<long long>(ckpt->bytes_written()),
                 Seconds(snap_start) * 1000);
   }
+  }
 
   // 3. Restore from disk vs re-prefill of a long session.
+  if (wants("long")) {
   const int max_context = info->limits().max_context();
   const int long_len = std::min(long_tokens, max_context - 8);
   std::vector<double> restore_ms, prefill_ms;
@@ -195,7 +227,7 @@ int Main(int argc, char** argv) {
     long_session_tokens = s->length();
     if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
     server = std::make_unique<ServerProcess>();
-    if (!server->Start(model, data, {"--max-tokens-per-generate", "100000"})) return 1;
+    if (!server->Start(model, data, server_flags)) return 1;
     client = std::make_unique<KvSessionClient>(server->address());
     client->WaitForServer(std::chrono::seconds(10));
     const auto r0 = Clock::now();
@@ -206,6 +238,7 @@ int Main(int argc, char** argv) {
   std::printf("|---|---|---|---|\n");
   std::printf("| %d | %.1f | %.1f | %.1fx |\n", long_session_tokens, Median(prefill_ms),
               Median(restore_ms), Median(prefill_ms) / std::max(1e-3, Median(restore_ms)));
+  }
   server->Stop();
   std::filesystem::remove_all(dir);
   return 0;

@@ -2,6 +2,7 @@
 // table-driven one.
 #include "cache/crc32c.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -76,6 +77,42 @@ TEST(Crc32cTest, HardwareMatchesPortableOnRandomData) {
           << "offset " << offset << " n " << n;
     }
   }
+}
+
+
+TEST(Crc32cTest, InterleavedHardwarePathMatchesPortableOnLongInputs) {
+  if (!crc32c_internal::HaveSse42()) GTEST_SKIP() << "no SSE4.2 on this CPU";
+  constexpr size_t kTriple = 3 * crc32c_internal::kInterleaveBlock;
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buffer(5 * kTriple + 64);
+  for (uint8_t& b : buffer) b = static_cast<uint8_t>(rng());
+  // Lengths around the interleaved block boundaries, then random ones.
+  std::vector<size_t> lengths = {kTriple - 1, kTriple, kTriple + 1, kTriple + 8,
+                                 2 * kTriple - 1, 2 * kTriple, 2 * kTriple + 13, 5 * kTriple};
+  for (int i = 0; i < 40; ++i) lengths.push_back(rng() % (5 * kTriple));
+  for (size_t n : lengths) {
+    const size_t offset = rng() % 64;
+    const uint32_t init = static_cast<uint32_t>(rng());
+    EXPECT_EQ(crc32c_internal::Sse42(buffer.data() + offset, n, init),
+              crc32c_internal::Portable(buffer.data() + offset, n, init))
+        << "offset " << offset << " n " << n;
+  }
+}
+
+TEST(Crc32cTest, LongInputsExtendLikeShortOnes) {
+  // A 1.8 MB page checked at once equals the same bytes checked in pieces.
+  std::mt19937 rng(11);
+  std::vector<uint8_t> page(1835008 + 48);
+  for (uint8_t& b : page) b = static_cast<uint8_t>(rng());
+  const uint32_t whole = Crc32c(page.data(), page.size());
+  uint32_t pieces = 0;
+  for (size_t at = 0; at < page.size();) {
+    const size_t n = std::min<size_t>(page.size() - at, 1 + rng() % 70000);
+    pieces = Crc32c(page.data() + at, n, pieces);
+    at += n;
+  }
+  EXPECT_EQ(pieces, whole);
+  EXPECT_EQ(crc32c_internal::Portable(page.data(), page.size(), 0), whole);
 }
 
 }  // namespace

@@ -212,4 +212,47 @@ absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* 
   return absl::OkStatus();
 }
 
+absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8_t* page,
+                            int* n_tokens) {
+  absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(encoded);
+  if (!info.ok()) return info.status();
+  if (!(info->geometry == g)) {
+    return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(info->geometry),
+                                            " does not match the expected ",
+                                            DescribeGeometry(g)));
+  }
+  // Blocks are contiguous in the payload: checksum a run of them (while it
+  // is in cache), then copy the run's blocks to their places.
+  constexpr size_t kRunBytes = size_t{64} << 10;
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(encoded.data());
+  const uint8_t* payload = in + kPageHeaderBytes;
+  const uint8_t* run_start = payload;
+  size_t run_bytes = 0;
+  uint32_t crc = 0;
+  size_t pending[64];
+  int n_pending = 0;
+  const size_t block_bytes = g.slot_offset(info->n_tokens);
+  auto flush = [&] {
+    crc = Crc32c(run_start, run_bytes, crc);
+    for (int i = 0; i < n_pending; ++i) {
+      std::memcpy(page + pending[i], run_start + static_cast<size_t>(i) * block_bytes, block_bytes);
+    }
+    run_start += run_bytes;
+    run_bytes = 0;
+    n_pending = 0;
+  };
+  ForEachBlock(g, info->n_tokens, [&](size_t offset, size_t bytes) {
+    pending[n_pending++] = offset;
+    run_bytes += bytes;
+    if (run_bytes >= kRunBytes || n_pending == 64) flush();
+  });
+  if (n_pending > 0) flush();
+  if (const uint32_t stored_crc = GetLe32(in + kPayloadCrcOffset); crc != stored_crc) {
+    return absl::DataLossError(absl::StrFormat(
+        "page payload checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_crc, crc));
+  }
+  *n_tokens = info->n_tokens;
+  return absl::OkStatus();
+}
+
 }  // namespace kvs

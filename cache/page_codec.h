@@ -82,6 +82,14 @@ absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded);
 absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* page,
                         int* n_tokens);
 
+// DecodePage for a destination the caller discards on error (restore into
+// a freshly allocated pool page): checks the header and geometry, then
+// checks the payload checksum while copying, a few blocks at a time, so
+// each payload byte is read from memory once. Same checks and errors as
+// DecodePage, but on DATA_LOSS `page` holds unspecified data.
+absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8_t* page,
+                            int* n_tokens);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_CACHE_PAGE_CODEC_H_

@@ -132,6 +132,58 @@ TEST_P(PageCodecTest, OtherGeometryIsDataLoss) {
   EXPECT_EQ(info->n_tokens, 2);
 }
 
+TEST_P(PageCodecTest, DecodePageIntoCopiesWhatDecodePageCopies) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 6);
+  for (int n = 1; n <= g.page_tokens; ++n) {
+    const std::string encoded = EncodePage(g, page.data(), n);
+    std::vector<uint8_t> want = PatternPage(g, 50), got = want;
+    int want_tokens = 0, got_tokens = 0;
+    ASSERT_TRUE(DecodePage(g, encoded, want.data(), &want_tokens).ok());
+    ASSERT_TRUE(DecodePageInto(g, encoded, got.data(), &got_tokens).ok()) << n;
+    EXPECT_EQ(got, want) << n;
+    EXPECT_EQ(got_tokens, n);
+  }
+}
+
+TEST_P(PageCodecTest, DecodePageIntoFindsEverySingleByteCorruption) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 7);
+  const std::string encoded = EncodePage(g, page.data(), g.page_tokens);
+  std::vector<uint8_t> out(g.page_bytes());
+  for (size_t at = 0; at < encoded.size(); ++at) {
+    std::string bad = encoded;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    int n_tokens = -1;
+    const absl::Status s = DecodePageInto(g, bad, out.data(), &n_tokens);
+    ASSERT_TRUE(absl::IsDataLoss(s)) << "byte " << at << ": " << s;
+    ASSERT_EQ(n_tokens, -1);
+  }
+  int n_tokens = 0;
+  EXPECT_TRUE(absl::IsDataLoss(DecodePageInto(g, encoded + '\0', out.data(), &n_tokens)));
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodePageInto(g, std::string_view(encoded).substr(0, encoded.size() - 1), out.data(), &n_tokens)));
+}
+
+TEST(PageCodecLongPageTest, DecodePageIntoChecksALargePageInRuns) {
+  // A Qwen3-0.6B-sized page (28 layers, 8 heads, 128 dims, 16 tokens, f16):
+  // the payload is checked in several runs, whose checksums must chain.
+  const KvGeometry g{.n_layers = 28, .n_kv_heads = 8, .head_dim = 128, .page_tokens = 16,
+                     .dtype = KvDtype::kF16};
+  const std::vector<uint8_t> page = PatternPage(g, 8);
+  for (int n : {1, 7, 16}) {
+    const std::string encoded = EncodePage(g, page.data(), n);
+    std::vector<uint8_t> want(g.page_bytes(), 0), got(g.page_bytes(), 0);
+    int tokens = 0;
+    ASSERT_TRUE(DecodePage(g, encoded, want.data(), &tokens).ok());
+    ASSERT_TRUE(DecodePageInto(g, encoded, got.data(), &tokens).ok()) << n;
+    EXPECT_EQ(got, want);
+    std::string bad = encoded;
+    bad[bad.size() - 5] ^= 1;
+    EXPECT_TRUE(absl::IsDataLoss(DecodePageInto(g, bad, got.data(), &tokens)));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, PageCodecTest, testing::Values(KvDtype::kF16, KvDtype::kF32),
                          [](const testing::TestParamInfo<KvDtype>& info) {
                            return std::string(KvDtypeName(info.param));

@@ -62,24 +62,7 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
           "KV cache is full: all ", max_pages_, " pages (", max_pages_ * geometry_.page_tokens,
           " tokens, ", (max_pages_ * geometry_.page_bytes()) >> 20, " MiB) are in use"));
     }
-    // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
-    // idle pool costs address space, not RSS.
-    const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
-    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return absl::ResourceExhaustedError("cannot map KV cache memory");
-    // Huge pages where the kernel allows them: attention walks a (layer,
-    // head) block per KV page, a page apart, so small pages cost a TLB miss
-    // per block.
-    ::madvise(m, bytes, MADV_HUGEPAGE);
-    slabs_[n_slabs_] = static_cast<uint8_t*>(m);
-    const int64_t first = n_slabs_ * pages_per_slab_;
-    const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
-    ++n_slabs_;
-    ref_counts_.resize(last, 0);
-    keys_.resize(last);
-    lru_prev_.resize(last, -1);
-    lru_next_.resize(last, -1);
-    for (int64_t p = last - 1; p >= first; --p) free_.push_back(static_cast<PageId>(p));
+    if (absl::Status mapped = MapSlab(/*populate=*/false); !mapped.ok()) return mapped;
   }
   PageId page = free_.back();
   free_.pop_back();
@@ -87,6 +70,41 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
   ++in_use_;
   ++references_;
   return page;
+}
+
+absl::Status PagePool::MapSlab(bool populate) {
+  // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
+  // idle pool costs address space, not RSS.
+  const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
+  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return absl::ResourceExhaustedError("cannot map KV cache memory");
+  // Huge pages where the kernel allows them: attention walks a (layer,
+  // head) block per KV page, a page apart, so small pages cost a TLB miss
+  // per block.
+  ::madvise(m, bytes, MADV_HUGEPAGE);
+  if (populate) {
+    // Touch every 4 KiB so the kernel backs the whole slab now.
+    volatile uint8_t* p = static_cast<uint8_t*>(m);
+    for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
+  }
+  slabs_[n_slabs_] = static_cast<uint8_t*>(m);
+  const int64_t first = n_slabs_ * pages_per_slab_;
+  const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
+  ++n_slabs_;
+  ref_counts_.resize(last, 0);
+  keys_.resize(last);
+  lru_prev_.resize(last, -1);
+  lru_next_.resize(last, -1);
+  for (int64_t p = last - 1; p >= first; --p) free_.push_back(static_cast<PageId>(p));
+  return absl::OkStatus();
+}
+
+absl::Status PagePool::Prefault() {
+  absl::MutexLock lock(&mu_);
+  while (n_slabs_ < static_cast<int64_t>(slabs_.size())) {
+    if (absl::Status s = MapSlab(/*populate=*/true); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 void PagePool::AddRef(PageId page) {

@@ -53,6 +53,23 @@ TEST(PagePoolTest, AllocateHandsOutDistinctPagesWithOneReferenceUntilTheBudget) 
   EXPECT_EQ(after.page_references, 4);
 }
 
+TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
+  // 300 pages: several slabs, the last one partial.
+  PagePool pool(Geometry(), 300);
+  ASSERT_TRUE(pool.Prefault().ok());
+  ASSERT_TRUE(pool.Prefault().ok());  // nothing left to map
+  std::set<PageId> seen;
+  for (int i = 0; i < 300; ++i) {
+    absl::StatusOr<PageId> page = pool.Allocate();
+    ASSERT_TRUE(page.ok()) << i << ": " << page.status();
+    EXPECT_TRUE(seen.insert(*page).second);
+    const uint8_t* data = pool.data(*page);
+    EXPECT_EQ(data[0], 0);
+    EXPECT_EQ(data[Geometry().page_bytes() - 1], 0);
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(pool.Allocate().status()));
+}
+
 TEST(PagePoolTest, ReferencesCountSharingAndTheLastReleaseFreesThePage) {
   PagePool pool(Geometry(), 2);
   const PageId p = MustAllocate(pool);

@@ -242,6 +242,26 @@ class SessionStore {
   // is missing, corrupt, or not of that geometry and length.
   absl::Status ReadPage(const PageHash& hash, const KvGeometry& geometry, int n_tokens,
                         uint8_t* page) const;
+  // One page of a restore: its hash, the tokens its record needs
+  // (PageTokensAt), and where its slots go (geometry.page_bytes() long).
+  struct PageRead {
+    PageHash hash;
+    int n_tokens = 0;
+    uint8_t* page = nullptr;
+  };
+  // ReadPage for many pages, at disk/memory speed: RocksDB MultiGet in
+  // batches, on up to `threads` threads at once; values stay pinned in
+  // RocksDB's read buffers (no copy into a temporary) and are checked and
+  // copied by DecodePageInto, so each page's CRC-32C (which covers its
+  // whole value) is checked once, in hardware. RocksDB's own blob record
+  // checksum (a second, software CRC over the same bytes in Debian's
+  // RocksDB) is not computed. Returns OK or the error of the first page (in
+  // `reads` order) that failed, its index in *failed_index (if not null):
+  // DATA_LOSS as ReadPage (missing, corrupt, other geometry or length),
+  // UNAVAILABLE (store reopening), INTERNAL; on error the destinations hold
+  // unspecified data (callers discard them).
+  absl::Status ReadPages(std::span<const PageRead> reads, const KvGeometry& geometry,
+                         int threads = 1, size_t* failed_index = nullptr) const;
   // Whether some record references the page (so it is stored). False
   // before LoadAll.
   bool HasPage(const PageHash& hash) const;

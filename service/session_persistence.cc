@@ -1,6 +1,8 @@
 #include "service/session_persistence.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cache/page_codec.h"
@@ -18,6 +20,13 @@ absl::StatusOr<std::string> SessionPersistence::EncodeResidentPage(const Session
 }
 
 namespace {
+
+// Threads a restore reads pages on: the cores, at most 4.
+int RestoreThreads() {
+  static const int threads =
+      static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  return threads;
+}
 
 // Observes one store write of session records (SessionIoMetrics).
 template <class Write>
@@ -67,11 +76,15 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
   auto give_back = [&] {
     for (PageId p : pages) pool_->Release(p);
   };
+  // Pool pages first (full pages already in RAM under their key are
+  // shared), then every page to read in one ReadPages: batched, parallel,
+  // straight into the pool pages, each checksum checked once.
+  std::vector<SessionStore::PageRead> reads;
+  std::vector<int> read_index;  // page index of reads[k]
   for (int i = 0; i < n_pages; ++i) {
     const PageHash& hash = s.persisted_page_hashes[i];
     const int expected_tokens = PageTokensAt(g, kv_length, i);
-    const bool full = expected_tokens == t;
-    if (full) {
+    if (expected_tokens == t) {
       if (std::optional<PageId> cached = pool_->LookupKey(hash.bytes)) {
         pages.push_back(*cached);
         continue;
@@ -84,14 +97,19 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
       return page.status();
     }
     pages.push_back(*page);
-    ++pages_read;
-    absl::Status read = store_->ReadPage(hash, g, expected_tokens, pool_->data(*page));
-    if (!read.ok()) {
-      give_back();
-      return absl::DataLossError(absl::StrCat("session ", s.id, ": KV page ", i, " (", hash.hex(),
-                                              ") is corrupt or missing: ", read.message()));
-    }
-    if (full) pool_->SetKey(*page, hash.bytes);
+    reads.push_back({hash, expected_tokens, pool_->data(*page)});
+    read_index.push_back(i);
+  }
+  pages_read = static_cast<int64_t>(reads.size());
+  size_t failed = 0;
+  if (absl::Status read = store_->ReadPages(reads, g, RestoreThreads(), &failed); !read.ok()) {
+    give_back();
+    return absl::DataLossError(absl::StrCat("session ", s.id, ": KV page ", read_index[failed],
+                                            " (", reads[failed].hash.hex(),
+                                            ") is corrupt or missing: ", read.message()));
+  }
+  for (size_t k = 0; k < reads.size(); ++k) {
+    if (reads[k].n_tokens == t) pool_->SetKey(pages[read_index[k]], reads[k].hash.bytes);
   }
   KvSequence kv(pool_);
   kv.Adopt(std::move(pages), kv_length);

@@ -1,0 +1,117 @@
+#include "bench/restore_table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "bench/page_cache.h"
+#include "client/kvsession_client.h"
+#include "tests/server_process.h"
+
+namespace kvs {
+namespace {
+
+namespace v1 = kvsession::v1;
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int PrintRestoreTable(const RestoreTableOptions& o) {
+  const std::string data = o.dir + "/restore_store";
+  std::filesystem::remove_all(data);
+  // A 512 MiB pool: room for the session, and quick to prefault.
+  std::vector<std::string> flags = o.server_flags;
+  flags.insert(flags.end(), {"--kv-cache-mb", "512"});
+  auto server = std::make_unique<ServerProcess>();
+  bool prefault = false;
+  auto start = [&]() -> bool {
+    server = std::make_unique<ServerProcess>();
+    std::vector<std::string> f = flags;
+    if (prefault) f.push_back("--kv-prefault");
+    if (!server->Start(o.model, data, f)) {
+      std::cerr << "kvsessiond did not start:\n" << server->log();
+      return false;
+    }
+    return true;
+  };
+  if (!start()) return 1;
+  std::string id;
+  int tokens = 0;
+  int64_t page_bytes = 0;
+  {
+    KvSessionClient client(server->address());
+    client.WaitForServer(std::chrono::seconds(10));
+    v1::CreateSessionRequest create;
+    for (int i = 0; i < o.tokens; ++i) {
+      create.mutable_input()->mutable_tokens()->add_ids(100 + static_cast<int>((i * 2654435761u) % 900));
+    }
+    absl::StatusOr<v1::Session> s = client.CreateSession(create);
+    if (!s.ok()) {
+      std::cerr << "CreateSession(long): " << s.status() << "\n";
+      return 1;
+    }
+    id = s->id();
+    tokens = s->length();
+    page_bytes = client.GetServerInfo()->store().page_bytes();
+  }
+  const double bandwidth = MeasureColdReadBandwidth(
+      o.dir + "/bandwidth_probe", std::max<int64_t>(page_bytes, int64_t{256} << 20), 3);
+
+  // One restore after a restart; `cold` drops the store from the page cache first.
+  auto restore_ms = [&](bool cold) -> double {
+    if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
+    if (cold) {
+      DropFromPageCache(data);
+    } else {
+      ReadIntoPageCache(data);
+    }
+    if (!start()) return -1;
+    KvSessionClient client(server->address());
+    client.WaitForServer(std::chrono::seconds(10));
+    const auto t0 = Clock::now();
+    absl::StatusOr<v1::Session> s = client.RestoreSession(id);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (!s.ok()) {
+      std::cerr << "RestoreSession: " << s.status() << "\n";
+      return -1;
+    }
+    return ms;
+  };
+  std::vector<std::vector<double>> warm(2), cold(2);
+  for (int r = 0; r < o.repeats; ++r) {  // interleaved, so all see the same load
+    for (int p = 0; p < 2; ++p) {
+      prefault = p == 1;
+      const double w = restore_ms(false), c = restore_ms(true);
+      if (w < 0 || c < 0) return 1;
+      warm[p].push_back(w);
+      cold[p].push_back(c);
+    }
+  }
+  server->Stop();
+  std::filesystem::remove_all(data);
+
+  const double mb = static_cast<double>(page_bytes) / 1e6;
+  const double cold_target = bandwidth > 0 ? 1.3 * static_cast<double>(page_bytes) / bandwidth * 1000 : 0;
+  constexpr double kWarmTarget = 60;
+  std::printf("\nrestore after a restart, %s, median of %d\n", CpuModelName().c_str(), o.repeats);
+  std::printf("| KV pool | session tokens | MB | warm ms | cold ms | disk MB/s (measured) | cold target ms | cold | warm target ms | warm |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int p = 0; p < 2; ++p) {
+    const double warm_ms = Median(warm[p]), cold_ms = Median(cold[p]);
+    std::printf("| %s | %d | %.1f | %.1f | %.1f | %.0f | %.1f | %s | %.0f | %s |\n",
+                p == 0 ? "fresh memory" : "--kv-prefault", tokens, mb, warm_ms, cold_ms,
+                bandwidth / 1e6, cold_target, cold_ms <= cold_target ? "pass" : "miss",
+                kWarmTarget, warm_ms <= kWarmTarget ? "pass" : "miss");
+  }
+  return 0;
+}
+
+}  // namespace kvs
