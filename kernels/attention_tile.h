@@ -8,7 +8,7 @@
 namespace kvs {
 
 // Queries (rows x heads of one GQA group) that share each K and V load.
-inline constexpr int kAttentionTileQueries = 16;
+inline constexpr int kAttentionTileQueries = 32;
 // Calls with fewer queries (decode) take the per-query kernel.
 inline constexpr int kAttentionTileMinQueries = 4;
 // Floats of the partial dot vectors of one tile (kAttentionTileQueries x

@@ -206,6 +206,28 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
   }
 }
 
+// The largest of p[0, n), n >= 1: the value the per-query kernel's scalar
+// loop finds (a +0 may come back as -0 or the reverse, which no result
+// sees: the max is only subtracted from scores before e^x).
+template <class V>
+float MaxOf(const float* p, int n) {
+  constexpr int L = V::kLanes;
+  if (n < L) {
+    float m = p[0];
+    for (int j = 1; j < n; ++j) m = p[j] > m ? p[j] : m;
+    return m;
+  }
+  typename V::F m = V::Load(p);
+  int j = L;
+  for (; j + L <= n; j += L) m = V::Max(m, V::Load(p + j));
+  m = V::Max(m, V::Load(p + n - L));  // the tail, overlapping
+  alignas(64) float lanes[L];
+  V::Store(lanes, m);
+  float out = lanes[0];
+  for (int t = 1; t < L; ++t) out = lanes[t] > out ? lanes[t] : out;
+  return out;
+}
+
 // AttentionUpdateBlocks for head_dim = kChunks vectors, the queries in
 // tiles of kAttentionTileQueries (consecutive state indexes).
 template <class V, bool kF16, int kChunks>
@@ -240,8 +262,7 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
     for (int s = 0; s < tile.count; ++s) {  // as AttentionBlocksFixed, per query
       const int i = tile.state[s], n = tile.n[s];
       float* sc = scores + s * stride;
-      float block_max = sc[0];
-      for (int j = 1; j < n; ++j) block_max = sc[j] > block_max ? sc[j] : block_max;
+      const float block_max = MaxOf<V>(sc, n);
       const float new_max = block_max > max[i] ? block_max : max[i];
       const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
       sum[i] = sum[i] * correction + ExpInPlace<V>(sc, n, new_max);
