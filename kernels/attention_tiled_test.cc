@@ -5,6 +5,7 @@
 // and stays within 1e-5 of the scalar reference.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,6 +161,19 @@ TEST_P(AttentionTiledTest, AQueryAloneGetsTheBitsItGetsInAFullTile) {
     const std::vector<float> alone = Attend(KvDtype::kF16, one, q1, kb, vb);
     for (size_t d = 0; d < alone.size(); ++d) ASSERT_TRUE(SameBits(together[at + d], alone[d])) << r << " " << d;
   }
+}
+
+// kernels_attention_per_query (kernels/CMakeLists.txt) runs this with
+// KVS_ATTENTION=per-query; kernels_test without it.
+TEST(AttentionKernelChoiceTest, KvsAttentionPerQueryStartsTheProcessWithThePerQueryKernel) {
+  const char* env = std::getenv("KVS_ATTENTION");
+  const bool per_query = env != nullptr && std::string(env) == "per-query";
+  EXPECT_EQ(TiledAttentionInUse(), !per_query);
+  {
+    ScopedTiled flip(per_query);
+    EXPECT_EQ(TiledAttentionInUse(), per_query);
+  }
+  EXPECT_EQ(TiledAttentionInUse(), !per_query);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLevels, AttentionTiledTest, ::testing::ValuesIn(AllKernelIsas()),
