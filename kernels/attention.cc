@@ -33,7 +33,8 @@ void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n) {
 }
 
 size_t AttentionScratchFloats(int block_keys, int head_dim) {
-  return std::max(static_cast<size_t>(block_keys) * (2 * head_dim + 1), AttentionTileScratchFloats(block_keys));
+  return std::max(static_cast<size_t>(block_keys) * (2 * head_dim + 1),
+                  AttentionTileScratchFloats(block_keys));
 }
 
 namespace {
@@ -143,9 +144,10 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
                            int block_keys, int head_dim, const int* visible, float scale, float* max,
                            float* sum, float* acc, float* scratch) {
   const kernel_table::KernelTable& table = kernel_table::ActiveKernelTable();
-  (TiledAttentionInUse() ? table.attention_blocks : table.attention_blocks_per_query)(dtype == KvDtype::kF16, q, q_row_stride, rows,
-                                                     heads, k_blocks, v_blocks, n_blocks, block_keys,
-                                                     head_dim, visible, scale, max, sum, acc, scratch);
+  const kernel_table::AttentionBlocksFn kernel =
+      TiledAttentionInUse() ? table.attention_blocks : table.attention_blocks_per_query;
+  kernel(dtype == KvDtype::kF16, q, q_row_stride, rows, heads, k_blocks, v_blocks, n_blocks, block_keys,
+         head_dim, visible, scale, max, sum, acc, scratch);
 }
 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
