@@ -2,13 +2,20 @@
 //
 //   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
 //       [--matmul fast|exact] [--kv-type f16|f32] [--long 4096]
+//       [--prefill-lengths 512,2000,4096,8192] [--prefill-runs R]
+//       [--attention tiled|per-query|both]
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
 //       prints issue 11's rows with their targets instead (long_suite.h)
 //
 // Rows (medians of --runs):
 //   - the machine's memory read bandwidth (all threads streaming a 2 GiB
 //     buffer);
-//   - prefill tok/s of a 512-token prompt;
+//   - prefill tok/s of a 512-token prompt, and of each --prefill-lengths
+//     prompt (--prefill-runs runs, default --runs) with its ratio to the
+//     512-token rate against the issue's target (60% at 8,192); with
+//     --attention both, each prompt with the tiled and with the per-query
+//     attention kernel (attention.h UseTiledAttention), one after the
+//     other in this run, and their ratio;
 //   - decode tok/s at context 0 and at context --long (4096), and the decode
 //     roofline efficiency = (weight bytes + KV bytes read per token) x tok/s
 //     / measured bandwidth;
@@ -24,6 +31,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
+#include <string>
 #include <iostream>
 #include <random>
 #include <vector>
@@ -35,6 +44,7 @@
 #include "bench/long_suite.h"
 #include "cache/kv_sequence.h"
 #include "client/cli_args.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
@@ -164,12 +174,53 @@ class Bench {
   std::vector<float> logits_;
 };
 
+// The --prefill-lengths rows: each length's median tok/s over `runs`
+// prefills (chunks of 512), under the tiled and/or the per-query attention
+// kernel, against `rate512` (the tiled kernel's 512-token rate).
+std::vector<std::string> PrefillRows(Bench& bench, const std::string& lengths, int runs,
+                                     const std::string& attention, int vocab, int context, double rate512) {
+  std::vector<std::string> rows;
+  std::stringstream list(lengths);
+  for (std::string item; std::getline(list, item, ',');) {
+    const int n = std::atoi(item.c_str());
+    if (n <= 0 || n > context) continue;
+    const std::vector<int32_t> prompt = RandomTokens(n, vocab, 3);
+    double rate[2] = {0, 0};  // tiled, per-query
+    for (int kernel = 0; kernel < 2; ++kernel) {
+      const bool tiled = kernel == 0;
+      if (attention != "both" && tiled != (attention != "per-query")) continue;
+      UseTiledAttention(tiled);
+      std::vector<double> rates;
+      for (int r = 0; r < std::max(1, runs); ++r) {
+        KvSequence kv(&bench.pages());
+        rates.push_back(n / bench.Prefill(kv, prompt));
+      }
+      rate[kernel] = Median(rates);
+      char line[256];
+      std::snprintf(line, sizeof line, "| prefill, %d-token prompt, %s attention | %.1f tok/s | %.2f of the 512-token rate%s |",
+                    n, tiled ? "tiled" : "per-query", rate[kernel], rate[kernel] / rate512,
+                    n >= 8192 ? " (target 0.60)" : "");
+      rows.push_back(line);
+    }
+    if (rate[0] > 0 && rate[1] > 0) {
+      char line[160];
+      std::snprintf(line, sizeof line, "| prefill, %d-token prompt: tiled / per-query | %.2fx | same bits |", n,
+                    rate[0] / rate[1]);
+      rows.push_back(line);
+    }
+  }
+  return rows;
+}
+
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "runs", "threads", "matmul", "kv-type", "long"}, {});
+                             {"model", "runs", "threads", "matmul", "kv-type", "long", "prefill-lengths",
+                              "prefill-runs", "attention"},
+                             {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench --model M.gguf [--runs 5] [--threads N] [--matmul fast|exact] "
-                 "[--kv-type f16|f32] [--long 4096]\n";
+                 "[--kv-type f16|f32] [--long 4096] [--prefill-lengths 512,2000,4096,8192] "
+                 "[--prefill-runs R] [--attention tiled|per-query|both]\n";
     return 2;
   }
   const int runs = static_cast<int>(args->GetInt("runs", 5).value_or(5));
@@ -192,12 +243,18 @@ int Main(int argc, char** argv) {
               ActiveKernelsName(), MatmulPathName(matmul), KvDtypeName(dtype), pool.size());
 
   // Prefill of 512 tokens.
+  const std::string attention = args->GetOr("attention", "tiled");
+  UseTiledAttention(attention != "per-query");
   std::vector<double> prefill;
   const std::vector<int32_t> prompt512 = RandomTokens(512, vocab, 1);
   for (int r = 0; r < runs; ++r) {
     KvSequence kv(&bench.pages());
     prefill.push_back(512 / bench.Prefill(kv, prompt512));
   }
+  const std::vector<std::string> prefill_rows = PrefillRows(
+      bench, args->GetOr("prefill-lengths", ""), static_cast<int>(args->GetInt("prefill-runs", runs).value_or(runs)),
+      attention, vocab, static_cast<int>(c.context_length), Median(prefill));
+  UseTiledAttention(attention != "per-query");
 
   // Decode at context ~0 (a 1-token prompt) and at `long_ctx`.
   const int decode_steps = 32;
@@ -244,7 +301,9 @@ int Main(int argc, char** argv) {
   std::printf("| memory read bandwidth | %.1f GB/s | %d threads streaming 2 GiB |\n", bandwidth, pool.size());
   std::printf("| weights read per token | %.1f MB | KV %.1f KB per context token |\n", weight_bytes / 1e6,
               kv_per_token / 1e3);
-  std::printf("| prefill, 512-token prompt | %.1f tok/s | |\n", Median(prefill));
+  std::printf("| prefill, 512-token prompt | %.1f tok/s | attention %s |\n", Median(prefill),
+              attention == "per-query" ? "per-query" : "tiled");
+  for (const std::string& row : prefill_rows) std::printf("%s\n", row.c_str());
   std::printf("| decode, context 0 | %.1f tok/s | roofline efficiency %.0f%% |\n", Median(decode0),
               100 * efficiency(Median(decode0), 0));
   std::printf("| decode, context %d | %.1f tok/s | roofline efficiency %.0f%% |\n", long_ctx,

@@ -1,10 +1,13 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "kernels/attention_tile.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
@@ -30,8 +33,27 @@ void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n) {
 }
 
 size_t AttentionScratchFloats(int block_keys, int head_dim) {
-  return static_cast<size_t>(block_keys) * (2 * head_dim + 1);
+  return std::max(static_cast<size_t>(block_keys) * (2 * head_dim + 1),
+                  AttentionTileScratchFloats(block_keys));
 }
+
+namespace {
+
+bool TiledFromEnvironment() {
+  const char* env = std::getenv("KVS_ATTENTION");
+  return env == nullptr || std::strcmp(env, "per-query") != 0;
+}
+
+std::atomic<bool>& TiledAttention() {
+  static std::atomic<bool> tiled{TiledFromEnvironment()};
+  return tiled;
+}
+
+}  // namespace
+
+void UseTiledAttention(bool tiled) { TiledAttention().store(tiled, std::memory_order_relaxed); }
+
+bool TiledAttentionInUse() { return TiledAttention().load(std::memory_order_relaxed); }
 
 void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc) {
   for (int i = 0; i < nq; ++i) {
@@ -105,6 +127,7 @@ namespace kernel_table {
 
 void FillScalarAttention(KernelTable* t) {
   t->attention_blocks = AttentionBlocksScalar;
+  t->attention_blocks_per_query = AttentionBlocksScalar;
   t->store_f16 = StoreF16Scalar;
   t->load_f16 = LoadF16Scalar;
 }
@@ -112,16 +135,19 @@ void FillScalarAttention(KernelTable* t) {
 }  // namespace kernel_table
 
 size_t AttentionBlocksScratchFloats(int max_keys, int block_keys, int head_dim, int heads) {
-  return std::max(static_cast<size_t>(max_keys) * heads, AttentionScratchFloats(block_keys, head_dim));
+  return std::max({static_cast<size_t>(max_keys) * heads, AttentionScratchFloats(block_keys, head_dim),
+                   AttentionTileScratchFloats(max_keys)});
 }
 
 void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
                            int block_keys, int head_dim, const int* visible, float scale, float* max,
                            float* sum, float* acc, float* scratch) {
-  kernel_table::ActiveKernelTable().attention_blocks(dtype == KvDtype::kF16, q, q_row_stride, rows,
-                                                     heads, k_blocks, v_blocks, n_blocks, block_keys,
-                                                     head_dim, visible, scale, max, sum, acc, scratch);
+  const kernel_table::KernelTable& table = kernel_table::ActiveKernelTable();
+  const kernel_table::AttentionBlocksFn kernel =
+      TiledAttentionInUse() ? table.attention_blocks : table.attention_blocks_per_query;
+  kernel(dtype == KvDtype::kF16, q, q_row_stride, rows, heads, k_blocks, v_blocks, n_blocks, block_keys,
+         head_dim, visible, scale, max, sum, acc, scratch);
 }
 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

@@ -69,6 +69,15 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
                            float* sum, float* acc, float* scratch);
 size_t AttentionBlocksScratchFloats(int max_keys, int block_keys, int head_dim, int heads);
 
+// Which kernel calls with many queries (prefill) take: the tiled one
+// (default: a tile of queries shares each K and V load) or the per-query
+// one (the decode kernel), for comparisons. Both give the same bits for
+// every query, so this changes speed only. The environment variable
+// KVS_ATTENTION=per-query starts a process with the per-query kernel.
+// Thread-safe; calls already running keep the kernel they started with.
+void UseTiledAttention(bool tiled);
+bool TiledAttentionInUse();
+
 // Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,
                      float* out, int64_t out_row_stride);

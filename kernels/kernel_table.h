@@ -98,7 +98,10 @@ struct KernelTable {
   MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
   QuantizeInt8Fn quantize_int8;
   DequantizeFn dequantize[kNumComputeTypes];
+  // Many queries per call (prefill) take the tiled kernel; the per-query
+  // kernel gives the same bits (attention.h UseTiledAttention).
   AttentionBlocksFn attention_blocks;
+  AttentionBlocksFn attention_blocks_per_query;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact
   // Packed Q8_0: whether models pack their Q8_0 weights at this level

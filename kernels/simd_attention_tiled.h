@@ -1,0 +1,327 @@
+// The tiled (blocked) attention kernel for many queries at once: prefill
+// rows x the heads of one GQA group against the same keys. The contract is
+// AttentionUpdateBlocks in attention.h.
+//
+// It does, for every query, exactly the arithmetic of the per-query kernel
+// (AttentionBlocksFixed in simd_attention.h): the same scores (per key
+// group of kLanes keys, kLanes partial dot vectors accumulated over
+// head_dim in order and reduced by V::TransposeSum; a key past the query's
+// last full group in its last block by the per-key path), the same
+// one-step online softmax, and the same value accumulation (key by key, in
+// order). Only the order in which the queries' independent operations run
+// changes: a tile of up to kAttentionTileQueries queries shares each K and V
+// vector loaded (and converted from F16) in registers, kScoreQ queries x
+// kScoreK keys or kValueQ queries x kValueChunks value vectors at a time.
+// So its results are bit-identical to the per-query kernel's for every row
+// count, and the two may be mixed freely (decode stays on the per-query
+// kernel); attention_isa_test checks the bits.
+//
+// Include only from SIMD translation units, after simd_attention.h
+// (everything is in an anonymous namespace: the ODR rule in
+// cpu_features.h).
+#ifndef KVSESSION_KERNELS_SIMD_ATTENTION_TILED_H_
+#define KVSESSION_KERNELS_SIMD_ATTENTION_TILED_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/attention_tile.h"
+#include "kernels/kernel_table.h"
+#include "kernels/simd_attention.h"
+
+namespace kvs {
+namespace {
+
+// Register blocking per instruction set (32 registers at 16 lanes, 16 at 8).
+template <class V>
+struct AttentionTileShape {
+  static constexpr bool kWide = V::kLanes >= 16;
+  static constexpr int kScoreQ = kWide ? 4 : 2;      // queries per score micro-tile
+  static constexpr int kScoreK = 4;                  // keys per score micro-tile
+  static constexpr int kValueQ = kWide ? 6 : 2;      // queries per value micro-tile
+  static constexpr int kValueChunks = 4;             // value vectors per value micro-tile
+};
+
+// One tile: the queries' pointers, visible counts and state indexes.
+struct AttentionTile {
+  int count = 0;
+  int n_max = 0;  // the most keys any query of the tile sees
+  int n_min = 0;  // the fewest (> 0)
+  const float* q[kAttentionTileQueries];
+  int n[kAttentionTileQueries];
+  int state[kAttentionTileQueries];  // index i = r * heads + h
+};
+
+// part[s * L + t0 + t] = the kScoreK key partial dot vectors t0 + t of
+// queries s < kQ (keys at `keys`, row stride hd, group of L keys).
+template <class V, bool kF16, int kChunks, int kQ>
+inline void ScorePartials(const float* const* q, const void* keys, typename V::F* part) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, hd = kChunks * L, K = AttentionTileShape<V>::kScoreK;
+  for (int t0 = 0; t0 < L; t0 += K) {
+    F a[kQ][K];
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 8
+      for (int t = 0; t < K; ++t) a[s][t] = V::Zero();
+    }
+    for (int d = 0; d < hd; d += L) {
+      F kv[K];
+#pragma GCC unroll 8
+      for (int t = 0; t < K; ++t) kv[t] = LoadKvLanes<V, kF16>(keys, static_cast<size_t>(t0 + t) * hd + d);
+#pragma GCC unroll 8
+      for (int s = 0; s < kQ; ++s) {
+        const F qd = V::Load(q[s] + d);
+#pragma GCC unroll 8
+        for (int t = 0; t < K; ++t) a[s][t] = V::Fma(qd, kv[t], a[s][t]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 8
+      for (int t = 0; t < K; ++t) part[s * L + t0 + t] = a[s][t];
+    }
+  }
+}
+
+// Scores of the tile's queries for keys [0, n_max): scores of query s at
+// scores + s * stride (one row per query, every block in turn).
+template <class V, bool kF16, int kChunks>
+void TileScores(const AttentionTile& tile, const void* const* k, int block_keys, float scale,
+                float* scores, size_t stride, typename V::F* part) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, hd = kChunks * L, SQ = AttentionTileShape<V>::kScoreQ;
+  const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
+  const size_t key_bytes = static_cast<size_t>(hd) * (kF16 ? 2 : 4);
+  const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
+  for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
+  for (int b = 0; b < used_blocks; ++b) {
+    if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
+    const int first = b * block_keys;
+    const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
+    const char* kb = static_cast<const char*>(k[b]);
+    int j = 0;
+    for (; j + L <= nb; j += L) {
+      const void* keys = kb + j * key_bytes;
+      int s0 = 0;
+      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kF16, kChunks, SQ>(tile.q + s0, keys, part + s0 * L);
+      switch (tile.count - s0) {  // the tile's last queries
+        case 3: if constexpr (SQ > 3) ScorePartials<V, kF16, kChunks, 3>(tile.q + s0, keys, part + s0 * L); break;
+        case 2: if constexpr (SQ > 2) ScorePartials<V, kF16, kChunks, 2>(tile.q + s0, keys, part + s0 * L); break;
+        case 1: ScorePartials<V, kF16, kChunks, 1>(tile.q + s0, keys, part + s0 * L); break;
+        default: break;
+      }
+      for (int s = 0; s < tile.count; ++s) {
+        F group[L];
+#pragma GCC unroll 16
+        for (int t = 0; t < L; ++t) group[t] = part[s * L + t];
+        V::Store(scores + s * stride + first + j, V::Mul(V::TransposeSum(group), V::Set1(scale)));
+      }
+    }
+    if (j < nb) {  // keys after the block's last full group: the per-key path
+      for (int s = 0; s < tile.count; ++s) {
+        BlockScores<V, kF16>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
+      }
+    }
+  }
+  // A query whose last block ends inside a group the tile took as a whole
+  // scores that group's keys by the per-key path, as the per-query kernel.
+  for (int s = 0; s < tile.count; ++s) {
+    const int n = tile.n[s];
+    const int b = (n - 1) / block_keys, nb = n - b * block_keys;
+    const int j = nb / L * L;
+    if (j < nb) {
+      BlockScores<V, kF16>(tile.q[s], static_cast<const char*>(k[b]) + j * key_bytes, nb - j, hd, scale,
+                           scores + s * stride + b * block_keys + j);
+    }
+  }
+}
+
+// acc of queries [s0, s0 + kQ), value vectors [c0, c0 + kValueChunks):
+// += p[j] * v_j for keys [j0, j1) of one block.
+template <class V, bool kF16, int kChunks, int kQ, int kC>
+inline void ValueMicroTile(const float* const* p, float* const* acc, const void* vb, int j0, int j1, int c0) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, hd = kChunks * L;
+  F a[kQ][kC];
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
+  }
+  for (int j = j0; j < j1; ++j) {
+    F vv[kC];
+#pragma GCC unroll 8
+    for (int c = 0; c < kC; ++c) vv[c] = LoadKvLanes<V, kF16>(vb, static_cast<size_t>(j) * hd + (c0 + c) * L);
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+      const F pj = V::Set1(p[s][j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < kC; ++c) a[s][c] = V::Fma(pj, vv[c], a[s][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kC; ++c) V::Store(acc[s] + (c0 + c) * L, a[s][c]);
+  }
+}
+
+// Folds the tile's values: every query's acc += p_j * v_j for its keys, in
+// key order; keys [0, n_min) the whole tile together, the rest per query.
+template <class V, bool kF16, int kChunks>
+void TileValues(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
+                size_t stride, float* acc) {
+  constexpr int hd = kChunks * V::kLanes, VQ = AttentionTileShape<V>::kValueQ;
+  constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
+  const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
+  const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
+  for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(v[b], block_bytes);
+  const float* p[kAttentionTileQueries];
+  float* a[kAttentionTileQueries];
+  for (int b = 0; b < used_blocks; ++b) {
+    if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(v[b + kPrefetchBlocks], block_bytes);
+    const int first = b * block_keys;
+    const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
+    for (int s = 0; s < tile.count; ++s) {
+      p[s] = scores + s * stride + first;
+      a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
+    }
+    if (shared > 0) {
+      int s0 = 0;
+      for (; s0 + VQ <= tile.count; s0 += VQ) {
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+      }
+      for (; s0 < tile.count; ++s0) {
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, 1, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+      }
+    }
+    const int from = shared > 0 ? shared : 0;
+    for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
+      const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
+      if (mine <= from) continue;
+      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0);
+    }
+  }
+}
+
+// The largest of p[0, n), n >= 1: the value the per-query kernel's scalar
+// loop finds (a +0 may come back as -0 or the reverse, which no result
+// sees: the max is only subtracted from scores before e^x).
+template <class V>
+float MaxOf(const float* p, int n) {
+  constexpr int L = V::kLanes;
+  if (n < L) {
+    float m = p[0];
+    for (int j = 1; j < n; ++j) m = p[j] > m ? p[j] : m;
+    return m;
+  }
+  typename V::F m = V::Load(p);
+  int j = L;
+  for (; j + L <= n; j += L) m = V::Max(m, V::Load(p + j));
+  m = V::Max(m, V::Load(p + n - L));  // the tail, overlapping
+  alignas(64) float lanes[L];
+  V::Store(lanes, m);
+  float out = lanes[0];
+  for (int t = 1; t < L; ++t) out = lanes[t] > out ? lanes[t] : out;
+  return out;
+}
+
+// AttentionUpdateBlocks for head_dim = kChunks vectors, the queries in
+// tiles of kAttentionTileQueries (consecutive state indexes).
+template <class V, bool kF16, int kChunks>
+void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, int heads,
+                               const void* const* k, const void* const* v, int n_blocks,
+                               int block_keys, const int* visible, float scale, float* max,
+                               float* sum, float* acc, float* scratch) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, hd = kChunks * L;
+  const int total = n_blocks * block_keys;
+  // scratch: the part vectors (aligned), then one score row per tile query.
+  F* part = reinterpret_cast<F*>(
+      (reinterpret_cast<uintptr_t>(scratch) + sizeof(F) - 1) / sizeof(F) * sizeof(F));
+  float* scores = scratch + kAttentionTilePartFloats;
+  const int nq = rows * heads;
+  for (int i0 = 0; i0 < nq;) {
+    AttentionTile tile;
+    for (; i0 < nq && tile.count < kAttentionTileQueries; ++i0) {
+      const int r = i0 / heads, h = i0 % heads;
+      const int n = visible[r] < total ? visible[r] : total;
+      if (n <= 0) continue;
+      const int s = tile.count++;
+      tile.q[s] = q + r * q_row_stride + h * hd;
+      tile.n[s] = n;
+      tile.state[s] = i0;
+      tile.n_max = s == 0 || n > tile.n_max ? n : tile.n_max;
+      tile.n_min = s == 0 || n < tile.n_min ? n : tile.n_min;
+    }
+    if (tile.count == 0) continue;
+    const size_t stride = static_cast<size_t>(tile.n_max);
+    TileScores<V, kF16, kChunks>(tile, k, block_keys, scale, scores, stride, part);
+    for (int s = 0; s < tile.count; ++s) {  // as AttentionBlocksFixed, per query
+      const int i = tile.state[s], n = tile.n[s];
+      float* sc = scores + s * stride;
+      const float block_max = MaxOf<V>(sc, n);
+      const float new_max = block_max > max[i] ? block_max : max[i];
+      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
+      sum[i] = sum[i] * correction + ExpInPlace<V>(sc, n, new_max);
+      max[i] = new_max;
+      float* acc_i = acc + static_cast<size_t>(i) * hd;
+      for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+    }
+    TileValues<V, kF16, kChunks>(tile, v, block_keys, scores, stride, acc);
+  }
+}
+
+// AttentionBlocksTiledFixed when head_dim is kChunks vectors; false
+// (nothing done) otherwise.
+template <class V, int kChunks>
+bool TiledIfHeadFits(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                     const void* const* k, const void* const* v, int n_blocks, int block_keys,
+                     int head_dim, const int* visible, float scale, float* max, float* sum,
+                     float* acc, float* scratch) {
+  if (head_dim != kChunks * V::kLanes) return false;
+  (kv_f16 ? AttentionBlocksTiledFixed<V, true, kChunks> : AttentionBlocksTiledFixed<V, false, kChunks>)(
+      q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, visible, scale, max, sum, acc, scratch);
+  return true;
+}
+
+// The tiled kernel where the per-query kernel keeps its accumulators in
+// registers (head_dim 1, 2, 4, 8 or 16 vectors) and the call has at least
+// kAttentionTileMinQueries queries; otherwise the per-query kernel, whose
+// results are the same bits.
+template <class V>
+void AttentionBlocksTiled(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+                          const void* const* k, const void* const* v, int n_blocks, int block_keys,
+                          int head_dim, const int* visible, float scale, float* max, float* sum,
+                          float* acc, float* scratch) {
+  if (rows * heads >= kAttentionTileMinQueries) {
+    auto tiled = [&](auto chunks) {
+      return TiledIfHeadFits<V, decltype(chunks)::value>(kv_f16, q, q_row_stride, rows, heads, k, v,
+                                                         n_blocks, block_keys, head_dim, visible,
+                                                         scale, max, sum, acc, scratch);
+    };
+    if (tiled(std::integral_constant<int, 1>{}) || tiled(std::integral_constant<int, 2>{}) ||
+        tiled(std::integral_constant<int, 4>{}) || tiled(std::integral_constant<int, 8>{}) ||
+        tiled(std::integral_constant<int, 16>{})) {
+      return;
+    }
+  }
+  AttentionBlocksWith<V>(kv_f16, q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, head_dim,
+                         visible, scale, max, sum, acc, scratch);
+}
+
+// The table entries: the tiled kernel, and the per-query one for
+// comparisons (attention.h UseTiledAttention).
+template <class V>
+void FillTiledAttentionEntries(kernel_table::KernelTable* t) {
+  FillAttentionEntries<V>(t);
+  t->attention_blocks_per_query = t->attention_blocks;
+  t->attention_blocks = AttentionBlocksTiled<V>;
+}
+
+}  // namespace
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_SIMD_ATTENTION_TILED_H_
