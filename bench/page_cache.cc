@@ -86,16 +86,4 @@ double MeasureColdReadBandwidth(const std::string& path, int64_t bytes, int repe
   return rates[rates.size() / 2];
 }
 
-std::string CpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return "unknown CPU";
-}
-
 }  // namespace kvs

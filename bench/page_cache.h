@@ -24,9 +24,6 @@ int64_t ReadIntoPageCache(const std::string& dir);
 // Deletes the file.
 double MeasureColdReadBandwidth(const std::string& path, int64_t bytes, int repeats);
 
-// "model name" of /proc/cpuinfo, or "unknown CPU".
-std::string CpuModelName();
-
 }  // namespace kvs
 
 #endif  // KVSESSION_BENCH_PAGE_CACHE_H_

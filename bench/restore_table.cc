@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "bench/cpu_name.h"
 #include "bench/page_cache.h"
 #include "client/kvsession_client.h"
 #include "tests/server_process.h"
