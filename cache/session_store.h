@@ -253,9 +253,9 @@ class SessionStore {
   // batches, on up to `threads` threads at once; values stay pinned in
   // RocksDB's read buffers (no copy into a temporary) and are checked and
   // copied by DecodePageInto, so each page's CRC-32C (which covers its
-  // whole value) is checked once, in hardware. RocksDB's own blob record
-  // checksum (a second, software CRC over the same bytes in Debian's
-  // RocksDB) is not computed. Returns OK or the error of the first page (in
+  // whole value) is checked once, in hardware. RocksDB's own checksums
+  // stay on: they also cover the blob index and the blob's copy of its key,
+  // which the page's CRC cannot. Returns OK or the error of the first page (in
   // `reads` order) that failed, its index in *failed_index (if not null):
   // DATA_LOSS as ReadPage (missing, corrupt, other geometry or length),
   // UNAVAILABLE (store reopening), INTERNAL; on error the destinations hold
