@@ -9,12 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "absl/strings/str_format.h"
 #include "bench/cpu_name.h"
+#include "bench/engine_bench.h"
 #include "client/cli_args.h"
 #include "cache/kv_sequence.h"
 #include "kernels/cpu_features.h"
@@ -25,135 +22,19 @@
 namespace kvs {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::EngineBench;
+using bench::Median;
+using bench::MeasureReadBandwidth;
+using bench::RandomTokens;
 
-constexpr int kChunk = 512;
-constexpr int kPageTokens = 16;
+constexpr int kChunk = EngineBench::kChunk;
+constexpr int kPageTokens = EngineBench::kPageTokens;
 constexpr int kDecodeSteps = 32;
 constexpr int kLongest = 16384;
 
 // llama.cpp on this machine kind, from issue 11's table (not measured here).
 constexpr double kLlamaPp512 = 178, kLlamaPp2000 = 107, kLlamaPp4096 = 114;
 constexpr double kLlamaTg0 = 43.3, kLlamaTg4096 = 17.3, kLlamaBatched8 = 46.2;
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-
-void Die(const absl::Status& s, const char* what) {
-  if (s.ok()) return;
-  std::cerr << what << ": " << s << "\n";
-  std::exit(1);
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a;
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-  }
-  a = _mm256_add_epi64(a, b);
-  uint64_t out[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), a);
-  return out[0] + out[1] + out[2] + out[3];
-}
-#endif
-
-uint64_t Sum(const uint64_t* p, size_t n) {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return SumAvx2(p, n);
-#endif
-  uint64_t s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i];
-  return s;
-}
-
-// GB/s of every pool thread reading its share of a 2 GiB buffer.
-double ReadBandwidth(ThreadPool& pool, int runs) {
-  const size_t bytes = size_t{2} << 30, n = bytes / 8;
-  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
-  const int t_count = pool.size();
-  auto range = [&](int t) {
-    return std::pair<size_t, size_t>{(n * t / t_count) & ~size_t{7}, (n * (t + 1) / t_count) & ~size_t{7}};
-  };
-  pool.Run(t_count, [&](int t, int) {
-    for (size_t i = range(t).first; i < range(t).second; ++i) buf[i] = i;
-  });
-  std::vector<double> rates;
-  std::vector<uint64_t> sums(t_count);
-  volatile uint64_t sink = 0;
-  for (int r = 0; r < runs; ++r) {
-    const auto start = Clock::now();
-    pool.Run(t_count, [&](int t, int) { sums[t] = Sum(buf + range(t).first, range(t).second - range(t).first); });
-    rates.push_back(bytes / SecondsSince(start) / 1e9);
-    for (uint64_t s : sums) sink = sink + s;
-  }
-  std::free(buf);
-  return Median(rates);
-}
-
-std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-// The engine on one model: prefill in chunks of 512, batched decode.
-class Runner {
- public:
-  Runner(const Model& model, ThreadPool* pool)
-      : c_(model.config()),
-        t_(c_, model.weights(), pool, kChunk, kLongest + kChunk, MatmulPath::kFast),
-        pages_(t_.kv_geometry(kPageTokens, KvDtype::kF16), (kLongest + 4096 + 2048) / kPageTokens),
-        logits_(static_cast<size_t>(8) * c_.vocab_size) {}
-
-  const Transformer& transformer() const { return t_; }
-  PagePool& pages() { return pages_; }
-
-  // Appends `tokens` to `kv`; returns seconds.
-  double Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) {
-    const auto start = Clock::now();
-    for (size_t i = 0; i < tokens.size(); i += kChunk) {
-      const int n = static_cast<int>(std::min<size_t>(kChunk, tokens.size() - i));
-      ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, n)};
-      Die(kv.PrepareAppend(n), "PrepareAppend");
-      Die(t_.Forward({&item, 1}, logits_.data()), "Forward");
-    }
-    return SecondsSince(start);
-  }
-
-  // `steps` greedy decode steps of all `seqs` in one batch; aggregate tok/s.
-  double Decode(std::vector<KvSequence>& seqs, int steps) {
-    const int b = static_cast<int>(seqs.size());
-    std::vector<int32_t> next(b);
-    std::vector<ForwardItem> items(b);
-    for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
-    const auto start = Clock::now();
-    for (int s = 0; s < steps; ++s) {
-      for (int i = 0; i < b; ++i) {
-        items[i] = {&seqs[i], {&next[i], 1}};
-        Die(seqs[i].PrepareAppend(1), "PrepareAppend");
-      }
-      Die(t_.Forward(items, logits_.data()), "Forward");
-      for (int i = 0; i < b; ++i) {
-        const float* l = &logits_[static_cast<size_t>(i) * c_.vocab_size];
-        next[i] = static_cast<int32_t>(std::max_element(l, l + c_.vocab_size) - l);
-      }
-    }
-    return b * steps / SecondsSince(start);
-  }
-
- private:
-  const ModelConfig& c_;
-  Transformer t_;
-  PagePool pages_;
-  std::vector<float> logits_;
-};
 
 void PrintRow(const std::string& what, const std::string& ours, const std::string& llama,
               const std::string& target, const char* verdict) {
@@ -199,7 +80,8 @@ int RunLongSuite(const LongSuiteOptions& o) {
     return 1;
   }
   ThreadPool pool(o.threads);
-  Runner runner(**model, &pool);
+  EngineBench runner(**model, &pool, MatmulPath::kFast, KvDtype::kF16, kLongest + kChunk,
+                     (kLongest + 4096 + 2048) / kPageTokens);
   const int vocab = c.vocab_size;
   const int runs = std::max(1, o.runs);
 
@@ -255,7 +137,7 @@ int RunLongSuite(const LongSuiteOptions& o) {
   };
   const double one_stream = fan_out(1), eight = fan_out(8);
 
-  const double bandwidth = ReadBandwidth(pool, runs);
+  const double bandwidth = MeasureReadBandwidth(pool, runs);
   const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
   const double kv_per_token =
       static_cast<double>(runner.transformer().kv_geometry(kPageTokens, KvDtype::kF16).bytes_per_token());

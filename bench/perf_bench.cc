@@ -37,10 +37,7 @@
 #include <random>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "bench/engine_bench.h"
 #include "bench/long_suite.h"
 #include "cache/kv_sequence.h"
 #include "client/cli_args.h"
@@ -53,131 +50,15 @@
 namespace kvs {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  for (size_t i = 0; i + 16 <= n; i += 16) {
-    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
-  }
-  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-  uint64_t out[4];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), a);
-  return out[0] + out[1] + out[2] + out[3];
-}
-#endif
-
-uint64_t SumScalar(const uint64_t* p, size_t n) {
-  uint64_t s = 0;
-  for (size_t i = 0; i < n; ++i) s += p[i];
-  return s;
-}
-
-// GB/s of all pool threads reading disjoint halves of a buffer larger than
-// any cache.
-double ReadBandwidth(ThreadPool& pool, int runs) {
-  const size_t bytes = size_t{2} << 30;
-  const size_t n = bytes / 8;
-  uint64_t* buf = static_cast<uint64_t*>(std::aligned_alloc(64, bytes));
-  pool.Run(pool.size(), [&](int t, int) {  // touch (and place) the pages
-    const size_t b = n * t / pool.size(), e = n * (t + 1) / pool.size();
-    for (size_t i = b; i < e; ++i) buf[i] = i;
-  });
-  const bool avx2 = __builtin_cpu_supports("avx2");
-  std::vector<double> rates;
-  volatile uint64_t sink = 0;
-  for (int r = 0; r < runs; ++r) {
-    std::vector<uint64_t> sums(pool.size());
-    const auto start = Clock::now();
-    pool.Run(pool.size(), [&](int t, int) {
-      const size_t b = (n * t / pool.size()) & ~size_t{15}, e = (n * (t + 1) / pool.size()) & ~size_t{15};
-#if defined(__x86_64__)
-      sums[t] = avx2 ? SumAvx2(buf + b, e - b) : SumScalar(buf + b, e - b);
-#else
-      sums[t] = SumScalar(buf + b, e - b);
-#endif
-    });
-    rates.push_back(bytes / SecondsSince(start) / 1e9);
-    for (uint64_t s : sums) sink = sink + s;
-  }
-  std::free(buf);
-  return Median(rates);
-}
-
-std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
-int32_t Argmax(const float* l, int n) { return static_cast<int32_t>(std::max_element(l, l + n) - l); }
-
-class Bench {
- public:
-  Bench(const Model& model, ThreadPool* pool, MatmulPath matmul, KvDtype dtype, int max_context)
-      : c_(model.config()),
-        t_(c_, model.weights(), pool, 512, max_context, matmul),
-        pages_(t_.kv_geometry(16, dtype), (max_context + 4096) / 16 * 2),
-        logits_(static_cast<size_t>(8) * c_.vocab_size) {}
-
-  const Transformer& transformer() const { return t_; }
-  PagePool& pages() { return pages_; }
-
-  // Prefills `tokens` into `kv` in chunks of 512; returns seconds.
-  double Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) {
-    const auto start = Clock::now();
-    for (size_t i = 0; i < tokens.size(); i += 512) {
-      ForwardItem item{&kv, std::span<const int32_t>(tokens).subspan(i, std::min<size_t>(512, tokens.size() - i))};
-      if (!kv.PrepareAppend(static_cast<int>(item.tokens.size())).ok()) std::exit(1);
-      if (!t_.Forward({&item, 1}, logits_.data()).ok()) std::exit(1);
-    }
-    return SecondsSince(start);
-  }
-
-  // `steps` decode steps of every sequence in `seqs` together; returns
-  // aggregate tok/s.
-  double Decode(std::vector<KvSequence>& seqs, int steps) {
-    const int b = static_cast<int>(seqs.size());
-    std::vector<int32_t> next(b);
-    std::vector<ForwardItem> items(b);
-    for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
-    const auto start = Clock::now();
-    for (int s = 0; s < steps; ++s) {
-      for (int i = 0; i < b; ++i) {
-        items[i] = {&seqs[i], {&next[i], 1}};
-        if (!seqs[i].PrepareAppend(1).ok()) std::exit(1);
-      }
-      if (!t_.Forward(items, logits_.data()).ok()) std::exit(1);
-      for (int i = 0; i < b; ++i) next[i] = Argmax(&logits_[static_cast<size_t>(i) * c_.vocab_size], c_.vocab_size);
-    }
-    return b * steps / SecondsSince(start);
-  }
-
- private:
-  const ModelConfig& c_;
-  Transformer t_;
-  PagePool pages_;
-  std::vector<float> logits_;
-};
+using bench::EngineBench;
+using bench::Median;
+using bench::MeasureReadBandwidth;
+using bench::RandomTokens;
 
 // The --prefill-lengths rows: each length's median tok/s over `runs`
 // prefills (chunks of 512), under the tiled and/or the per-query attention
 // kernel, against `rate512` (the tiled kernel's 512-token rate).
-std::vector<std::string> PrefillRows(Bench& bench, const std::string& lengths, int runs,
+std::vector<std::string> PrefillRows(EngineBench& bench, const std::string& lengths, int runs,
                                      const std::string& attention, int vocab, int context, double rate512) {
   std::vector<std::string> rows;
   std::stringstream list(lengths);
@@ -236,7 +117,8 @@ int Main(int argc, char** argv) {
   const int long_ctx = static_cast<int>(std::min<int64_t>(args->GetInt("long", 4096).value_or(4096),
                                                           c.context_length - 128));
   ThreadPool pool(static_cast<int>(args->GetInt("threads", 0).value_or(0)));
-  Bench bench(**model, &pool, matmul, dtype, c.context_length);
+  EngineBench bench(**model, &pool, matmul, dtype, c.context_length,
+                    (static_cast<int64_t>(c.context_length) + 4096) / EngineBench::kPageTokens * 2);
   const int vocab = c.vocab_size;
 
   std::printf("%s\nkernels %s, matmul %s, KV %s, %d threads\n\n", (*model)->Summary().c_str(),
@@ -290,7 +172,7 @@ int Main(int argc, char** argv) {
   // Peak RSS of the engine work, before the bandwidth probe's 2 GiB buffer.
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
-  const double bandwidth = ReadBandwidth(pool, runs);
+  const double bandwidth = MeasureReadBandwidth(pool, runs);
 
   const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
   const double kv_per_token = static_cast<double>(bench.transformer().kv_geometry(16, dtype).bytes_per_token());

@@ -1,0 +1,64 @@
+// The engine harness shared by kvs-bench's tables (perf_bench.cc) and its
+// --suite long (long_suite.cc): one model's Transformer with its own page
+// pool, prefill in chunks, batched greedy decode, and the measurements the
+// tables divide by (memory read bandwidth, medians).
+//
+// Benchmark code: a failed forward pass prints the status and exits the
+// process (code 1). Not thread-safe; one harness per thread.
+#ifndef KVSESSION_BENCH_ENGINE_BENCH_H_
+#define KVSESSION_BENCH_ENGINE_BENCH_H_
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "cache/kv_sequence.h"
+#include "cache/page_pool.h"
+#include "model/model.h"
+#include "model/thread_pool.h"
+#include "model/transformer.h"
+
+namespace kvs {
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t);
+// The median (mean of the middle two for an even count); 0 for none.
+double Median(std::vector<double> v);
+// `n` token ids in [0, vocab), the same for the same seed.
+std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed);
+// GB/s of every pool thread reading its share of a 2 GiB buffer (larger
+// than any cache); the median of `runs`.
+double MeasureReadBandwidth(ThreadPool& pool, int runs);
+
+class EngineBench {
+ public:
+  static constexpr int kChunk = 512;       // prefill tokens per forward pass
+  static constexpr int kPageTokens = 16;
+
+  // A Transformer for contexts up to `max_context` and a pool of
+  // `pool_pages` KV pages of `dtype`.
+  EngineBench(const Model& model, ThreadPool* pool, MatmulPath matmul, KvDtype dtype, int max_context,
+              int64_t pool_pages);
+
+  const Transformer& transformer() const { return t_; }
+  PagePool& pages() { return pages_; }
+
+  // Appends `tokens` to `kv` in chunks of kChunk; returns seconds.
+  double Prefill(KvSequence& kv, const std::vector<int32_t>& tokens);
+  // `steps` greedy decode steps of every sequence in `seqs` in one batch;
+  // returns aggregate tok/s.
+  double Decode(std::vector<KvSequence>& seqs, int steps);
+
+ private:
+  const ModelConfig& c_;
+  Transformer t_;
+  PagePool pages_;
+  std::vector<float> logits_;  // 8 rows of the vocabulary (fan-out of 8)
+};
+
+}  // namespace bench
+}  // namespace kvs
+
+#endif  // KVSESSION_BENCH_ENGINE_BENCH_H_
