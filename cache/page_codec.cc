@@ -194,15 +194,22 @@ absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded) {
   return info;
 }
 
+namespace {
+
+// DATA_LOSS naming both geometries unless the page's is the expected one.
+absl::Status SameGeometry(const KvGeometry& stored, const KvGeometry& expected) {
+  if (stored == expected) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(stored),
+                                          " does not match the expected ", DescribeGeometry(expected)));
+}
+
+}  // namespace
+
 absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* page,
                         int* n_tokens) {
   absl::StatusOr<EncodedPageInfo> info = CheckEncodedPage(encoded);
   if (!info.ok()) return info.status();
-  if (!(info->geometry == g)) {
-    return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(info->geometry),
-                                            " does not match the expected ",
-                                            DescribeGeometry(g)));
-  }
+  if (absl::Status same = SameGeometry(info->geometry, g); !same.ok()) return same;
   const uint8_t* payload = reinterpret_cast<const uint8_t*>(encoded.data()) + kPageHeaderBytes;
   ForEachBlock(g, info->n_tokens, [&](size_t offset, size_t bytes) {
     std::memcpy(page + offset, payload, bytes);
@@ -216,11 +223,7 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
                             int* n_tokens) {
   absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(encoded);
   if (!info.ok()) return info.status();
-  if (!(info->geometry == g)) {
-    return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(info->geometry),
-                                            " does not match the expected ",
-                                            DescribeGeometry(g)));
-  }
+  if (absl::Status same = SameGeometry(info->geometry, g); !same.ok()) return same;
   // Blocks are contiguous in the payload: checksum a run of them (while it
   // is in cache), then copy the run's blocks to their places.
   constexpr size_t kRunBytes = size_t{64} << 10;
