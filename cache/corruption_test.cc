@@ -1,9 +1,12 @@
 // Corruption: the test closes the store, damages one stored value through
-// RocksDB directly (as bit rot or a bad writer would), reopens, and checks
+// RocksDB directly or one page file (as bit rot or a bad writer would),
+// reopens, and checks
 // that the damage is reported as DATA_LOSS where it is and nowhere else.
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -109,6 +112,25 @@ class CorruptionTest : public testing::Test {
     std::vector<uint8_t> ram(Geometry().page_bytes());
     return store_->ReadPage(Page(id, i), Geometry(), PageTokensAt(Geometry(), 9, i), ram.data());
   }
+  std::string PageFile(const PageHash& hash) const {
+    return absl::StrCat(dir_, "/pages/", hash.hex(), ".kvpage");
+  }
+  static std::string ReadWholeFile(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  }
+  // Flips a bit of byte `at` of the page's file, or of its entry in the
+  // pages family (its header).
+  void Damage_(bool in_file, const PageHash& hash, size_t at) {
+    if (!in_file) {
+      RawDb(dir_).FlipByte(RawDb::kPages, hash.view(), at);
+      return;
+    }
+    std::string bytes = ReadWholeFile(PageFile(hash));
+    ASSERT_LT(at, bytes.size());
+    bytes[at] = static_cast<char>(bytes[at] ^ 0x20);
+    std::ofstream(PageFile(hash), std::ios::binary | std::ios::trunc) << bytes;
+  }
   // Every page but (bad_id, bad_page) reads back.
   void ExpectOtherPagesFine(const std::string& bad_id, int bad_page) {
     for (const auto& [id, r] : records_) {
@@ -128,19 +150,28 @@ class CorruptionTest : public testing::Test {
 };
 
 TEST_F(CorruptionTest, DamagedPageIsDataLossForThatPageOnly) {
-  const size_t payload_byte = kPageHeaderBytes + 70;
-  for (size_t at : {size_t{2}, size_t{29}, payload_byte}) {  // magic, n_tokens, payload
-    SCOPED_TRACE(at);
-    RawDb(dir_).FlipByte(RawDb::kPages, Page("b", 1).view(), at);
+  // The header kept in the page's entry (its magic, its n_tokens), and the
+  // page file (its magic, a payload byte).
+  struct Damage {
+    bool in_file;
+    size_t at;
+  };
+  for (const Damage d : {Damage{false, 2}, Damage{false, 29}, Damage{true, 2},
+                         Damage{true, kPageHeaderBytes + 70}}) {
+    SCOPED_TRACE(absl::StrCat(d.in_file ? "file" : "entry", " byte ", d.at));
+    Damage_(d.in_file, Page("b", 1), d.at);
     Reopen();
     EXPECT_TRUE(corrupt_.empty());  // records are fine
     EXPECT_EQ(sessions_.size(), 3u);
 
     absl::StatusOr<std::string> encoded = store_->GetPage(Page("b", 1));
-    ASSERT_TRUE(encoded.ok());
-    std::vector<uint8_t> ram(Geometry().page_bytes());
-    int n_tokens = 0;
-    EXPECT_TRUE(absl::IsDataLoss(DecodePage(Geometry(), *encoded, ram.data(), &n_tokens)));
+    if (encoded.ok()) {
+      std::vector<uint8_t> ram(Geometry().page_bytes());
+      int n_tokens = 0;
+      EXPECT_TRUE(absl::IsDataLoss(DecodePage(Geometry(), *encoded, ram.data(), &n_tokens)));
+    } else {
+      EXPECT_TRUE(absl::IsDataLoss(encoded.status())) << encoded.status();
+    }
     const absl::Status s = ReadPage("b", 1);
     EXPECT_TRUE(absl::IsDataLoss(s)) << s;
     EXPECT_NE(s.message().find(Page("b", 1).hex()), std::string::npos) << s;
@@ -153,7 +184,49 @@ TEST_F(CorruptionTest, DamagedPageIsDataLossForThatPageOnly) {
     EXPECT_TRUE(report->missing_pages.empty());
     EXPECT_TRUE(report->orphan_pages.empty());
     store_.reset();
-    RawDb(dir_).FlipByte(RawDb::kPages, Page("b", 1).view(), at);  // repair for the next round
+    Damage_(d.in_file, Page("b", 1), d.at);  // repair for the next round
+  }
+}
+
+TEST_F(CorruptionTest, MissingPageFileIsDataLoss) {
+  ASSERT_TRUE(std::filesystem::remove(PageFile(Page("c", 0))));
+  Reopen();
+  const absl::Status s = ReadPage("c", 0);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("missing"), std::string::npos) << s;
+  ExpectOtherPagesFine("c", 0);
+  absl::StatusOr<VerifyReport> report = store_->Verify();
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->corrupt_pages.size(), 1u);
+  EXPECT_EQ(report->corrupt_pages[0].key, Page("c", 0).view());
+}
+
+TEST_F(CorruptionTest, AFormatOneStoreIsReadAndMarkedFormatTwo) {
+  // What a format-1 build left: pages whole in the pages family, no files.
+  for (const auto& [id, r] : records_) {
+    for (int i = 0; i < r.page_hashes_size(); ++i) {
+      const PageHash hash = Page(id, i);
+      if (!std::filesystem::exists(PageFile(hash))) continue;  // shared, moved already
+      RawDb(dir_).Put(RawDb::kPages, hash.view(), ReadWholeFile(PageFile(hash)));
+      ASSERT_TRUE(std::filesystem::remove(PageFile(hash)));
+    }
+  }
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "1");
+  Reopen();
+  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "2");
+  ExpectOtherPagesFine("", -1);
+  // ReadPages too (the restore path), into fresh destinations.
+  std::vector<std::vector<uint8_t>> out(3, std::vector<uint8_t>(Geometry().page_bytes(), 0));
+  std::vector<SessionStore::PageRead> reads;
+  for (int i = 0; i < 3; ++i) reads.push_back({Page("a", i), PageTokensAt(Geometry(), 9, i), out[i].data()});
+  ASSERT_TRUE(store_->ReadPages(reads, Geometry(), 2).ok());
+  EXPECT_EQ(out[0], std::vector<uint8_t>(Geometry().page_bytes(), static_cast<uint8_t>(0 + 'a')));
+  EXPECT_TRUE(store_->Verify()->ok());
+  // Deleting a session deletes its whole-page entries like any others.
+  ASSERT_TRUE(store_->DeleteSession("a").ok());
+  EXPECT_TRUE(absl::IsNotFound(store_->GetPage(Page("a", 0)).status()));
+  for (const char* id : {"b", "c"}) {
+    for (int i = 0; i < records_[id].page_hashes_size(); ++i) EXPECT_TRUE(ReadPage(id, i).ok()) << id << i;
   }
 }
 
@@ -225,7 +298,9 @@ TEST_F(CorruptionTest, RecordUnderAnotherKeyIsDataLoss) {
 }
 
 TEST_F(CorruptionTest, FormatVersionIsChecked) {
-  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "2");
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "3");
+  EXPECT_TRUE(absl::IsFailedPrecondition(SessionStore::Open(dir_, {}).status()));
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "0");
   EXPECT_TRUE(absl::IsFailedPrecondition(SessionStore::Open(dir_, {}).status()));
   RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "two");
   EXPECT_TRUE(absl::IsDataLoss(SessionStore::Open(dir_, {}).status()));

@@ -111,13 +111,47 @@ std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
   return encoded;
 }
 
+namespace {
+
+// ReadPageHeader for a header whose payload, `have` bytes, is elsewhere.
+absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint64_t have);
+
+}  // namespace
+
 absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded) {
-  const uint8_t* in = reinterpret_cast<const uint8_t*>(encoded.data());
   if (encoded.size() < kPageHeaderBytes) {
     return absl::DataLossError(absl::StrCat("encoded page is ", encoded.size(),
                                             " bytes, shorter than its ", kPageHeaderBytes,
                                             "-byte header"));
   }
+  return ReadHeaderWithPayloadOf(reinterpret_cast<const uint8_t*>(encoded.data()),
+                                 encoded.size() - kPageHeaderBytes);
+}
+
+absl::StatusOr<EncodedPageInfo> CheckSplitPage(const KvGeometry& g, std::string_view header,
+                                               const uint8_t* payload, size_t payload_bytes) {
+  if (header.size() != kPageHeaderBytes) {
+    return absl::DataLossError(absl::StrCat("page header is ", header.size(), " bytes, not ",
+                                            kPageHeaderBytes));
+  }
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(header.data());
+  absl::StatusOr<EncodedPageInfo> info = ReadHeaderWithPayloadOf(in, payload_bytes);
+  if (!info.ok()) return info;
+  if (!(info->geometry == g)) {
+    return absl::DataLossError(absl::StrCat("page geometry ", DescribeGeometry(info->geometry),
+                                            " does not match the expected ", DescribeGeometry(g)));
+  }
+  const uint32_t stored_crc = GetLe32(in + kPayloadCrcOffset);
+  if (const uint32_t crc = Crc32c(payload, payload_bytes); crc != stored_crc) {
+    return absl::DataLossError(absl::StrFormat(
+        "page payload checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_crc, crc));
+  }
+  return info;
+}
+
+namespace {
+
+absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint64_t have) {
   if (const uint32_t magic = GetLe32(in + kMagicOffset); magic != kPageMagic) {
     return absl::DataLossError(absl::StrFormat("bad page magic 0x%08x (expected 0x%08x)", magic,
                                                kPageMagic));
@@ -169,7 +203,6 @@ absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded) {
                                             " does not match its geometry (expected ", expected,
                                             ")"));
   }
-  const uint64_t have = encoded.size() - kPageHeaderBytes;
   if (have < payload_bytes) {
     return absl::DataLossError(absl::StrCat("page truncated: ", have, " of ", payload_bytes,
                                             " payload bytes"));
@@ -180,6 +213,8 @@ absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded) {
   }
   return info;
 }
+
+}  // namespace
 
 absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded) {
   absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(encoded);

@@ -72,6 +72,14 @@ struct EncodedPageInfo {
 // mismatch.
 absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded);
 
+// For a page read in two parts (PageFiles::ReadInto): `header` is the
+// kPageHeaderBytes-byte header, `payload` the payload_bytes after it. The
+// checks of CheckEncodedPage (the length against payload_bytes), and the
+// geometry must be `g`. A full page's payload (n_tokens == T) has the
+// in-RAM layout, so `payload` may be the pool page itself.
+absl::StatusOr<EncodedPageInfo> CheckSplitPage(const KvGeometry& g, std::string_view header,
+                                               const uint8_t* payload, size_t payload_bytes);
+
 // ReadPageHeader, then the payload checksum: the whole encoding on its own,
 // without decoding it. DATA_LOSS on any mismatch.
 absl::StatusOr<EncodedPageInfo> CheckEncodedPage(std::string_view encoded);

@@ -1,6 +1,6 @@
 // SessionStore::ReadPages, the restore path: many pages at once, straight
-// into their destinations, over a real RocksDB whose pages live in blob
-// files; bit rot in a blob file is DATA_LOSS naming the page.
+// into their destinations, over a real RocksDB and real page files; bit
+// rot in a page file is DATA_LOSS naming the page.
 #include <unistd.h>
 
 #include <filesystem>
@@ -16,7 +16,7 @@
 namespace kvs {
 namespace {
 
-// 16 KiB pages: above the store's min_blob_size, so they go to blob files.
+// 16 KiB pages.
 KvGeometry Geometry() {
   return {.n_layers = 2, .n_kv_heads = 2, .head_dim = 64, .page_tokens = 16, .dtype = KvDtype::kF16};
 }
@@ -117,33 +117,59 @@ TEST_F(ReadPagesTest, AWrongTokenCountIsDataLoss) {
   EXPECT_EQ(failed, reads.size() - 1);
 }
 
-TEST_F(ReadPagesTest, BitRotInABlobFileIsDataLoss) {
-  // Flip one payload byte of page 3 in the blob file itself: RocksDB's blob
-  // checksum and the page's own CRC-32C both cover it.
-  const std::string encoded = EncodePage(Geometry(), RamPage(record_, 3).data(), 16);
-  const std::string needle = encoded.substr(kPageHeaderBytes + 1000, 64);
-  Reopen();  // replays the log into blob files
-  store_.reset();
-  bool flipped = false;
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) {
-    if (e.path().extension() != ".blob") continue;
-    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t at = bytes.find(needle);
-    if (at == std::string::npos) continue;
-    f.clear();
-    f.seekp(static_cast<std::streamoff>(at + 10));
-    f.put(static_cast<char>(bytes[at + 10] ^ 0x04));
-    flipped = true;
+TEST_F(ReadPagesTest, ReadsBackExactlyThePagesThatWereWritten) {
+  std::vector<std::vector<uint8_t>> out;
+  const std::vector<SessionStore::PageRead> reads = Reads(out);
+  ASSERT_TRUE(store_->ReadPages(reads, Geometry(), 2).ok());
+  for (int i = 0; i + 1 < static_cast<int>(reads.size()); ++i) EXPECT_EQ(out[i], RamPage(record_, i)) << i;
+  // The partial last page: its slots of every block, the rest untouched.
+  const KvGeometry g = Geometry();
+  const int last_tokens = reads.back().n_tokens;
+  ASSERT_LT(last_tokens, g.page_tokens);
+  const std::vector<uint8_t> last = RamPage(record_, static_cast<int>(reads.size()) - 1);
+  for (size_t block = 0; block < g.page_bytes() / g.block_bytes(); ++block) {
+    for (size_t b = 0; b < g.block_bytes(); ++b) {
+      const size_t at = block * g.block_bytes() + b;
+      ASSERT_EQ(out.back()[at], b < g.slot_offset(last_tokens) ? last[at] : 0) << at;
+    }
   }
-  ASSERT_TRUE(flipped) << "page 3 not found in a blob file";
+}
+
+TEST_F(ReadPagesTest, BitRotInAPageFileIsDataLoss) {
+  // Flip one payload byte of page 3's file: the page's CRC-32C covers it.
+  const std::string path = absl::StrCat(dir_, "/pages/", HashOf(record_, 3).hex(), ".kvpage");
+  store_.reset();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << path;
+    f.seekg(kPageHeaderBytes + 1010);
+    const char c = static_cast<char>(f.get());
+    f.seekp(kPageHeaderBytes + 1010);
+    f.put(static_cast<char>(c ^ 0x04));
+  }
   Reopen();
   std::vector<std::vector<uint8_t>> out;
   size_t failed = 0;
   const absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_EQ(failed, 3u);
-  EXPECT_NE(s.message().find("CRC"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+}
+
+TEST_F(ReadPagesTest, ATruncatedOrMissingPageFileIsDataLoss) {
+  const std::string path = absl::StrCat(dir_, "/pages/", HashOf(record_, 2).hex(), ".kvpage");
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 1);
+  std::vector<std::vector<uint8_t>> out;
+  size_t failed = 0;
+  absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(failed, 2u);
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  ASSERT_TRUE(std::filesystem::remove(path));
+  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(failed, 2u);
+  EXPECT_NE(s.message().find("missing"), std::string::npos) << s;
 }
 
 }  // namespace

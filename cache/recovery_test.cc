@@ -176,6 +176,15 @@ class RecoveryTest : public testing::Test {
     EXPECT_TRUE(report->orphan_pages.empty());
     EXPECT_TRUE(report->corrupt_pages.empty());
     EXPECT_EQ(report->pages_checked, store_->Stats().pages);
+    // One page file per page: a kill between a page file and its batch
+    // left files that the reopen (LoadAll) deleted.
+    EXPECT_EQ(PageFilesOnDisk(), store_->Stats().pages);
+  }
+
+  int64_t PageFilesOnDisk() const {
+    int64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/pages")) n += e.path().extension() == ".kvpage";
+    return n;
   }
 
   // Deletes every record; then no page may remain.
@@ -189,6 +198,7 @@ class RecoveryTest : public testing::Test {
     absl::StatusOr<VerifyReport> report = store_->Verify();
     ASSERT_TRUE(report.ok());
     EXPECT_EQ(report->pages_checked, 0);  // nothing left behind on disk
+    EXPECT_EQ(PageFilesOnDisk(), 0);
   }
 
   // Starts RunWriter in a child process; *ack_fd reads its acknowledgements.

@@ -1,11 +1,25 @@
-// SessionStore: sessions, checkpoints and their KV pages in RocksDB, with
-// pages stored once however many records share them.
+// SessionStore: sessions, checkpoints and their KV pages, records in
+// RocksDB and page bytes in one file per page, with pages stored once
+// however many records share them.
 //
 // Column families (docs/storage-format.md gives every byte):
 //   default      meta: the store format version, free-form key/values
 //   sessions     session id    -> CRC-32C + SessionRecord
 //   checkpoints  checkpoint id -> CRC-32C + CheckpointRecord
-//   pages        PageHash (16 bytes) -> encoded page (cache/page_codec.h)
+//   pages        PageHash (16 bytes) -> the page's 48-byte header
+//                (format 1 stores: the whole encoded page)
+// and <dir>/pages/<hash>.kvpage, the whole encoded page
+// (cache/page_codec.h, cache/page_files.h).
+//
+// Page files keep RocksDB out of the page bytes' way: a restore reads a
+// full page from its file straight into its pool page and checks its
+// CRC-32C once, in hardware, where RocksDB would copy it twice and check
+// it in software (Debian's RocksDB is built without SSE4.2); a write puts
+// each page byte once to disk, not into the log, the memtable and a blob
+// file. Order of a mutation: the new pages' files (synced, then their
+// directory), then the batch of records and page entries, then the files
+// of the pages it freed are deleted. A crash between the steps leaves
+// page files without a page entry; LoadAll deletes them.
 //
 // A page is content-addressed by its chained hash (cache/page_hash.h), so
 // records with a common token prefix reference the same pages. The store
@@ -88,6 +102,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_geometry.h"
+#include "cache/page_files.h"
 #include "cache/page_hash.h"
 #include "cache/record_validation.h"
 #include "cache/ref_count_change.h"
@@ -162,7 +177,13 @@ struct VerifyReport {
 
 class SessionStore {
  public:
-  static constexpr int kFormatVersion = 1;
+  // Format 2 keeps page bytes in page files (cache/page_files.h) and a
+  // page's header in the pages family; format 1 kept whole pages there.
+  // This build reads both, writes pages the format-2 way, and marks a
+  // format-1 store 2 when it opens it for writing (a format-1 build then
+  // refuses it, as it could not read its page files).
+  static constexpr int kFormatVersion = 2;
+  static constexpr int kOldestFormatVersion = 1;
   // Column family names and the meta key of the format version.
   static constexpr char kMetaFamily[] = "default";
   static constexpr char kSessionsFamily[] = "sessions";
@@ -249,13 +270,12 @@ class SessionStore {
     int n_tokens = 0;
     uint8_t* page = nullptr;
   };
-  // ReadPage for many pages, at disk/memory speed: RocksDB MultiGet in
-  // batches, on up to `threads` threads at once; values stay pinned in
-  // RocksDB's read buffers (no copy into a temporary) and are checked and
-  // copied by DecodePageInto, so each page's CRC-32C (which covers its
-  // whole value) is checked once, in hardware. RocksDB's own checksums
-  // stay on: they also cover the blob index and the blob's copy of its key,
-  // which the page's CRC cannot. Returns OK or the error of the first page (in
+  // ReadPage for many pages, at disk/memory speed: the page entries by
+  // RocksDB MultiGet in batches, on up to `threads` threads at once; a full
+  // page's file is read straight into its destination (one copy) and its
+  // CRC-32C checked there once, in hardware; a partial page is read,
+  // checked and copied by DecodePageInto (a format-1 page too, from
+  // RocksDB's pinned buffer). Returns OK or the error of the first page (in
   // `reads` order) that failed, its index in *failed_index (if not null):
   // DATA_LOSS as ReadPage (missing, corrupt, other geometry or length),
   // UNAVAILABLE (store reopening), INTERNAL; on error the destinations hold
@@ -323,6 +343,30 @@ class SessionStore {
   std::shared_ptr<const VerifiedPages> ReferenceFor(const std::string& id,
                                                     const std::string& parent) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes the file of a page new to the store and puts its header into
+  // `batch`; `new_files` collects the files written, so that a mutation
+  // failing before its batch removes them. The first page of a mutation
+  // checks the free-space floor.
+  absl::Status AddPage(const PageHash& hash, std::string_view encoded, rocksdb::WriteBatch* batch,
+                       std::vector<PageHash>* new_files) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a mutation that wrote page files: syncs their directory (with
+  // sync_writes) if `built` is OK, else removes the files; returns the
+  // result.
+  absl::Status SettlePageFiles(absl::Status built, const std::vector<PageHash>& new_files)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes page files without a page entry, and temporaries: what a
+  // crash between a page file and its batch, or a batch and its deletes,
+  // left.
+  void CollectPageFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The encoding of a stored page whose pages-family value is `value`: the
+  // value itself (format 1), or its page file, which must begin with the
+  // value (format 2). DATA_LOSS if the file is missing or disagrees.
+  absl::StatusOr<std::string> ResolvePage(const PageHash& hash, std::string_view value) const;
+  // Decodes the page whose pages-family value is `value` into read.page:
+  // a full page in a file is read straight into it. NOT_FOUND if its file
+  // is missing, DATA_LOSS if anything fails its checks.
+  absl::Status ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry,
+                                  std::string_view value, int* stored_tokens) const;
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
                             WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -330,6 +374,8 @@ class SessionStore {
   const std::string dir_;
   const StoreOptions options_;
   std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
+  // <dir>/pages, through options.file_system (or the default one).
+  const PageFiles page_files_;
 
   // The database and its handles change only in Recover (a reopen), which
   // holds mu_ and db_mu_ exclusively. Mutations use them under mu_; reads

@@ -310,7 +310,7 @@ TEST_F(SessionStoreTest, MutationsWaitForLoadAll) {
 }
 
 TEST_F(SessionStoreTest, MetaKeyValues) {
-  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "1");
+  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), absl::StrCat(SessionStore::kFormatVersion));
   EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("node").status()));
   ASSERT_TRUE(store_->PutMeta("node", "n1").ok());
   EXPECT_EQ(*store_->GetMeta("node"), "n1");

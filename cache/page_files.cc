@@ -1,0 +1,185 @@
+#include "cache/page_files.h"
+
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rocksdb/file_system.h"
+
+namespace kvs {
+namespace {
+
+constexpr char kSuffix[] = ".kvpage";
+constexpr char kTemporarySuffix[] = ".kvpage.tmp";
+constexpr size_t kSuffixBytes = sizeof(kSuffix) - 1;
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+absl::Status FromIo(const rocksdb::IOStatus& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string message = absl::StrCat(std::string(what), ": ", s.ToString());
+  if (s.IsNotFound() || s.IsPathNotFound()) return absl::NotFoundError(message);
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+// The hash a file name "<32 hex>.kvpage" names, if it is one.
+std::optional<PageHash> HashOfName(std::string_view name) {
+  if (name.size() != 2 * PageHash::kSize + kSuffixBytes || !EndsWith(name, kSuffix)) {
+    return std::nullopt;
+  }
+  std::string bytes(PageHash::kSize, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    int value = 0;
+    for (char c : name.substr(2 * i, 2)) {
+      int digit;
+      if (c >= '0' && c <= '9') {
+        digit = c - '0';
+      } else if (c >= 'a' && c <= 'f') {
+        digit = c - 'a' + 10;
+      } else {
+        return std::nullopt;
+      }
+      value = value * 16 + digit;
+    }
+    bytes[i] = static_cast<char>(value);
+  }
+  return PageHash::FromBytes(bytes);
+}
+
+}  // namespace
+
+PageFiles::PageFiles(std::string dir, rocksdb::FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+
+std::string PageFiles::PathOf(const PageHash& hash) const {
+  return absl::StrCat(dir_, "/", hash.hex(), kSuffix);
+}
+
+absl::Status PageFiles::CreateDir() const {
+  return FromIo(fs_->CreateDirIfMissing(dir_, rocksdb::IOOptions(), nullptr),
+                absl::StrCat("create ", dir_));
+}
+
+absl::Status PageFiles::Write(const PageHash& hash, std::string_view encoded, bool sync) const {
+  const std::string path = PathOf(hash);
+  const std::string temporary = absl::StrCat(dir_, "/", hash.hex(), kTemporarySuffix);
+  const rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = fs_->NewWritableFile(temporary, rocksdb::FileOptions(), &file, nullptr);
+  if (s.ok()) s = file->Append(rocksdb::Slice(encoded.data(), encoded.size()), io, nullptr);
+  if (s.ok() && sync) s = file->Sync(io, nullptr);
+  if (file != nullptr) {
+    rocksdb::IOStatus closed = file->Close(io, nullptr);
+    if (s.ok()) s = closed;
+  }
+  if (s.ok()) s = fs_->RenameFile(temporary, path, io, nullptr);
+  if (!s.ok()) {
+    fs_->DeleteFile(temporary, io, nullptr).PermitUncheckedError();
+    return FromIo(s, absl::StrCat("write page file ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PageFiles::SyncDir() const {
+  std::unique_ptr<rocksdb::FSDirectory> dir;
+  rocksdb::IOStatus s = fs_->NewDirectory(dir_, rocksdb::IOOptions(), &dir, nullptr);
+  if (s.ok()) s = dir->Fsync(rocksdb::IOOptions(), nullptr);
+  if (dir != nullptr) dir->Close(rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+  return FromIo(s, absl::StrCat("sync ", dir_));
+}
+
+absl::StatusOr<std::string> PageFiles::Read(const PageHash& hash) const {
+  const std::string path = PathOf(hash);
+  const rocksdb::IOOptions io;
+  uint64_t size = 0;
+  rocksdb::IOStatus s = fs_->GetFileSize(path, io, &size, nullptr);
+  if (!s.ok()) return FromIo(s, absl::StrCat("page file ", path));
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  s = fs_->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr);
+  if (!s.ok()) return FromIo(s, absl::StrCat("page file ", path));
+  std::string bytes(size, '\0');
+  rocksdb::Slice got;
+  s = file->Read(0, size, io, &got, bytes.data(), nullptr);
+  if (!s.ok()) return FromIo(s, absl::StrCat("read page file ", path));
+  if (got.size() != size) {
+    return absl::DataLossError(
+        absl::StrCat("page file ", path, ": read ", got.size(), " of ", size, " bytes"));
+  }
+  if (got.data() != bytes.data()) std::memcpy(bytes.data(), got.data(), got.size());
+  return bytes;
+}
+
+absl::Status PageFiles::ReadInto(const PageHash& hash, char* header, size_t header_bytes,
+                                 char* payload, size_t payload_bytes) const {
+  const std::string path = PathOf(hash);
+  const rocksdb::IOOptions io;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  rocksdb::IOStatus s = fs_->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr);
+  if (!s.ok()) return FromIo(s, absl::StrCat("page file ", path));
+  const struct {
+    uint64_t offset;
+    size_t bytes;
+    char* to;
+  } parts[] = {{0, header_bytes, header}, {header_bytes, payload_bytes, payload},
+               {header_bytes + payload_bytes, 1, nullptr}};
+  for (const auto& part : parts) {
+    char extra;  // a byte past the page: the file must end there
+    char* to = part.to != nullptr ? part.to : &extra;
+    rocksdb::Slice got;
+    s = file->Read(part.offset, part.bytes, io, &got, to, nullptr);
+    if (!s.ok()) return FromIo(s, absl::StrCat("read page file ", path));
+    if (part.to == nullptr) {
+      if (!got.empty()) {
+        return absl::DataLossError(absl::StrCat("page file ", path, " is longer than its page"));
+      }
+      break;
+    }
+    if (got.size() != part.bytes) {
+      return absl::DataLossError(absl::StrCat("page file ", path, " is truncated"));
+    }
+    if (got.data() != to) std::memcpy(to, got.data(), got.size());
+  }
+  return absl::OkStatus();
+}
+
+void PageFiles::Prefetch(const PageHash& hash, size_t bytes) const {
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  if (!fs_->NewRandomAccessFile(PathOf(hash), rocksdb::FileOptions(), &file, nullptr).ok()) return;
+  file->Prefetch(0, bytes, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
+}
+
+absl::Status PageFiles::Remove(const PageHash& hash) const {
+  const std::string path = PathOf(hash);
+  rocksdb::IOStatus s = fs_->DeleteFile(path, rocksdb::IOOptions(), nullptr);
+  if (s.IsNotFound() || s.IsPathNotFound()) return absl::OkStatus();
+  return FromIo(s, absl::StrCat("delete page file ", path));
+}
+
+absl::StatusOr<PageFiles::Listing> PageFiles::ListOnDisk() const {
+  std::vector<std::string> names;
+  rocksdb::IOStatus s = fs_->GetChildren(dir_, rocksdb::IOOptions(), &names, nullptr);
+  if (s.IsNotFound() || s.IsPathNotFound()) return Listing();
+  if (!s.ok()) return FromIo(s, absl::StrCat("list ", dir_));
+  Listing listing;
+  for (std::string& name : names) {
+    if (name == "." || name == "..") continue;
+    if (std::optional<PageHash> hash = HashOfName(name)) {
+      listing.pages.push_back(*hash);
+    } else {
+      listing.others.push_back(std::move(name));
+    }
+  }
+  return listing;
+}
+
+absl::Status PageFiles::RemoveOther(const std::string& name) const {
+  const std::string path = absl::StrCat(dir_, "/", name);
+  rocksdb::IOStatus s = fs_->DeleteFile(path, rocksdb::IOOptions(), nullptr);
+  if (s.IsNotFound() || s.IsPathNotFound()) return absl::OkStatus();
+  return FromIo(s, absl::StrCat("delete ", path));
+}
+
+}  // namespace kvs

@@ -1,0 +1,105 @@
+// PageFiles: the encoded KV pages of a session store, one file per page,
+// named for the page's content address (docs/storage-format.md, "Page
+// files"):
+//
+//   <store dir>/pages/<32 lowercase hex digits of the PageHash>.kvpage
+//
+// A file holds exactly one encoded page (cache/page_codec.h): its header,
+// then its payload. A full page's payload has the in-RAM page layout, so a
+// restore reads it straight into a pool page (ReadInto): one copy from the
+// page cache, no RocksDB buffers, no software checksum.
+//
+// What this class does not decide: which pages exist. SessionStore keeps
+// that in RocksDB (a page's entry there is its header) and calls Write
+// before the batch that makes a page referenced, Remove after the batch
+// that drops its last reference, and ListOnDisk at startup to collect the
+// files a crash left between the two (docs/storage-format.md gives the
+// order and why it is crash-safe).
+//
+// Write is crash-safe on its own: the bytes go to "<name>.tmp", are synced
+// (if asked), then renamed, so a file under its final name is always whole
+// once SyncDir returns; a crash leaves at most a temporary, which
+// ListOnDisk reports for deletion.
+//
+// All I/O goes through the given rocksdb::FileSystem (the store's, so the
+// fault-injection file system of the tests reaches page files too).
+// Errors: NOT_FOUND (no file for the page), RESOURCE_EXHAUSTED (no space),
+// INTERNAL (other I/O errors). On a failed Write no file of that name is
+// created or changed.
+//
+// Thread safety: no state besides the directory; every method is safe
+// from any thread. Writing and removing one page from two threads at once
+// is the caller's to prevent (the store's mutex does).
+#ifndef KVSESSION_CACHE_PAGE_FILES_H_
+#define KVSESSION_CACHE_PAGE_FILES_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/page_hash.h"
+
+namespace rocksdb {
+class FileSystem;
+}
+
+namespace kvs {
+
+class PageFiles {
+ public:
+  // Files in `dir` (created by CreateDir), through `fs` (not owned; must
+  // outlive this object).
+  PageFiles(std::string dir, rocksdb::FileSystem* fs);
+
+  const std::string& dir() const { return dir_; }
+  std::string PathOf(const PageHash& hash) const;
+
+  // Creates the directory if missing.
+  absl::Status CreateDir() const;
+
+  // Writes `encoded` as the file of `hash`, replacing any file of that
+  // name; `sync` syncs the file before the rename. The rename is durable
+  // only after SyncDir.
+  absl::Status Write(const PageHash& hash, std::string_view encoded, bool sync) const;
+  // Syncs the directory, making earlier Writes' renames and Removes durable.
+  absl::Status SyncDir() const;
+
+  // The whole file of `hash`.
+  absl::StatusOr<std::string> Read(const PageHash& hash) const;
+  // Reads bytes [0, header_bytes) of the file into `header` and the next
+  // payload_bytes into `payload`: a full page straight into its pool page.
+  // DATA_LOSS if the file is shorter, or longer, than that.
+  absl::Status ReadInto(const PageHash& hash, char* header, size_t header_bytes, char* payload,
+                        size_t payload_bytes) const;
+
+  // Asks the kernel to start reading the first `bytes` of the file of
+  // `hash` into the page cache, and returns without waiting (readahead):
+  // a restore hints every page first, so a cold read keeps the disk busy.
+  // Only a hint: errors (no such file) are ignored.
+  void Prefetch(const PageHash& hash, size_t bytes) const;
+
+  // Deletes the file of `hash`; OK if there is none.
+  absl::Status Remove(const PageHash& hash) const;
+
+  // What the directory holds: the pages with a file, and the names of
+  // everything else in it (temporaries a crash left, stray files).
+  struct Listing {
+    std::vector<PageHash> pages;
+    std::vector<std::string> others;
+  };
+  absl::StatusOr<Listing> ListOnDisk() const;
+  // Deletes `name` (an entry of Listing::others); OK if already gone.
+  absl::Status RemoveOther(const std::string& name) const;
+
+ private:
+  const std::string dir_;
+  rocksdb::FileSystem* const fs_;
+};
+
+}  // namespace kvs
+
+#endif  // KVSESSION_CACHE_PAGE_FILES_H_

@@ -1,0 +1,249 @@
+// PageFiles on the real file system, and the session store's page files
+// over real RocksDB: what a crash between a page file and its batch leaves
+// is collected at the next start, a failed or refused write leaves no
+// file, and the last reference's delete removes the file.
+#include "cache/page_files.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "cache/fault_injection_fs.h"
+#include "cache/page_codec.h"
+#include "cache/session_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rocksdb/file_system.h"
+
+namespace kvs {
+namespace {
+
+namespace fs = std::filesystem;
+
+KvGeometry Geometry() {
+  return {.n_layers = 2, .n_kv_heads = 2, .head_dim = 8, .page_tokens = 4, .dtype = KvDtype::kF16};
+}
+
+SessionRecord Session(const std::string& id, int n_tokens, int32_t first) {
+  SessionRecord r;
+  r.set_id(id);
+  r.set_model_fingerprint("model-a");
+  *r.mutable_geometry() = ToGeometryRecord(Geometry());
+  for (int i = 0; i < n_tokens; ++i) r.add_tokens(first + i);
+  r.set_kv_length(n_tokens);
+  EXPECT_TRUE(FillPageHashes(&r).ok());
+  return r;
+}
+
+PageHash HashOf(const SessionRecord& r, int page) { return *PageHash::FromBytes(r.page_hashes(page)); }
+
+std::string EncodedPageOf(const SessionRecord& r, int page) {
+  std::vector<uint8_t> ram(Geometry().page_bytes());
+  for (size_t i = 0; i < ram.size(); ++i) ram[i] = static_cast<uint8_t>(HashOf(r, page).bytes[i % 16] + i);
+  return EncodePage(Geometry(), ram.data(), PageTokensAt(Geometry(), r.kv_length(), page));
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  if (!fs::exists(dir)) return names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string FileNameOf(const PageHash& hash) { return absl::StrCat(hash.hex(), ".kvpage"); }
+
+class PageFilesTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(testing::TempDir(), "page_files_test.", getpid());
+    fs::remove_all(dir_);
+    ASSERT_TRUE(files_.CreateDir().ok());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string dir_;
+  PageFiles files_{absl::StrCat(testing::TempDir(), "page_files_test.", getpid()),
+                   rocksdb::FileSystem::Default().get()};
+  const SessionRecord record_ = Session("s", 12, 100);
+};
+
+TEST_F(PageFilesTest, AWrittenPageReadsBackWholeAndSplit) {
+  const std::string encoded = EncodedPageOf(record_, 1);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 1), encoded, /*sync=*/true).ok());
+  ASSERT_TRUE(files_.SyncDir().ok());
+  EXPECT_EQ(Names(dir_), std::vector<std::string>{FileNameOf(HashOf(record_, 1))});
+  EXPECT_EQ(*files_.Read(HashOf(record_, 1)), encoded);
+
+  std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
+  ASSERT_TRUE(files_.ReadInto(HashOf(record_, 1), header.data(), header.size(), payload.data(),
+                              payload.size())
+                  .ok());
+  EXPECT_EQ(header + payload, encoded);
+  // A full page's payload is the in-RAM page: what lets a restore read it
+  // straight into its pool page.
+  EXPECT_EQ(payload.size(), Geometry().page_bytes());
+  EXPECT_TRUE(CheckSplitPage(Geometry(), header, reinterpret_cast<const uint8_t*>(payload.data()),
+                             payload.size())
+                  .ok());
+}
+
+TEST_F(PageFilesTest, ReadIntoRefusesAFileOfAnotherLength) {
+  const std::string encoded = EncodedPageOf(record_, 0);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());
+  std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
+  // Asked for one byte less than the file holds, then one more.
+  absl::Status s = files_.ReadInto(HashOf(record_, 0), header.data(), header.size(),
+                                   payload.data(), payload.size() - 1);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  payload.push_back('\0');
+  s = files_.ReadInto(HashOf(record_, 0), header.data(), header.size(), payload.data(),
+                      payload.size());
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+}
+
+TEST_F(PageFilesTest, AMissingPageIsNotFoundAndRemovingItIsOk) {
+  EXPECT_TRUE(absl::IsNotFound(files_.Read(HashOf(record_, 0)).status()));
+  char header[kPageHeaderBytes];
+  EXPECT_TRUE(absl::IsNotFound(files_.ReadInto(HashOf(record_, 0), header, sizeof(header), nullptr, 0)));
+  EXPECT_TRUE(files_.Remove(HashOf(record_, 0)).ok());
+}
+
+TEST_F(PageFilesTest, TheListingSeparatesPagesFromOtherFiles) {
+  ASSERT_TRUE(files_.Write(HashOf(record_, 0), EncodedPageOf(record_, 0), false).ok());
+  std::ofstream(absl::StrCat(dir_, "/", HashOf(record_, 1).hex(), ".kvpage.tmp")) << "half";
+  std::ofstream(absl::StrCat(dir_, "/README")) << "not a page";
+  std::ofstream(absl::StrCat(dir_, "/", std::string(32, 'G'), ".kvpage")) << "not hex";
+  absl::StatusOr<PageFiles::Listing> listing = files_.ListOnDisk();
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  EXPECT_EQ(listing->pages, std::vector<PageHash>{HashOf(record_, 0)});
+  EXPECT_THAT(listing->others,
+              testing::UnorderedElementsAre(std::string(32, 'G') + ".kvpage",
+                                            HashOf(record_, 1).hex() + ".kvpage.tmp", "README"));
+}
+
+// The store's page files.
+class StorePageFilesTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = absl::StrCat(testing::TempDir(), "store_page_files_test.", getpid());
+    fs::remove_all(dir_);
+    Open();
+  }
+  void TearDown() override {
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  void Open(StoreOptions options = {}) {
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+    std::vector<SessionRecord> sessions;
+    std::vector<CheckpointRecord> checkpoints;
+    ASSERT_TRUE(store_->LoadAll(&sessions, &checkpoints).ok());
+  }
+  absl::Status Put(const SessionRecord& r) {
+    return store_->PutSession(r, [&](int page) { return EncodedPageOf(r, page); });
+  }
+  std::vector<std::string> FilesOf(std::initializer_list<const SessionRecord*> records) {
+    std::vector<std::string> names;
+    for (const SessionRecord* r : records) {
+      for (int i = 0; i < r->page_hashes_size(); ++i) names.push_back(FileNameOf(HashOf(*r, i)));
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+  }
+  std::string pages_dir() const { return dir_ + "/pages"; }
+
+  std::string dir_;
+  std::unique_ptr<SessionStore> store_;
+};
+
+TEST_F(StorePageFilesTest, EveryStoredPageHasOneFileAndTheLastReferenceRemovesIt) {
+  const SessionRecord a = Session("a", 12, 100);
+  const SessionRecord b = Session("b", 20, 100);  // a's 3 pages, then 2 more
+  ASSERT_TRUE(Put(a).ok());
+  ASSERT_TRUE(Put(b).ok());
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a, &b}));
+  EXPECT_EQ(Names(pages_dir()).size(), 5u);
+  ASSERT_TRUE(store_->DeleteSession("b").ok());
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
+  ASSERT_TRUE(store_->DeleteSession("a").ok());
+  EXPECT_TRUE(Names(pages_dir()).empty());
+}
+
+TEST_F(StorePageFilesTest, FilesACrashLeftBeforeTheirBatchAreDeletedAtTheNextStart) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  store_.reset();
+  // A crash after b's page files, before b's batch: files without entries,
+  // and a temporary of a page being written.
+  const SessionRecord b = Session("b", 8, 900);
+  PageFiles files(pages_dir(), rocksdb::FileSystem::Default().get());
+  for (int i = 0; i < b.page_hashes_size(); ++i) ASSERT_TRUE(files.Write(HashOf(b, i), EncodedPageOf(b, i), true).ok());
+  std::ofstream(absl::StrCat(pages_dir(), "/", HashOf(b, 0).hex(), ".kvpage.tmp")) << "half a page";
+  std::ofstream(absl::StrCat(pages_dir(), "/NOTES")) << "an operator's file stays";
+  Open();
+  std::vector<std::string> want = FilesOf({&a});
+  want.push_back("NOTES");
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Names(pages_dir()), want);
+  for (int i = 0; i < a.page_hashes_size(); ++i) EXPECT_TRUE(store_->GetPage(HashOf(a, i)).ok());
+  EXPECT_TRUE(store_->Verify()->ok());
+  // b can still be written in full afterwards.
+  ASSERT_TRUE(Put(b).ok());
+  EXPECT_TRUE(store_->GetPage(HashOf(b, 0)).ok());
+}
+
+TEST_F(StorePageFilesTest, AFileLeftAfterItsDeleteWasCommittedIsDeletedAtTheNextStart) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  const std::string kept = *store_->GetPage(HashOf(a, 1));
+  ASSERT_TRUE(store_->DeleteSession("a").ok());
+  store_.reset();
+  // A crash between the batch and the unlink: the file is back.
+  PageFiles files(pages_dir(), rocksdb::FileSystem::Default().get());
+  ASSERT_TRUE(files.Write(HashOf(a, 1), kept, true).ok());
+  Open();
+  EXPECT_TRUE(Names(pages_dir()).empty());
+}
+
+TEST_F(StorePageFilesTest, AWriteThatFailsPartWayLeavesNoPageFile) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  auto faulty = std::make_shared<FaultInjectionFileSystem>();
+  StoreOptions options;
+  options.file_system = faulty;
+  Open(options);
+  // Room for about one and a half pages of b's four.
+  faulty->SetSpaceLimit(static_cast<int64_t>(EncodedPageBytes(Geometry(), 4) * 3 / 2));
+  const SessionRecord b = Session("b", 16, 900);
+  const absl::Status s = Put(b);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("disk full"), std::string::npos) << s;
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
+  faulty->Heal();
+  ASSERT_TRUE(Put(b).ok());
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a, &b}));
+}
+
+TEST_F(StorePageFilesTest, AWriteUnderTheFreeSpaceFloorWritesNoPageFile) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  StoreOptions options;
+  options.min_free_bytes = int64_t{1} << 60;  // more than any disk has
+  Open(options);
+  const absl::Status s = Put(Session("b", 12, 900));
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
+  EXPECT_TRUE(store_->GetPage(HashOf(a, 0)).ok());  // reads work
+}
+
+}  // namespace
+}  // namespace kvs
