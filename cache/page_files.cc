@@ -65,7 +65,8 @@ absl::Status PageFiles::CreateDir() const {
 
 absl::Status PageFiles::Write(const PageHash& hash, std::string_view encoded, bool sync) const {
   const std::string path = PathOf(hash);
-  const std::string temporary = absl::StrCat(dir_, "/", hash.hex(), kTemporarySuffix);
+  const std::string temporary =
+      absl::StrCat(dir_, "/", hash.hex(), ".", next_temporary_.fetch_add(1), kTemporarySuffix);
   const rocksdb::IOOptions io;
   std::unique_ptr<rocksdb::FSWritableFile> file;
   rocksdb::IOStatus s = fs_->NewWritableFile(temporary, rocksdb::FileOptions(), &file, nullptr);
@@ -143,6 +144,19 @@ absl::Status PageFiles::ReadInto(const PageHash& hash, char* header, size_t head
     if (got.data() != to) std::memcpy(to, got.data(), got.size());
   }
   return absl::OkStatus();
+}
+
+bool PageFiles::Holds(const PageHash& hash, std::string_view header, uint64_t bytes) const {
+  const std::string path = PathOf(hash);
+  const rocksdb::IOOptions io;
+  uint64_t size = 0;
+  if (!fs_->GetFileSize(path, io, &size, nullptr).ok() || size != bytes) return false;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  if (!fs_->NewRandomAccessFile(path, rocksdb::FileOptions(), &file, nullptr).ok()) return false;
+  std::string stored(header.size(), '\0');
+  rocksdb::Slice got;
+  if (!file->Read(0, header.size(), io, &got, stored.data(), nullptr).ok()) return false;
+  return got.ToStringView() == header;
 }
 
 void PageFiles::Prefetch(const PageHash& hash, size_t bytes) const {

@@ -16,10 +16,11 @@
 // files a crash left between the two (docs/storage-format.md gives the
 // order and why it is crash-safe).
 //
-// Write is crash-safe on its own: the bytes go to "<name>.tmp", are synced
-// (if asked), then renamed, so a file under its final name is always whole
-// once SyncDir returns; a crash leaves at most a temporary, which
-// ListOnDisk reports for deletion.
+// Write is crash-safe on its own: the bytes go to a temporary
+// "<hash>.<n>.kvpage.tmp" (unique, so two writers of one page never share
+// it), are synced (if asked), then renamed, so a file under its final name
+// is always whole; the rename is durable once SyncDir returns. A crash
+// leaves at most a temporary, which ListOnDisk reports for deletion.
 //
 // All I/O goes through the given rocksdb::FileSystem (the store's, so the
 // fault-injection file system of the tests reaches page files too).
@@ -33,7 +34,9 @@
 #ifndef KVSESSION_CACHE_PAGE_FILES_H_
 #define KVSESSION_CACHE_PAGE_FILES_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +79,11 @@ class PageFiles {
   absl::Status ReadInto(const PageHash& hash, char* header, size_t header_bytes, char* payload,
                         size_t payload_bytes) const;
 
+  // Whether the file of `hash` exists and begins with `header` (a page's
+  // 48-byte header, which holds its payload's length and CRC-32C) and is
+  // exactly `bytes` long: a whole file of that very encoding.
+  bool Holds(const PageHash& hash, std::string_view header, uint64_t bytes) const;
+
   // Asks the kernel to start reading the first `bytes` of the file of
   // `hash` into the page cache, and returns without waiting (readahead):
   // a restore hints every page first, so a cold read keeps the disk busy.
@@ -98,6 +106,7 @@ class PageFiles {
  private:
   const std::string dir_;
   rocksdb::FileSystem* const fs_;
+  mutable std::atomic<uint64_t> next_temporary_{0};
 };
 
 }  // namespace kvs

@@ -4,6 +4,7 @@
 // file, and the last reference's delete removes the file.
 #include "cache/page_files.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -231,6 +232,70 @@ TEST_F(StorePageFilesTest, AWriteThatFailsPartWayLeavesNoPageFile) {
   faulty->Heal();
   ASSERT_TRUE(Put(b).ok());
   EXPECT_EQ(Names(pages_dir()), FilesOf({&a, &b}));
+}
+
+TEST_F(StorePageFilesTest, AStagedPageIsUsedByTheWriteThatNeedsItNotWrittenAgain) {
+  const SessionRecord b = Session("b", 16, 900);
+  const size_t full = EncodedPageBytes(Geometry(), 4);
+  std::vector<PageHash> staged;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<bool> wrote = store_->StagePage(HashOf(b, i), full, [&] {
+      return absl::StatusOr<std::string>(EncodedPageOf(b, i));
+    });
+    ASSERT_TRUE(wrote.ok()) << wrote.status();
+    EXPECT_TRUE(*wrote);
+    staged.push_back(HashOf(b, i));
+  }
+  // Staged is not stored: no entry, no reference.
+  EXPECT_EQ(store_->Stats().pages, 0);
+  EXPECT_FALSE(store_->HasPage(HashOf(b, 0)));
+  EXPECT_EQ(Names(pages_dir()).size(), 3u);
+  struct stat before;
+  ASSERT_EQ(::stat(absl::StrCat(pages_dir(), "/", FileNameOf(HashOf(b, 0))).c_str(), &before), 0);
+
+  WriteStats stats;
+  ASSERT_TRUE(store_->PutSession(b, [&](int page) { return EncodedPageOf(b, page); }, &stats).ok());
+  EXPECT_EQ(stats.pages_written, 4);
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&b}));
+  struct stat after;
+  ASSERT_EQ(::stat(absl::StrCat(pages_dir(), "/", FileNameOf(HashOf(b, 0))).c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // the staged file itself, not a rewrite
+  store_->DiscardStaged(staged);  // held now: nothing is deleted
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&b}));
+  Open();
+  for (int i = 0; i < b.page_hashes_size(); ++i) EXPECT_TRUE(store_->GetPage(HashOf(b, i)).ok()) << i;
+  EXPECT_TRUE(store_->Verify()->ok());
+}
+
+TEST_F(StorePageFilesTest, StagedPagesNoRecordTookAreDeletedByDiscardOrAtTheNextStart) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  const SessionRecord b = Session("b", 12, 900);
+  const size_t full = EncodedPageBytes(Geometry(), 4);
+  auto stage = [&](int i) {
+    return store_->StagePage(HashOf(b, i), full, [&] { return absl::StatusOr<std::string>(EncodedPageOf(b, i)); });
+  };
+  // Staging a page the store holds writes nothing.
+  absl::StatusOr<bool> held = store_->StagePage(HashOf(a, 0), full, [&] {
+    return absl::StatusOr<std::string>(EncodedPageOf(a, 0));
+  });
+  ASSERT_TRUE(held.ok());
+  EXPECT_FALSE(*held);
+  ASSERT_TRUE(*stage(0));
+  EXPECT_FALSE(*stage(0));  // its whole file is there already
+  const std::vector<PageHash> staged = {HashOf(b, 0)};
+  store_->DiscardStaged(staged);
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
+  // A crash instead of the discard: the next start deletes the file.
+  ASSERT_TRUE(*stage(1));
+  Open();
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
+  // A staged page of the wrong size is refused, and leaves no file.
+  absl::StatusOr<bool> wrong = store_->StagePage(HashOf(b, 2), full + 1, [&] {
+    return absl::StatusOr<std::string>(EncodedPageOf(b, 2));
+  });
+  EXPECT_TRUE(absl::IsInvalidArgument(wrong.status())) << wrong.status();
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&a}));
 }
 
 TEST_F(StorePageFilesTest, AWriteUnderTheFreeSpaceFloorWritesNoPageFile) {

@@ -386,36 +386,84 @@ absl::Status SessionStore::Commit(RefCountChange& change, rocksdb::WriteBatch* b
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::AddPage(const PageHash& hash, std::string_view encoded,
-                                   rocksdb::WriteBatch* batch, std::vector<PageHash>* new_files) {
-  if (new_files->empty()) {
-    // The floor, before the first byte of the mutation reaches the disk.
-    if (const int64_t free_bytes = FreeBytes(); free_bytes >= 0 && free_bytes < floor_bytes()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "disk full: ", FreeSpaceText(),
-          "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
-    }
+absl::Status SessionStore::CheckFloor() const {
+  if (const int64_t free_bytes = FreeBytes(); free_bytes >= 0 && free_bytes < floor_bytes()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "disk full: ", FreeSpaceText(),
+        "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
   }
-  if (absl::Status s = page_files_.Write(hash, encoded, options_.sync_writes); !s.ok()) {
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::AddPage(const PageHash& hash, std::string_view encoded,
+                                   rocksdb::WriteBatch* batch, MutationFiles* files) {
+  const std::string_view header = encoded.substr(0, kPageHeaderBytes);
+  if (page_files_.Holds(hash, header, encoded.size())) {
+    // Staged (StagePage): whole, and of this very encoding.
+    ++files->staged_used;
+  } else {
+    // The floor, before the first byte of the mutation reaches the disk.
+    if (files->written.empty()) {
+      if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
+    }
+    if (absl::Status s = page_files_.Write(hash, encoded, options_.sync_writes); !s.ok()) {
+      if (absl::IsResourceExhausted(s)) {
+        return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
+      }
+      return s;
+    }
+    files->written.push_back(hash);
+  }
+  return FromRocks(batch->Put(pages_cf_, rocksdb::Slice(hash.view()),
+                              rocksdb::Slice(header.data(), header.size())),
+                   absl::StrCat("batch page ", hash.hex()));
+}
+
+absl::Status SessionStore::SettlePageFiles(absl::Status built, const MutationFiles& files) {
+  const bool touched = !files.written.empty() || files.staged_used > 0;
+  if (built.ok() && touched && options_.sync_writes) built = page_files_.SyncDir();
+  if (!built.ok()) {
+    // No record references them: nothing was committed.
+    for (const PageHash& hash : files.written) page_files_.Remove(hash).IgnoreError();
+  }
+  return built;
+}
+
+absl::StatusOr<bool> SessionStore::StagePage(
+    const PageHash& hash, size_t encoded_bytes,
+    absl::FunctionRef<absl::StatusOr<std::string>()> encode) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (table_.pages.contains(hash)) return false;
+  }
+  if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
+  absl::StatusOr<std::string> encoded = encode();
+  if (!encoded.ok()) return encoded.status();
+  if (encoded->size() != encoded_bytes || encoded->size() < kPageHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("staged page ", hash.hex(), " is ",
+                                                   encoded->size(), " bytes, not ", encoded_bytes));
+  }
+  if (page_files_.Holds(hash, std::string_view(*encoded).substr(0, kPageHeaderBytes),
+                        encoded->size())) {
+    return false;
+  }
+  if (absl::Status s = page_files_.Write(hash, *encoded, options_.sync_writes); !s.ok()) {
     if (absl::IsResourceExhausted(s)) {
       return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
     }
     return s;
   }
-  new_files->push_back(hash);
-  return FromRocks(batch->Put(pages_cf_, rocksdb::Slice(hash.view()),
-                              rocksdb::Slice(encoded.data(), kPageHeaderBytes)),
-                   absl::StrCat("batch page ", hash.hex()));
+  return true;
 }
 
-absl::Status SessionStore::SettlePageFiles(absl::Status built,
-                                           const std::vector<PageHash>& new_files) {
-  if (built.ok() && !new_files.empty() && options_.sync_writes) built = page_files_.SyncDir();
-  if (!built.ok()) {
-    // No record references them: nothing was committed.
-    for (const PageHash& hash : new_files) page_files_.Remove(hash).IgnoreError();
+void SessionStore::DiscardStaged(std::span<const PageHash> hashes) {
+  // Under the lock: a mutation checks a staged file and commits its entry
+  // in one critical section, so a file is either deleted before a
+  // mutation looks for it (which then writes its own) or held after.
+  absl::MutexLock lock(&mu_);
+  for (const PageHash& hash : hashes) {
+    if (!table_.pages.contains(hash)) page_files_.Remove(hash).IgnoreError();
   }
-  return built;
 }
 
 void SessionStore::CollectPageFiles() {
@@ -596,7 +644,7 @@ absl::Status SessionStore::PutSessions(
   if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
   rocksdb::WriteBatch batch(batch_bytes);
   RefCountChange change(&table_);
-  std::vector<PageHash> new_files;
+  MutationFiles new_files;
   absl::Status built = [&]() -> absl::Status {
     for (size_t r = 0; r < records.size(); ++r) {
       const KvGeometry& g = verified[r]->geometry;
@@ -699,7 +747,7 @@ absl::Status SessionStore::PutCheckpoint(
   rocksdb::WriteBatch batch(BatchBytesAtMost(*verified, value.size()));
   RefCountChange change(&table_);
   const KvGeometry& g = verified->geometry;
-  std::vector<PageHash> new_files;
+  MutationFiles new_files;
   absl::Status built = [&]() -> absl::Status {
     for (size_t i = 0; i < verified->hashes.size(); ++i) {
       const PageHash& hash = verified->hashes[i];

@@ -282,6 +282,24 @@ class SessionStore {
   // unspecified data (callers discard them).
   absl::Status ReadPages(std::span<const PageRead> reads, const KvGeometry& geometry,
                          int threads = 1, size_t* failed_index = nullptr) const;
+  // Staging: a page's file written ahead of the record that will reference
+  // it (the engine stages each page a prefill fills while the prefill goes
+  // on, so the write that ends the call has only the last pages left).
+  // StagePage writes the file of page `hash`, encoded by encode() (an
+  // encoding of exactly `encoded_bytes`), unless the store holds the page
+  // or its whole file is already there; returns whether it wrote. The write
+  // runs without the store's lock; the file has no entry, so a crash
+  // leaves it to LoadAll to delete. A later mutation that needs the page
+  // uses the file instead of writing it again (PutSession's encode_missing
+  // is still called, to check the page). Errors: RESOURCE_EXHAUSTED (disk
+  // full, or under the free-space floor), INTERNAL (I/O), encode()'s own;
+  // on error no file is left.
+  absl::StatusOr<bool> StagePage(const PageHash& hash, size_t encoded_bytes,
+                                 absl::FunctionRef<absl::StatusOr<std::string>()> encode);
+  // Ends the staging of pages StagePage wrote: the files of those the
+  // store does not hold (no record came to reference them) are deleted.
+  void DiscardStaged(std::span<const PageHash> hashes);
+
   // Whether some record references the page (so it is stored). False
   // before LoadAll.
   bool HasPage(const PageHash& hash) const;
@@ -343,17 +361,25 @@ class SessionStore {
   std::shared_ptr<const VerifiedPages> ReferenceFor(const std::string& id,
                                                     const std::string& parent) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Writes the file of a page new to the store and puts its header into
-  // `batch`; `new_files` collects the files written, so that a mutation
-  // failing before its batch removes them. The first page of a mutation
-  // checks the free-space floor.
+  // The page files one mutation wrote, and the staged ones it uses.
+  struct MutationFiles {
+    std::vector<PageHash> written;
+    int64_t staged_used = 0;
+  };
+  // Writes the file of a page new to the store (or uses its staged file)
+  // and puts its header into `batch`; `files` collects the files written,
+  // so that a mutation failing before its batch removes them (staged files
+  // stay: they are their stager's). The first page of a mutation checks
+  // the free-space floor.
   absl::Status AddPage(const PageHash& hash, std::string_view encoded, rocksdb::WriteBatch* batch,
-                       std::vector<PageHash>* new_files) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // For a mutation that wrote page files: syncs their directory (with
-  // sync_writes) if `built` is OK, else removes the files; returns the
-  // result.
-  absl::Status SettlePageFiles(absl::Status built, const std::vector<PageHash>& new_files)
+                       MutationFiles* files) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a mutation that wrote or used page files: syncs their directory
+  // (with sync_writes) if `built` is OK, else removes the files it wrote;
+  // returns the result.
+  absl::Status SettlePageFiles(absl::Status built, const MutationFiles& files)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED while free space is under the floor.
+  absl::Status CheckFloor() const;
   // Deletes page files without a page entry, and temporaries: what a
   // crash between a page file and its batch, or a batch and its deletes,
   // left.

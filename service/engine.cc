@@ -33,6 +33,9 @@ struct Engine::Job {
   bool admitted = false;
   std::optional<ChatJob> chat;
   bool slide = false;  // the call's context policy is SLIDE
+  // Its prefill's full pages, written while it computes on (made at the
+  // first page to stage).
+  std::optional<PageStaging> staging;
 };
 
 Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
@@ -306,6 +309,7 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
     absl::Status st = status;
     SessionInfo released;
     absl::Status persisted = sessions_->PersistAndRelease(shared->session, &released);
+    if (shared->staging) shared->staging->Finish();
     if (!persisted.ok() && st.ok()) {
       // A full disk keeps its code (the client should free space or wait);
       // other store failures are transient to the client.
@@ -463,8 +467,11 @@ void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& re
       EndJob(active, p.job, forward, FinishReason::kError, report);
       continue;
     }
-    p.job->kv.Commit();
-    if (!p.decode) continue;
+    const int keyed = p.job->kv.Commit();
+    if (!p.decode) {
+      StagePrefillPages(*p.job, keyed);
+      continue;
+    }
     SampleNext(*p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size);
     ++row;
     if (p.job->stream->finished()) {
@@ -472,6 +479,15 @@ void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& re
     }
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
+
+void Engine::StagePrefillPages(Job& job, int first) {
+  SessionStore* store = sessions_->store();
+  if (store == nullptr) return;
+  const int end = job.session->page_hashes->size();
+  if (first >= end) return;
+  if (!job.staging) job.staging.emplace(store, sessions_->pool(), io_);
+  job.staging->Stage(*job.session, first, end);
 }
 
 void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {

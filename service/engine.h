@@ -14,7 +14,9 @@
 //   4. forward   one Transformer::Forward for the whole batch (one pass over
 //                the weights however many sessions: what makes N forks cost
 //                far less than N sessions);
-//   5. deliver   key newly full pages; each generating job samples its
+//   5. deliver   key newly full pages (a prefill's are also staged: written
+//                to the store while the job computes on, page_staging.h);
+//                each generating job samples its
 //                next token with its own parameters and random generator
 //                and streams it (TokenStream decides text and the end);
 //   6. finish    Appends whose KV caught up are done.
@@ -59,6 +61,7 @@
 #include "service/chat_state.h"
 #include "service/context_policy.h"
 #include "service/job_handle.h"
+#include "service/page_staging.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 
@@ -220,6 +223,9 @@ class Engine {
   void Reserve(Active& active, StepReport& report);
   absl::Status RunForward();
   void Deliver(Active& active, const absl::Status& forward, StepReport& report);
+  // Stages the pages [first, ...) a prefill chunk of `job` just filled
+  // (page_staging.h), so that its final persist has less left to write.
+  void StagePrefillPages(Job& job, int first);
   void FinishCaughtUpAppends(Active& active, StepReport& report);
   void RecordStep(const StepReport& report);
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "absl/synchronization/notification.h"
 #include "service/service_test_env.h"
 #include "service/task_executor.h"
@@ -109,6 +111,28 @@ TEST_F(EngineTest, APrefillIsCutIntoChunksOfTheStepBudget) {
   }
   EXPECT_EQ(chunks, (std::vector<int>{16, 16, 16, 2}));
   EXPECT_EQ(env_->sessions().Get(id, false)->length, 51);
+}
+
+TEST_F(EngineTest, AChunkedPrefillStagesItsPagesAndStoresExactlyThemOneFileEach) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/16);
+  const std::string id = env_->MakeSession(0);
+  std::vector<int32_t> input(100);
+  for (int i = 0; i < 100; ++i) input[i] = 40 + i;
+  auto job = Submit(id, input, std::nullopt);
+  job->done.WaitForNotification();
+  ASSERT_TRUE(job->status.ok()) << job->status;
+  engine_->Stop();
+  engine_.reset();
+  io_.reset();  // runs the staging tasks that may still be queued
+  int64_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(env_->dir() + "/pages")) {
+    files += e.path().extension() == ".kvpage";
+  }
+  // 100 KV positions: 6 full pages and a partial one, all stored, nothing else.
+  EXPECT_EQ(env_->store().Stats().pages, 7);
+  EXPECT_EQ(files, 7);
+  EXPECT_TRUE(env_->store().Verify()->ok());
 }
 
 TEST_F(EngineTest, AFinishedCallIsNoLongerCountedAsActiveWhenItIsAnswered) {

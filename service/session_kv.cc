@@ -57,13 +57,14 @@ ForwardItem SessionKv::Item(int n, Logits logits) const {
   return {&*session_->kv, std::span<const int32_t>(session_->tokens).subspan(kv_length(), n), logits};
 }
 
-void SessionKv::Commit() {
+int SessionKv::Commit() {
   Session& s = *session_;
   const int before = s.page_hashes->size();
   s.page_hashes->Extend(s.tokens, s.kv->length() / pool_->geometry().page_tokens);
   for (int i = before; i < s.page_hashes->size(); ++i) {
     pool_->SetKey(s.kv->page_table()[i], s.page_hashes->hashes()[i].bytes);
   }
+  return before;
 }
 
 absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_context,

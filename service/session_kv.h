@@ -69,8 +69,9 @@ class SessionKv {
   absl::Status Reserve(int n);
   // The forward-pass item for the n reserved positions after kv_length.
   ForwardItem Item(int n, Logits logits) const;
-  // After a successful forward pass: keys every newly full page.
-  void Commit();
+  // After a successful forward pass: keys every newly full page; returns
+  // the index of the first (session().page_hashes->size() is the end).
+  int Commit();
   // Appends a token the job produced (visible to readers at once).
   void Append(int32_t token) { session_->AppendTokens({&token, 1}); }
 

@@ -1,0 +1,77 @@
+#include "service/page_staging.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "cache/page_codec.h"
+
+namespace kvs {
+
+struct PageStaging::State {
+  SessionStore* store;
+  PagePool* pool;
+  TaskExecutor* io;
+
+  absl::Mutex mu;
+  int pending ABSL_GUARDED_BY(mu) = 0;  // submitted tasks not yet run
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  std::vector<PageHash> staged ABSL_GUARDED_BY(mu);  // files StagePage wrote
+
+  // After the final persist and the last task: DiscardStaged, once.
+  void DiscardIfDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (!finished || pending > 0 || staged.empty()) return;
+    store->DiscardStaged(staged);
+    staged.clear();
+  }
+};
+
+PageStaging::PageStaging(SessionStore* store, PagePool* pool, TaskExecutor* io)
+    : state_(std::make_shared<State>()) {
+  state_->store = store;
+  state_->pool = pool;
+  state_->io = io;
+}
+
+void PageStaging::Stage(const Session& session, int first, int end) {
+  if (first >= end) return;
+  struct Page {
+    PageHash hash;
+    PageId id;
+  };
+  std::vector<Page> pages;
+  pages.reserve(static_cast<size_t>(end - first));
+  for (int i = first; i < end; ++i) {
+    const PageId id = session.kv->page_table()[i];
+    state_->pool->AddRef(id);
+    pages.push_back({session.page_hashes->hashes()[i], id});
+  }
+  {
+    absl::MutexLock lock(&state_->mu);
+    ++state_->pending;
+  }
+  state_->io->Submit([state = state_, pages = std::move(pages)] {
+    const KvGeometry& g = state->pool->geometry();
+    const size_t bytes = EncodedPageBytes(g, g.page_tokens);
+    std::vector<PageHash> wrote;
+    for (const Page& p : pages) {
+      absl::StatusOr<bool> staged = state->store->StagePage(p.hash, bytes, [&] {
+        return absl::StatusOr<std::string>(EncodePage(g, state->pool->data(p.id), g.page_tokens));
+      });
+      state->pool->Release(p.id);
+      if (staged.ok() && *staged) wrote.push_back(p.hash);
+    }
+    absl::MutexLock lock(&state->mu);
+    state->staged.insert(state->staged.end(), wrote.begin(), wrote.end());
+    --state->pending;
+    state->DiscardIfDone();
+  });
+}
+
+void PageStaging::Finish() {
+  absl::MutexLock lock(&state_->mu);
+  state_->finished = true;
+  state_->DiscardIfDone();
+}
+
+}  // namespace kvs
