@@ -15,6 +15,7 @@
 #include "cache/fault_injection_fs.h"
 #include "cache/page_codec.h"
 #include "cache/session_store.h"
+#include "cache/store_test_records.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
@@ -29,17 +30,10 @@ KvGeometry Geometry() {
 }
 
 SessionRecord Session(const std::string& id, int n_tokens, int32_t first) {
-  SessionRecord r;
-  r.set_id(id);
-  r.set_model_fingerprint("model-a");
-  *r.mutable_geometry() = ToGeometryRecord(Geometry());
-  for (int i = 0; i < n_tokens; ++i) r.add_tokens(first + i);
-  r.set_kv_length(n_tokens);
-  EXPECT_TRUE(FillPageHashes(&r).ok());
-  return r;
+  return TestSessionRecord(id, Geometry(), n_tokens, first);
 }
 
-PageHash HashOf(const SessionRecord& r, int page) { return *PageHash::FromBytes(r.page_hashes(page)); }
+PageHash HashOf(const SessionRecord& r, int page) { return PageHashOf(r, page); }
 
 std::string EncodedPageOf(const SessionRecord& r, int page) {
   std::vector<uint8_t> ram(Geometry().page_bytes());

@@ -11,6 +11,7 @@
 #include "cache/page_codec.h"
 #include "cache/record_validation.h"
 #include "cache/session_store.h"
+#include "cache/store_test_records.h"
 #include "gtest/gtest.h"
 
 namespace kvs {
@@ -21,18 +22,12 @@ KvGeometry Geometry() {
   return {.n_layers = 2, .n_kv_heads = 2, .head_dim = 64, .page_tokens = 16, .dtype = KvDtype::kF16};
 }
 
+// KV for every token but the last, as a session holds it between calls.
 SessionRecord Session(const std::string& id, int tokens, int32_t first = 1000) {
-  SessionRecord r;
-  r.set_id(id);
-  r.set_model_fingerprint("model-a");
-  *r.mutable_geometry() = ToGeometryRecord(Geometry());
-  for (int i = 0; i < tokens; ++i) r.add_tokens(first + i);
-  r.set_kv_length(tokens - 1);
-  EXPECT_TRUE(FillPageHashes(&r).ok());
-  return r;
+  return TestSessionRecord(id, Geometry(), tokens, first, tokens - 1);
 }
 
-PageHash HashOf(const SessionRecord& r, int page) { return *PageHash::FromBytes(r.page_hashes(page)); }
+PageHash HashOf(const SessionRecord& r, int page) { return PageHashOf(r, page); }
 
 std::vector<uint8_t> RamPage(const SessionRecord& r, int page) {
   const PageHash h = HashOf(r, page);

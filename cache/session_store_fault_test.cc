@@ -12,6 +12,7 @@
 #include "cache/fault_injection_fs.h"
 #include "cache/page_codec.h"
 #include "cache/session_store.h"
+#include "cache/store_test_records.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
@@ -26,17 +27,10 @@ KvGeometry Geometry() {
 
 // A session of n_tokens tokens first, first + 1, ..., with KV for all of them.
 SessionRecord Session(const std::string& id, int n_tokens, int32_t first) {
-  SessionRecord r;
-  r.set_id(id);
-  r.set_model_fingerprint("model-a");
-  *r.mutable_geometry() = ToGeometryRecord(Geometry());
-  for (int i = 0; i < n_tokens; ++i) r.add_tokens(first + i);
-  r.set_kv_length(n_tokens);
-  EXPECT_TRUE(FillPageHashes(&r).ok());
-  return r;
+  return TestSessionRecord(id, Geometry(), n_tokens, first);
 }
 
-PageHash HashOf(const SessionRecord& r, int page) { return *PageHash::FromBytes(r.page_hashes(page)); }
+PageHash HashOf(const SessionRecord& r, int page) { return PageHashOf(r, page); }
 
 // The page's KV: bytes that follow from its hash.
 std::vector<uint8_t> RamPage(const SessionRecord& r, int page) {
