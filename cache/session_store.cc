@@ -488,7 +488,7 @@ void SessionStore::CollectPageFiles() {
     if (page_files_.RemoveOther(name).ok()) ++removed;
   }
   if (removed > 0) {
-    ABSL_RAW_LOG(INFO, "session store: deleted %lld page files no record references",
+    ABSL_RAW_LOG(INFO, "session store: deleted %lld page files without an entry (left by a crash)",
                  static_cast<long long>(removed));
   }
 }
