@@ -5,7 +5,7 @@
 //                        and 151936x1024 weights, per type: bytes/s of weights
 //   gemm_{exact,fast}    nx = 8, 64, 512 activation rows against 3072x1024:
 //                        FLOP/s (2 * rows * cols * nx per call)
-//   attention            one decode query row of a GQA group of 4 heads
+//   attention            one decode query row of a GQA group of 2 or 4 heads
 //                        (head_dim 128) over 4096 keys in pages of 256, for
 //                        F32 and F16 caches: bytes/s of K and V
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
@@ -160,11 +160,12 @@ void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows,
                                                  benchmark::Counter::kIsRate);
 }
 
-void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype) {
+// One decode row: `heads` query heads of one GQA group over 4,096 keys.
+void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads) {
   if (!UseIsa(state, isa)) return;
-  const int n_keys = 4096, page = 256, head_dim = 128, heads = 4;
+  const int n_keys = 4096, page = 256, head_dim = 128;
   const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(n_keys) * head_dim);
-  std::vector<uint8_t> k(kv_f32.size() * KvDtypeBytes(dtype)), v(k.size());
+  std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
   StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
   const std::vector<float> q = RandomFloats(heads * head_dim);
@@ -174,7 +175,7 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype) {
   for (auto _ : state) {
     AttentionInit(heads, head_dim, m.data(), l.data(), acc.data());
     for (int p = 0; p < n_keys / page; ++p) {
-      const size_t off = static_cast<size_t>(p) * page * head_dim * KvDtypeBytes(dtype);
+      const size_t off = KvBytes(dtype, static_cast<int64_t>(p) * page * head_dim);
       AttentionUpdate(dtype, q.data(), heads * head_dim, 1, heads, k.data() + off, v.data() + off,
                       page, head_dim, &visible, 0.088f, m.data(), l.data(), acc.data(),
                       scratch.data());
@@ -212,11 +213,13 @@ void RegisterAll() {
       }
     }
   }
-  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
     for (KernelIsa isa : isas) {
-      const std::string name = std::string("attention/") + KvDtypeName(dtype) + "/" +
-                               KernelIsaName(isa) + "/4096keys";
-      configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype));
+      for (int heads : {2, 4}) {
+        const std::string name = std::string("attention/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                 "/4096keys/" + std::to_string(heads) + "heads";
+        configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype, heads));
+      }
     }
   }
 }

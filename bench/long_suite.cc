@@ -53,10 +53,12 @@ bool WantsSuite(int argc, char** argv) {
 }
 
 int LongSuiteMain(int argc, char** argv) {
-  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc), {"model", "runs", "threads", "suite"},
+  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc), {"model", "runs", "threads", "suite", "kv-type"},
                              {"quick"});
-  if (!args.ok() || !args->Has("model") || args->GetOr("suite", "") != "long") {
-    std::cerr << "usage: kvs-bench --model M.gguf --suite long [--runs 3] [--threads N] [--quick]\n";
+  const std::optional<KvDtype> kv_dtype = args.ok() ? KvDtypeFromName(args->GetOr("kv-type", "f16")) : std::nullopt;
+  if (!args.ok() || !args->Has("model") || args->GetOr("suite", "") != "long" || !kv_dtype) {
+    std::cerr << "usage: kvs-bench --model M.gguf --suite long [--runs 3] [--threads N] [--quick] "
+                 "[--kv-type f16|bf16|q8_0|f32]\n";
     return 2;
   }
   LongSuiteOptions o;
@@ -64,6 +66,7 @@ int LongSuiteMain(int argc, char** argv) {
   o.runs = static_cast<int>(args->GetInt("runs", 3).value_or(3));
   o.threads = static_cast<int>(args->GetInt("threads", 0).value_or(0));
   o.quick = args->Has("quick");
+  o.kv_dtype = *kv_dtype;
   return RunLongSuite(o);
 }
 
@@ -80,7 +83,11 @@ int RunLongSuite(const LongSuiteOptions& o) {
     return 1;
   }
   ThreadPool pool(o.threads);
-  EngineBench runner(**model, &pool, MatmulPath::kFast, KvDtype::kF16, kLongest + kChunk,
+  if (!KvDtypeFitsHeadDim(o.kv_dtype, c.head_dim)) {
+    std::cerr << "--kv-type " << KvDtypeName(o.kv_dtype) << " needs a head_dim that is a multiple of 32\n";
+    return 1;
+  }
+  EngineBench runner(**model, &pool, MatmulPath::kFast, o.kv_dtype, kLongest + kChunk,
                      (kLongest + 4096 + 2048) / kPageTokens);
   const int vocab = c.vocab_size;
   const int runs = std::max(1, o.runs);
@@ -140,17 +147,19 @@ int RunLongSuite(const LongSuiteOptions& o) {
   const double bandwidth = MeasureReadBandwidth(pool, runs);
   const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
   const double kv_per_token =
+      static_cast<double>(runner.transformer().kv_geometry(kPageTokens, o.kv_dtype).bytes_per_token());
+  const double f16_per_token =
       static_cast<double>(runner.transformer().kv_geometry(kPageTokens, KvDtype::kF16).bytes_per_token());
   auto share = [&](double tok_s, int context) {
     return 100 * (weight_bytes + kv_per_token * context) * tok_s / (bandwidth * 1e9);
   };
 
-  std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, matmul fast, KV f16, %d threads, "
+  std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, matmul fast, KV %s, %d threads, "
               "medians of %d\nmemory read bandwidth %.1f GB/s (measured in this run)\n"
               "llama.cpp column: issue 11's figures (same machine kind, not this run); "
               "targets against llama.cpp are judged on them\n\n",
-              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), pool.size(), runs,
-              bandwidth);
+              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), KvDtypeName(o.kv_dtype),
+              pool.size(), runs, bandwidth);
   std::printf("| row | kvsession (this run) | llama.cpp (issue 11) | target | |\n|---|---|---|---|---|\n");
   const double pp512 = prefill[0].second;
   const double llama_pp[] = {kLlamaPp512, kLlamaPp2000, kLlamaPp4096, 0};
@@ -188,6 +197,13 @@ int RunLongSuite(const LongSuiteOptions& o) {
            absl::StrFormat("%.1f tok/s, batched-bench B=8 (%.2fx)", kLlamaBatched8, eight / kLlamaBatched8),
            ">= 5x one stream and >= 5x llama.cpp",
            Met(eight >= 5 * one_stream && eight >= 5 * kLlamaBatched8));
+  if (o.kv_dtype != KvDtype::kF16) {
+    PrintRow(absl::StrFormat("KV bytes per token, %s", KvDtypeName(o.kv_dtype)),
+             absl::StrFormat("%.0f bytes (%.3fx f16's %.0f): %.0f tokens per GiB", kv_per_token,
+                             kv_per_token / f16_per_token, f16_per_token, (1 << 30) / kv_per_token),
+             "q8_0: 34 bytes per 32 values, as llama.cpp's", "q8_0 halves f16's bytes",
+             o.kv_dtype == KvDtype::kQ8_0 ? Met(kv_per_token <= 0.54 * f16_per_token) : "-");
+  }
   return 0;
 }
 

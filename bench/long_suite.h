@@ -13,13 +13,18 @@
 // against llama.cpp are judged on those figures.
 //
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--threads N]
-//       [--quick]
+//       [--quick] [--kv-type f16|bf16|q8_0|f32]
+//
+// With another --kv-type than f16 the table gains a row for the KV bytes
+// per token against f16's (the sessions a GiB holds).
 //
 // Medians of --runs. Takes minutes (a 16,384-token context is prefilled).
 #ifndef KVSESSION_BENCH_LONG_SUITE_H_
 #define KVSESSION_BENCH_LONG_SUITE_H_
 
 #include <string>
+
+#include "kernels/kv_dtype.h"
 
 namespace kvs {
 
@@ -28,6 +33,7 @@ struct LongSuiteOptions {
   int runs = 3;
   int threads = 0;     // 0: one per core
   bool quick = false;  // skip decode at 16,384
+  KvDtype kv_dtype = KvDtype::kF16;
 };
 
 // `kvs-bench --suite long ...`: parses the flags above (bad ones: usage on

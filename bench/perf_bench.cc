@@ -1,7 +1,7 @@
 // kvs-bench: the engine's speed on one model file, as one table.
 //
 //   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
-//       [--matmul fast|exact] [--kv-type f16|f32] [--long 4096]
+//       [--matmul fast|exact] [--kv-type f16|bf16|q8_0|f32] [--long 4096]
 //       [--prefill-lengths 512,2000,4096,8192] [--prefill-runs R]
 //       [--attention tiled|per-query|both]
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
@@ -100,14 +100,19 @@ int Main(int argc, char** argv) {
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench --model M.gguf [--runs 5] [--threads N] [--matmul fast|exact] "
-                 "[--kv-type f16|f32] [--long 4096] [--prefill-lengths 512,2000,4096,8192] "
+                 "[--kv-type f16|bf16|q8_0|f32] [--long 4096] [--prefill-lengths 512,2000,4096,8192] "
                  "[--prefill-runs R] [--attention tiled|per-query|both]\n";
     return 2;
   }
   const int runs = static_cast<int>(args->GetInt("runs", 5).value_or(5));
   bool ok = false;
   const MatmulPath matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &ok);
-  const KvDtype dtype = args->GetOr("kv-type", "f16") == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  const std::optional<KvDtype> kv_dtype = KvDtypeFromName(args->GetOr("kv-type", "f16"));
+  if (!kv_dtype) {
+    std::cerr << "--kv-type must be f16, bf16, q8_0 or f32\n";
+    return 2;
+  }
+  const KvDtype dtype = *kv_dtype;
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";

@@ -4,6 +4,7 @@
 //   build/bin/kvs-bench-service --model M.gguf [--prompt-tokens 256]
 //       [--gen 64] [--repeats 3] [--turns 8] [--long-tokens 1500]
 //       [--restore-tokens 2000] [--table fanout|turns|long|restore|all]
+//       [--kv-type f16|bf16|q8_0|f32]   (the server's KV type; default f16)
 //
 // Prints four tables (medians over --repeats; --table picks one):
 //   1. fork fan-out: 1, 2, 4, 8 branches of one prompt generating --gen
@@ -92,12 +93,12 @@ int RunTable(const CliArgs& args) {
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
-                              "restore-tokens", "table", "lengths"},
+                              "restore-tokens", "table", "lengths", "kv-type"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
-                 "[--table fanout|turns|long|restore|all|grpc-prefill]\n";
+                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
@@ -122,8 +123,8 @@ int Main(int argc, char** argv) {
   const std::string data = dir + "/data";
   // A bounded context, so the default KV pool holds a full-context session
   // of any model.
-  const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000",
-                                                 "--max-context", "4096"};
+  const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000", "--max-context", "4096",
+                                                 "--kv-type", args->GetOr("kv-type", "f16")};
   auto server = std::make_unique<ServerProcess>();
   if (!server->Start(model, data, server_flags)) {
     std::cerr << "kvsessiond did not start:\n" << server->log();
@@ -133,9 +134,9 @@ int Main(int argc, char** argv) {
   client->WaitForServer(std::chrono::seconds(10));
   absl::StatusOr<v1::ServerInfo> info = client->GetServerInfo();
   Check(info.status(), "GetServerInfo");
-  std::printf("model %s (%s, %s), kernels %s, %d threads\n\n", info->model().name().c_str(),
+  std::printf("model %s (%s, %s), kernels %s, %d threads, KV %s\n\n", info->model().name().c_str(),
               info->model().architecture().c_str(), info->model().weight_type().c_str(),
-              info->kernels().c_str(), info->threads());
+              info->kernels().c_str(), info->threads(), info->kv_cache().dtype().c_str());
 
   if (wants("restore")) {
     RestoreTableOptions restore{.model = model,

@@ -1,5 +1,7 @@
 // KvGeometry: the shape of one KV page, the only model knowledge the cache
 // has (layers, KV heads, head_dim, tokens per page, element type).
+// A slot is one row of head_dim values of the element type (kv_dtype.h:
+// f32, f16, bf16, or q8_0 blocks of 32 values).
 //
 // Page layout, layer-major and head-major inside a layer:
 //
@@ -27,11 +29,10 @@ struct KvGeometry {
   int page_tokens = 16;  // T
   KvDtype dtype = KvDtype::kF16;
 
-  size_t element_bytes() const { return KvDtypeBytes(dtype); }
+  // Bytes of one slot: head_dim values of `dtype` (kv_dtype.h).
+  size_t row_bytes() const { return KvBytes(dtype, head_dim); }
   // Bytes of one (layer, part, head) block: T slots of head_dim values.
-  size_t block_bytes() const {
-    return static_cast<size_t>(page_tokens) * head_dim * element_bytes();
-  }
+  size_t block_bytes() const { return static_cast<size_t>(page_tokens) * row_bytes(); }
   size_t page_bytes() const { return static_cast<size_t>(n_layers) * 2 * n_kv_heads * block_bytes(); }
   // Offset of the (layer, part, head) block inside a page.
   size_t block_offset(int layer, KvPart part, int head) const {
@@ -40,7 +41,7 @@ struct KvGeometry {
   }
   // Offset of one slot's head_dim values inside its block.
   size_t slot_offset(int slot) const {
-    return static_cast<size_t>(slot) * head_dim * element_bytes();
+    return static_cast<size_t>(slot) * row_bytes();
   }
   // KV bytes one token occupies across all layers.
   size_t bytes_per_token() const { return page_bytes() / page_tokens; }

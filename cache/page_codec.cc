@@ -64,11 +64,15 @@ absl::Status ValidateGeometry(const KvGeometry& g) {
     page_bytes *= static_cast<uint64_t>(value);  // < 2^33 * 2^16: no overflow
     if (page_bytes > kMaxPageBytes) break;
   }
-  if (g.dtype != KvDtype::kF32 && g.dtype != KvDtype::kF16) {
+  if (!KvDtypeKnown(static_cast<uint32_t>(g.dtype))) {
     return absl::InvalidArgumentError(
         absl::StrCat("geometry dtype ", static_cast<int>(g.dtype), " is unknown"));
   }
-  if (page_bytes > kMaxPageBytes || page_bytes * g.element_bytes() > kMaxPageBytes) {
+  if (!KvDtypeFitsHeadDim(g.dtype, g.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("geometry head_dim = ", g.head_dim, " cannot be stored as ",
+                                                   KvDtypeName(g.dtype), " (a multiple of 32 can)"));
+  }
+  if (page_bytes > kMaxPageBytes || KvBytes(g.dtype, static_cast<int64_t>(page_bytes)) > kMaxPageBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("geometry ", DescribeGeometry(g), " makes pages larger than 1 GiB"));
   }
@@ -76,7 +80,7 @@ absl::Status ValidateGeometry(const KvGeometry& g) {
 }
 
 std::string DescribeGeometry(const KvGeometry& g) {
-  const bool known = g.dtype == KvDtype::kF32 || g.dtype == KvDtype::kF16;
+  const bool known = KvDtypeKnown(static_cast<uint32_t>(g.dtype));
   return absl::StrCat("layers=", g.n_layers, " kv_heads=", g.n_kv_heads,
                       " head_dim=", g.head_dim, " page_tokens=", g.page_tokens, " dtype=",
                       known ? KvDtypeName(g.dtype) : absl::StrCat(static_cast<int>(g.dtype)));
@@ -176,8 +180,7 @@ absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint6
           absl::StrCat("page header dimension ", fields[i], " is outside [1, ", kMaxDimension, "]"));
     }
   }
-  if (fields[4] != static_cast<uint32_t>(KvDtype::kF32) &&
-      fields[4] != static_cast<uint32_t>(KvDtype::kF16)) {
+  if (!KvDtypeKnown(fields[4])) {
     return absl::DataLossError(absl::StrCat("page header dtype ", fields[4], " is unknown"));
   }
   EncodedPageInfo info;

@@ -10,8 +10,10 @@
 namespace kvs {
 namespace {
 
+// Small pages; q8_0 rows are blocks of 32 values, so its head_dim is 32.
 KvGeometry Geometry(KvDtype dtype) {
-  return {.n_layers = 2, .n_kv_heads = 3, .head_dim = 4, .page_tokens = 5, .dtype = dtype};
+  return {.n_layers = 2, .n_kv_heads = 3, .head_dim = dtype == KvDtype::kQ8_0 ? 32 : 4, .page_tokens = 5,
+          .dtype = dtype};
 }
 
 // A page whose every byte is distinct from its neighbours'.
@@ -69,7 +71,7 @@ TEST_P(PageCodecTest, HeaderHasTheDocumentedLayout) {
   EXPECT_EQ(u32(4), kPageFormatVersion);
   EXPECT_EQ(u32(8), 2u);
   EXPECT_EQ(u32(12), 3u);
-  EXPECT_EQ(u32(16), 4u);
+  EXPECT_EQ(u32(16), static_cast<uint32_t>(g.head_dim));
   EXPECT_EQ(u32(20), 5u);
   EXPECT_EQ(u32(24), static_cast<uint32_t>(GetParam()));
   EXPECT_EQ(u32(28), 3u);
@@ -119,7 +121,7 @@ TEST_P(PageCodecTest, OtherGeometryIsDataLoss) {
   const std::vector<uint8_t> page = PatternPage(g, 5);
   const std::string encoded = EncodePage(g, page.data(), 2);
   KvGeometry other = g;
-  other.head_dim = 8;
+  other.head_dim = 2 * g.head_dim;
   std::vector<uint8_t> out(other.page_bytes());
   int n_tokens = 0;
   const absl::Status s = DecodePage(other, encoded, out.data(), &n_tokens);
@@ -184,7 +186,8 @@ TEST(PageCodecLongPageTest, DecodePageIntoChecksALargePageInRuns) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, PageCodecTest, testing::Values(KvDtype::kF16, KvDtype::kF32),
+INSTANTIATE_TEST_SUITE_P(Dtypes, PageCodecTest,
+                         testing::Values(KvDtype::kF16, KvDtype::kF32, KvDtype::kBF16, KvDtype::kQ8_0),
                          [](const testing::TestParamInfo<KvDtype>& info) {
                            return std::string(KvDtypeName(info.param));
                          });
@@ -220,6 +223,12 @@ TEST(PageCodecHeaderTest, ValidateGeometry) {
   g = Geometry(KvDtype::kF16);
   g.dtype = static_cast<KvDtype>(7);
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+  g = Geometry(KvDtype::kF16);
+  g.dtype = KvDtype::kQ8_0;  // head_dim 4: not whole blocks of 32
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+  g.head_dim = 64;
+  EXPECT_TRUE(ValidateGeometry(g).ok());
+  EXPECT_EQ(g.page_bytes(), 2u * 2 * 3 * 5 * (2 * 34)) << "layers x k,v x heads x tokens x 2 blocks";
   g = Geometry(KvDtype::kF16);
   g.n_layers = g.n_kv_heads = g.head_dim = 1 << 16;  // 2^50 bytes a page
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));

@@ -20,8 +20,7 @@ KvGeometryRecord ToGeometryRecord(const KvGeometry& g) {
 }
 
 absl::StatusOr<KvGeometry> FromGeometryRecord(const KvGeometryRecord& r) {
-  if (r.dtype() != static_cast<int32_t>(KvDtype::kF32) &&
-      r.dtype() != static_cast<int32_t>(KvDtype::kF16)) {
+  if (r.dtype() < 0 || !KvDtypeKnown(static_cast<uint32_t>(r.dtype()))) {
     return absl::InvalidArgumentError(absl::StrCat("geometry dtype ", r.dtype(), " is unknown"));
   }
   KvGeometry g;

@@ -15,7 +15,7 @@ constexpr char kUsage[] = R"(usage: kvsession <command> [flags]
 
 Local (no server):
   run       --model M.gguf --prompt TEXT -n N [--temp T --top-k K --top-p P --min-p M
-            --repeat-penalty R --repeat-last-n N --seed S --kv-type f16|f32 --threads N
+            --repeat-penalty R --repeat-last-n N --seed S --kv-type f16|bf16|q8_0|f32 --threads N
             --matmul fast|exact]
             [--parse-special] [--json]
   tokenize  --model M.gguf --text TEXT [--no-bos] [--parse-special] [--json]

@@ -80,8 +80,9 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& argv)
   o.n_predict = *n_predict;
   o.threads = static_cast<int>(*n_threads);
   const std::string kv_type = args->GetOr("kv-type", "f16");
-  if (kv_type != "f16" && kv_type != "f32") return absl::InvalidArgumentError("--kv-type must be f16 or f32");
-  o.kv_dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  const std::optional<KvDtype> kv_dtype = KvDtypeFromName(kv_type);
+  if (!kv_dtype) return absl::InvalidArgumentError("--kv-type must be f16, bf16, q8_0 or f32");
+  o.kv_dtype = *kv_dtype;
   bool matmul_ok = false;
   o.matmul = ParseMatmulPath(args->GetOr("matmul", "fast"), &matmul_ok);
   if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
@@ -110,6 +111,11 @@ absl::StatusOr<RunResult> Generate(const Model& m, const RunOptions& o, std::vec
   ThreadPool threads(o.threads);
   Transformer transformer(c, m.weights(), &threads, kPrefillChunk, c.context_length, o.matmul);
   const int max_tokens = static_cast<int>(std::min<int64_t>(c.context_length, ids.size() + o.n_predict));
+  if (!KvDtypeFitsHeadDim(o.kv_dtype, c.head_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-type ", KvDtypeName(o.kv_dtype),
+                                                   " needs a head_dim that is a multiple of 32; the model's is ",
+                                                   c.head_dim));
+  }
   PagePool pages(transformer.kv_geometry(kPageTokens, o.kv_dtype), max_tokens / kPageTokens + 2);
   KvSequence kv(&pages);
   Sampler sampler(c.vocab_size);

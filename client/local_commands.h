@@ -1,7 +1,7 @@
 // The `kvsession` commands that run a model in-process (no server):
 //
 //   kvsession run --model M.gguf --prompt "..." -n N [sampling flags]
-//                 [--kv-type f16|f32] [--matmul fast|exact] [--threads N]
+//                 [--kv-type f16|bf16|q8_0|f32] [--matmul fast|exact] [--threads N]
 //                 [--parse-special] [--json]
 //   kvsession tokenize --model M.gguf --text "..." [--no-bos] [--parse-special] [--json]
 //   kvsession render --model M.gguf --messages FILE.json [--no-generation-prompt]

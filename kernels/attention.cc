@@ -8,28 +8,68 @@
 #include <limits>
 
 #include "kernels/attention_tile.h"
+#include "kernels/dequantize.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
+#include "kernels/quantize.h"
 
 namespace kvs {
 
-const char* KvDtypeName(KvDtype t) { return t == KvDtype::kF32 ? "f32" : "f16"; }
+namespace {
+
+// Values StoreKv quantizes to q8_0 per kernel call (a multiple of 32).
+constexpr int64_t kQ8_0Chunk = 256;
+
+void StoreQ8_0(const float* src, uint8_t* dst, int64_t n) {
+  int8_t quants[kQ8_0Chunk];
+  float scales[kQ8_0Chunk / kKvQ8_0BlockValues];
+  for (int64_t i0 = 0; i0 < n; i0 += kQ8_0Chunk) {
+    const int64_t count = std::min(kQ8_0Chunk, n - i0);
+    kernel_table::ActiveKernelTable().quantize_int8(src + i0, count, kKvQ8_0BlockValues, true, quants, scales,
+                                                    nullptr);
+    for (int64_t b = 0; b < count / kKvQ8_0BlockValues; ++b, dst += kKvQ8_0BlockBytes) {
+      const uint16_t scale = Fp32ToFp16(scales[b]);  // exact: the scale is F16-rounded
+      std::memcpy(dst, &scale, sizeof scale);
+      std::memcpy(dst + sizeof scale, quants + b * kKvQ8_0BlockValues, kKvQ8_0BlockValues);
+    }
+  }
+}
+
+}  // namespace
 
 void StoreKv(KvDtype dtype, const float* src, void* dst, int64_t n) {
-  if (dtype == KvDtype::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
+  switch (dtype) {
+    case KvDtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case KvDtype::kF16:
+      kernel_table::ActiveKernelTable().store_f16(src, static_cast<uint16_t*>(dst), n);
+      return;
+    case KvDtype::kBF16:
+      QuantizeRow(GgmlType::kBF16, src, dst, n);
+      return;
+    case KvDtype::kQ8_0:
+      StoreQ8_0(src, static_cast<uint8_t*>(dst), n);
+      return;
   }
-  kernel_table::ActiveKernelTable().store_f16(src, static_cast<uint16_t*>(dst), n);
 }
 
 void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n) {
-  if (dtype == KvDtype::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-    return;
+  switch (dtype) {
+    case KvDtype::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case KvDtype::kF16:
+      kernel_table::ActiveKernelTable().load_f16(static_cast<const uint16_t*>(src), dst, n);
+      return;
+    case KvDtype::kBF16:
+      DequantizeRow(GgmlType::kBF16, src, dst, n);
+      return;
+    case KvDtype::kQ8_0:
+      DequantizeRow(GgmlType::kQ8_0, src, dst, n);
+      return;
   }
-  kernel_table::ActiveKernelTable().load_f16(static_cast<const uint16_t*>(src), dst, n);
 }
 
 size_t AttentionScratchFloats(int block_keys, int head_dim) {
@@ -74,22 +114,32 @@ void LoadF16Scalar(const uint16_t* src, float* dst, int64_t n) {
 }
 
 // The scalar reference of AttentionUpdateBlocks.
-void AttentionBlocksScalar(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
                            int block_keys, int head_dim, const int* visible, float scale,
                            float* max, float* sum, float* acc, float* scratch) {
-  const size_t elem = kv_f16 ? 2 : 4;
+  const size_t row_bytes = KvBytes(dtype, head_dim);
   auto at = [&](const void* const* blocks, int key, int d) {
-    const uint8_t* p = static_cast<const uint8_t*>(blocks[key / block_keys]) +
-                       (static_cast<size_t>(key % block_keys) * head_dim + d) * elem;
-    if (!kv_f16) {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
+    const uint8_t* row =
+        static_cast<const uint8_t*>(blocks[key / block_keys]) + static_cast<size_t>(key % block_keys) * row_bytes;
+    float f;
     uint16_t h;
-    std::memcpy(&h, p, 2);
-    return Fp16ToFp32(h);
+    switch (dtype) {
+      case KvDtype::kF32:
+        std::memcpy(&f, row + 4 * d, 4);
+        return f;
+      case KvDtype::kF16:
+        std::memcpy(&h, row + 2 * d, 2);
+        return Fp16ToFp32(h);
+      case KvDtype::kBF16:
+        std::memcpy(&h, row + 2 * d, 2);
+        return Bf16ToFp32(h);
+      case KvDtype::kQ8_0:
+        break;
+    }
+    const uint8_t* block = row + static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+    std::memcpy(&h, block, 2);
+    return static_cast<float>(static_cast<int8_t>(block[2 + d % kKvQ8_0BlockValues])) * Fp16ToFp32(h);
   };
   float* scores = scratch;
   for (int r = 0; r < rows; ++r) {
@@ -146,7 +196,7 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
   const kernel_table::KernelTable& table = kernel_table::ActiveKernelTable();
   const kernel_table::AttentionBlocksFn kernel =
       TiledAttentionInUse() ? table.attention_blocks : table.attention_blocks_per_query;
-  kernel(dtype == KvDtype::kF16, q, q_row_stride, rows, heads, k_blocks, v_blocks, n_blocks, block_keys,
+  kernel(dtype, q, q_row_stride, rows, heads, k_blocks, v_blocks, n_blocks, block_keys,
          head_dim, visible, scale, max, sum, acc, scratch);
 }
 

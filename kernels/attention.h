@@ -21,15 +21,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kv_dtype.h"
+
 namespace kvs {
 
-// Element type of the KV cache.
-enum class KvDtype : uint8_t { kF32 = 0, kF16 = 1 };
-
-inline size_t KvDtypeBytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
-const char* KvDtypeName(KvDtype t);
-
-// Converts n values between F32 and the cache's element type.
+// Converts n values between F32 and the cache's element type (kv_dtype.h;
+// for q8_0, n is a multiple of 32 and the values are head_dim-long rows
+// laid end to end). LoadKv gives the exact F32 value of each stored one,
+// the value every attention kernel computes with; StoreKv rounds to
+// nearest (q8_0 as llama.cpp rounds its Q8_0 cache: per 32 values, scale
+// max|x| / 127 stored as F16, quants x * 127 / max|x| to nearest), with the
+// same bits on every instruction set.
 void StoreKv(KvDtype dtype, const float* src, void* dst, int64_t n);
 void LoadKv(KvDtype dtype, const void* src, float* dst, int64_t n);
 
@@ -46,7 +48,9 @@ size_t AttentionScratchFloats(int block_keys, int head_dim);
 void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc);
 
 // Folds one block of keys/values into the state of rows * heads queries.
-//   k, v: the block, n_keys rows of head_dim values of `dtype`, contiguous.
+//   k, v: the block, n_keys rows of head_dim values of `dtype`, contiguous
+//      (a row is KvBytes(dtype, head_dim) bytes; q8_0 needs head_dim % 32
+//      == 0).
 //   visible[r]: how many leading keys of this block row r may see (causal
 //      mask); 0 skips the row for this block.
 //   scores are scale * dot(q, k).
@@ -59,8 +63,8 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
 // state in one online-softmax step: all the scores of a query first, then
 // one rescale and one pass over the values. Block b holds block_keys keys
 // (the last may be partly filled); visible[r] counts the keys row r sees
-// from the start of block 0. Keys and values are read in place (F16
-// converted in registers).
+// from the start of block 0. Keys and values are read in place (F16, BF16
+// and Q8_0 converted in registers, exactly).
 //   scratch: AttentionBlocksScratchFloats(n_blocks * block_keys, block_keys,
 //   head_dim, heads) floats.
 void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

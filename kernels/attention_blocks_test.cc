@@ -17,8 +17,9 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
   for (KernelIsa isa : AllKernelIsas()) {
     if (!KernelIsaSupported(isa)) continue;
     ScopedKernelIsa active(isa);
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
       for (int hd : {16, 64, 128, 96}) {
+        if (!KvDtypeFitsHeadDim(dtype, hd)) continue;
         const int block = 16, n_blocks = 7, rows = 3, heads = 2;
         const int keys = block * n_blocks;
         std::mt19937 rng(hd);
@@ -27,8 +28,8 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
         for (float& x : k) x = nd(rng);
         for (float& x : v) x = nd(rng);
         for (float& x : q) x = nd(rng);
-        const size_t eb = KvDtypeBytes(dtype);
-        std::vector<uint8_t> kc(k.size() * eb), vc(v.size() * eb);
+        const size_t rb = KvBytes(dtype, hd);  // one key's bytes
+        std::vector<uint8_t> kc(keys * rb), vc(keys * rb);
         StoreKv(dtype, k.data(), kc.data(), k.size());
         StoreKv(dtype, v.data(), vc.data(), v.size());
         LoadKv(dtype, kc.data(), k.data(), k.size());
@@ -37,7 +38,7 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         std::vector<uint8_t> kr(kc.size()), vr(vc.size());
         for (int b = 0; b < n_blocks; ++b) {
-          const size_t bytes = static_cast<size_t>(block) * hd * eb, dst = (n_blocks - 1 - b) * bytes;
+          const size_t bytes = static_cast<size_t>(block) * rb, dst = (n_blocks - 1 - b) * bytes;
           std::copy_n(kc.begin() + b * bytes, bytes, kr.begin() + dst);
           std::copy_n(vc.begin() + b * bytes, bytes, vr.begin() + dst);
           kb[b] = kr.data() + dst;
@@ -93,24 +94,25 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryL
   for (KernelIsa isa : AllKernelIsas()) {
     if (!KernelIsaSupported(isa)) continue;
     ScopedKernelIsa active(isa);
-    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
       for (int hd : {40, 96}) {
+        if (!KvDtypeFitsHeadDim(dtype, hd)) continue;
         std::mt19937 rng(hd + 1);
         std::normal_distribution<float> nd(0, 1);
         std::vector<float> k(keys * hd), v(keys * hd), q(rows * heads * hd);
         for (float& x : k) x = nd(rng);
         for (float& x : v) x = nd(rng);
         for (float& x : q) x = nd(rng);
-        const size_t eb = KvDtypeBytes(dtype);
-        std::vector<uint8_t> kc(k.size() * eb), vc(v.size() * eb);
+        const size_t rb = KvBytes(dtype, hd);  // one key's bytes
+        std::vector<uint8_t> kc(keys * rb), vc(keys * rb);
         StoreKv(dtype, k.data(), kc.data(), k.size());
         StoreKv(dtype, v.data(), vc.data(), v.size());
         LoadKv(dtype, kc.data(), k.data(), k.size());
         LoadKv(dtype, vc.data(), v.data(), v.size());
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         for (int b = 0; b < n_blocks; ++b) {
-          kb[b] = kc.data() + static_cast<size_t>(b) * block * hd * eb;
-          vb[b] = vc.data() + static_cast<size_t>(b) * block * hd * eb;
+          kb[b] = kc.data() + static_cast<size_t>(b) * block * rb;
+          vb[b] = vc.data() + static_cast<size_t>(b) * block * rb;
         }
         std::vector<int> visible(rows);
         for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;  // a prefill's last rows

@@ -37,7 +37,7 @@ std::vector<float> Attend(KvDtype dtype, const AttentionCase& c, const std::vect
     const int nb = std::min(c.block, c.n_keys - b0);
     std::vector<int> visible(c.rows);
     for (int r = 0; r < c.rows; ++r) visible[r] = std::clamp(first_pos + r - b0 + 1, 0, nb);
-    const size_t off = static_cast<size_t>(b0) * c.head_dim * KvDtypeBytes(dtype);
+    const size_t off = KvBytes(dtype, static_cast<int64_t>(b0) * c.head_dim);
     AttentionUpdate(dtype, q.data(), c.heads * c.head_dim, c.rows, c.heads, k.data() + off,
                     v.data() + off, nb, c.head_dim, visible.data(), scale, m.data(), l.data(),
                     acc.data(), scratch.data());
@@ -60,11 +60,12 @@ TEST_P(AttentionIsaTest, MatchesScalarReference) {
   std::normal_distribution<float> nd(0, 1);
   for (const AttentionCase& c : {AttentionCase{64, 4, 3, 16, 53}, AttentionCase{40, 2, 5, 32, 70},
                                  AttentionCase{128, 8, 1, 256, 600}, AttentionCase{16, 1, 16, 7, 30}}) {
+    if (!KvDtypeFitsHeadDim(dtype(), c.head_dim)) continue;
     std::vector<float> q(c.rows * c.heads * c.head_dim), kf(c.n_keys * c.head_dim), vf(kf.size());
     for (float& x : q) x = 2 * nd(rng);
     for (float& x : kf) x = nd(rng);
     for (float& x : vf) x = nd(rng);
-    std::vector<uint8_t> k(kf.size() * KvDtypeBytes(dtype())), v(k.size());
+    std::vector<uint8_t> k(KvBytes(dtype(), static_cast<int64_t>(kf.size()))), v(k.size());
     StoreKv(dtype(), kf.data(), k.data(), kf.size());
     StoreKv(dtype(), vf.data(), v.data(), vf.size());
     for (int first_pos : {0, c.n_keys - c.rows}) {
@@ -86,13 +87,13 @@ TEST_P(AttentionIsaTest, EachQueryIgnoresTheOtherQueriesInTheCall) {
   ScopedKernelIsa active(isa());
   std::mt19937 rng(6);
   std::normal_distribution<float> nd(0, 1);
-  const AttentionCase group{48, 4, 3, 16, 40};
+  const AttentionCase group{dtype() == KvDtype::kQ8_0 ? 64 : 48, 4, 3, 16, 40};
   std::vector<float> q(group.rows * group.heads * group.head_dim), kf(group.n_keys * group.head_dim),
       vf(kf.size());
   for (float& x : q) x = nd(rng);
   for (float& x : kf) x = nd(rng);
   for (float& x : vf) x = nd(rng);
-  std::vector<uint8_t> k(kf.size() * KvDtypeBytes(dtype())), v(k.size());
+  std::vector<uint8_t> k(KvBytes(dtype(), static_cast<int64_t>(kf.size()))), v(k.size());
   StoreKv(dtype(), kf.data(), k.data(), kf.size());
   StoreKv(dtype(), vf.data(), v.data(), vf.size());
   const int first_pos = 30;
@@ -113,11 +114,12 @@ TEST_P(AttentionIsaTest, EachQueryIgnoresTheOtherQueriesInTheCall) {
 TEST_P(AttentionIsaTest, KvConversionsGiveTheScalarBits) {
   std::mt19937 rng(8);
   std::normal_distribution<float> nd(0, 100);
-  for (int64_t n : {1, 7, 16, 37, 1000}) {
+  for (int64_t n : {1, 7, 16, 37, 1000, 32, 96, 1024}) {
+    if (dtype() == KvDtype::kQ8_0 && n % kKvQ8_0BlockValues != 0) continue;  // rows of 32k values
     std::vector<float> src(n);
     for (float& x : src) x = nd(rng);
     src[0] = 65520.0f;  // rounds to infinity
-    std::vector<uint8_t> want(n * KvDtypeBytes(dtype())), got(want.size());
+    std::vector<uint8_t> want(KvBytes(dtype(), n)), got(want.size());
     std::vector<float> want_back(n), got_back(n);
     {
       ScopedKernelIsa scalar(KernelIsa::kScalar);
@@ -135,7 +137,7 @@ TEST_P(AttentionIsaTest, KvConversionsGiveTheScalarBits) {
 INSTANTIATE_TEST_SUITE_P(
     AllLevels, AttentionIsaTest,
     ::testing::Combine(::testing::ValuesIn(AllKernelIsas()),
-                       ::testing::Values(KvDtype::kF32, KvDtype::kF16)),
+                       ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0)),
     [](const auto& info) {
       return std::string(KernelIsaName(std::get<0>(info.param))) + "_" +
              KvDtypeName(std::get<1>(info.param));

@@ -1,10 +1,12 @@
 #include "kernels/attention.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/fp16.h"
 
 namespace kvs {
 namespace {
@@ -42,7 +44,7 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
   for (float& x : v) x = nd(rng);
   for (float& x : q) x = 2 * nd(rng);
   // Round-trip K/V through the cache type so the reference sees the same values.
-  std::vector<uint8_t> kc(n_keys * hd * KvDtypeBytes(dtype)), vc(kc.size());
+  std::vector<uint8_t> kc(KvBytes(dtype, n_keys * hd)), vc(kc.size());
   StoreKv(dtype, k.data(), kc.data(), k.size());
   StoreKv(dtype, v.data(), vc.data(), v.size());
   LoadKv(dtype, kc.data(), k.data(), k.size());
@@ -59,7 +61,7 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
     const int nb = std::min(block, n_keys - b0);
     int visible[nq];
     for (int i = 0; i < nq; ++i) visible[i] = std::clamp(pos[i] - b0 + 1, 0, nb);
-    const size_t off = static_cast<size_t>(b0) * hd * KvDtypeBytes(dtype);
+    const size_t off = KvBytes(dtype, b0 * hd);
     AttentionUpdate(dtype, q.data(), hd, nq, 1, kc.data() + off, vc.data() + off, nb, hd,
                     visible, scale, m.data(), l.data(), acc.data(), scratch.data());
   }
@@ -100,7 +102,50 @@ TEST(AttentionGqaTest, GroupedHeadsEqualOneHeadAtATime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest, ::testing::Values(KvDtype::kF32, KvDtype::kF16),
+TEST(KvStoreTest, Q8_0RowsAreLlamaCppQ8_0BlocksOfAnF16ScaleAndInt8Quants) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0, 3);
+  std::vector<float> x(4 * 32);
+  for (float& v : x) v = nd(rng);
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0;  // an all-zero block
+  x[100] = -40;                                // a block whose largest value is negative
+  std::vector<uint8_t> row(KvBytes(KvDtype::kQ8_0, 128));
+  ASSERT_EQ(row.size(), 4u * 34);
+  StoreKv(KvDtype::kQ8_0, x.data(), row.data(), 128);
+  std::vector<float> back(128);
+  LoadKv(KvDtype::kQ8_0, row.data(), back.data(), 128);
+  for (int b = 0; b < 4; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+    uint16_t scale_bits;
+    std::memcpy(&scale_bits, row.data() + b * 34, 2);
+    EXPECT_EQ(scale_bits, Fp32ToFp16(amax / 127)) << b;
+    const float d = Fp16ToFp32(scale_bits);
+    for (int i = 0; i < 32; ++i) {
+      const int8_t quant = static_cast<int8_t>(row[b * 34 + 2 + i]);
+      EXPECT_EQ(back[b * 32 + i], d * quant) << b << "," << i;  // exact
+      EXPECT_LE(std::fabs(back[b * 32 + i] - x[b * 32 + i]), 0.5f * d + 1e-3f * amax) << b << "," << i;
+      if (std::fabs(x[b * 32 + i]) == amax && amax > 0) EXPECT_EQ(std::abs(quant), 127) << b << "," << i;
+    }
+  }
+  EXPECT_EQ(static_cast<int8_t>(row[3 * 34 + 2 + 4]), -127);  // x[100] = -40, the block's largest
+  for (int i = 64; i < 96; ++i) EXPECT_EQ(back[i], 0.0f);
+}
+
+TEST(KvStoreTest, Bf16ValuesAreRoundedToNearestEven) {
+  const float x[] = {1.0f, 1.00390625f /* a tie: stays 1 */, 1.01171875f /* a tie: rounds up */, -3.3f, 1e30f};
+  uint16_t stored[5];
+  float back[5];
+  StoreKv(KvDtype::kBF16, x, stored, 5);
+  LoadKv(KvDtype::kBF16, stored, back, 5);
+  EXPECT_EQ(back[0], 1.0f);
+  EXPECT_EQ(back[1], 1.0f);
+  EXPECT_EQ(back[2], 1.015625f);
+  EXPECT_NEAR(back[3], -3.3f, 3.3f / 256);
+  EXPECT_NEAR(back[4], 1e30f, 1e30f / 256);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest, ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0),
                          [](const auto& info) { return std::string(KvDtypeName(info.param)); });
 
 }  // namespace

@@ -9,8 +9,10 @@ namespace kvs {
 
 // Queries (rows x heads of one GQA group) that share each K and V load.
 inline constexpr int kAttentionTileQueries = 32;
-// Calls with fewer queries (decode) take the per-query kernel.
-inline constexpr int kAttentionTileMinQueries = 4;
+// Calls with fewer queries (a decode row of a model without GQA) take the
+// per-query kernel; a decode row's GQA group (2 or more query heads) is a
+// tile, so each K and V vector is loaded and converted once for the group.
+inline constexpr int kAttentionTileMinQueries = 2;
 // Floats of the partial dot vectors of one tile (kAttentionTileQueries x
 // 16 keys x 16 lanes at most), plus a vector's worth for alignment.
 inline constexpr size_t kAttentionTilePartFloats = kAttentionTileQueries * 16 * 16 + 16;

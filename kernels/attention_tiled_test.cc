@@ -94,16 +94,17 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
   shapes.push_back({128, 2, 16, 256, 600, 584});      // long pages
   shapes.push_back({128, 2, 33, 16, 300, 0});         // rows that see nothing in the first call
   shapes.push_back({16, 4, 12, 16, 70, 58});          // one vector per head
-  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kF32}) {
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kF32, KvDtype::kBF16, KvDtype::kQ8_0}) {
     for (const Shape& s : shapes) {
+      if (!KvDtypeFitsHeadDim(dtype, s.head_dim)) continue;
       const int n_blocks = (s.n_keys + s.block - 1) / s.block, keys = n_blocks * s.block;
       std::vector<float> q(static_cast<size_t>(s.rows) * s.heads * s.head_dim), kf(static_cast<size_t>(keys) * s.head_dim),
           vf(kf.size());
       for (float& x : q) x = 2 * nd(rng);
       for (float& x : kf) x = nd(rng);
       for (float& x : vf) x = nd(rng);
-      const size_t eb = KvDtypeBytes(dtype), block_bytes = static_cast<size_t>(s.block) * s.head_dim * eb;
-      std::vector<uint8_t> k(kf.size() * eb), v(k.size());
+      const size_t block_bytes = static_cast<size_t>(s.block) * KvBytes(dtype, s.head_dim);
+      std::vector<uint8_t> k(n_blocks * block_bytes), v(k.size());
       StoreKv(dtype, kf.data(), k.data(), kf.size());
       StoreKv(dtype, vf.data(), v.data(), vf.size());
       std::vector<const void*> kb(n_blocks), vb(n_blocks);

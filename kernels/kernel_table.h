@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kv_dtype.h"
 
 namespace kvs {
 
@@ -77,7 +78,7 @@ using DequantizeFn = void (*)(const uint8_t* row, float* out, int64_t n);
 // level gives the scalar bits.
 using QuantizeInt8Fn = void (*)(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
                                 float* d, int16_t* sums);
-using AttentionBlocksFn = void (*)(bool kv_f16, const float* q, int64_t q_row_stride, int rows,
+using AttentionBlocksFn = void (*)(KvDtype dtype, const float* q, int64_t q_row_stride, int rows,
                                    int heads, const void* const* k_blocks,
                                    const void* const* v_blocks, int n_blocks, int block_keys,
                                    int head_dim, const int* visible, float scale, float* max,

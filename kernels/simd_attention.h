@@ -4,11 +4,11 @@
 //
 // AttentionBlocksWith folds a row's whole visible context in one
 // online-softmax step: BlockScores for every key of every block (K read in
-// place, F16 converted in registers), one rescale, then one pass over the
-// values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
+// place, F16 / BF16 / Q8_0 converted to F32 in registers by LoadKvLanes,
+// exactly), one rescale, then one pass over the values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
 // accumulator in registers (AttentionBlocksFixed); other sizes take the
 // fallback, which goes block by block through AttentionUpdateWith (scores
-// by the same BlockScores, the visible F16 values converted to F32 once per
+// by the same BlockScores, the visible values converted to F32 once per
 // block and call), kFallbackRows rows at a time. Every query (row r, head h)
 // is computed on its own, so its result depends only on its own inputs, not
 // on how many rows or heads share the call.
@@ -20,8 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/kernel_table.h"
+#include "kernels/kv_dtype.h"
 
 namespace kvs {
 namespace {
@@ -61,24 +64,82 @@ void ConvertToF16(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// Loads kLanes keys' or values' elements, F32 or F16 (converted in registers).
-template <class V, bool kF16>
-typename V::F LoadKvLanes(const void* base, size_t index) {
-  if constexpr (kF16) {
-    return V::LoadF16(static_cast<const uint16_t*>(base) + index);
+// Bytes of one row of hd values of type kT.
+template <KvDtype kT>
+constexpr size_t RowBytes(int hd) {
+  return KvBytes(kT, hd);
+}
+
+// Loads kLanes values of row `row` (rows of hd values of type kT from
+// `base`) from value d on, converted to F32 in registers (exactly). d is a
+// multiple of kLanes; for q8_0, kLanes divides 32, so the lanes lie in one
+// block and share its scale.
+template <class V, KvDtype kT>
+typename V::F LoadKvLanes(const void* base, size_t row, int d, int hd) {
+  if constexpr (kT == KvDtype::kF32) {
+    return V::Load(static_cast<const float*>(base) + row * hd + d);
+  } else if constexpr (kT == KvDtype::kF16) {
+    return V::LoadF16(static_cast<const uint16_t*>(base) + row * hd + d);
+  } else if constexpr (kT == KvDtype::kBF16) {
+    return V::LoadBf16(static_cast<const uint16_t*>(base) + row * hd + d);
   } else {
-    return V::Load(static_cast<const float*>(base) + index);
+    const uint8_t* block = static_cast<const uint8_t*>(base) + row * RowBytes<kT>(hd) +
+                           static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+    uint16_t scale;
+    std::memcpy(&scale, block, sizeof scale);
+    const int8_t* quants = reinterpret_cast<const int8_t*>(block + 2) + d % kKvQ8_0BlockValues;
+    return V::Mul(V::LoadI8(quants), V::Set1(V::HalfToFloat(scale)));
   }
 }
 
-// Loads the first `width` (<= kLanes) elements of keys or values, F32 or
-// F16; the other lanes are 0.
-template <class V, bool kF16>
-typename V::F LoadKvPartial(const void* base, size_t index, int width) {
-  if constexpr (kF16) {
-    return V::LoadF16Partial(static_cast<const uint16_t*>(base) + index, width);
+// The first `width` (<= kLanes) values of LoadKvLanes; the other lanes are
+// 0. (q8_0 rows never end inside a vector; its case goes value by value.)
+template <class V, KvDtype kT>
+typename V::F LoadKvPartial(const void* base, size_t row, int d, int hd, int width) {
+  if constexpr (kT == KvDtype::kF32) {
+    return V::LoadPartial(static_cast<const float*>(base) + row * hd + d, width);
+  } else if constexpr (kT == KvDtype::kF16) {
+    return V::LoadF16Partial(static_cast<const uint16_t*>(base) + row * hd + d, width);
+  } else if constexpr (kT == KvDtype::kBF16) {
+    return V::LoadBf16Partial(static_cast<const uint16_t*>(base) + row * hd + d, width);
   } else {
-    return V::LoadPartial(static_cast<const float*>(base) + index, width);
+    alignas(64) float values[V::kLanes];
+    for (int t = 0; t < width; ++t) {
+      const uint8_t* block = static_cast<const uint8_t*>(base) + row * RowBytes<kT>(hd) +
+                             static_cast<size_t>((d + t) / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+      uint16_t scale;
+      std::memcpy(&scale, block, sizeof scale);
+      values[t] = static_cast<float>(static_cast<int8_t>(block[2 + (d + t) % kKvQ8_0BlockValues])) *
+                  V::HalfToFloat(scale);
+    }
+    return V::LoadPartial(values, width);
+  }
+}
+
+// rows x hd values of type kT to F32 (out: rows * hd floats).
+template <class V, KvDtype kT>
+void ConvertRows(const void* src, int rows, int hd, float* out) {
+  for (int j = 0; j < rows; ++j) {
+    int d = 0;
+    for (; d + V::kLanes <= hd; d += V::kLanes) V::Store(out + static_cast<size_t>(j) * hd + d, LoadKvLanes<V, kT>(src, j, d, hd));
+    if (d < hd) {
+      V::StorePartial(out + static_cast<size_t>(j) * hd + d, LoadKvPartial<V, kT>(src, j, d, hd, hd - d), hd - d);
+    }
+  }
+}
+
+// Calls fn(std::integral_constant<KvDtype, t>{}) for the dtype t.
+template <class Fn>
+decltype(auto) WithKvDtype(KvDtype t, Fn&& fn) {
+  switch (t) {
+    case KvDtype::kF16:
+      return fn(std::integral_constant<KvDtype, KvDtype::kF16>{});
+    case KvDtype::kQ8_0:
+      return fn(std::integral_constant<KvDtype, KvDtype::kQ8_0>{});
+    case KvDtype::kBF16:
+      return fn(std::integral_constant<KvDtype, KvDtype::kBF16>{});
+    default:
+      return fn(std::integral_constant<KvDtype, KvDtype::kF32>{});
   }
 }
 
@@ -87,7 +148,7 @@ typename V::F LoadKvPartial(const void* base, size_t index, int width) {
 // at a time: kLanes partial dot vectors reduced together (V::TransposeSum)
 // instead of one horizontal sum per key; the other keys (and every key for
 // other hd) one vector accumulator each, the last vector partial.
-template <class V, bool kF16>
+template <class V, KvDtype kT>
 void BlockScores(const float* q, const void* k, int n, int hd, float scale, float* scores) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
@@ -101,7 +162,7 @@ void BlockScores(const float* q, const void* k, int n, int hd, float scale, floa
         const F qd = V::Load(q + d);
 #pragma GCC unroll 16
         for (int t = 0; t < L; ++t) {
-          part[t] = V::Fma(qd, LoadKvLanes<V, kF16>(k, static_cast<size_t>(j + t) * hd + d), part[t]);
+          part[t] = V::Fma(qd, LoadKvLanes<V, kT>(k, j + t, d, hd), part[t]);
         }
       }
       V::Store(scores + j, V::Mul(V::TransposeSum(part), V::Set1(scale)));
@@ -109,12 +170,11 @@ void BlockScores(const float* q, const void* k, int n, int hd, float scale, floa
   }
   for (; j < n; ++j) {
     F a = V::Zero();
-    const size_t key = static_cast<size_t>(j) * hd;
     int d = 0;
-    for (; d + L <= hd; d += L) a = V::Fma(V::Load(q + d), LoadKvLanes<V, kF16>(k, key + d), a);
+    for (; d + L <= hd; d += L) a = V::Fma(V::Load(q + d), LoadKvLanes<V, kT>(k, j, d, hd), a);
     if (d < hd) {
       const int width = hd - d;
-      a = V::Fma(V::LoadPartial(q + d, width), LoadKvPartial<V, kF16>(k, key + d, width), a);
+      a = V::Fma(V::LoadPartial(q + d, width), LoadKvPartial<V, kT>(k, j, d, hd, width), a);
     }
     scores[j] = scale * V::Sum(a);
   }
@@ -165,9 +225,10 @@ void AccumulateValues(const float* p, const float* v, int n, int hd, float corre
 
 // Folds one block of n_keys keys into the state of rows * heads queries
 // (the fallback's step; visible[r] keys of the block for row r). K is read
-// in place; F16 values are converted to F32 once for the whole group.
+// in place; other types' values are converted to F32 once for the whole
+// group.
 // scratch: AttentionScratchFloats(n_keys, head_dim) floats.
-template <class V, bool kF16>
+template <class V, KvDtype kT>
 void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int heads, const void* k,
                          const void* v, int n_keys, int head_dim, const int* visible, float scale,
                          float* max, float* sum, float* acc, float* scratch) {
@@ -178,9 +239,9 @@ void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int hea
 
   float* scores = scratch;
   const float* vf = static_cast<const float*>(v);
-  if constexpr (kF16) {  // the visible values, once for the whole group
+  if constexpr (kT != KvDtype::kF32) {  // the visible values, once for the whole group
     float* vbuf = scratch + n_keys;
-    ConvertF16<V>(static_cast<const uint16_t*>(v), vbuf, static_cast<int64_t>(max_visible) * head_dim);
+    ConvertRows<V, kT>(v, max_visible, head_dim, vbuf);
     vf = vbuf;
   }
 
@@ -190,7 +251,7 @@ void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int hea
     for (int h = 0; h < heads; ++h) {
       const int i = r * heads + h;
       const float* qi = q + r * q_row_stride + h * head_dim;
-      BlockScores<V, kF16>(qi, k, n, head_dim, scale, scores);
+      BlockScores<V, kT>(qi, k, n, head_dim, scale, scores);
       float block_max = scores[0];
       for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
       const float new_max = block_max > max[i] ? block_max : max[i];
@@ -205,7 +266,7 @@ void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int hea
 
 // acc[0, kChunks * kLanes) += sum_{j < n} p[j] * v_j, the values read in
 // place, the accumulator in registers.
-template <class V, bool kF16, int kChunks>
+template <class V, KvDtype kT, int kChunks>
 void AccumulateInPlace(const float* p, const void* v, int n, float* acc) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L;
@@ -215,7 +276,7 @@ void AccumulateInPlace(const float* p, const void* v, int n, float* acc) {
   for (int j = 0; j < n; ++j) {
     const F pj = V::Set1(p[j]);
 #pragma GCC unroll 16
-    for (int c = 0; c < kChunks; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kF16>(v, static_cast<size_t>(j) * hd + c * L), a[c]);
+    for (int c = 0; c < kChunks; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kT>(v, j, c * L, hd), a[c]);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < kChunks; ++c) V::Store(acc + c * L, a[c]);
@@ -233,7 +294,7 @@ constexpr int kPrefetchBlocks = 4;
 
 // One row's heads go through each block together, so a K or V block is
 // read from memory once for the whole group and from L1 for the others.
-template <class V, bool kF16, int kChunks>
+template <class V, KvDtype kT, int kChunks>
 void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int heads,
                           const void* const* k, const void* const* v, int n_blocks, int block_keys,
                           const int* visible, float scale, float* max, float* sum, float* acc,
@@ -244,13 +305,13 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
     if (n <= 0) continue;
     const float* qr = q + r * q_row_stride;
     const int used_blocks = (n + block_keys - 1) / block_keys;
-    const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
+    const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
     for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
     for (int b = 0; b * block_keys < n; ++b) {
       const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
       if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
       for (int h = 0; h < heads; ++h) {
-        BlockScores<V, kF16>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
+        BlockScores<V, kT>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
       }
     }
     for (int h = 0; h < heads; ++h) {
@@ -270,7 +331,7 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
       const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
       if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(v[b + kPrefetchBlocks], block_bytes);
       for (int h = 0; h < heads; ++h) {
-        AccumulateInPlace<V, kF16, kChunks>(scratch + static_cast<size_t>(h) * n + b * block_keys, v[b], nb,
+        AccumulateInPlace<V, kT, kChunks>(scratch + static_cast<size_t>(h) * n + b * block_keys, v[b], nb,
                                             acc + static_cast<size_t>(r * heads + h) * hd);
       }
     }
@@ -285,19 +346,18 @@ constexpr int kFallbackRows = 64;
 // AttentionUpdateWith, kFallbackRows rows at a time (scratch: also
 // AttentionScratchFloats(block_keys, head_dim)).
 template <class V>
-void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+void AttentionBlocksWith(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                          const void* const* k, const void* const* v, int n_blocks, int block_keys,
                          int head_dim, const int* visible, float scale, float* max, float* sum,
                          float* acc, float* scratch) {
   constexpr int L = V::kLanes;
-#define KVS_ATTENTION_FIXED(CHUNKS)                                                                    \
-  if (head_dim == (CHUNKS) * L) {                                                                      \
-    return kv_f16 ? AttentionBlocksFixed<V, true, CHUNKS>(q, q_row_stride, rows, heads, k, v, n_blocks, \
-                                                          block_keys, visible, scale, max, sum, acc,   \
-                                                          scratch)                                     \
-                  : AttentionBlocksFixed<V, false, CHUNKS>(q, q_row_stride, rows, heads, k, v,         \
-                                                           n_blocks, block_keys, visible, scale, max,  \
-                                                           sum, acc, scratch);                         \
+#define KVS_ATTENTION_FIXED(CHUNKS)                                                             \
+  if (head_dim == (CHUNKS) * L) {                                                               \
+    return WithKvDtype(dtype, [&](auto t) {                                                     \
+      AttentionBlocksFixed<V, decltype(t)::value, CHUNKS>(q, q_row_stride, rows, heads, k, v,   \
+                                                          n_blocks, block_keys, visible, scale, \
+                                                          max, sum, acc, scratch);              \
+    });                                                                                         \
   }
   KVS_ATTENTION_FIXED(1)
   KVS_ATTENTION_FIXED(2)
@@ -318,9 +378,11 @@ void AttentionBlocksWith(bool kv_f16, const float* q, int64_t q_row_stride, int 
         any |= vis[r];
       }
       if (!any) continue;
-      (kv_f16 ? AttentionUpdateWith<V, true> : AttentionUpdateWith<V, false>)(
-          q + r0 * q_row_stride, q_row_stride, chunk, heads, k[b], v[b], block_keys, head_dim, vis,
-          scale, max + state, sum + state, acc + state * head_dim, scratch);
+      WithKvDtype(dtype, [&](auto t) {
+        AttentionUpdateWith<V, decltype(t)::value>(q + r0 * q_row_stride, q_row_stride, chunk, heads, k[b], v[b],
+                                                   block_keys, head_dim, vis, scale, max + state, sum + state,
+                                                   acc + state * head_dim, scratch);
+      });
     }
   }
 }

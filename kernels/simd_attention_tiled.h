@@ -10,7 +10,7 @@
 // one-step online softmax, and the same value accumulation (key by key, in
 // order). Only the order in which the queries' independent operations run
 // changes: a tile of up to kAttentionTileQueries queries shares each K and V
-// vector loaded (and converted from F16) in registers, kScoreQ queries x
+// vector loaded (and converted to F32) in registers, kScoreQ queries x
 // kScoreK keys or kValueQ queries x kValueChunks value vectors at a time.
 // So its results are bit-identical to the per-query kernel's for every row
 // count, and the two may be mixed freely (decode stays on the per-query
@@ -55,7 +55,7 @@ struct AttentionTile {
 
 // part[s * L + t0 + t] = the kScoreK key partial dot vectors t0 + t of
 // queries s < kQ (keys at `keys`, row stride hd, group of L keys).
-template <class V, bool kF16, int kChunks, int kQ>
+template <class V, KvDtype kT, int kChunks, int kQ>
 inline void ScorePartials(const float* const* q, const void* keys, typename V::F* part) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, K = AttentionTileShape<V>::kScoreK;
@@ -69,7 +69,7 @@ inline void ScorePartials(const float* const* q, const void* keys, typename V::F
     for (int d = 0; d < hd; d += L) {
       F kv[K];
 #pragma GCC unroll 8
-      for (int t = 0; t < K; ++t) kv[t] = LoadKvLanes<V, kF16>(keys, static_cast<size_t>(t0 + t) * hd + d);
+      for (int t = 0; t < K; ++t) kv[t] = LoadKvLanes<V, kT>(keys, t0 + t, d, hd);
 #pragma GCC unroll 8
       for (int s = 0; s < kQ; ++s) {
         const F qd = V::Load(q[s] + d);
@@ -87,13 +87,13 @@ inline void ScorePartials(const float* const* q, const void* keys, typename V::F
 
 // Scores of the tile's queries for keys [0, n_max): scores of query s at
 // scores + s * stride (one row per query, every block in turn).
-template <class V, bool kF16, int kChunks>
+template <class V, KvDtype kT, int kChunks>
 void TileScores(const AttentionTile& tile, const void* const* k, int block_keys, float scale,
                 float* scores, size_t stride, typename V::F* part) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, SQ = AttentionTileShape<V>::kScoreQ;
-  const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
-  const size_t key_bytes = static_cast<size_t>(hd) * (kF16 ? 2 : 4);
+  const size_t key_bytes = RowBytes<kT>(hd);
+  const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
   for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
   for (int b = 0; b < used_blocks; ++b) {
@@ -105,11 +105,11 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     for (; j + L <= nb; j += L) {
       const void* keys = kb + j * key_bytes;
       int s0 = 0;
-      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kF16, kChunks, SQ>(tile.q + s0, keys, part + s0 * L);
+      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kT, kChunks, SQ>(tile.q + s0, keys, part + s0 * L);
       switch (tile.count - s0) {  // the tile's last queries
-        case 3: if constexpr (SQ > 3) ScorePartials<V, kF16, kChunks, 3>(tile.q + s0, keys, part + s0 * L); break;
-        case 2: if constexpr (SQ > 2) ScorePartials<V, kF16, kChunks, 2>(tile.q + s0, keys, part + s0 * L); break;
-        case 1: ScorePartials<V, kF16, kChunks, 1>(tile.q + s0, keys, part + s0 * L); break;
+        case 3: if constexpr (SQ > 3) ScorePartials<V, kT, kChunks, 3>(tile.q + s0, keys, part + s0 * L); break;
+        case 2: if constexpr (SQ > 2) ScorePartials<V, kT, kChunks, 2>(tile.q + s0, keys, part + s0 * L); break;
+        case 1: ScorePartials<V, kT, kChunks, 1>(tile.q + s0, keys, part + s0 * L); break;
         default: break;
       }
       for (int s = 0; s < tile.count; ++s) {
@@ -121,7 +121,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     }
     if (j < nb) {  // keys after the block's last full group: the per-key path
       for (int s = 0; s < tile.count; ++s) {
-        BlockScores<V, kF16>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
+        BlockScores<V, kT>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
       }
     }
   }
@@ -132,7 +132,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     const int b = (n - 1) / block_keys, nb = n - b * block_keys;
     const int j = nb / L * L;
     if (j < nb) {
-      BlockScores<V, kF16>(tile.q[s], static_cast<const char*>(k[b]) + j * key_bytes, nb - j, hd, scale,
+      BlockScores<V, kT>(tile.q[s], static_cast<const char*>(k[b]) + j * key_bytes, nb - j, hd, scale,
                            scores + s * stride + b * block_keys + j);
     }
   }
@@ -140,7 +140,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
 
 // acc of queries [s0, s0 + kQ), value vectors [c0, c0 + kValueChunks):
 // += p[j] * v_j for keys [j0, j1) of one block.
-template <class V, bool kF16, int kChunks, int kQ, int kC>
+template <class V, KvDtype kT, int kChunks, int kQ, int kC>
 inline void ValueMicroTile(const float* const* p, float* const* acc, const void* vb, int j0, int j1, int c0) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L;
@@ -153,7 +153,7 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
   for (int j = j0; j < j1; ++j) {
     F vv[kC];
 #pragma GCC unroll 8
-    for (int c = 0; c < kC; ++c) vv[c] = LoadKvLanes<V, kF16>(vb, static_cast<size_t>(j) * hd + (c0 + c) * L);
+    for (int c = 0; c < kC; ++c) vv[c] = LoadKvLanes<V, kT>(vb, j, (c0 + c) * L, hd);
 #pragma GCC unroll 8
     for (int s = 0; s < kQ; ++s) {
       const F pj = V::Set1(p[s][j]);
@@ -170,12 +170,12 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
 
 // Folds the tile's values: every query's acc += p_j * v_j for its keys, in
 // key order; keys [0, n_min) the whole tile together, the rest per query.
-template <class V, bool kF16, int kChunks>
+template <class V, KvDtype kT, int kChunks>
 void TileValues(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
                 size_t stride, float* acc) {
   constexpr int hd = kChunks * V::kLanes, VQ = AttentionTileShape<V>::kValueQ;
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
-  const size_t block_bytes = static_cast<size_t>(block_keys) * hd * (kF16 ? 2 : 4);
+  const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
   for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(v[b], block_bytes);
   const float* p[kAttentionTileQueries];
@@ -191,17 +191,26 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
     if (shared > 0) {
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
       }
-      for (; s0 < tile.count; ++s0) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, 1, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+      auto rest = [&](auto queries) {  // the tile's last queries, together
+        constexpr int kQ = decltype(queries)::value;
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, kQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+      };
+      switch (tile.count - s0) {
+        case 5: if constexpr (VQ > 5) rest(std::integral_constant<int, 5>{}); break;
+        case 4: if constexpr (VQ > 4) rest(std::integral_constant<int, 4>{}); break;
+        case 3: if constexpr (VQ > 3) rest(std::integral_constant<int, 3>{}); break;
+        case 2: if constexpr (VQ > 2) rest(std::integral_constant<int, 2>{}); break;
+        case 1: rest(std::integral_constant<int, 1>{}); break;
+        default: break;
       }
     }
     const int from = shared > 0 ? shared : 0;
     for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       if (mine <= from) continue;
-      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kF16, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0);
+      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0);
     }
   }
 }
@@ -230,7 +239,7 @@ float MaxOf(const float* p, int n) {
 
 // AttentionUpdateBlocks for head_dim = kChunks vectors, the queries in
 // tiles of kAttentionTileQueries (consecutive state indexes).
-template <class V, bool kF16, int kChunks>
+template <class V, KvDtype kT, int kChunks>
 void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, int heads,
                                const void* const* k, const void* const* v, int n_blocks,
                                int block_keys, const int* visible, float scale, float* max,
@@ -258,7 +267,7 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
     }
     if (tile.count == 0) continue;
     const size_t stride = static_cast<size_t>(tile.n_max);
-    TileScores<V, kF16, kChunks>(tile, k, block_keys, scale, scores, stride, part);
+    TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part);
     for (int s = 0; s < tile.count; ++s) {  // as AttentionBlocksFixed, per query
       const int i = tile.state[s], n = tile.n[s];
       float* sc = scores + s * stride;
@@ -270,20 +279,22 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
       float* acc_i = acc + static_cast<size_t>(i) * hd;
       for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
     }
-    TileValues<V, kF16, kChunks>(tile, v, block_keys, scores, stride, acc);
+    TileValues<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc);
   }
 }
 
 // AttentionBlocksTiledFixed when head_dim is kChunks vectors; false
 // (nothing done) otherwise.
 template <class V, int kChunks>
-bool TiledIfHeadFits(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+bool TiledIfHeadFits(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                      const void* const* k, const void* const* v, int n_blocks, int block_keys,
                      int head_dim, const int* visible, float scale, float* max, float* sum,
                      float* acc, float* scratch) {
   if (head_dim != kChunks * V::kLanes) return false;
-  (kv_f16 ? AttentionBlocksTiledFixed<V, true, kChunks> : AttentionBlocksTiledFixed<V, false, kChunks>)(
-      q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, visible, scale, max, sum, acc, scratch);
+  WithKvDtype(dtype, [&](auto t) {
+    AttentionBlocksTiledFixed<V, decltype(t)::value, kChunks>(q, q_row_stride, rows, heads, k, v, n_blocks,
+                                                              block_keys, visible, scale, max, sum, acc, scratch);
+  });
   return true;
 }
 
@@ -292,13 +303,13 @@ bool TiledIfHeadFits(bool kv_f16, const float* q, int64_t q_row_stride, int rows
 // kAttentionTileMinQueries queries; otherwise the per-query kernel, whose
 // results are the same bits.
 template <class V>
-void AttentionBlocksTiled(bool kv_f16, const float* q, int64_t q_row_stride, int rows, int heads,
+void AttentionBlocksTiled(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                           const void* const* k, const void* const* v, int n_blocks, int block_keys,
                           int head_dim, const int* visible, float scale, float* max, float* sum,
                           float* acc, float* scratch) {
   if (rows * heads >= kAttentionTileMinQueries) {
     auto tiled = [&](auto chunks) {
-      return TiledIfHeadFits<V, decltype(chunks)::value>(kv_f16, q, q_row_stride, rows, heads, k, v,
+      return TiledIfHeadFits<V, decltype(chunks)::value>(dtype, q, q_row_stride, rows, heads, k, v,
                                                          n_blocks, block_keys, head_dim, visible,
                                                          scale, max, sum, acc, scratch);
     };
@@ -308,7 +319,7 @@ void AttentionBlocksTiled(bool kv_f16, const float* q, int64_t q_row_stride, int
       return;
     }
   }
-  AttentionBlocksWith<V>(kv_f16, q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, head_dim,
+  AttentionBlocksWith<V>(dtype, q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, head_dim,
                          visible, scale, max, sum, acc, scratch);
 }
 

@@ -105,7 +105,8 @@ TEST_P(KeyRotationTest, KeysComputedAtShiftedPositionsTurnBackToTheKeysAtTheOrig
     KvSequence direct32(&f32_pool), shifted32(&f32_pool);
     Prefill(m, &direct32, tokens, 0);
     Prefill(m, &shifted32, tokens, shift);
-    for (KvDtype dtype : {KvDtype::kF16, KvDtype::kF32}) {
+    for (KvDtype dtype : {KvDtype::kF16, KvDtype::kF32, KvDtype::kBF16, KvDtype::kQ8_0}) {
+      if (!KvDtypeFitsHeadDim(dtype, m.config().head_dim)) continue;
       SCOPED_TRACE(std::string(KvDtypeName(dtype)) + " shift " + std::to_string(shift));
       PagePool pool(Geometry(m, dtype), 16);
       KvSequence direct = Convert(direct32, &pool), shifted = Convert(shifted32, &pool);
@@ -119,8 +120,14 @@ TEST_P(KeyRotationTest, KeysComputedAtShiftedPositionsTurnBackToTheKeysAtTheOrig
       std::printf("%s %s shift %d: worst key error %.3f f16 ulps\n", GetParam().model,
                   KvDtypeName(dtype), shift, worst);
       // f16: two roundings (the stored key, the turned key), each at most
-      // half a spacing of the key's own magnitude.
-      EXPECT_LE(worst, dtype == KvDtype::kF16 ? 1.5 : 0.05);
+      // half a spacing of the key's own magnitude. bf16 and q8_0: three
+      // roundings (the shifted key, the turned key, the direct key), each
+      // at most half a step of a value or block at most sqrt(2) x the
+      // head's largest (turning a RoPE pair moves magnitude between its
+      // two values): 1.5 x sqrt(2) x 8 f16 spacings for bf16's 2^-7
+      // relative step, and x 8.06 for q8_0's max|block| / 127 step.
+      const double bound[] = {0.05, 1.5, 17.1, 17.0};  // f32, f16, q8_0, bf16
+      EXPECT_LE(worst, bound[static_cast<int>(dtype)]);
     }
   }
 }

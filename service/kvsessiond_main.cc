@@ -1,7 +1,7 @@
 // kvsessiond: the kvsession server.
 //
 //   kvsessiond --model M.gguf --listen 127.0.0.1:50051 --data-dir DIR
-//       [--threads N --kv-type f16|f32 --page-tokens 16 --kv-cache-mb 2048
+//       [--threads N --kv-type f16|bf16|q8_0|f32 --page-tokens 16 --kv-cache-mb 2048
 //        --max-sessions N --max-context N --max-batch-tokens 512 ...]
 //
 // Loads the model, opens (or creates) the session store in --data-dir,
@@ -72,7 +72,8 @@ ABSL_FLAG(int, threads, 0, "compute threads (0: one per core)");
 ABSL_FLAG(int, io_threads, 2,
           "threads for requests' disk I/O (KV loads, fork, snapshot), and as many for persisting "
           "finished jobs");
-ABSL_FLAG(std::string, kv_type, "f16", "KV cache element type: f16 or f32");
+ABSL_FLAG(std::string, kv_type, "f16",
+          "KV cache element type, in RAM and on disk: f16, bf16, q8_0 (half of f16's bytes; head_dim a multiple of 32) or f32");
 ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
 ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
 ABSL_FLAG(bool, kv_prefault, false,
@@ -161,8 +162,9 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   if (c.model_path.empty()) return absl::InvalidArgumentError("--model is required");
   if (c.data_dir.empty()) return absl::InvalidArgumentError("--data-dir is required");
   const std::string kv_type = absl::GetFlag(FLAGS_kv_type);
-  if (kv_type != "f16" && kv_type != "f32") return absl::InvalidArgumentError("--kv-type must be f16 or f32");
-  c.kv_dtype = kv_type == "f32" ? KvDtype::kF32 : KvDtype::kF16;
+  const std::optional<KvDtype> kv_dtype = KvDtypeFromName(kv_type);
+  if (!kv_dtype) return absl::InvalidArgumentError("--kv-type must be f16, bf16, q8_0 or f32");
+  c.kv_dtype = *kv_dtype;
   c.page_tokens = absl::GetFlag(FLAGS_page_tokens);
   if (c.page_tokens < 1 || c.page_tokens > 256) return absl::InvalidArgumentError("--page-tokens must be in [1, 256]");
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
@@ -370,6 +372,10 @@ int Serve() {
   const ModelConfig& c = (*model)->config();
   const ServiceLimits limits = LimitsFromFlags(c);
   const KvGeometry geometry = GeometryFor(c, *config);
+  if (!KvDtypeFitsHeadDim(geometry.dtype, geometry.head_dim)) {
+    return Fail(absl::StrCat("--kv-type ", KvDtypeName(geometry.dtype), " needs a head_dim that is a multiple of 32; ",
+                             c.name, " has head_dim ", geometry.head_dim));
+  }
   const int64_t kv_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
   const int64_t max_pages = std::max<int64_t>(0, kv_bytes) / geometry.page_bytes();
   // One session of the full context (plus a copy-on-write page) must fit.

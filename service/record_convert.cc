@@ -17,6 +17,12 @@ std::string ShortFingerprint(const std::string& fp) {
   return absl::BytesToHexString(fp.substr(0, 6));
 }
 
+// A stored record's dtype field, named ("dtype 7" if this build knows no such type).
+std::string StoredDtypeName(int32_t dtype) {
+  return dtype >= 0 && KvDtypeKnown(static_cast<uint32_t>(dtype)) ? KvDtypeName(static_cast<KvDtype>(dtype))
+                                                                  : absl::StrCat(dtype);
+}
+
 void AddHash(const PageHash& h, SessionRecord* r) {
   r->add_page_hashes(std::string(h.bytes.begin(), h.bytes.end()));
 }
@@ -131,7 +137,7 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   } else if (absl::StatusOr<KvGeometry> rg = FromGeometryRecord(r.geometry()); !rg.ok() || !(*rg == g)) {
     s->foreign = absl::FailedPreconditionError(absl::StrCat(
         "session ", r.id(), " was stored with KV pages of ", r.geometry().page_tokens(),
-        " tokens, dtype ", r.geometry().dtype() == 0 ? "f32" : "f16", "; this server uses ",
+        " tokens, dtype ", StoredDtypeName(r.geometry().dtype()), "; this server uses ",
         g.page_tokens, " tokens, ", KvDtypeName(g.dtype)));
   }
   return s;

@@ -10,11 +10,7 @@
 
 #include "cache/kv_sequence.h"
 #include "gtest/gtest.h"
-#include "model/gguf_file.h"
-#include "model/model_config.h"
-#include "model/model_weights.h"
-#include "model/thread_pool.h"
-#include "model/transformer.h"
+#include "tests/parity_engine.h"
 #include "tests/reference_data.h"
 
 namespace kvs {
@@ -24,54 +20,6 @@ struct Case {
   std::string model;      // file in ../shared/models
   std::string reference;  // llama.cpp on F32-widened weights (../shared/reference)
   std::string native;     // llama.cpp on the file as shipped
-};
-
-// A loaded model with its own thread pool, KV pool and transformer.
-struct Engine {
-  std::unique_ptr<GgufFile> gguf;
-  ModelConfig config;
-  std::unique_ptr<ModelWeights> weights;
-  std::unique_ptr<ThreadPool> threads;
-  std::unique_ptr<Transformer> transformer;
-  std::unique_ptr<PagePool> pages;
-
-  static std::unique_ptr<Engine> Load(const std::string& path, KvDtype dtype, MatmulPath matmul,
-                                      int page_tokens = 16) {
-    auto e = std::make_unique<Engine>();
-    auto gguf = GgufFile::Open(path);
-    EXPECT_TRUE(gguf.ok()) << gguf.status();
-    if (!gguf.ok()) return nullptr;
-    e->gguf = std::move(*gguf);
-    auto config = ModelConfig::FromGguf(*e->gguf);
-    EXPECT_TRUE(config.ok()) << config.status();
-    if (!config.ok()) return nullptr;
-    e->config = *config;
-    auto weights = ModelWeights::FromGguf(*e->gguf, e->config);
-    EXPECT_TRUE(weights.ok()) << weights.status();
-    if (!weights.ok()) return nullptr;
-    e->weights = std::move(*weights);
-    if (matmul == MatmulPath::kFast) e->weights->PackForFastPath();
-    e->threads = std::make_unique<ThreadPool>(2);
-    e->transformer = std::make_unique<Transformer>(e->config, *e->weights, e->threads.get(), 512,
-                                                   e->config.context_length, matmul);
-    e->pages = std::make_unique<PagePool>(e->transformer->kv_geometry(page_tokens, dtype), 4096);
-    return e;
-  }
-
-  int vocab() const { return config.vocab_size; }
-
-  // Appends `tokens` to `kv` in chunks of `chunk` and returns the logits of
-  // the last token.
-  std::vector<float> Feed(KvSequence& kv, std::span<const int32_t> tokens, size_t chunk = 512) {
-    std::vector<float> logits(vocab());
-    for (size_t i = 0; i < tokens.size(); i += chunk) {
-      ForwardItem item{&kv, tokens.subspan(i, std::min(chunk, tokens.size() - i))};
-      absl::Status s = kv.PrepareAppend(static_cast<int>(item.tokens.size()));
-      if (s.ok()) s = transformer->Forward({&item, 1}, logits.data());
-      EXPECT_TRUE(s.ok()) << s;
-    }
-    return logits;
-  }
 };
 
 // Names the case in test listings (instead of a byte dump).
@@ -122,7 +70,7 @@ class ParityTest : public ::testing::TestWithParam<Case> {
   std::vector<Step> TeacherForce(KvDtype dtype, MatmulPath matmul,
                                  const std::vector<ReferenceLine>& reference) {
     std::vector<Step> steps;
-    auto engine = Engine::Load(model_path_, dtype, matmul);
+    auto engine = TestEngine::Load(model_path_, dtype, matmul);
     EXPECT_NE(engine, nullptr);
     if (engine == nullptr) return steps;
     for (const ReferenceLine& line : reference) {
@@ -215,7 +163,7 @@ TEST_P(ParityTest, OnePrefillEqualsChunkedPrefillEqualsTokenByTokenDecode) {
 }
 
 void ParityTest::CheckPrefillPaths(MatmulPath matmul) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF32, matmul);
+  auto engine = TestEngine::Load(model_path_, KvDtype::kF32, matmul);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& longest = *std::max_element(
       reference_.begin(), reference_.end(),
@@ -239,7 +187,7 @@ void ParityTest::CheckPrefillPaths(MatmulPath matmul) {
 }
 
 TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
+  auto engine = TestEngine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& line = reference_[1];
   KvSequence parent(engine->pages.get());
@@ -269,7 +217,7 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
 }
 
 TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF32, MatmulPath::kFast);
+  auto engine = TestEngine::Load(model_path_, KvDtype::kF32, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   // Three sequences at different lengths, one decode step each, in one batch;
   // plus a prefill chunk of a fourth in the same batch.
@@ -308,7 +256,7 @@ TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
 }
 
 TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
+  auto engine = TestEngine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   KvSequence kv(engine->pages.get());
   engine->Feed(kv, reference_[0].prompt_ids);
@@ -326,7 +274,7 @@ TEST_P(ParityTest, ContextOverflowAndBadTokensAreErrorsThatChangeNothing) {
 }
 
 TEST_P(ParityTest, ForwardIntoUnreservedKvSpaceIsAFailedPreconditionThatWritesNothing) {
-  auto engine = Engine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
+  auto engine = TestEngine::Load(model_path_, KvDtype::kF16, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   std::vector<float> logits(engine->vocab());
   const std::vector<int32_t>& prompt = reference_[0].prompt_ids;
