@@ -5,13 +5,24 @@
 //                        and 151936x1024 weights, per type: bytes/s of weights
 //   gemm_{exact,fast}    nx = 8, 64, 512 activation rows against 3072x1024:
 //                        FLOP/s (2 * rows * cols * nx per call)
+//   gemv_packed,         Q8_0 only, the fast path on weights in the packed
+//   gemm_packed          layout (packed_q8_0.h), as models load them at the
+//                        levels that pack (AVX2, AVX-512); gemv_fast and
+//                        gemm_fast keep the GGUF rows, for A/B in one run
 //   attention            one decode query row of a GQA group of 2 or 4 heads
 //                        (head_dim 128) over 4096 keys in pages of 256, for
 //                        F32 and F16 caches: bytes/s of K and V
+//   attention_paged      the same row as decode sees it: pages of 16 tokens
+//                        of a 28-layer, 8-KV-head model (page stride about
+//                        1 MB), 4096 keys; "cold" takes a different (layer,
+//                        head) each call so K and V come from memory, "warm"
+//                        the same one (from cache): bytes/s of K and V, cold
+//                        to hold against read_bandwidth, warm against cold
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <cstring>
@@ -25,6 +36,7 @@
 #include "kernels/fp16.h"
 #include "kernels/ggml_types.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs {
@@ -136,12 +148,36 @@ void ReadBandwidth(benchmark::State& state, bool avx2) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n * 8));
 }
 
+// The cached matrix in the packed Q8_0 layout (one alive at a time).
+const uint8_t* CachedPacked(const std::vector<uint8_t>& rows_bytes, int64_t rows) {
+  static const uint8_t* key = nullptr;
+  static int64_t key_rows = -1;
+  static std::vector<uint8_t> packed;
+  static uint8_t* aligned = nullptr;
+  if (key != rows_bytes.data() || key_rows != rows) {
+    packed.assign(PackedQ8_0Bytes(rows, kCols) + 64, 0);
+    aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    PackQ8_0(rows_bytes.data(), rows_bytes.size() / rows, rows, kCols, aligned);
+    key = rows_bytes.data();
+    key_rows = rows;
+  }
+  return aligned;
+}
+
+enum class MatmulCase { kExact, kFast, kPacked };
+
 // y = x W^T for nx rows; exact (MatmulRows) or fast (QuantizeActivations +
-// MatmulRowsQuantized).
-void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, bool fast) {
+// MatmulRowsQuantized) on the GGUF rows or on packed Q8_0 weights.
+void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, MatmulCase kind) {
   if (!UseIsa(state, isa)) return;
+  if (kind == MatmulCase::kPacked && !PackedQ8_0Supported()) {
+    state.SkipWithError("this kernel level does not pack Q8_0");
+    return;
+  }
+  const bool fast = kind != MatmulCase::kExact;
   const std::vector<uint8_t>& bytes = CachedMatrix(type, rows);
-  const WeightMatrix w{type, bytes.data(), rows, kCols, bytes.size() / rows};
+  WeightMatrix w{type, bytes.data(), rows, kCols, bytes.size() / rows};
+  if (kind == MatmulCase::kPacked) w.packed = CachedPacked(bytes, rows);
   const std::vector<float> x = RandomFloats(static_cast<size_t>(nx) * kCols);
   std::vector<float> y(static_cast<size_t>(nx) * rows);
   std::vector<float> scratch(MatmulScratchFloats(kCols));
@@ -186,6 +222,57 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads)
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * (k.size() + v.size())));
 }
 
+// One decode row of a GQA group of 2 heads over 4,096 keys in pages laid
+// out as the pool does (kv_geometry.h: page[layer][k|v][head][16 slots]),
+// 28 layers x 8 KV heads, in huge pages. Cold: each call takes the next
+// (layer, head), so its 2 x 4096 rows were last touched 223 calls (hundreds
+// of MB) before, the case of decode at a long context. Warm: always the
+// first (layer, head), so the same layout comes from cache.
+void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold) {
+  if (!UseIsa(state, isa)) return;
+  constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kKeys = 4096, kHeadDim = 128, kHeads = 2;
+  constexpr int kPages = kKeys / kPageTokens;
+  const size_t block_bytes = KvBytes(dtype, int64_t{kPageTokens} * kHeadDim);
+  const size_t page_bytes = block_bytes * 2 * kKvHeads * kLayers;
+  const size_t bytes = page_bytes * kPages;
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  ::madvise(memory, bytes, MADV_HUGEPAGE);
+  uint8_t* pages = static_cast<uint8_t*>(memory);
+  {
+    const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(kPageTokens) * kHeadDim);
+    std::vector<uint8_t> block(block_bytes);
+    StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
+    for (size_t off = 0; off < bytes; off += block_bytes) std::memcpy(pages + off, block.data(), block_bytes);
+  }
+  const std::vector<float> q = RandomFloats(kHeads * kHeadDim);
+  std::vector<float> m(kHeads), l(kHeads), acc(kHeads * kHeadDim), out(kHeads * kHeadDim);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, kPageTokens, kHeadDim, kHeads));
+  std::vector<const void*> k(kPages), v(kPages);
+  const int visible = kKeys;
+  int call = 0;
+  for (auto _ : state) {
+    const int layer = call % kLayers, head = call / kLayers % kKvHeads;
+    if (cold) ++call;
+    for (int p = 0; p < kPages; ++p) {
+      const uint8_t* page = pages + static_cast<size_t>(p) * page_bytes;
+      k[p] = page + ((static_cast<size_t>(layer) * 2 + 0) * kKvHeads + head) * block_bytes;
+      v[p] = page + ((static_cast<size_t>(layer) * 2 + 1) * kKvHeads + head) * block_bytes;
+    }
+    AttentionInit(kHeads, kHeadDim, m.data(), l.data(), acc.data());
+    AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, 1, kHeads, k.data(), v.data(), kPages,
+                          kPageTokens, kHeadDim, &visible, 0.088f, m.data(), l.data(), acc.data(),
+                          scratch.data());
+    AttentionFinish(1, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kPages * block_bytes));
+  ::munmap(memory, bytes);
+}
+
 void RegisterAll() {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -201,14 +288,15 @@ void RegisterAll() {
   for (auto [rows, nx] : shapes) {
     for (GgmlType type : types) {
       for (KernelIsa isa : isas) {
-        for (bool fast : {false, true}) {
-          const std::string name = std::string(nx == 1 ? "gemv_" : "gemm_") +
-                                   (fast ? "fast/" : "exact/") +
+        for (MatmulCase kind : {MatmulCase::kExact, MatmulCase::kFast, MatmulCase::kPacked}) {
+          if (kind == MatmulCase::kPacked && type != GgmlType::kQ8_0) continue;
+          const char* label = kind == MatmulCase::kExact ? "exact/" : kind == MatmulCase::kFast ? "fast/" : "packed/";
+          const std::string name = std::string(nx == 1 ? "gemv_" : "gemm_") + label +
                                    GgmlTypeName(static_cast<uint32_t>(type)) + "/" +
                                    KernelIsaName(isa) + "/" +
                                    (nx == 1 ? "" : "nx" + std::to_string(nx) + "/") +
                                    std::to_string(rows) + "x1024";
-          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, fast));
+          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind));
         }
       }
     }
@@ -219,6 +307,11 @@ void RegisterAll() {
         const std::string name = std::string("attention/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                  "/4096keys/" + std::to_string(heads) + "heads";
         configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype, heads));
+      }
+      for (bool cold : {true, false}) {
+        const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
+                                  KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads";
+        configure(benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold));
       }
     }
   }

@@ -18,6 +18,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
     FillAvx2Attention(&t);
+    FillAvx2PackedQ8_0(&t);
   } else if (isa == KernelIsa::kAvx512) {
     FillAvx512Matmul(&t);
     FillAvx512MatmulQuantized(&t);

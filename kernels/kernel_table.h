@@ -134,6 +134,7 @@ void FillScalarPackedQ8_0(KernelTable* t);       // packed_q8_0.cc
 void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
 void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
 void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
+void FillAvx2PackedQ8_0(KernelTable* t);         // packed_q8_0_avx2.cc
 void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)

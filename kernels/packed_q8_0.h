@@ -19,10 +19,11 @@
 // the last bit.
 //
 // Dispatch: MatmulPackedQ8_0 runs the kernel of the active kernel table
-// (kernel_table.h): the scalar reference at the scalar and AVX2 levels
-// (which do not pack), AVX-512 VNNI at the AVX-512 level, and AMX there for
-// batches of kAmxMinRows rows or more when AmxAvailable() held when the
-// tables were built (then ActiveKernelsName() is "avx512+amx").
+// (kernel_table.h): the scalar reference at the scalar level (which does
+// not pack), AVX2 at the AVX2 level (packed_q8_0_avx2.cc: the same integers
+// from VPMADDUBSW/VPMADDWD), AVX-512 VNNI at the AVX-512 level, and AMX
+// there for batches of kAmxMinRows rows or more when AmxAvailable() held
+// when the tables were built (then ActiveKernelsName() is "avx512+amx").
 //
 // Thread safety: every function is pure except AmxAvailable(), which asks
 // Linux for AMX tile data once (thread-safe static initialisation); the
@@ -43,7 +44,7 @@ size_t PackedQ8_0Bytes(int64_t rows, int64_t cols);
 // (PackedQ8_0Bytes, 64-byte aligned).
 void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out);
 
-// True when the active kernel level packs Q8_0 weights (the AVX-512 level);
+// True when the active kernel level packs Q8_0 weights (AVX2 and AVX-512);
 // otherwise the model keeps the GGUF layout.
 bool PackedQ8_0Supported();
 
@@ -63,8 +64,8 @@ void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
                       float* y, int64_t y_stride);
 
-// The scalar reference of the same arithmetic (the scalar and AVX2 levels'
-// table entry, and the tests' reference).
+// The scalar reference of the same arithmetic (the scalar level's table
+// entry, and the tests' reference).
 void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                             int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                             size_t scales_offset, int nx, float* y, int64_t y_stride);

@@ -1,8 +1,9 @@
 // Packed Q8_0: the layout, and one arithmetic for every kernel: the scalar
-// reference, AVX-512 VNNI and AMX give the same bits for any batch size and
-// row range, within 1e-5 of a double-precision product. Dispatch goes
-// through the kernel table: the scalar level runs the scalar reference, the
-// AVX-512 level's name says whether it uses AMX, and the environment
+// reference, AVX2, AVX-512 VNNI and AMX give the same bits for any batch
+// size and row range, within 1e-5 of a double-precision product. Dispatch
+// goes through the kernel table: the scalar level runs the scalar
+// reference, AVX2 and AVX-512 pack, the AVX-512 level's name says whether
+// it uses AMX, and the environment
 // overrides (KVS_KERNELS, KVS_AMX) are checked by the kernels_env_overrides
 // test, which runs KernelEnvOverrideTest in a process started with them.
 #include "kernels/packed_q8_0.h"
@@ -63,17 +64,21 @@ TEST(PackedQ8_0Test, LayoutHoldsQuantsPlus128InVnniOrderAndF16Scales) {
   EXPECT_EQ(last[scales_bytes + 0 * 64 + 5 * 4 + 0], 128);
 }
 
-class PackedQ8_0KernelTest : public ::testing::Test {
+// Runs for each level that packs (AVX2, AVX-512), where the CPU has it.
+class PackedQ8_0KernelTest : public ::testing::TestWithParam<KernelIsa> {
  protected:
   void SetUp() override {
-    if (!KernelIsaSupported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI here";
+    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << "no " << KernelIsaName(GetParam()) << " here";
   }
 };
 
-TEST_F(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
+INSTANTIATE_TEST_SUITE_P(PackingLevels, PackedQ8_0KernelTest, ::testing::Values(KernelIsa::kAvx2, KernelIsa::kAvx512),
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) { return std::string(KernelIsaName(info.param)); });
+
+TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   std::mt19937 rng(5);
-  ScopedKernelIsa avx512(KernelIsa::kAvx512);
-  for (int64_t cols : {32, 1024}) {
+  ScopedKernelIsa level(GetParam());
+  for (int64_t cols : {32, 1024, 3072}) {
     const int64_t rows = 45;
     Packed p = MakePacked(rows, cols, rng);
     for (int nx : {1, 3, 16, 21, 40}) {
@@ -118,9 +123,51 @@ TEST_F(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   RecordProperty("amx", AmxAvailable() ? "yes" : "no");
 }
 
-TEST_F(PackedQ8_0KernelTest, MatmulRowsQuantizedUsesThePackedWeights) {
+// Quants at the ends of their ranges (weights -128 and 127, activations
+// -127 and 127, all the same sign in a pair) are where a saturating int16
+// step would show: the sums must be the exact integers.
+TEST_P(PackedQ8_0KernelTest, ExtremeQuantsGiveTheExactSums) {
+  ScopedKernelIsa level(GetParam());
+  const int64_t rows = 16, cols = 64;
+  const size_t row_bytes = RowBytes(GgmlType::kQ8_0, cols);
+  std::vector<uint8_t> w(rows * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    BlockQ8_0* blk = reinterpret_cast<BlockQ8_0*>(w.data() + r * row_bytes);
+    for (int b = 0; b < 2; ++b) {
+      blk[b].d = Fp32ToFp16(1.0f);
+      for (int k = 0; k < 32; ++k) blk[b].qs[k] = static_cast<int8_t>(r % 2 == 0 ? -128 : (k % 3 == 0 ? -128 : 127));
+    }
+  }
+  std::vector<uint8_t> packed(PackedQ8_0Bytes(rows, cols) + 64);
+  PackQ8_0(w.data(), row_bytes, rows, cols, packed.data());
+  // Activation rows: all -127, all 127, alternating.
+  const int nx = 3;
+  const size_t xb = ActivationBytes(GgmlType::kQ8_0, cols);
+  std::vector<uint8_t> xq(nx * xb);
+  for (int j = 0; j < nx; ++j) {
+    int8_t* q = reinterpret_cast<int8_t*>(xq.data() + j * xb);
+    float* d = reinterpret_cast<float*>(xq.data() + j * xb + cols);
+    for (int k = 0; k < cols; ++k) q[k] = static_cast<int8_t>(j == 0 ? -127 : j == 1 ? 127 : (k % 2 ? 127 : -127));
+    d[0] = d[1] = 1.0f;
+  }
+  std::vector<float> y(nx * rows), ref(nx * rows);
+  MatmulPackedQ8_0(packed.data(), rows, cols, 0, rows, xq.data(), xb, cols, nx, y.data(), rows);
+  MatmulPackedQ8_0Scalar(packed.data(), rows, cols, 0, rows, xq.data(), xb, cols, nx, ref.data(), rows);
+  for (int j = 0; j < nx; ++j) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(xq.data() + j * xb);
+    for (int64_t r = 0; r < rows; ++r) {
+      const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w.data() + r * row_bytes);
+      int64_t want = 0;
+      for (int k = 0; k < cols; ++k) want += int64_t{blk[k / 32].qs[k % 32]} * q[k];
+      EXPECT_EQ(y[j * rows + r], static_cast<float>(want)) << "row " << r << " x " << j;
+      EXPECT_TRUE(SameBits(y[j * rows + r], ref[j * rows + r]));
+    }
+  }
+}
+
+TEST_P(PackedQ8_0KernelTest, MatmulRowsQuantizedUsesThePackedWeights) {
   std::mt19937 rng(9);
-  ScopedKernelIsa avx512(KernelIsa::kAvx512);
+  ScopedKernelIsa level(GetParam());
   const int64_t rows = 32, cols = 256;
   Packed p = MakePacked(rows, cols, rng);
   WeightMatrix w{GgmlType::kQ8_0, p.rows.data(), rows, cols, RowBytes(GgmlType::kQ8_0, cols)};
@@ -139,21 +186,30 @@ TEST_F(PackedQ8_0KernelTest, MatmulRowsQuantizedUsesThePackedWeights) {
   }
 }
 
-TEST(PackedQ8_0DispatchTest, LevelsBelowAvx512NeitherPackNorRunASimdPackedKernel) {
-  for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2}) {
-    ScopedKernelIsa level(isa);
-    if (!level.supported()) continue;
-    const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
-    EXPECT_FALSE(PackedQ8_0Supported()) << KernelIsaName(isa);
-    EXPECT_EQ(t.packed_q8_0, &MatmulPackedQ8_0Scalar) << KernelIsaName(isa);
-    EXPECT_EQ(t.packed_q8_0_wide, &MatmulPackedQ8_0Scalar) << KernelIsaName(isa);
-    EXPECT_FALSE(t.amx) << KernelIsaName(isa);
-    EXPECT_EQ(std::string(ActiveKernelsName()), KernelIsaName(isa));
-  }
+TEST(PackedQ8_0DispatchTest, TheScalarLevelNeitherPacksNorRunsASimdPackedKernel) {
+  ScopedKernelIsa level(KernelIsa::kScalar);
+  const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
+  EXPECT_FALSE(PackedQ8_0Supported());
+  EXPECT_EQ(t.packed_q8_0, &MatmulPackedQ8_0Scalar);
+  EXPECT_EQ(t.packed_q8_0_wide, &MatmulPackedQ8_0Scalar);
+  EXPECT_FALSE(t.amx);
+  EXPECT_EQ(std::string(ActiveKernelsName()), "scalar");
 }
 
-TEST_F(PackedQ8_0KernelTest, TheAvx512LevelPacksAndItsNameSaysWhetherItUsesAmx) {
+TEST(PackedQ8_0DispatchTest, TheAvx2LevelPacksWithItsOwnKernelAndNoAmx) {
+  ScopedKernelIsa level(KernelIsa::kAvx2);
+  if (!level.supported()) GTEST_SKIP() << "no AVX2 here";
+  const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
+  EXPECT_TRUE(PackedQ8_0Supported());
+  EXPECT_NE(t.packed_q8_0, &MatmulPackedQ8_0Scalar);
+  EXPECT_EQ(t.packed_q8_0_wide, t.packed_q8_0);
+  EXPECT_FALSE(t.amx);
+  EXPECT_EQ(std::string(ActiveKernelsName()), "avx2");
+}
+
+TEST(PackedQ8_0DispatchTest, TheAvx512LevelPacksAndItsNameSaysWhetherItUsesAmx) {
   ScopedKernelIsa avx512(KernelIsa::kAvx512);
+  if (!avx512.supported()) GTEST_SKIP() << "no AVX-512 VNNI here";
   const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
   EXPECT_TRUE(PackedQ8_0Supported());
   EXPECT_NE(t.packed_q8_0, &MatmulPackedQ8_0Scalar);

@@ -13,8 +13,10 @@
 // vector loaded (and converted to F32) in registers, kScoreQ queries x
 // kScoreK keys or kValueQ queries x kValueChunks value vectors at a time.
 // So its results are bit-identical to the per-query kernel's for every row
-// count, and the two may be mixed freely (decode stays on the per-query
-// kernel); attention_isa_test checks the bits.
+// count, and the two may be mixed freely (a decode row of one query head
+// per KV head stays on the per-query kernel); attention_isa_test checks
+// the bits. How a pass prefetches its blocks (BlockPrefetch: streamed for
+// a decode row's GQA group, whole blocks otherwise) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -43,6 +45,13 @@ struct AttentionTileShape {
   static constexpr int kValueChunks = 4;             // value vectors per value micro-tile
 };
 
+// Tiles of at most this many queries (a decode row's GQA group) stream
+// their blocks (BlockPrefetch); larger ones (prefill: arithmetic-bound)
+// ask for whole blocks.
+constexpr int kStreamQueries = 4;
+
+inline bool StreamsBlocks(int queries) { return queries <= kStreamQueries; }
+
 // One tile: the queries' pointers, visible counts and state indexes.
 struct AttentionTile {
   int count = 0;
@@ -54,12 +63,15 @@ struct AttentionTile {
 };
 
 // part[s * L + t0 + t] = the kScoreK key partial dot vectors t0 + t of
-// queries s < kQ (keys at `keys`, row stride hd, group of L keys).
+// queries s < kQ (keys at `keys`, row stride hd, group of L keys, in block
+// `block`); one prefetch Step of `lines` per kScoreK keys.
 template <class V, KvDtype kT, int kChunks, int kQ>
-inline void ScorePartials(const float* const* q, const void* keys, typename V::F* part) {
+inline void ScorePartials(const float* const* q, const void* keys, typename V::F* part, BlockPrefetch& prefetch,
+                          int block, int lines) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, K = AttentionTileShape<V>::kScoreK;
   for (int t0 = 0; t0 < L; t0 += K) {
+    prefetch.Step(block, lines);
     F a[kQ][K];
 #pragma GCC unroll 8
     for (int s = 0; s < kQ; ++s) {
@@ -95,9 +107,10 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
   const size_t key_bytes = RowBytes<kT>(hd);
   const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-  for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
+  BlockPrefetch prefetch(k, used_blocks, block_bytes, StreamsBlocks(tile.count));
+  const int lines = prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
   for (int b = 0; b < used_blocks; ++b) {
-    if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
+    prefetch.AtBlock(b);
     const int first = b * block_keys;
     const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
     const char* kb = static_cast<const char*>(k[b]);
@@ -105,11 +118,11 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     for (; j + L <= nb; j += L) {
       const void* keys = kb + j * key_bytes;
       int s0 = 0;
-      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kT, kChunks, SQ>(tile.q + s0, keys, part + s0 * L);
+      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kT, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines);
       switch (tile.count - s0) {  // the tile's last queries
-        case 3: if constexpr (SQ > 3) ScorePartials<V, kT, kChunks, 3>(tile.q + s0, keys, part + s0 * L); break;
-        case 2: if constexpr (SQ > 2) ScorePartials<V, kT, kChunks, 2>(tile.q + s0, keys, part + s0 * L); break;
-        case 1: ScorePartials<V, kT, kChunks, 1>(tile.q + s0, keys, part + s0 * L); break;
+        case 3: if constexpr (SQ > 3) ScorePartials<V, kT, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 2: if constexpr (SQ > 2) ScorePartials<V, kT, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 1: ScorePartials<V, kT, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
         default: break;
       }
       for (int s = 0; s < tile.count; ++s) {
@@ -120,6 +133,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
       }
     }
     if (j < nb) {  // keys after the block's last full group: the per-key path
+      prefetch.Step(b, prefetch.LinesPerStep(1));
       for (int s = 0; s < tile.count; ++s) {
         BlockScores<V, kT>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
       }
@@ -139,9 +153,11 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
 }
 
 // acc of queries [s0, s0 + kQ), value vectors [c0, c0 + kValueChunks):
-// += p[j] * v_j for keys [j0, j1) of one block.
+// += p[j] * v_j for keys [j0, j1) of block `block`; with at most
+// kStreamQueries queries, one prefetch Step of `lines` per key.
 template <class V, KvDtype kT, int kChunks, int kQ, int kC>
-inline void ValueMicroTile(const float* const* p, float* const* acc, const void* vb, int j0, int j1, int c0) {
+inline void ValueMicroTile(const float* const* p, float* const* acc, const void* vb, int j0, int j1, int c0,
+                           BlockPrefetch& prefetch, int block, int lines) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L;
   F a[kQ][kC];
@@ -151,6 +167,7 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
     for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
   }
   for (int j = j0; j < j1; ++j) {
+    if constexpr (kQ <= kStreamQueries) prefetch.Step(block, lines);
     F vv[kC];
 #pragma GCC unroll 8
     for (int c = 0; c < kC; ++c) vv[c] = LoadKvLanes<V, kT>(vb, j, (c0 + c) * L, hd);
@@ -177,11 +194,12 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-  for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(v[b], block_bytes);
+  BlockPrefetch prefetch(v, used_blocks, block_bytes, StreamsBlocks(tile.count));
+  const int lines = prefetch.LinesPerStep(block_keys * ((kChunks + VC - 1) / VC));
   const float* p[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
   for (int b = 0; b < used_blocks; ++b) {
-    if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(v[b + kPrefetchBlocks], block_bytes);
+    prefetch.AtBlock(b);
     const int first = b * block_keys;
     const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
     for (int s = 0; s < tile.count; ++s) {
@@ -191,11 +209,11 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
     if (shared > 0) {
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0, prefetch, b, lines);
       }
       auto rest = [&](auto queries) {  // the tile's last queries, together
         constexpr int kQ = decltype(queries)::value;
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, kQ, VC>(p + s0, a + s0, v[b], 0, shared, c0);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, kQ, VC>(p + s0, a + s0, v[b], 0, shared, c0, prefetch, b, lines);
       };
       switch (tile.count - s0) {
         case 5: if constexpr (VQ > 5) rest(std::integral_constant<int, 5>{}); break;
@@ -210,7 +228,7 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
     for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       if (mine <= from) continue;
-      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0);
+      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, b, lines);
     }
   }
 }

@@ -1,0 +1,178 @@
+// Packed Q8_0 x Q8_0 activations on AVX2 (packed_q8_0.h states the layout
+// and the arithmetic every kernel shares bit for bit, so this level, the
+// AVX-512 one and AMX give the same results).
+//
+// A group's 16 rows are two halves of 8 lanes: the 64 bytes of a block's
+// slice kk (quants 4kk..4kk+3 of each row) are 32 bytes for rows 0-7 and
+// 32 for rows 8-15. AVX2 has no u8 x s8 dot product that cannot saturate
+// with a 255 operand, so a slice is turned back into signed quants (xor
+// 0x80) and its exact 4-term sums come from
+//   vpmaddubsw(|q|, sign(x, q))   pairs of at most 2 * 128 * 127 < 2^15
+//   vpmaddwd(.., 1)               the two pairs of each lane, in int32
+// against a broadcast 4-byte slice of the activation block. Activation
+// quants lie in [-127, 127] (QuantizeInt8Fn), so sign(x, q) never
+// overflows, and |q| is exact for every q in [-128, 127].
+//
+// Tiles: one half-group (8 rows) by up to kXTile activation rows, or for
+// a single activation row (decode) both halves at once, so a slice of the
+// activation block is broadcast once for 16 rows. Weight halves are read
+// from L1 by every tile of an activation chunk after the first.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/kernel_table.h"
+#include "kernels/packed_q8_0.h"
+
+namespace kvs::kernel_table {
+namespace {
+
+constexpr int kXChunk = 16;  // activation rows per pass over the weights
+constexpr int kXTile = 4;    // activation rows per register tile
+// How far ahead of the slice being read a single-row pass asks for weight
+// lines (it streams the weights from memory).
+constexpr size_t kPrefetchAhead = 2048;
+
+size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
+
+// Lanes [lo, hi) set.
+__m256i LaneMask(int lo, int hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), lane),
+                          _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(lo - 1)));
+}
+
+__m256i Slice(const int8_t* x) {
+  int32_t slice;
+  std::memcpy(&slice, x, 4);
+  return _mm256_set1_epi32(slice);
+}
+
+// acc[h][j] (lane n: row 8 h + n of the halves `first`, first + 1, ...)
+// for activation rows x[0..J).
+template <int H, int J>
+void HalfTile(const uint8_t* group, int64_t nb, int first, const int8_t* const* x, const float* const* dx,
+              bool prefetch, __m256 (&acc)[H][J]) {
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
+  const uint8_t* quants = group + ScalesBytes(nb);
+  const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+  for (int h = 0; h < H; ++h) {
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) acc[h][j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wq = quants + b * 512;
+    if (prefetch) {
+      for (int line = 0; line < 512; line += 64) _mm_prefetch(reinterpret_cast<const char*>(wq + kPrefetchAhead + line), _MM_HINT_T0);
+    }
+    __m256i isum[H][J];
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; ++kk) {
+      __m256i q[H], mag[H];
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        q[h] = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + kk * 64 + 32 * (first + h))), bias);
+        mag[h] = _mm256_abs_epi8(q[h]);
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) {
+        const __m256i xs = Slice(x[j] + 32 * b + 4 * kk);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) {
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(mag[h], _mm256_sign_epi8(xs, q[h])), ones);
+          isum[h][j] = kk == 0 ? dot : _mm256_add_epi32(isum[h][j], dot);
+          // Keeps the sum a chain in registers: GCC otherwise re-associates
+          // it into a tree whose partial sums spill to the stack.
+          asm("" : "+x"(isum[h][j]));
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < H; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * b + 8 * (first + h))));
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) {
+        acc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h][j]), _mm256_mul_ps(dw, _mm256_set1_ps(dx[j][b])),
+                                    acc[h][j]);
+      }
+    }
+  }
+}
+
+// Stores lanes [lo, hi) of each accumulator; rows of y are y_stride apart.
+template <int H, int J>
+void StoreTile(const __m256 (&acc)[H][J], float* y, int64_t y_stride, int64_t row0, int lo, int hi) {
+  for (int h = 0; h < H; ++h) {
+    const int h_lo = lo - 8 * h < 0 ? 0 : lo - 8 * h, h_hi = hi - 8 * h > 8 ? 8 : hi - 8 * h;
+    if (h_lo >= h_hi) continue;
+    float* out = y + row0 + 8 * h;
+    if (h_lo == 0 && h_hi == 8) {
+      for (int j = 0; j < J; ++j) _mm256_storeu_ps(out + j * y_stride, acc[h][j]);
+    } else {
+      const __m256i mask = LaneMask(h_lo, h_hi);
+      for (int j = 0; j < J; ++j) _mm256_maskstore_ps(out + j * y_stride, mask, acc[h][j]);
+    }
+  }
+}
+
+// HalfTile<1, J> and its store for a run-time J in [1, kXTile].
+template <int J = kXTile>
+void TileRows(int t, const uint8_t* group, int64_t nb, int half, const int8_t* const* x, const float* const* dx,
+              float* y, int64_t y_stride, int64_t row0, int lo, int hi) {
+  if constexpr (J > 1) {
+    if (t < J) return TileRows<J - 1>(t, group, nb, half, x, dx, y, y_stride, row0, lo, hi);
+  }
+  __m256 acc[1][J];
+  HalfTile<1, J>(group, nb, half, x, dx, false, acc);
+  StoreTile<1, J>(acc, y, y_stride, row0, lo, hi);
+}
+
+void MatmulAvx2(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const uint8_t* xq,
+                size_t x_row_bytes, size_t scales_offset, int nx, float* y, int64_t y_stride) {
+  const int64_t nb = cols / 32;
+  if (r1 > rows) r1 = rows;
+  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
+  for (int j0 = 0; j0 < nx; j0 += kXChunk) {
+    const int chunk = nx - j0 < kXChunk ? nx - j0 : kXChunk;
+    const int8_t* x[kXChunk];
+    const float* dx[kXChunk];
+    for (int j = 0; j < chunk; ++j) {
+      const uint8_t* row = xq + static_cast<size_t>(j0 + j) * x_row_bytes;
+      x[j] = reinterpret_cast<const int8_t*>(row);
+      dx[j] = reinterpret_cast<const float*>(row + scales_offset);
+    }
+    for (int64_t g = r0 / 16; g * 16 < r1; ++g) {
+      const uint8_t* group = packed + g * group_bytes;
+      // Lanes of this group inside [r0, r1).
+      const int lo = static_cast<int>(r0 > 16 * g ? r0 - 16 * g : 0);
+      const int hi = static_cast<int>(r1 < 16 * g + 16 ? r1 - 16 * g : 16);
+      float* yg = y + static_cast<int64_t>(j0) * y_stride;
+      if (chunk == 1) {  // decode: both halves per broadcast slice
+        __m256 acc[2][1];
+        HalfTile<2, 1>(group, nb, 0, x, dx, true, acc);
+        StoreTile<2, 1>(acc, yg, y_stride, 16 * g, lo, hi);
+        continue;
+      }
+      for (int half = lo / 8; half < (hi + 7) / 8; ++half) {
+        for (int jt = 0; jt < chunk; jt += kXTile) {
+          const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
+          TileRows(t, group, nb, half, x + jt, dx + jt, yg + jt * y_stride, y_stride, 16 * g + 8 * half,
+                   lo - 8 * half, hi - 8 * half);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void FillAvx2PackedQ8_0(KernelTable* t) {
+  t->pack_q8_0 = true;
+  t->packed_q8_0 = MatmulAvx2;
+  t->packed_q8_0_wide = MatmulAvx2;
+}
+
+}  // namespace kvs::kernel_table
