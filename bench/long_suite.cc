@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/cpu_name.h"
 #include "bench/engine_bench.h"
+#include "bench/llama_cpp_figures.h"
 #include "client/cli_args.h"
 #include "cache/kv_sequence.h"
 #include "kernels/cpu_features.h"
@@ -32,16 +33,17 @@ constexpr int kPageTokens = EngineBench::kPageTokens;
 constexpr int kDecodeSteps = 32;
 constexpr int kLongest = 16384;
 
-// llama.cpp on this machine kind, from issue 11's table (not measured here).
-constexpr double kLlamaPp512 = 178, kLlamaPp2000 = 107, kLlamaPp4096 = 114;
-constexpr double kLlamaTg0 = 43.3, kLlamaTg4096 = 17.3, kLlamaBatched8 = 46.2;
-
 void PrintRow(const std::string& what, const std::string& ours, const std::string& llama,
               const std::string& target, const char* verdict) {
   std::printf("| %s | %s | %s | %s | %s |\n", what.c_str(), ours.c_str(), llama.c_str(), target.c_str(), verdict);
 }
 
 const char* Met(bool met) { return met ? "met" : "missed"; }
+
+// "<figure> tok/s (<ours / figure>x)", or `none` when there is no figure.
+std::string LlamaCell(double figure, double ours, const char* none) {
+  return figure > 0 ? absl::StrFormat("%.1f tok/s (%.2fx)", figure, ours / figure) : std::string(none);
+}
 
 }  // namespace
 
@@ -53,12 +55,13 @@ bool WantsSuite(int argc, char** argv) {
 }
 
 int LongSuiteMain(int argc, char** argv) {
-  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc), {"model", "runs", "threads", "suite", "kv-type"},
-                             {"quick"});
+  auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
+                             {"model", "runs", "threads", "suite", "kv-type", "llama-cpp", "llama-model"}, {"quick"});
   const std::optional<KvDtype> kv_dtype = args.ok() ? KvDtypeFromName(args->GetOr("kv-type", "f16")) : std::nullopt;
-  if (!args.ok() || !args->Has("model") || args->GetOr("suite", "") != "long" || !kv_dtype) {
+  if (!args.ok() || !args->Has("model") || args->GetOr("suite", "") != "long" || !kv_dtype ||
+      args->Has("llama-cpp") != args->Has("llama-model")) {
     std::cerr << "usage: kvs-bench --model M.gguf --suite long [--runs 3] [--threads N] [--quick] "
-                 "[--kv-type f16|bf16|q8_0|f32]\n";
+                 "[--kv-type f16|bf16|q8_0|f32] [--llama-cpp DIR --llama-model TWIN.gguf]\n";
     return 2;
   }
   LongSuiteOptions o;
@@ -67,6 +70,8 @@ int LongSuiteMain(int argc, char** argv) {
   o.threads = static_cast<int>(args->GetInt("threads", 0).value_or(0));
   o.quick = args->Has("quick");
   o.kv_dtype = *kv_dtype;
+  o.llama_cpp_dir = args->GetOr("llama-cpp", "");
+  o.llama_model = args->GetOr("llama-model", "");
   return RunLongSuite(o);
 }
 
@@ -145,6 +150,16 @@ int RunLongSuite(const LongSuiteOptions& o) {
   const double one_stream = fan_out(1), eight = fan_out(8);
 
   const double bandwidth = MeasureReadBandwidth(pool, runs);
+  bench::LlamaCppFigures llama = bench::IssueElevenFigures();
+  if (!o.llama_cpp_dir.empty()) {
+    auto measured = bench::MeasureLlamaCpp(
+        {.bin_dir = o.llama_cpp_dir, .model = o.llama_model, .threads = pool.size(), .long_context = !o.quick});
+    if (!measured.ok()) {
+      std::cerr << measured.status().message() << "\n";
+      return 1;
+    }
+    llama = *measured;
+  }
   const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
   const double kv_per_token =
       static_cast<double>(runner.transformer().kv_geometry(kPageTokens, o.kv_dtype).bytes_per_token());
@@ -156,47 +171,52 @@ int RunLongSuite(const LongSuiteOptions& o) {
 
   std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, matmul fast, KV %s, %d threads, "
               "medians of %d\nmemory read bandwidth %.1f GB/s (measured in this run)\n"
-              "llama.cpp column: issue 11's figures (same machine kind, not this run); "
-              "targets against llama.cpp are judged on them\n\n",
+              "llama.cpp column: %s; targets against llama.cpp are judged on it\n\n",
               (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), KvDtypeName(o.kv_dtype),
-              pool.size(), runs, bandwidth);
-  std::printf("| row | kvsession (this run) | llama.cpp (issue 11) | target | |\n|---|---|---|---|---|\n");
+              pool.size(), runs, bandwidth, llama.source.c_str());
+  const char* llama_header = llama.measured ? "llama.cpp (this run)" : "llama.cpp (issue 11)";
+  const char* none = llama.measured ? "no figure" : "not in issue 11";
+  std::printf("| row | kvsession (this run) | %s | target | |\n|---|---|---|---|---|\n", llama_header);
   const double pp512 = prefill[0].second;
-  const double llama_pp[] = {kLlamaPp512, kLlamaPp2000, kLlamaPp4096, 0};
+  const double llama_pp[] = {llama.pp512, llama.pp2000, llama.pp4096, llama.pp8192};
   for (size_t i = 0; i < prefill.size(); ++i) {
     const auto [len, rate] = prefill[i];
     const std::string what =
         len >= 1000 ? absl::StrFormat("prefill, %d,%03d tokens", len / 1000, len % 1000)
                     : absl::StrFormat("prefill, %d tokens", len);
     const std::string ours = absl::StrFormat("%.1f tok/s (%.0f%% of 512)", rate, 100 * rate / pp512);
-    const std::string llama = llama_pp[i] > 0 ? absl::StrFormat("%.0f tok/s (%.2fx)", llama_pp[i], rate / llama_pp[i])
-                                              : "not in issue 11";
+    const std::string cell = LlamaCell(llama_pp[i], rate, none);
     if (len == 8192) {
-      PrintRow(what, ours, llama, ">= 60% of the 512 rate (3x llama.cpp pp8192: no figure to judge)",
-               Met(rate >= 0.6 * pp512));
+      if (llama.pp8192 > 0) {
+        PrintRow(what, ours, cell, ">= 60% of the 512 rate and >= 3x llama.cpp",
+                 Met(rate >= 0.6 * pp512 && rate >= 3 * llama.pp8192));
+      } else {
+        PrintRow(what, ours, cell, ">= 60% of the 512 rate (3x llama.cpp pp8192: no figure to judge)",
+                 Met(rate >= 0.6 * pp512));
+      }
     } else {
-      PrintRow(what, ours, llama, "none of its own (reference for 8,192)", "-");
+      PrintRow(what, ours, cell, "none of its own (reference for 8,192)", "-");
     }
   }
-  PrintRow("decode, context 0", absl::StrFormat("%.1f tok/s (%.0f%% of bandwidth)", decode0, share(decode0, 0)),
-           absl::StrFormat("%.1f tok/s (%.2fx)", kLlamaTg0, decode0 / kLlamaTg0), ">= 1.5x llama.cpp",
-           Met(decode0 >= 1.5 * kLlamaTg0));
-  PrintRow("decode, context 4,096",
-           absl::StrFormat("%.1f tok/s (%.0f%% of bandwidth)", decode4096, share(decode4096, 4096)),
-           absl::StrFormat("%.1f tok/s (%.2fx)", kLlamaTg4096, decode4096 / kLlamaTg4096), ">= 2.5x llama.cpp",
-           Met(decode4096 >= 2.5 * kLlamaTg4096));
+  // A decode row: target `factor` x llama.cpp's figure, judged when there is one.
+  auto decode_row = [&](const char* what, double ours, int context, double figure, double factor) {
+    const std::string target = absl::StrFormat(">= %.1fx llama.cpp%s", factor, figure > 0 ? "" : " (no figure to judge)");
+    PrintRow(what, absl::StrFormat("%.1f tok/s (%.0f%% of bandwidth)", ours, share(ours, context)),
+             LlamaCell(figure, ours, none), target, figure > 0 ? Met(ours >= factor * figure) : "-");
+  };
+  decode_row("decode, context 0", decode0, 0, llama.tg0, 1.5);
+  decode_row("decode, context 4,096", decode4096, 4096, llama.tg4096, 2.5);
   if (o.quick) {
-    PrintRow("decode, context 16,384", "skipped (--quick)", "not in issue 11", ">= 2.5x llama.cpp", "-");
+    PrintRow("decode, context 16,384", "skipped (--quick)", none, ">= 2.5x llama.cpp", "-");
   } else {
-    PrintRow("decode, context 16,384",
-             absl::StrFormat("%.1f tok/s (%.0f%% of bandwidth)", decode_longest, share(decode_longest, kLongest)),
-             "not in issue 11", ">= 2.5x llama.cpp (no figure to judge)", "-");
+    decode_row("decode, context 16,384", decode_longest, kLongest, llama.tg16384, 2.5);
   }
   PrintRow("8 forks x 64 tokens, 512-token prompt",
            absl::StrFormat("%.1f tok/s aggregate (%.2fx one stream of %.1f)", eight, eight / one_stream, one_stream),
-           absl::StrFormat("%.1f tok/s, batched-bench B=8 (%.2fx)", kLlamaBatched8, eight / kLlamaBatched8),
-           ">= 5x one stream and >= 5x llama.cpp",
-           Met(eight >= 5 * one_stream && eight >= 5 * kLlamaBatched8));
+           llama.batched8 > 0 ? absl::StrFormat("%.1f tok/s, batched-bench B=8 (%.2fx)", llama.batched8,
+                                                eight / llama.batched8)
+                              : std::string(none),
+           ">= 5x one stream and >= 5x llama.cpp", Met(eight >= 5 * one_stream && eight >= 5 * llama.batched8));
   if (o.kv_dtype != KvDtype::kF16) {
     PrintRow(absl::StrFormat("KV bytes per token, %s", KvDtypeName(o.kv_dtype)),
              absl::StrFormat("%.0f bytes (%.3fx f16's %.0f): %.0f tokens per GiB", kv_per_token,

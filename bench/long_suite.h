@@ -8,12 +8,15 @@
 //     same run (weights + KV bytes read per token x tok/s / bandwidth);
 //   - 8 forks x 64 tokens on a 512-token prompt, decoded together: aggregate
 //     tok/s and the ratio to one stream (target 5x).
-// llama.cpp is not run: its column holds the figures of issue 11's table
-// (measured on the same machine kind, not in this run), and targets stated
-// against llama.cpp are judged on those figures.
+// llama.cpp's column holds the figures of issue 11's table (measured on a
+// Zen 4 machine, not in this run), or with --llama-cpp DIR --llama-model
+// TWIN.gguf llama.cpp's own llama-batched-bench run in this run after
+// kvsession's rows (llama_cpp_figures.h); targets stated against llama.cpp
+// are judged on that column.
 //
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--threads N]
 //       [--quick] [--kv-type f16|bf16|q8_0|f32]
+//       [--llama-cpp LLAMA_CPP/build/bin --llama-model TWIN.gguf]
 //
 // With another --kv-type than f16 the table gains a row for the KV bytes
 // per token against f16's (the sessions a GiB holds).
@@ -34,6 +37,8 @@ struct LongSuiteOptions {
   int threads = 0;     // 0: one per core
   bool quick = false;  // skip decode at 16,384
   KvDtype kv_dtype = KvDtype::kF16;
+  std::string llama_cpp_dir;  // empty: issue 11's llama.cpp figures
+  std::string llama_model;
 };
 
 // `kvs-bench --suite long ...`: parses the flags above (bad ones: usage on

@@ -78,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(PackingLevels, PackedQ8_0KernelTest, ::testing::Values(
 TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   std::mt19937 rng(5);
   ScopedKernelIsa level(GetParam());
-  for (int64_t cols : {32, 1024, 3072}) {
+  for (int64_t cols : {32, 1024, 3072, 32800}) {
     const int64_t rows = 45;
     Packed p = MakePacked(rows, cols, rng);
     for (int nx : {1, 3, 16, 21, 40}) {
