@@ -206,7 +206,50 @@ struct Q6_KKernel : IntTiles {
 
 namespace kernel_table {
 
+// QuantizeInt8Blocks with 8 lanes; the same operations lane by lane (max of
+// |x|, 1 / scale, multiply, round to nearest even, clamp), so the same bits.
+// 32 values (four vectors) per step: every block size is a multiple of 32.
+void QuantizeInt8Avx2(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q, float* d,
+                      int16_t* sums) {
+  const __m256 sign_off = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  // packs_epi32 / packs_epi16 interleave 128-bit lanes; this puts them back.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < cols / block; ++b, x += block, q += block) {
+    __m256 amax = _mm256_setzero_ps();
+    for (int i = 0; i < block; i += 8) amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(x + i), sign_off));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float max_abs = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float scale = max_abs / 127.0f;
+    const float inv = scale != 0 ? 1.0f / scale : 0.0f;
+    d[b] = f16_scale ? _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT)) : scale;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    for (int i = 0; i < block; i += 32) {
+      __m256i v[4];
+      for (int k = 0; k < 4; ++k) {
+        const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * k), vinv),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+      }
+      const __m256i bytes = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3])), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), bytes);
+      if (sums != nullptr) {
+        for (int g = 0; g < 2; ++g) {  // values 16 g .. 16 g + 15
+          const __m256i s8 = _mm256_add_epi32(v[2 * g], v[2 * g + 1]);
+          __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+          s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+          s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+          sums[b * (block / 16) + i / 16 + g] = static_cast<int16_t>(_mm_cvtsi128_si32(s4));
+        }
+      }
+    }
+  }
+}
+
 void FillAvx2MatmulQuantized(KernelTable* t) {
+  t->quantize_int8 = QuantizeInt8Avx2;
   t->matmul_quantized[kQ8_0] = MatmulQuantizedWith<Avx2, Q8_0Kernel>;
   t->matmul_quantized[kQ4_0] = MatmulQuantizedWith<Avx2, Q4_0Kernel>;
   t->matmul_quantized[kQ4_K] = MatmulQuantizedWith<Avx2, Q4_KKernel>;
