@@ -18,6 +18,10 @@
 //                        head) each call so K and V come from memory, "warm"
 //                        the same one (from cache): bytes/s of K and V, cold
 //                        to hold against read_bandwidth, warm against cold
+//   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
+//                        of 2 heads (32 queries, head_dim 128) over 4,096
+//                        keys in pages of 16, the rows seeing the last 16
+//                        keys causally: G multiply-adds/s (QK and PV)
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
@@ -273,6 +277,39 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   ::munmap(memory, bytes);
 }
 
+// One prefill call: 16 rows x 2 heads over 4,096 keys in 16-token pages (one
+// (layer, head) of the pool's layout, so pages are contiguous here).
+void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype) {
+  if (!UseIsa(state, isa)) return;
+  constexpr int kKeys = 4096, kPageTokens = 16, kHeadDim = 128, kHeads = 2, kRows = 16;
+  constexpr int kPages = kKeys / kPageTokens;
+  const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(kKeys) * kHeadDim);
+  std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
+  StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
+  StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
+  const size_t block_bytes = KvBytes(dtype, int64_t{kPageTokens} * kHeadDim);
+  std::vector<const void*> kb(kPages), vb(kPages);
+  for (int p = 0; p < kPages; ++p) {
+    kb[p] = k.data() + p * block_bytes;
+    vb[p] = v.data() + p * block_bytes;
+  }
+  const std::vector<float> q = RandomFloats(kRows * kHeads * kHeadDim);
+  constexpr int kQueries = kRows * kHeads;
+  std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim), out(kQueries * kHeadDim);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, kPageTokens, kHeadDim, kHeads * kRows));
+  int visible[kRows];
+  for (int r = 0; r < kRows; ++r) visible[r] = kKeys - kRows + 1 + r;
+  for (auto _ : state) {
+    AttentionInit(kQueries, kHeadDim, m.data(), l.data(), acc.data());
+    AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, kRows, kHeads, kb.data(), vb.data(), kPages,
+                          kPageTokens, kHeadDim, visible, 0.088f, m.data(), l.data(), acc.data(), scratch.data());
+    AttentionFinish(kRows, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(2.0 * kQueries * kKeys * kHeadDim * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+
 void RegisterAll() {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -308,6 +345,9 @@ void RegisterAll() {
                                  "/4096keys/" + std::to_string(heads) + "heads";
         configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype, heads));
       }
+      const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                  "/32queries/4096keys";
+      configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype));
       for (bool cold : {true, false}) {
         const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
                                   KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads";

@@ -52,6 +52,27 @@ constexpr int kStreamQueries = 4;
 
 inline bool StreamsBlocks(int queries) { return queries <= kStreamQueries; }
 
+// Larger tiles over an F16, BF16 or Q8_0 cache convert K and V to F32 once
+// per tile, kConvertKeys keys at a time into a buffer on the stack, and run
+// the micro-tiles on the F32 rows: the micro-tiles would otherwise convert
+// every vector once per kScoreQ (kValueQ) queries. The conversion is exact,
+// so the bits are the same.
+constexpr int kConvertKeys = 16;
+
+template <KvDtype kT>
+bool ConvertsBlocks(int queries) {
+  return kT != KvDtype::kF32 && queries > kStreamQueries;
+}
+
+// keys [j0, j1) of a block (rows `hd` values apart) as F32 rows of `out`.
+template <class V, KvDtype kT, int hd>
+inline void ConvertRows(const void* block, int j0, int j1, float* out) {
+  for (int j = j0; j < j1; ++j) {
+#pragma GCC unroll 16
+    for (int d = 0; d < hd; d += V::kLanes) V::Store(out + (j - j0) * hd + d, LoadKvLanes<V, kT>(block, j, d, hd));
+  }
+}
+
 // One tile: the queries' pointers, visible counts and state indexes.
 struct AttentionTile {
   int count = 0;
@@ -101,7 +122,7 @@ inline void ScorePartials(const float* const* q, const void* keys, typename V::F
 // scores + s * stride (one row per query, every block in turn).
 template <class V, KvDtype kT, int kChunks>
 void TileScores(const AttentionTile& tile, const void* const* k, int block_keys, float scale,
-                float* scores, size_t stride, typename V::F* part) {
+                float* scores, size_t stride, typename V::F* part, float* converted) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, SQ = AttentionTileShape<V>::kScoreQ;
   const size_t key_bytes = RowBytes<kT>(hd);
@@ -115,15 +136,23 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
     const char* kb = static_cast<const char*>(k[b]);
     int j = 0;
-    for (; j + L <= nb; j += L) {
-      const void* keys = kb + j * key_bytes;
+    // The tile's queries over one group of L keys stored as type kU.
+    auto score_group = [&]<KvDtype kU>(const void* keys) {
       int s0 = 0;
-      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kT, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines);
+      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines);
       switch (tile.count - s0) {  // the tile's last queries
-        case 3: if constexpr (SQ > 3) ScorePartials<V, kT, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
-        case 2: if constexpr (SQ > 2) ScorePartials<V, kT, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
-        case 1: ScorePartials<V, kT, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
         default: break;
+      }
+    };
+    for (; j + L <= nb; j += L) {
+      if (ConvertsBlocks<kT>(tile.count)) {
+        ConvertRows<V, kT, hd>(kb, j, j + L, converted);
+        score_group.template operator()<KvDtype::kF32>(converted);
+      } else {
+        score_group.template operator()<kT>(kb + j * key_bytes);
       }
       for (int s = 0; s < tile.count; ++s) {
         F group[L];
@@ -189,7 +218,7 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
 // key order; keys [0, n_min) the whole tile together, the rest per query.
 template <class V, KvDtype kT, int kChunks>
 void TileValues(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
-                size_t stride, float* acc) {
+                size_t stride, float* acc, float* converted) {
   constexpr int hd = kChunks * V::kLanes, VQ = AttentionTileShape<V>::kValueQ;
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
@@ -206,14 +235,19 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
       p[s] = scores + s * stride + first;
       a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
     }
-    if (shared > 0) {
+    // Keys [j0, j1) for every query, from values stored as type kU at
+    // `vb` (key j0 at row j0 - base): each query's acc still takes the
+    // keys in increasing order, a sub-range after the one before.
+    auto value_range = [&]<KvDtype kU>(const void* vb, int base, int j0, int j1) {
+      const float* ps[kAttentionTileQueries];
+      for (int s = 0; s < tile.count; ++s) ps[s] = p[s] + base;
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, VQ, VC>(p + s0, a + s0, v[b], 0, shared, c0, prefetch, b, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, VQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, b, lines);
       }
       auto rest = [&](auto queries) {  // the tile's last queries, together
         constexpr int kQ = decltype(queries)::value;
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, kQ, VC>(p + s0, a + s0, v[b], 0, shared, c0, prefetch, b, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, kQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, b, lines);
       };
       switch (tile.count - s0) {
         case 5: if constexpr (VQ > 5) rest(std::integral_constant<int, 5>{}); break;
@@ -222,6 +256,17 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
         case 2: if constexpr (VQ > 2) rest(std::integral_constant<int, 2>{}); break;
         case 1: rest(std::integral_constant<int, 1>{}); break;
         default: break;
+      }
+    };
+    if (shared > 0) {
+      if (ConvertsBlocks<kT>(tile.count)) {
+        for (int j0 = 0; j0 < shared; j0 += kConvertKeys) {
+          const int j1 = shared - j0 < kConvertKeys ? shared : j0 + kConvertKeys;
+          ConvertRows<V, kT, hd>(v[b], j0, j1, converted);
+          value_range.template operator()<KvDtype::kF32>(converted, j0, j0, j1);
+        }
+      } else {
+        value_range.template operator()<kT>(v[b], 0, 0, shared);
       }
     }
     const int from = shared > 0 ? shared : 0;
@@ -269,6 +314,10 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
   F* part = reinterpret_cast<F*>(
       (reinterpret_cast<uintptr_t>(scratch) + sizeof(F) - 1) / sizeof(F) * sizeof(F));
   float* scores = scratch + kAttentionTilePartFloats;
+  // K or V rows converted to F32 (ConvertsBlocks): L keys for scores,
+  // kConvertKeys for values.
+  constexpr int kConvertRows = kConvertKeys > L ? kConvertKeys : L;
+  alignas(64) float converted[kT == KvDtype::kF32 ? 1 : kConvertRows * hd];
   const int nq = rows * heads;
   for (int i0 = 0; i0 < nq;) {
     AttentionTile tile;
@@ -285,7 +334,7 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
     }
     if (tile.count == 0) continue;
     const size_t stride = static_cast<size_t>(tile.n_max);
-    TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part);
+    TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part, converted);
     for (int s = 0; s < tile.count; ++s) {  // as AttentionBlocksFixed, per query
       const int i = tile.state[s], n = tile.n[s];
       float* sc = scores + s * stride;
@@ -297,7 +346,7 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
       float* acc_i = acc + static_cast<size_t>(i) * hd;
       for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
     }
-    TileValues<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc);
+    TileValues<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc, converted);
   }
 }
 
