@@ -73,6 +73,17 @@ inline void ConvertRows(const void* block, int j0, int j1, float* out) {
   }
 }
 
+// Keeps a loaded vector in a register. A micro-tile uses each K or V vector
+// for several queries; for AVX2 GCC 12 otherwise folds the load into every
+// FMA that uses it (10 loads per 8 FMAs instead of 6), and the loop is
+// bound by loads rather than FMAs: kvs-bench-kernels attention_prefill on
+// Zen 3, 8-18% less time per type. The AVX-512 code was already kept in
+// registers; no result changes.
+template <class F>
+inline void PinInRegister(F& x) {
+  asm("" : "+v"(x));
+}
+
 // One tile: the queries' pointers, visible counts and state indexes.
 struct AttentionTile {
   int count = 0;
@@ -102,7 +113,10 @@ inline void ScorePartials(const float* const* q, const void* keys, typename V::F
     for (int d = 0; d < hd; d += L) {
       F kv[K];
 #pragma GCC unroll 8
-      for (int t = 0; t < K; ++t) kv[t] = LoadKvLanes<V, kT>(keys, t0 + t, d, hd);
+      for (int t = 0; t < K; ++t) {
+        kv[t] = LoadKvLanes<V, kT>(keys, t0 + t, d, hd);
+        PinInRegister(kv[t]);
+      }
 #pragma GCC unroll 8
       for (int s = 0; s < kQ; ++s) {
         const F qd = V::Load(q[s] + d);
@@ -199,7 +213,10 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
     if constexpr (kQ <= kStreamQueries) prefetch.Step(block, lines);
     F vv[kC];
 #pragma GCC unroll 8
-    for (int c = 0; c < kC; ++c) vv[c] = LoadKvLanes<V, kT>(vb, j, (c0 + c) * L, hd);
+    for (int c = 0; c < kC; ++c) {
+      vv[c] = LoadKvLanes<V, kT>(vb, j, (c0 + c) * L, hd);
+      PinInRegister(vv[c]);
+    }
 #pragma GCC unroll 8
     for (int s = 0; s < kQ; ++s) {
       const F pj = V::Set1(p[s][j]);
