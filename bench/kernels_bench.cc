@@ -23,6 +23,12 @@
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
 //                        keys causally: G multiply-adds/s (QK and PV)
+//   attention_forks      a fan-out step's attention for one (layer, head):
+//                        8 forks x 2 heads over a 512-token prompt's shared
+//                        pages and 8 keys each of their own, cold, as one
+//                        AttentionUpdateRuns call ("shared") and as a call
+//                        per fork ("one-by-one", the same bits): G
+//                        multiply-adds/s
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
@@ -227,31 +233,55 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads)
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * (k.size() + v.size())));
 }
 
-// One decode row of a GQA group of 2 heads over 4,096 keys in pages laid
-// out as the pool does (kv_geometry.h: page[layer][k|v][head][16 slots]),
-// 28 layers x 8 KV heads, in huge pages. Cold: each call takes the next
-// (layer, head), so its 2 x 4096 rows were last touched 223 calls (hundreds
-// of MB) before, the case of decode at a long context. Warm: always the
-// first (layer, head), so the same layout comes from cache.
+// KV pages laid out as the pool does (kv_geometry.h: page[layer][k|v][head]
+// [16 slots]), 28 layers x 8 KV heads, in huge pages, every block the same
+// random keys.
+class PagedKv {
+ public:
+  static constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kHeadDim = 128;
+
+  PagedKv(KvDtype dtype, int pages)
+      : block_bytes_(KvBytes(dtype, int64_t{kPageTokens} * kHeadDim)),
+        page_bytes_(block_bytes_ * 2 * kKvHeads * kLayers),
+        bytes_(page_bytes_ * pages) {
+    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return;
+    ::madvise(memory, bytes_, MADV_HUGEPAGE);
+    pages_ = static_cast<uint8_t*>(memory);
+    const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(kPageTokens) * kHeadDim);
+    std::vector<uint8_t> block(block_bytes_);
+    StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
+    for (size_t off = 0; off < bytes_; off += block_bytes_) std::memcpy(pages_ + off, block.data(), block_bytes_);
+  }
+  ~PagedKv() {
+    if (pages_ != nullptr) ::munmap(pages_, bytes_);
+  }
+  bool ok() const { return pages_ != nullptr; }
+  size_t block_bytes() const { return block_bytes_; }
+  // Page p's K (part 0) or V (part 1) block of (layer, head).
+  const void* block(int p, int part, int layer, int head) const {
+    return pages_ + static_cast<size_t>(p) * page_bytes_ +
+           ((static_cast<size_t>(layer) * 2 + part) * kKvHeads + head) * block_bytes_;
+  }
+
+ private:
+  size_t block_bytes_, page_bytes_, bytes_;
+  uint8_t* pages_ = nullptr;
+};
+
+// One decode row of a GQA group of 2 heads over 4,096 keys in the pool's
+// layout (PagedKv). Cold: each call takes the next (layer, head), so its
+// 2 x 4096 rows were last touched 223 calls (hundreds of MB) before, the
+// case of decode at a long context. Warm: always the first (layer, head),
+// so the same layout comes from cache.
 void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kKeys = 4096, kHeadDim = 128, kHeads = 2;
+  constexpr int kKeys = 4096, kHeads = 2, kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens;
   constexpr int kPages = kKeys / kPageTokens;
-  const size_t block_bytes = KvBytes(dtype, int64_t{kPageTokens} * kHeadDim);
-  const size_t page_bytes = block_bytes * 2 * kKvHeads * kLayers;
-  const size_t bytes = page_bytes * kPages;
-  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
+  PagedKv kv(dtype, kPages);
+  if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
-  }
-  ::madvise(memory, bytes, MADV_HUGEPAGE);
-  uint8_t* pages = static_cast<uint8_t*>(memory);
-  {
-    const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(kPageTokens) * kHeadDim);
-    std::vector<uint8_t> block(block_bytes);
-    StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
-    for (size_t off = 0; off < bytes; off += block_bytes) std::memcpy(pages + off, block.data(), block_bytes);
   }
   const std::vector<float> q = RandomFloats(kHeads * kHeadDim);
   std::vector<float> m(kHeads), l(kHeads), acc(kHeads * kHeadDim), out(kHeads * kHeadDim);
@@ -260,12 +290,11 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   const int visible = kKeys;
   int call = 0;
   for (auto _ : state) {
-    const int layer = call % kLayers, head = call / kLayers % kKvHeads;
+    const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
     if (cold) ++call;
     for (int p = 0; p < kPages; ++p) {
-      const uint8_t* page = pages + static_cast<size_t>(p) * page_bytes;
-      k[p] = page + ((static_cast<size_t>(layer) * 2 + 0) * kKvHeads + head) * block_bytes;
-      v[p] = page + ((static_cast<size_t>(layer) * 2 + 1) * kKvHeads + head) * block_bytes;
+      k[p] = kv.block(p, 0, layer, head);
+      v[p] = kv.block(p, 1, layer, head);
     }
     AttentionInit(kHeads, kHeadDim, m.data(), l.data(), acc.data());
     AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, 1, kHeads, k.data(), v.data(), kPages,
@@ -274,8 +303,64 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
     AttentionFinish(1, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kPages * block_bytes));
-  ::munmap(memory, bytes);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kPages * kv.block_bytes()));
+}
+
+// A fan-out step's attention for one (layer, KV head): 8 forks of a
+// 512-token prompt, each a decode row of 2 heads that sees the prompt's 32
+// shared pages and 8 keys of a page of its own, in the pool's layout; each
+// call takes the next (layer, head), as a step does. "shared" is one
+// AttentionUpdateRuns call (the forks fold the shared pages as one tile),
+// "one-by-one" an AttentionUpdateBlocks call per fork (the same bits):
+// G multiply-adds/s (QK and PV).
+void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool shared) {
+  if (!UseIsa(state, isa)) return;
+  constexpr int kForks = 8, kPrompt = 512, kOwnKeys = 8, kHeads = 2;
+  constexpr int kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens;
+  constexpr int kSharedPages = kPrompt / kPageTokens, kPages = kSharedPages + 1, kQueries = kForks * kHeads;
+  PagedKv kv(dtype, kSharedPages + kForks);
+  if (!kv.ok()) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  const std::vector<float> q = RandomFloats(kQueries * kHeadDim);
+  std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim), out(kQueries * kHeadDim);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(kPages * kPageTokens, kPageTokens, kHeadDim, kHeads));
+  std::vector<const void*> blocks(2 * kForks * kPages);
+  AttentionRun runs[kForks];
+  int visible[kForks];
+  int call = 0;
+  for (auto _ : state) {
+    const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
+    ++call;
+    for (int f = 0; f < kForks; ++f) {
+      const void** k = &blocks[2 * f * kPages];
+      const void** v = k + kPages;
+      for (int p = 0; p < kPages; ++p) {
+        const int page = p < kSharedPages ? p : kSharedPages + f;
+        k[p] = kv.block(page, 0, layer, head);
+        v[p] = kv.block(page, 1, layer, head);
+      }
+      runs[f] = {1, k, v, kPages};
+      visible[f] = kPrompt + kOwnKeys;
+    }
+    AttentionInit(kQueries, kHeadDim, m.data(), l.data(), acc.data());
+    if (shared) {
+      AttentionUpdateRuns(dtype, q.data(), kHeads * kHeadDim, runs, kForks, kHeads, kPageTokens, kHeadDim, visible,
+                          0.088f, m.data(), l.data(), acc.data(), scratch.data());
+    } else {
+      for (int f = 0; f < kForks; ++f) {
+        AttentionUpdateBlocks(dtype, q.data() + f * kHeads * kHeadDim, kHeads * kHeadDim, 1, kHeads,
+                              runs[f].k_blocks, runs[f].v_blocks, kPages, kPageTokens, kHeadDim, &visible[f],
+                              0.088f, m.data() + f * kHeads, l.data() + f * kHeads,
+                              acc.data() + f * kHeads * kHeadDim, scratch.data());
+      }
+    }
+    AttentionFinish(kForks, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(
+      2.0 * kQueries * (kPrompt + kOwnKeys) * kHeadDim * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 // One prefill call: 16 rows x 2 heads over 4,096 keys in 16-token pages (one
@@ -352,6 +437,11 @@ void RegisterAll() {
       const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/32queries/4096keys";
       configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype));
+      for (bool shared : {true, false}) {
+        const std::string forks = std::string("attention_forks/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                  (shared ? "/shared" : "/one-by-one") + "/8forks/512keys";
+        configure(benchmark::RegisterBenchmark(forks.c_str(), AttentionForks, isa, dtype, shared));
+      }
       for (bool cold : {true, false}) {
         const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
                                   KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads";

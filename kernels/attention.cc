@@ -171,13 +171,35 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
   }
 }
 
+void AttentionRunsScalar(KvDtype dtype, const float* q, int64_t q_row_stride, const AttentionRun* runs,
+                         int n_runs, int heads, int block_keys, int head_dim, const int* visible,
+                         float scale, float* max, float* sum, float* acc, float* scratch) {
+  kernel_table::AttentionRunsOneByOne(AttentionBlocksScalar, dtype, q, q_row_stride, runs, n_runs, heads,
+                                      block_keys, head_dim, visible, scale, max, sum, acc, scratch);
+}
+
 }  // namespace
 
 namespace kernel_table {
 
+void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float* q, int64_t q_row_stride,
+                           const AttentionRun* runs, int n_runs, int heads, int block_keys, int head_dim,
+                           const int* visible, float scale, float* max, float* sum, float* acc,
+                           float* scratch) {
+  int row = 0;
+  for (int i = 0; i < n_runs; ++i) {
+    const size_t state = static_cast<size_t>(row) * heads;
+    blocks(dtype, q + row * q_row_stride, q_row_stride, runs[i].rows, heads, runs[i].k_blocks,
+           runs[i].v_blocks, runs[i].n_blocks, block_keys, head_dim, visible + row, scale, max + state,
+           sum + state, acc + state * head_dim, scratch);
+    row += runs[i].rows;
+  }
+}
+
 void FillScalarAttention(KernelTable* t) {
   t->attention_blocks = AttentionBlocksScalar;
   t->attention_blocks_per_query = AttentionBlocksScalar;
+  t->attention_runs = AttentionRunsScalar;
   t->store_f16 = StoreF16Scalar;
   t->load_f16 = LoadF16Scalar;
 }
@@ -198,6 +220,41 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
       TiledAttentionInUse() ? table.attention_blocks : table.attention_blocks_per_query;
   kernel(dtype, q, q_row_stride, rows, heads, k_blocks, v_blocks, n_blocks, block_keys,
          head_dim, visible, scale, max, sum, acc, scratch);
+}
+
+int AttentionSharedBlocks(const AttentionRun* runs, int n_runs, int block_keys, const int* visible) {
+  if (n_runs < 2) return 0;
+  // The fewest keys any row sees, and the fewest blocks any run has.
+  int fewest_keys = std::numeric_limits<int>::max(), fewest_blocks = runs[0].n_blocks;
+  int row = 0;
+  for (int i = 0; i < n_runs; ++i) {
+    fewest_blocks = std::min(fewest_blocks, runs[i].n_blocks);
+    for (int r = 0; r < runs[i].rows; ++r, ++row) {
+      fewest_keys = std::min(fewest_keys, std::min(visible[row], runs[i].n_blocks * block_keys));
+    }
+  }
+  if (fewest_keys <= block_keys) return 0;
+  // Whole blocks every row sees, with at least one key of its own after them.
+  int shared = std::min(fewest_blocks, (fewest_keys - 1) / block_keys);
+  for (int b = 0; b < shared; ++b) {
+    for (int i = 1; i < n_runs; ++i) {
+      if (runs[i].k_blocks[b] != runs[0].k_blocks[b] || runs[i].v_blocks[b] != runs[0].v_blocks[b]) return b;
+    }
+  }
+  return shared;
+}
+
+void AttentionUpdateRuns(KvDtype dtype, const float* q, int64_t q_row_stride, const AttentionRun* runs,
+                         int n_runs, int heads, int block_keys, int head_dim, const int* visible,
+                         float scale, float* max, float* sum, float* acc, float* scratch) {
+  if (TiledAttentionInUse()) {
+    kernel_table::ActiveKernelTable().attention_runs(dtype, q, q_row_stride, runs, n_runs, heads, block_keys,
+                                                     head_dim, visible, scale, max, sum, acc, scratch);
+    return;
+  }
+  kernel_table::AttentionRunsOneByOne(kernel_table::ActiveKernelTable().attention_blocks_per_query, dtype, q,
+                                      q_row_stride, runs, n_runs, heads, block_keys, head_dim, visible, scale, max,
+                                      sum, acc, scratch);
 }
 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

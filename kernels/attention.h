@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_run.h"
 #include "kernels/kv_dtype.h"
 
 namespace kvs {
@@ -72,6 +73,29 @@ void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, 
                            int block_keys, int head_dim, const int* visible, float scale, float* max,
                            float* sum, float* acc, float* scratch);
 size_t AttentionBlocksScratchFloats(int max_keys, int block_keys, int head_dim, int heads);
+
+// AttentionUpdateBlocks for a batch of sequences: runs[i] is runs[i].rows
+// consecutive query rows over runs[i].n_blocks blocks of its own, rows
+// numbered across the runs in order (row r's query heads at q + r *
+// q_row_stride, its state index r * heads + h, visible[r] counted from
+// its run's first block). Every query gets the bits a separate
+// AttentionUpdateBlocks call per run gives it, so results never depend on
+// the batch.
+// Consecutive runs whose leading blocks are the same pages (forks of one
+// prompt decoding together) are folded as one tile over those blocks
+// (AttentionSharedBlocks), every query of those runs sharing each K and V
+// vector loaded (and converted), then each run over the rest of its
+// blocks.
+//   scratch: AttentionBlocksScratchFloats(most keys of a run, block_keys,
+//   head_dim, heads) floats.
+void AttentionUpdateRuns(KvDtype dtype, const float* q, int64_t q_row_stride, const AttentionRun* runs,
+                         int n_runs, int heads, int block_keys, int head_dim, const int* visible,
+                         float scale, float* max, float* sum, float* acc, float* scratch);
+
+// How many leading blocks AttentionUpdateRuns folds as one tile: blocks
+// that every run has as the same K and V pages and that every row sees
+// whole, leaving each row at least one key after them; 0 for a single run.
+int AttentionSharedBlocks(const AttentionRun* runs, int n_runs, int block_keys, const int* visible);
 
 // Which kernel calls with many queries (prefill) take: the tiled one
 // (default: a tile of queries shares each K and V load) or the per-query

@@ -1,13 +1,17 @@
 // AVX-512 attention update and F16 KV conversion: the generic kernels of
-// simd_attention.h and the tiled kernel of simd_attention_tiled.h. Compiled with the AVX-512 flags; runs only when
+// simd_attention.h and the tiled kernels of simd_attention_tiled.h and simd_attention_runs.h. Compiled with the AVX-512 flags; runs only when
 // cpu_features.h selects this level.
 #include "kernels/kernel_table.h"
 #include "kernels/simd_avx512.h"
 #include "kernels/simd_attention.h"
 #include "kernels/simd_attention_tiled.h"
+#include "kernels/simd_attention_runs.h"
 
 namespace kvs::kernel_table {
 
-void FillAvx512Attention(KernelTable* t) { FillTiledAttentionEntries<Avx512>(t); }
+void FillAvx512Attention(KernelTable* t) {
+  FillTiledAttentionEntries<Avx512>(t);
+  t->attention_runs = AttentionRunsTiled<Avx512>;
+}
 
 }  // namespace kvs::kernel_table

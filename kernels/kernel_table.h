@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_run.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
 
@@ -83,6 +84,17 @@ using AttentionBlocksFn = void (*)(KvDtype dtype, const float* q, int64_t q_row_
                                    const void* const* v_blocks, int n_blocks, int block_keys,
                                    int head_dim, const int* visible, float scale, float* max,
                                    float* sum, float* acc, float* scratch);
+// Several runs of rows, each over its own blocks (attention.h
+// AttentionUpdateRuns).
+using AttentionRunsFn = void (*)(KvDtype dtype, const float* q, int64_t q_row_stride,
+                                 const AttentionRun* runs, int n_runs, int heads, int block_keys,
+                                 int head_dim, const int* visible, float scale, float* max,
+                                 float* sum, float* acc, float* scratch);
+// An AttentionRunsFn made of one `blocks` call per run (no blocks shared).
+void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float* q, int64_t q_row_stride,
+                           const AttentionRun* runs, int n_runs, int heads, int block_keys, int head_dim,
+                           const int* visible, float scale, float* max, float* sum, float* acc,
+                           float* scratch);
 // Packed Q8_0 weights (packed_q8_0.h, which states the arguments and the
 // arithmetic every such kernel shares bit for bit).
 using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
@@ -103,6 +115,9 @@ struct KernelTable {
   // kernel gives the same bits (attention.h UseTiledAttention).
   AttentionBlocksFn attention_blocks;
   AttentionBlocksFn attention_blocks_per_query;
+  // Runs whose leading blocks are the same pages (forks of one prompt)
+  // share one tile over those blocks; the same bits as a call per run.
+  AttentionRunsFn attention_runs;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact
   // Packed Q8_0: whether models pack their Q8_0 weights at this level

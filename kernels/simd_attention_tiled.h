@@ -317,6 +317,41 @@ float MaxOf(const float* p, int n) {
   return out;
 }
 
+// The one online-softmax step of every query of the tile, as
+// AttentionBlocksFixed does it per query: its scores (row s of `scores`)
+// become e^(score - new max), and its sum and acc are rescaled to the new
+// max.
+template <class V, int hd>
+void TileSoftmax(const AttentionTile& tile, float* scores, size_t stride, float* max, float* sum, float* acc) {
+  constexpr int L = V::kLanes;
+  for (int s = 0; s < tile.count; ++s) {
+    const int i = tile.state[s], n = tile.n[s];
+    float* sc = scores + s * stride;
+    const float block_max = MaxOf<V>(sc, n);
+    const float new_max = block_max > max[i] ? block_max : max[i];
+    const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
+    sum[i] = sum[i] * correction + ExpInPlace<V>(sc, n, new_max);
+    max[i] = new_max;
+    float* acc_i = acc + static_cast<size_t>(i) * hd;
+    for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+  }
+}
+
+// The tiled kernel's scratch (attention_tile.h): the part vectors
+// (aligned), then one score row per tile query.
+template <class V>
+typename V::F* TilePartVectors(float* scratch) {
+  using F = typename V::F;
+  return reinterpret_cast<F*>((reinterpret_cast<uintptr_t>(scratch) + sizeof(F) - 1) / sizeof(F) * sizeof(F));
+}
+inline float* TileScoreRows(float* scratch) { return scratch + kAttentionTilePartFloats; }
+
+// K or V rows converted to F32 (ConvertsBlocks): L keys for scores,
+// kConvertKeys for values.
+template <class V, KvDtype kT, int hd>
+inline constexpr int kConvertedFloats =
+    kT == KvDtype::kF32 ? 1 : (kConvertKeys > V::kLanes ? kConvertKeys : V::kLanes) * hd;
+
 // AttentionUpdateBlocks for head_dim = kChunks vectors, the queries in
 // tiles of kAttentionTileQueries (consecutive state indexes).
 template <class V, KvDtype kT, int kChunks>
@@ -324,17 +359,11 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
                                const void* const* k, const void* const* v, int n_blocks,
                                int block_keys, const int* visible, float scale, float* max,
                                float* sum, float* acc, float* scratch) {
-  using F = typename V::F;
-  constexpr int L = V::kLanes, hd = kChunks * L;
+  constexpr int hd = kChunks * V::kLanes;
   const int total = n_blocks * block_keys;
-  // scratch: the part vectors (aligned), then one score row per tile query.
-  F* part = reinterpret_cast<F*>(
-      (reinterpret_cast<uintptr_t>(scratch) + sizeof(F) - 1) / sizeof(F) * sizeof(F));
-  float* scores = scratch + kAttentionTilePartFloats;
-  // K or V rows converted to F32 (ConvertsBlocks): L keys for scores,
-  // kConvertKeys for values.
-  constexpr int kConvertRows = kConvertKeys > L ? kConvertKeys : L;
-  alignas(64) float converted[kT == KvDtype::kF32 ? 1 : kConvertRows * hd];
+  typename V::F* part = TilePartVectors<V>(scratch);
+  float* scores = TileScoreRows(scratch);
+  alignas(64) float converted[kConvertedFloats<V, kT, hd>];
   const int nq = rows * heads;
   for (int i0 = 0; i0 < nq;) {
     AttentionTile tile;
@@ -352,17 +381,7 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
     if (tile.count == 0) continue;
     const size_t stride = static_cast<size_t>(tile.n_max);
     TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part, converted);
-    for (int s = 0; s < tile.count; ++s) {  // as AttentionBlocksFixed, per query
-      const int i = tile.state[s], n = tile.n[s];
-      float* sc = scores + s * stride;
-      const float block_max = MaxOf<V>(sc, n);
-      const float new_max = block_max > max[i] ? block_max : max[i];
-      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
-      sum[i] = sum[i] * correction + ExpInPlace<V>(sc, n, new_max);
-      max[i] = new_max;
-      float* acc_i = acc + static_cast<size_t>(i) * hd;
-      for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
-    }
+    TileSoftmax<V, hd>(tile, scores, stride, max, sum, acc);
     TileValues<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc, converted);
   }
 }

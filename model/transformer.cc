@@ -243,6 +243,17 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   }
   const KvGeometry& g = items[0].kv->geometry();
   const int T = g.page_tokens;
+  // Room for every item's K and V page pointers in each thread's list (it
+  // grows only when a batch needs more than any before it).
+  size_t block_pointers = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (item_row_begin_[i + 1] > item_row_begin_[i]) {
+      block_pointers += 2 * static_cast<size_t>(row_pos_[item_row_begin_[i + 1] - 1] / T + 1);
+    }
+  }
+  for (std::vector<const void*>& list : attention_blocks_) {
+    if (list.size() < block_pointers) list.resize(block_pointers);
+  }
   pool_->Run(static_cast<int>(attention_tasks_.size()), [&](int task_index, int thread) {
     const AttentionTask& task = attention_tasks_[task_index];
     const int nq = task.rows * group;
@@ -253,13 +264,14 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
     AttentionInit(nq, c.head_dim, m, l, acc);
     const float* q = q_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                      static_cast<size_t>(task.kv_head) * group * c.head_dim;
-    // Rows of one item (a prefill block) share one call over the item's
-    // pages; each query is folded in one online-softmax step over its whole
-    // visible context, so its arithmetic never depends on the batch. Forks
-    // run one after another on this thread, so the prefix pages they share
-    // are read from memory once and from cache after.
-    const void** k_blocks = attention_blocks_[thread].data();
-    const void** v_blocks = k_blocks + max_pages_;
+    // One run per item: its rows (a prefill block, or a decode row) over
+    // its pages, each query folded in one online-softmax step over its
+    // whole visible context, so its arithmetic never depends on the batch.
+    // Forks decoding together share their prompt's pages: the kernel folds
+    // those pages once for all of them (AttentionUpdateRuns).
+    const void** blocks = attention_blocks_[thread].data();
+    AttentionRun runs[kQueryBlockRows];
+    int n_runs = 0;
     int visible[kQueryBlockRows];
     for (int r = 0; r < task.rows;) {
       const int item = row_item_[task.row_begin + r];
@@ -267,17 +279,19 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
       while (end < task.rows && row_item_[task.row_begin + end] == item) ++end;
       const KvSequence& kv = *items[item].kv;
       const int n_pages = row_pos_[task.row_begin + end - 1] / T + 1;
+      const void** k_blocks = blocks;
+      const void** v_blocks = blocks + n_pages;
+      blocks += 2 * n_pages;
       for (int p = 0; p < n_pages; ++p) {
         k_blocks[p] = kv.block(p, layer, KvPart::kKey, task.kv_head);
         v_blocks[p] = kv.block(p, layer, KvPart::kValue, task.kv_head);
       }
-      for (int k = r; k < end; ++k) visible[k - r] = row_pos_[task.row_begin + k] + 1;
-      AttentionUpdateBlocks(g.dtype, q + static_cast<size_t>(r) * c.q_dim(), c.q_dim(), end - r,
-                            group, k_blocks, v_blocks, n_pages, T, c.head_dim, visible, scale,
-                            m + r * group, l + r * group,
-                            acc + static_cast<size_t>(r) * group * c.head_dim, scratch);
+      for (int k = r; k < end; ++k) visible[k] = row_pos_[task.row_begin + k] + 1;
+      runs[n_runs++] = {end - r, k_blocks, v_blocks, n_pages};
       r = end;
     }
+    AttentionUpdateRuns(g.dtype, q, c.q_dim(), runs, n_runs, group, T, c.head_dim, visible, scale, m, l, acc,
+                        scratch);
     float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                  static_cast<size_t>(task.kv_head) * group * c.head_dim;
     AttentionFinish(task.rows, group, c.head_dim, l, acc, out, c.q_dim());

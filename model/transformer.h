@@ -179,7 +179,7 @@ class Transformer {
   // Per-thread scratch.
   std::vector<std::vector<float>> matmul_scratch_;
   std::vector<std::vector<float>> attention_scratch_;
-  std::vector<std::vector<const void*>> attention_blocks_;  // K/V page pointers of one call
+  std::vector<std::vector<const void*>> attention_blocks_;  // K/V page pointers of one task's runs
 };
 
 }  // namespace kvs

@@ -216,6 +216,61 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
   }
 }
 
+// Forks of one prompt decoding in one batch share the prompt's pages in
+// attention (AttentionUpdateRuns folds them once for all the forks); each
+// fork's logits are still the bits it gets decoding alone, step after step,
+// with a stranger's decode row in the same batch.
+TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
+  int head_dim = 0;  // known after the f16 pass
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
+    auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
+    ASSERT_NE(engine, nullptr);
+    head_dim = engine->config.head_dim;
+    const ReferenceLine& line = *std::max_element(
+        reference_.begin(), reference_.end(),
+        [](const auto& a, const auto& b) { return a.prompt_ids.size() < b.prompt_ids.size(); });
+    KvSequence parent(engine->pages.get()), stranger(engine->pages.get());
+    engine->Feed(parent, line.prompt_ids);
+    engine->Feed(stranger, reference_[0].prompt_ids);
+    constexpr int kForks = 5, kSteps = 3;
+    std::vector<KvSequence> forks;
+    for (int f = 0; f < kForks; ++f) forks.push_back(parent.Fork());
+    KvSequence stranger_batched = stranger.Fork();
+    // Step s: fork f feeds token (f * 13 + s * 5 + 1), the stranger token 2.
+    auto token = [&](int f, int s) { return static_cast<int32_t>((f * 13 + s * 5 + 1) % engine->vocab()); };
+    std::vector<std::vector<std::vector<float>>> batched(kSteps);
+    for (int s = 0; s < kSteps; ++s) {
+      std::vector<int32_t> next(kForks + 1);
+      std::vector<ForwardItem> items;
+      for (int f = 0; f < kForks; ++f) {
+        next[f] = token(f, s);
+        items.push_back({&forks[f], {&next[f], 1}});
+      }
+      next[kForks] = 2;
+      items.insert(items.begin() + 2, {&stranger_batched, {&next[kForks], 1}});
+      for (const ForwardItem& item : items) ASSERT_TRUE(item.kv->PrepareAppend(1).ok());
+      std::vector<float> logits(items.size() * static_cast<size_t>(engine->vocab()));
+      ASSERT_TRUE(engine->transformer->Forward(items, logits.data()).ok());
+      for (size_t i = 0; i < items.size(); ++i) {
+        batched[s].emplace_back(logits.begin() + i * engine->vocab(), logits.begin() + (i + 1) * engine->vocab());
+      }
+    }
+    for (int f = 0; f < kForks; ++f) {
+      KvSequence alone = parent.Fork();
+      for (int s = 0; s < kSteps; ++s) {
+        const int32_t t = token(f, s);
+        EXPECT_EQ(engine->Feed(alone, {&t, 1}), batched[s][f < 2 ? f : f + 1])
+            << KvDtypeName(dtype) << " fork " << f << " step " << s;
+      }
+    }
+    const int32_t two = 2;
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_EQ(engine->Feed(stranger, {&two, 1}), batched[s][2]) << KvDtypeName(dtype) << " stranger step " << s;
+    }
+  }
+}
+
 TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
   auto engine = TestEngine::Load(model_path_, KvDtype::kF32, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
