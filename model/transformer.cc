@@ -234,12 +234,31 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  // Blocks of consecutive batch rows (of one item or several), per KV head.
-  attention_tasks_.clear();
-  for (int r = 0; r < n_rows; r += kQueryBlockRows) {
-    for (int h = 0; h < c.n_kv_heads; ++h) {
-      attention_tasks_.push_back({r, std::min(kQueryBlockRows, n_rows - r), h});
+  // Blocks of up to kQueryBlockRows consecutive batch rows (of one item or
+  // several), per KV head. A block ends early rather than split a group
+  // of decode rows that start on the same page (forks of one prompt, side
+  // by side: service/decode_row_order.h), so the group's shared pages are
+  // folded once (AttentionUpdateRuns); a group longer than a block is cut.
+  auto same_prompt = [&](int r) {  // row r continues row r - 1's group
+    const int a = row_item_[r - 1], b = row_item_[r];
+    if (a == b || item_row_begin_[a + 1] - item_row_begin_[a] != 1 ||
+        item_row_begin_[b + 1] - item_row_begin_[b] != 1) {
+      return false;
     }
+    const std::vector<PageId>& pa = items[a].kv->page_table();
+    const std::vector<PageId>& pb = items[b].kv->page_table();
+    return !pa.empty() && !pb.empty() && pa[0] == pb[0];
+  };
+  attention_tasks_.clear();
+  for (int r = 0; r < n_rows;) {
+    int end = std::min(n_rows, r + kQueryBlockRows);
+    if (end < n_rows && same_prompt(end)) {
+      int group_begin = end - 1;
+      while (group_begin > r && same_prompt(group_begin)) --group_begin;
+      if (group_begin > r) end = group_begin;
+    }
+    for (int h = 0; h < c.n_kv_heads; ++h) attention_tasks_.push_back({r, end - r, h});
+    r = end;
   }
   const KvGeometry& g = items[0].kv->geometry();
   const int T = g.page_tokens;

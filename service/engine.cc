@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/kv_slide.h"
+#include "service/decode_row_order.h"
 #include "model/tokenizer.h"
 
 namespace kvs {
@@ -424,6 +425,13 @@ void Engine::Plan(const Active& active, StepReport& report) {
       --budget;
     }
   }
+  // Forks of one prompt side by side, so attention folds the pages they
+  // share once for all of them (decode_row_order.h); a session with no
+  // page yet is a group of its own.
+  GroupRowsByKey(std::span<Planned>(plan_.data(), report.decode_rows), [](const Planned& p) {
+    const std::vector<PageId>& pages = p.job->session->kv->page_table();
+    return pages.empty() ? std::pair<PageId, const Job*>(-1, p.job) : std::pair<PageId, const Job*>(pages[0], nullptr);
+  });
   for (const auto& job : active) {
     // A SLIDE job's input may go past the context: up to it now, the rest
     // after the next slide (ERROR jobs' input always fits).

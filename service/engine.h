@@ -7,7 +7,9 @@
 //   2. plan      under the --max-batch-tokens budget: one decode token for
 //                each generating job first (latency), then prefill chunks
 //                for jobs whose KV lags their tokens, after taking whole
-//                pages from the prefix cache;
+//                pages from the prefix cache; decode rows of sessions that
+//                share their first KV page (forks) are put side by side
+//                (decode_row_order.h), so attention reads those pages once;
 //   3. reserve   KV space for every planned row (evicting idle sessions'
 //                KV under pressure); a job that gets none ends with
 //                RESOURCE_EXHAUSTED;

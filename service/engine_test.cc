@@ -1,6 +1,7 @@
 // Engine with a real model, session manager and store: what one step
-// plans (decode before prefill under the token budget, prefill chunks),
-// and cancellation seen within one step.
+// plans (decode before prefill under the token budget, prefill chunks,
+// forks grouped without changing what each streams), and cancellation
+// seen within one step.
 #include "service/engine.h"
 
 #include <gtest/gtest.h>
@@ -216,6 +217,46 @@ TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {
   int computed = 0;
   for (const StepReport& r : Steps()) computed += r.prefill_tokens;
   EXPECT_EQ(computed, 40 - 32);
+}
+
+TEST_F(EngineTest, InterleavedForksOfTwoPromptsEachGenerateWhatTheirPromptGeneratesAlone) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64);
+  const std::string a = env_->MakeSession(40, 10);
+  const std::string b = env_->MakeSession(23, 301);
+  auto a_forks = env_->sessions().Fork(a, 3, {}, {});
+  auto b_forks = env_->sessions().Fork(b, 3, {}, {});
+  ASSERT_TRUE(a_forks.ok()) << a_forks.status();
+  ASSERT_TRUE(b_forks.ok()) << b_forks.status();
+  // Submitted a, b, a, b, a, b: the engine groups each prompt's forks in a
+  // step's batch (decode_row_order.h); every fork must still stream its
+  // own tokens, in its own order.
+  absl::Notification all_submitted;
+  std::vector<std::shared_ptr<RecordingListener>> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(Submit((*a_forks)[i]->id, {}, Greedy(12), 0, i == 0 ? &all_submitted : nullptr));
+    jobs.push_back(Submit((*b_forks)[i]->id, {}, Greedy(12)));
+  }
+  all_submitted.Notify();
+  for (auto& job : jobs) {
+    job->done.WaitForNotification();
+    ASSERT_TRUE(job->status.ok()) << job->status;
+  }
+  int batched_steps = 0;
+  for (const StepReport& r : Steps()) batched_steps += r.decode_rows == 6;
+  EXPECT_GT(batched_steps, 0) << "the six forks never decoded in one step";
+
+  // Each prompt alone, afterwards.
+  auto a_alone = Submit(a, {}, Greedy(12));
+  a_alone->done.WaitForNotification();
+  auto b_alone = Submit(b, {}, Greedy(12));
+  b_alone->done.WaitForNotification();
+  ASSERT_EQ(a_alone->ids.size(), 12u);
+  ASSERT_NE(a_alone->ids, b_alone->ids) << "the prompts must continue differently for this test to see a mix-up";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(jobs[2 * i]->ids, a_alone->ids) << "fork " << i << " of a";
+    EXPECT_EQ(jobs[2 * i + 1]->ids, b_alone->ids) << "fork " << i << " of b";
+  }
 }
 
 }  // namespace

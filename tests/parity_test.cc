@@ -219,7 +219,8 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
 // Forks of one prompt decoding in one batch share the prompt's pages in
 // attention (AttentionUpdateRuns folds them once for all the forks); each
 // fork's logits are still the bits it gets decoding alone, step after step,
-// with a stranger's decode row in the same batch.
+// with another prompt's forks and its own decode row in the same batch and
+// an attention block cut short to keep a group of forks whole.
 TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
   int head_dim = 0;  // known after the f16 pass
   for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
@@ -233,22 +234,28 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
     KvSequence parent(engine->pages.get()), stranger(engine->pages.get());
     engine->Feed(parent, line.prompt_ids);
     engine->Feed(stranger, reference_[0].prompt_ids);
-    constexpr int kForks = 5, kSteps = 3;
-    std::vector<KvSequence> forks;
+    // The batch, rows in order: 12 forks of the stranger, forks 0 and 1 of
+    // the parent, the stranger's own row, forks 2-4. Attention blocks take
+    // 16 rows: the first ends before row 15 so as not to split forks 2-4
+    // (the parent's group), the stranger's forks fill most of it.
+    constexpr int kForks = 5, kStrangerForks = 12, kSteps = 3;
+    std::vector<KvSequence> forks, stranger_batched;
     for (int f = 0; f < kForks; ++f) forks.push_back(parent.Fork());
-    KvSequence stranger_batched = stranger.Fork();
+    for (int f = 0; f <= kStrangerForks; ++f) stranger_batched.push_back(stranger.Fork());
     // Step s: fork f feeds token (f * 13 + s * 5 + 1), the stranger token 2.
     auto token = [&](int f, int s) { return static_cast<int32_t>((f * 13 + s * 5 + 1) % engine->vocab()); };
+    auto batch_row = [&](int f) { return kStrangerForks + (f < 2 ? f : f + 1); };
     std::vector<std::vector<std::vector<float>>> batched(kSteps);
     for (int s = 0; s < kSteps; ++s) {
-      std::vector<int32_t> next(kForks + 1);
+      std::vector<int32_t> next(kForks);
+      const int32_t two = 2;
       std::vector<ForwardItem> items;
+      for (int f = 0; f < kStrangerForks; ++f) items.push_back({&stranger_batched[f], {&two, 1}});
       for (int f = 0; f < kForks; ++f) {
         next[f] = token(f, s);
         items.push_back({&forks[f], {&next[f], 1}});
       }
-      next[kForks] = 2;
-      items.insert(items.begin() + 2, {&stranger_batched, {&next[kForks], 1}});
+      items.insert(items.begin() + kStrangerForks + 2, {&stranger_batched[kStrangerForks], {&two, 1}});
       for (const ForwardItem& item : items) ASSERT_TRUE(item.kv->PrepareAppend(1).ok());
       std::vector<float> logits(items.size() * static_cast<size_t>(engine->vocab()));
       ASSERT_TRUE(engine->transformer->Forward(items, logits.data()).ok());
@@ -260,13 +267,17 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
       KvSequence alone = parent.Fork();
       for (int s = 0; s < kSteps; ++s) {
         const int32_t t = token(f, s);
-        EXPECT_EQ(engine->Feed(alone, {&t, 1}), batched[s][f < 2 ? f : f + 1])
+        EXPECT_EQ(engine->Feed(alone, {&t, 1}), batched[s][batch_row(f)])
             << KvDtypeName(dtype) << " fork " << f << " step " << s;
       }
     }
     const int32_t two = 2;
     for (int s = 0; s < kSteps; ++s) {
-      EXPECT_EQ(engine->Feed(stranger, {&two, 1}), batched[s][2]) << KvDtypeName(dtype) << " stranger step " << s;
+      const std::vector<float> alone = engine->Feed(stranger, {&two, 1});
+      for (int f = 0; f < kStrangerForks; ++f) {
+        EXPECT_EQ(alone, batched[s][f]) << KvDtypeName(dtype) << " stranger fork " << f << " step " << s;
+      }
+      EXPECT_EQ(alone, batched[s][kStrangerForks + 2]) << KvDtypeName(dtype) << " stranger step " << s;
     }
   }
 }
