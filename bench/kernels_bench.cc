@@ -315,7 +315,7 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 // G multiply-adds/s (QK and PV).
 void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool shared) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kForks = 8, kPrompt = 512, kOwnKeys = 8, kHeads = 2;
+  constexpr int kForks = 8, kPrompt = 4096, kOwnKeys = 8, kHeads = 2;
   constexpr int kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens;
   constexpr int kSharedPages = kPrompt / kPageTokens, kPages = kSharedPages + 1, kQueries = kForks * kHeads;
   PagedKv kv(dtype, kSharedPages + kForks);
