@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cache/kv_sequence.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
@@ -20,7 +21,7 @@
 namespace kvs {
 namespace {
 
-std::string ModelPath(const std::string& name) { return std::string(KVS_SHARED_DIR) + "/models/" + name; }
+std::string ModelPath(const std::string& name) { return absl::StrCat(KVS_SHARED_DIR, "/models/", name); }
 
 constexpr int kPageTokens = 16;
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
@@ -26,7 +27,7 @@ std::vector<uint8_t> Bytes(const PagePool& pool, PageId p) {
 class KvSlideTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = Model::Load(std::string(KVS_SHARED_DIR) + "/models/tiny-llama-q8_0.gguf");
+    auto m = Model::Load(absl::StrCat(KVS_SHARED_DIR, "/models/tiny-llama-q8_0.gguf"));
     ASSERT_TRUE(m.ok()) << m.status();
     model_ = std::move(*m);
     const ModelConfig& c = model_->config();

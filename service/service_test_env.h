@@ -30,7 +30,7 @@ namespace kvs {
 class ServiceTestEnv {
  public:
   static std::string ModelPath() {
-    return std::string(KVS_SHARED_DIR) + "/models/aidreams260K.gguf";
+    return absl::StrCat(KVS_SHARED_DIR, "/models/aidreams260K.gguf");
   }
   static bool Available() { return std::filesystem::exists(ModelPath()); }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <new>
 
+#include "absl/strings/str_cat.h"
 #include "cache/kv_sequence.h"
 #include "gtest/gtest.h"
 #include "model/model.h"
@@ -72,7 +73,7 @@ namespace kvs {
 namespace {
 
 TEST(DecodeAllocationTest, BatchedDecodeStepsAndSamplingAllocateNothing) {
-  const std::string path = SharedDir() + "/models/tiny-llama-gqa.gguf";
+  const std::string path = absl::StrCat(SharedDir(), "/models/tiny-llama-gqa.gguf");
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared absent";
   auto model = Model::Load(path);
   ASSERT_TRUE(model.ok());
