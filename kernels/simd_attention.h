@@ -298,13 +298,18 @@ constexpr int kPrefetchBlocks = 4;
 //  - Whole blocks (prefill's tiles): at each block's start (AtBlock), all
 //    the lines of the block kPrefetchBlocks ahead.
 //  - Streamed (a decode row's GQA group: little arithmetic per byte): the
-//    loop calls Step as its arithmetic goes, and each Step asks for the
-//    next few lines, never in a block more than kStreamAheadBlocks past
-//    the one being read. Whole blocks left a cold decode row at its
+//    first kStreamAheadBlocks blocks at once, then, while block b is read,
+//    the lines of block b + kStreamAheadBlocks, a few per Step as the
+//    loop's arithmetic goes. Whole blocks left a cold decode row at its
 //    in-cache time plus its read time; streamed, a cold row of an f16
 //    cache took 1.3-2x less time on Zen 4 and 1.6x less on Zen 3, and of a
 //    q8_0 cache 1.45x less on Zen 3 (no change on Zen 4)
-//    (docs/performance.md, "attention_paged").
+//    (docs/performance.md, "attention_paged"). A Step is a compare and a
+//    prefetch per line, its state two pointers: the loop calls it once per
+//    key or key group, and a heavier Step (a block index and an offset
+//    kept in memory, the block list walked per call) cost a warm f16 row
+//    about a fifth of its time (docs/performance.md, "How long a decode
+//    row's reads are").
 // One object per pass, on the stack; not thread-safe.
 class BlockPrefetch {
  public:
@@ -312,16 +317,24 @@ class BlockPrefetch {
 
   BlockPrefetch(const void* const* blocks, int n_blocks, size_t block_bytes, bool streamed)
       : blocks_(blocks), n_blocks_(n_blocks), block_bytes_(block_bytes), streamed_(streamed) {
-    if (streamed_) {
-      Step(0, Lines() * (kStreamAheadBlocks + 1));
-    } else {
-      for (int b = 0; b < kPrefetchBlocks && b < n_blocks_; ++b) PrefetchBlock(blocks_[b], block_bytes_);
-    }
+    const int first = streamed_ ? kStreamAheadBlocks : kPrefetchBlocks;
+    for (int b = 0; b < first && b < n_blocks_; ++b) PrefetchBlock(blocks_[b], block_bytes_);
   }
 
-  // Whole blocks: call at the start of block b.
-  void AtBlock(int b) const {
-    if (!streamed_ && b + kPrefetchBlocks < n_blocks_) PrefetchBlock(blocks_[b + kPrefetchBlocks], block_bytes_);
+  // Call at the start of block b. Whole blocks: asks for all the lines of
+  // block b + kPrefetchBlocks. Streamed: the next Steps ask for those of
+  // block b + kStreamAheadBlocks.
+  void AtBlock(int b) {
+    if (!streamed_) {
+      if (b + kPrefetchBlocks < n_blocks_) PrefetchBlock(blocks_[b + kPrefetchBlocks], block_bytes_);
+      return;
+    }
+    if (b + kStreamAheadBlocks < n_blocks_) {
+      next_ = static_cast<const char*>(blocks_[b + kStreamAheadBlocks]);
+      end_ = next_ + block_bytes_;
+    } else {
+      next_ = end_ = nullptr;
+    }
   }
 
   // Streamed: the `lines` for each Step of a loop making `steps` Steps per
@@ -331,17 +344,12 @@ class BlockPrefetch {
     return steps > 0 ? (Lines() + steps - 1) / steps : Lines();
   }
 
-  // Asks for up to `lines` more lines while block `current` is read.
+  // Asks for up to `lines` more lines of the block AtBlock chose.
   // Inlined: a call would spill the caller's vector accumulators.
-  __attribute__((always_inline)) void Step(int current, int lines) {
-    const int limit = current + kStreamAheadBlocks < n_blocks_ - 1 ? current + kStreamAheadBlocks : n_blocks_ - 1;
-    for (; lines > 0 && block_ <= limit; --lines) {
-      __builtin_prefetch(static_cast<const char*>(blocks_[block_]) + offset_, 0, 3);
-      offset_ += 64;
-      if (offset_ >= block_bytes_) {
-        offset_ = 0;
-        ++block_;
-      }
+  __attribute__((always_inline)) void Step(int lines) {
+    for (; lines > 0 && next_ < end_; --lines) {
+      __builtin_prefetch(next_, 0, 3);
+      next_ += 64;
     }
   }
 
@@ -352,8 +360,8 @@ class BlockPrefetch {
   int n_blocks_;
   size_t block_bytes_;
   bool streamed_;
-  int block_ = 0;  // streamed: the next line to ask for is (block_, offset_)
-  size_t offset_ = 0;
+  const char* next_ = nullptr;  // streamed: the next line to ask for, up to end_
+  const char* end_ = nullptr;
 };
 
 // One row's heads go through each block together, so a K or V block is

@@ -95,15 +95,15 @@ struct AttentionTile {
 };
 
 // part[s * L + t0 + t] = the kScoreK key partial dot vectors t0 + t of
-// queries s < kQ (keys at `keys`, row stride hd, group of L keys, in block
-// `block`); one prefetch Step of `lines` per kScoreK keys.
+// queries s < kQ (keys at `keys`, row stride hd, group of L keys); one
+// prefetch Step of `lines` per kScoreK keys.
 template <class V, KvDtype kT, int kChunks, int kQ>
 inline void ScorePartials(const float* const* q, const void* keys, typename V::F* part, BlockPrefetch& prefetch,
-                          int block, int lines) {
+                          int lines) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, K = AttentionTileShape<V>::kScoreK;
   for (int t0 = 0; t0 < L; t0 += K) {
-    prefetch.Step(block, lines);
+    prefetch.Step(lines);
     F a[kQ][K];
 #pragma GCC unroll 8
     for (int s = 0; s < kQ; ++s) {
@@ -153,11 +153,11 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     // The tile's queries over one group of L keys stored as type kU.
     auto score_group = [&]<KvDtype kU>(const void* keys) {
       int s0 = 0;
-      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines);
+      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
       switch (tile.count - s0) {  // the tile's last queries
-        case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
-        case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
-        case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, b, lines); break;
+        case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+        case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+        case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
         default: break;
       }
     };
@@ -176,7 +176,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
       }
     }
     if (j < nb) {  // keys after the block's last full group: the per-key path
-      prefetch.Step(b, prefetch.LinesPerStep(1));
+      prefetch.Step(prefetch.LinesPerStep(1));
       for (int s = 0; s < tile.count; ++s) {
         BlockScores<V, kT>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
       }
@@ -196,11 +196,11 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
 }
 
 // acc of queries [s0, s0 + kQ), value vectors [c0, c0 + kValueChunks):
-// += p[j] * v_j for keys [j0, j1) of block `block`; with at most
+// += p[j] * v_j for keys [j0, j1) of the block at vb; with at most
 // kStreamQueries queries, one prefetch Step of `lines` per key.
 template <class V, KvDtype kT, int kChunks, int kQ, int kC>
 inline void ValueMicroTile(const float* const* p, float* const* acc, const void* vb, int j0, int j1, int c0,
-                           BlockPrefetch& prefetch, int block, int lines) {
+                           BlockPrefetch& prefetch, int lines) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L;
   F a[kQ][kC];
@@ -210,7 +210,7 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
     for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
   }
   for (int j = j0; j < j1; ++j) {
-    if constexpr (kQ <= kStreamQueries) prefetch.Step(block, lines);
+    if constexpr (kQ <= kStreamQueries) prefetch.Step(lines);
     F vv[kC];
 #pragma GCC unroll 8
     for (int c = 0; c < kC; ++c) {
@@ -260,11 +260,11 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
       for (int s = 0; s < tile.count; ++s) ps[s] = p[s] + base;
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, VQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, b, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, VQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
       }
       auto rest = [&](auto queries) {  // the tile's last queries, together
         constexpr int kQ = decltype(queries)::value;
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, kQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, b, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, kQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
       };
       switch (tile.count - s0) {
         case 5: if constexpr (VQ > 5) rest(std::integral_constant<int, 5>{}); break;
@@ -290,7 +290,7 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
     for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       if (mine <= from) continue;
-      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, b, lines);
+      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, lines);
     }
   }
 }
