@@ -84,10 +84,10 @@ double MeasureReadBandwidth(ThreadPool& pool, int runs) {
 }
 
 EngineBench::EngineBench(const Model& model, ThreadPool* pool, MatmulPath matmul, KvDtype dtype,
-                         int max_context, int64_t pool_pages)
+                         int max_context, int64_t pool_pages, int page_tokens)
     : c_(model.config()),
       t_(c_, model.weights(), pool, kChunk, max_context, matmul),
-      pages_(t_.kv_geometry(kPageTokens, dtype), pool_pages),
+      pages_(t_.kv_geometry(page_tokens, dtype), pool_pages),
       logits_(static_cast<size_t>(8) * c_.vocab_size) {}
 
 double EngineBench::Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) {

@@ -35,12 +35,12 @@ double MeasureReadBandwidth(ThreadPool& pool, int runs);
 class EngineBench {
  public:
   static constexpr int kChunk = 512;       // prefill tokens per forward pass
-  static constexpr int kPageTokens = 16;
+  static constexpr int kPageTokens = 16;   // kvsessiond's default --page-tokens
 
   // A Transformer for contexts up to `max_context` and a pool of
-  // `pool_pages` KV pages of `dtype`.
+  // `pool_pages` KV pages of `dtype`, `page_tokens` tokens each.
   EngineBench(const Model& model, ThreadPool* pool, MatmulPath matmul, KvDtype dtype, int max_context,
-              int64_t pool_pages);
+              int64_t pool_pages, int page_tokens = kPageTokens);
 
   const Transformer& transformer() const { return t_; }
   PagePool& pages() { return pages_; }

@@ -13,19 +13,22 @@
 //   attention            one decode query row of a GQA group of 2 or 4 heads
 //                        (head_dim 128) over 4096 keys in pages of 256, for
 //                        F32 and F16 caches: bytes/s of K and V
-//   attention_paged      the same row as decode sees it: pages of 16 tokens
-//                        of a 28-layer, 8-KV-head model (page stride about
-//                        1 MB), 4096 keys; "cold" takes a different (layer,
-//                        head) each call so K and V come from memory, "warm"
-//                        the same one (from cache): bytes/s of K and V, cold
-//                        to hold against read_bandwidth, warm against cold
+//   attention_paged      the same row as decode sees it: pages of 16, 32
+//                        and 64 tokens of a 28-layer, 8-KV-head model (page
+//                        stride 1.8 MB at 16 tokens, f16), 4096 keys; each
+//                        (layer, head)'s K and V are one block per page;
+//                        "cold" takes a different (layer, head) each call
+//                        so K and V come from memory, "warm" the same one
+//                        (from cache): bytes/s of K and V, cold to hold
+//                        against read_bandwidth, warm against cold
 //   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
 //                        keys causally: G multiply-adds/s (QK and PV)
 //   attention_forks      a fan-out step's attention for one (layer, head):
-//                        8 forks x 2 heads over a 512-token prompt's shared
-//                        pages and 8 keys each of their own, cold, as one
+//                        8 forks x 2 heads over a 512- and a 4,096-token
+//                        prompt's shared pages and 8 keys each of their
+//                        own, cold, as one
 //                        AttentionUpdateRuns call ("shared") and as a call
 //                        per fork ("one-by-one", the same bits): G
 //                        multiply-adds/s
@@ -240,15 +243,15 @@ class PagedKv {
  public:
   static constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kHeadDim = 128;
 
-  PagedKv(KvDtype dtype, int pages)
-      : block_bytes_(KvBytes(dtype, int64_t{kPageTokens} * kHeadDim)),
+  PagedKv(KvDtype dtype, int pages, int page_tokens = kPageTokens)
+      : block_bytes_(KvBytes(dtype, int64_t{page_tokens} * kHeadDim)),
         page_bytes_(block_bytes_ * 2 * kKvHeads * kLayers),
         bytes_(page_bytes_ * pages) {
     void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) return;
     ::madvise(memory, bytes_, MADV_HUGEPAGE);
     pages_ = static_cast<uint8_t*>(memory);
-    const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(kPageTokens) * kHeadDim);
+    const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(page_tokens) * kHeadDim);
     std::vector<uint8_t> block(block_bytes_);
     StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
     for (size_t off = 0; off < bytes_; off += block_bytes_) std::memcpy(pages_ + off, block.data(), block_bytes_);
@@ -270,63 +273,64 @@ class PagedKv {
 };
 
 // One decode row of a GQA group of 2 heads over 4,096 keys in the pool's
-// layout (PagedKv). Cold: each call takes the next (layer, head), so its
-// 2 x 4096 rows were last touched 223 calls (hundreds of MB) before, the
-// case of decode at a long context. Warm: always the first (layer, head),
-// so the same layout comes from cache.
-void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold) {
+// layout (PagedKv) with pages of `page_tokens` tokens (kvsessiond's
+// --page-tokens: a (layer, head)'s K or V is one block per page, so this is
+// the length of each contiguous read). Cold: each call takes the next
+// (layer, head), so its 2 x 4096 rows were last touched 223 calls (hundreds
+// of MB) before, the case of decode at a long context. Warm: always the
+// first (layer, head), so the same layout comes from cache.
+void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold, int page_tokens) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kKeys = 4096, kHeads = 2, kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens;
-  constexpr int kPages = kKeys / kPageTokens;
-  PagedKv kv(dtype, kPages);
+  constexpr int kKeys = 4096, kHeads = 2, kHeadDim = PagedKv::kHeadDim;
+  const int pages = kKeys / page_tokens;
+  PagedKv kv(dtype, pages, page_tokens);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
   }
   const std::vector<float> q = RandomFloats(kHeads * kHeadDim);
   std::vector<float> m(kHeads), l(kHeads), acc(kHeads * kHeadDim), out(kHeads * kHeadDim);
-  std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, kPageTokens, kHeadDim, kHeads));
-  std::vector<const void*> k(kPages), v(kPages);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, page_tokens, kHeadDim, kHeads));
+  std::vector<const void*> k(pages), v(pages);
   const int visible = kKeys;
   int call = 0;
   for (auto _ : state) {
     const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
     if (cold) ++call;
-    for (int p = 0; p < kPages; ++p) {
+    for (int p = 0; p < pages; ++p) {
       k[p] = kv.block(p, 0, layer, head);
       v[p] = kv.block(p, 1, layer, head);
     }
     AttentionInit(kHeads, kHeadDim, m.data(), l.data(), acc.data());
-    AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, 1, kHeads, k.data(), v.data(), kPages,
-                          kPageTokens, kHeadDim, &visible, 0.088f, m.data(), l.data(), acc.data(),
-                          scratch.data());
+    AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, 1, kHeads, k.data(), v.data(), pages, page_tokens,
+                          kHeadDim, &visible, 0.088f, m.data(), l.data(), acc.data(), scratch.data());
     AttentionFinish(1, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kPages * kv.block_bytes()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
 }
 
 // A fan-out step's attention for one (layer, KV head): 8 forks of a
-// 512-token prompt, each a decode row of 2 heads that sees the prompt's 32
+// `prompt`-token prompt, each a decode row of 2 heads that sees the prompt's
 // shared pages and 8 keys of a page of its own, in the pool's layout; each
 // call takes the next (layer, head), as a step does. "shared" is one
 // AttentionUpdateRuns call (the forks fold the shared pages as one tile),
 // "one-by-one" an AttentionUpdateBlocks call per fork (the same bits):
 // G multiply-adds/s (QK and PV).
-void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool shared) {
+void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool shared, int prompt) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kForks = 8, kPrompt = 4096, kOwnKeys = 8, kHeads = 2;
-  constexpr int kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens;
-  constexpr int kSharedPages = kPrompt / kPageTokens, kPages = kSharedPages + 1, kQueries = kForks * kHeads;
-  PagedKv kv(dtype, kSharedPages + kForks);
+  constexpr int kForks = 8, kOwnKeys = 8, kHeads = 2;
+  constexpr int kHeadDim = PagedKv::kHeadDim, kPageTokens = PagedKv::kPageTokens, kQueries = kForks * kHeads;
+  const int shared_pages = prompt / kPageTokens, pages = shared_pages + 1;
+  PagedKv kv(dtype, shared_pages + kForks);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
   }
   const std::vector<float> q = RandomFloats(kQueries * kHeadDim);
   std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim), out(kQueries * kHeadDim);
-  std::vector<float> scratch(AttentionBlocksScratchFloats(kPages * kPageTokens, kPageTokens, kHeadDim, kHeads));
-  std::vector<const void*> blocks(2 * kForks * kPages);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(pages * kPageTokens, kPageTokens, kHeadDim, kHeads));
+  std::vector<const void*> blocks(2 * kForks * pages);
   AttentionRun runs[kForks];
   int visible[kForks];
   int call = 0;
@@ -334,15 +338,15 @@ void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
     const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
     ++call;
     for (int f = 0; f < kForks; ++f) {
-      const void** k = &blocks[2 * f * kPages];
-      const void** v = k + kPages;
-      for (int p = 0; p < kPages; ++p) {
-        const int page = p < kSharedPages ? p : kSharedPages + f;
+      const void** k = &blocks[2 * f * pages];
+      const void** v = k + pages;
+      for (int p = 0; p < pages; ++p) {
+        const int page = p < shared_pages ? p : shared_pages + f;
         k[p] = kv.block(page, 0, layer, head);
         v[p] = kv.block(page, 1, layer, head);
       }
-      runs[f] = {1, k, v, kPages};
-      visible[f] = kPrompt + kOwnKeys;
+      runs[f] = {1, k, v, pages};
+      visible[f] = prompt + kOwnKeys;
     }
     AttentionInit(kQueries, kHeadDim, m.data(), l.data(), acc.data());
     if (shared) {
@@ -351,7 +355,7 @@ void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
     } else {
       for (int f = 0; f < kForks; ++f) {
         AttentionUpdateBlocks(dtype, q.data() + f * kHeads * kHeadDim, kHeads * kHeadDim, 1, kHeads,
-                              runs[f].k_blocks, runs[f].v_blocks, kPages, kPageTokens, kHeadDim, &visible[f],
+                              runs[f].k_blocks, runs[f].v_blocks, pages, kPageTokens, kHeadDim, &visible[f],
                               0.088f, m.data() + f * kHeads, l.data() + f * kHeads,
                               acc.data() + f * kHeads * kHeadDim, scratch.data());
       }
@@ -360,7 +364,7 @@ void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GMAC/s"] = benchmark::Counter(
-      2.0 * kQueries * (kPrompt + kOwnKeys) * kHeadDim * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+      2.0 * kQueries * (prompt + kOwnKeys) * kHeadDim * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 // One prefill call: 16 rows x 2 heads over 4,096 keys in 16-token pages (one
@@ -437,15 +441,21 @@ void RegisterAll() {
       const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/32queries/4096keys";
       configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype));
-      for (bool shared : {true, false}) {
-        const std::string forks = std::string("attention_forks/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
-                                  (shared ? "/shared" : "/one-by-one") + "/8forks/512keys";
-        configure(benchmark::RegisterBenchmark(forks.c_str(), AttentionForks, isa, dtype, shared));
+      for (int prompt : {512, 4096}) {
+        for (bool shared : {true, false}) {
+          const std::string forks = std::string("attention_forks/") + KvDtypeName(dtype) + "/" +
+                                    KernelIsaName(isa) + (shared ? "/shared" : "/one-by-one") + "/8forks/" +
+                                    std::to_string(prompt) + "keys";
+          configure(benchmark::RegisterBenchmark(forks.c_str(), AttentionForks, isa, dtype, shared, prompt));
+        }
       }
       for (bool cold : {true, false}) {
-        const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
-                                  KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads";
-        configure(benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold));
+        for (int page_tokens : {16, 32, 64}) {
+          const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
+                                    KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads/" +
+                                    std::to_string(page_tokens) + "tokens";
+          configure(benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold, page_tokens));
+        }
       }
     }
   }

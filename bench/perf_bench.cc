@@ -3,7 +3,7 @@
 //   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
 //       [--matmul fast|exact] [--kv-type f16|bf16|q8_0|f32] [--long 4096]
 //       [--prefill-lengths 512,2000,4096,8192] [--prefill-runs R]
-//       [--attention tiled|per-query|both]
+//       [--attention tiled|per-query|both] [--page-tokens 16]
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
 //       prints issue 11's rows with their targets instead (long_suite.h)
 //
@@ -101,12 +101,12 @@ std::vector<std::string> PrefillRows(EngineBench& bench, const std::string& leng
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "runs", "threads", "matmul", "kv-type", "long", "prefill-lengths",
-                              "prefill-runs", "attention"},
+                              "prefill-runs", "attention", "page-tokens"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench --model M.gguf [--runs 5] [--threads N] [--matmul fast|exact] "
                  "[--kv-type f16|bf16|q8_0|f32] [--long 4096] [--prefill-lengths 512,2000,4096,8192] "
-                 "[--prefill-runs R] [--attention tiled|per-query|both]\n";
+                 "[--prefill-runs R] [--attention tiled|per-query|both] [--page-tokens 16]\n";
     return 2;
   }
   const int runs = static_cast<int>(args->GetInt("runs", 5).value_or(5));
@@ -118,6 +118,14 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const KvDtype dtype = *kv_dtype;
+  // Tokens per KV page, as kvsessiond's --page-tokens: a (layer, KV head)'s
+  // keys are one block per page, so this is the length of the runs a
+  // decode row's attention reads contiguously.
+  const int page_tokens = static_cast<int>(args->GetInt("page-tokens", EngineBench::kPageTokens).value_or(0));
+  if (page_tokens < 1 || page_tokens > 256) {
+    std::cerr << "--page-tokens must be in [1, 256]\n";
+    return 2;
+  }
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
@@ -128,11 +136,12 @@ int Main(int argc, char** argv) {
                                                           c.context_length - 128));
   ThreadPool pool(static_cast<int>(args->GetInt("threads", 0).value_or(0)));
   EngineBench bench(**model, &pool, matmul, dtype, c.context_length,
-                    (static_cast<int64_t>(c.context_length) + 4096) / EngineBench::kPageTokens * 2);
+                    (static_cast<int64_t>(c.context_length) + 4096) / page_tokens * 2, page_tokens);
   const int vocab = c.vocab_size;
 
-  std::printf("%s\nkernels %s, matmul %s, KV %s, %d threads\n\n", (*model)->Summary().c_str(),
-              ActiveKernelsName(), MatmulPathName(matmul), KvDtypeName(dtype), pool.size());
+  std::printf("%s\nkernels %s, matmul %s, KV %s in pages of %d tokens, %d threads\n\n",
+              (*model)->Summary().c_str(), ActiveKernelsName(), MatmulPathName(matmul), KvDtypeName(dtype),
+              page_tokens, pool.size());
 
   // Prefill of 512 tokens.
   const std::string attention = args->GetOr("attention", "tiled");
@@ -203,7 +212,8 @@ int Main(int argc, char** argv) {
   const double bandwidth = MeasureReadBandwidth(pool, runs);
 
   const double weight_bytes = static_cast<double>((*model)->weights().matrix_bytes);
-  const double kv_per_token = static_cast<double>(bench.transformer().kv_geometry(16, dtype).bytes_per_token());
+  const double kv_per_token =
+      static_cast<double>(bench.transformer().kv_geometry(page_tokens, dtype).bytes_per_token());
   auto efficiency = [&](double tok_s, int context) {
     return (weight_bytes + kv_per_token * context) * tok_s / (bandwidth * 1e9);
   };
