@@ -28,10 +28,9 @@
 //   attention_forks      a fan-out step's attention for one (layer, head):
 //                        8 forks x 2 heads over a 512- and a 4,096-token
 //                        prompt's shared pages and 8 keys each of their
-//                        own, cold, as one
-//                        AttentionUpdateRuns call ("shared") and as a call
-//                        per fork ("one-by-one", the same bits): G
-//                        multiply-adds/s
+//                        own, cold, as one AttentionUpdateRuns call
+//                        ("shared") and as a call per fork ("one-by-one",
+//                        the same bits): G multiply-adds/s
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
