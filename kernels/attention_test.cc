@@ -125,7 +125,9 @@ TEST(KvStoreTest, Q8_0RowsAreLlamaCppQ8_0BlocksOfAnF16ScaleAndInt8Quants) {
       const int8_t quant = static_cast<int8_t>(row[b * 34 + 2 + i]);
       EXPECT_EQ(back[b * 32 + i], d * quant) << b << "," << i;  // exact
       EXPECT_LE(std::fabs(back[b * 32 + i] - x[b * 32 + i]), 0.5f * d + 1e-3f * amax) << b << "," << i;
-      if (std::fabs(x[b * 32 + i]) == amax && amax > 0) EXPECT_EQ(std::abs(quant), 127) << b << "," << i;
+      if (std::fabs(x[b * 32 + i]) == amax && amax > 0) {
+        EXPECT_EQ(std::abs(quant), 127) << b << "," << i;
+      }
     }
   }
   EXPECT_EQ(static_cast<int8_t>(row[3 * 34 + 2 + 4]), -127);  // x[100] = -40, the block's largest

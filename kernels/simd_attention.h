@@ -70,12 +70,35 @@ constexpr size_t RowBytes(int hd) {
   return KvBytes(kT, hd);
 }
 
-// Loads kLanes values of row `row` (rows of hd values of type kT from
-// `base`) from value d on, converted to F32 in registers (exactly). d is a
-// multiple of kLanes; for q8_0, kLanes divides 32, so the lanes lie in one
-// block and share its scale.
+// Values of a row from a multiple of which on one scale holds: a q8_0
+// block; the whole row for the other types, which have no scale.
+template <KvDtype kT>
+inline constexpr int kKvScaleSpan = kT == KvDtype::kQ8_0 ? kKvQ8_0BlockValues : (1 << 30);
+
+// The q8_0 block (scale, then 32 int8) that holds value d of row `row`.
+inline const uint8_t* KvQ8_0Block(const void* base, size_t row, int d, int hd) {
+  return static_cast<const uint8_t*>(base) + row * RowBytes<KvDtype::kQ8_0>(hd) +
+         static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+}
+
+// The scale of the q8_0 block that holds value d of row `row` (rows of hd
+// values of type kT from `base`), converted to F32 in every lane;
+// V::Zero() for the other types.
 template <class V, KvDtype kT>
-typename V::F LoadKvLanes(const void* base, size_t row, int d, int hd) {
+typename V::F LoadKvScale(const void* base, size_t row, int d, int hd) {
+  if constexpr (kT == KvDtype::kQ8_0) {
+    uint16_t scale;
+    std::memcpy(&scale, KvQ8_0Block(base, row, d, hd), sizeof scale);
+    return V::Set1(V::HalfToFloat(scale));
+  } else {
+    return V::Zero();
+  }
+}
+
+// LoadKvLanes given LoadKvScale(base, row, d, hd): a loop over the lanes of
+// a q8_0 block converts its scale once, not once per vector.
+template <class V, KvDtype kT>
+typename V::F LoadKvLanesScaled(const void* base, size_t row, int d, int hd, typename V::F scale) {
   if constexpr (kT == KvDtype::kF32) {
     return V::Load(static_cast<const float*>(base) + row * hd + d);
   } else if constexpr (kT == KvDtype::kF16) {
@@ -83,13 +106,18 @@ typename V::F LoadKvLanes(const void* base, size_t row, int d, int hd) {
   } else if constexpr (kT == KvDtype::kBF16) {
     return V::LoadBf16(static_cast<const uint16_t*>(base) + row * hd + d);
   } else {
-    const uint8_t* block = static_cast<const uint8_t*>(base) + row * RowBytes<kT>(hd) +
-                           static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
-    uint16_t scale;
-    std::memcpy(&scale, block, sizeof scale);
-    const int8_t* quants = reinterpret_cast<const int8_t*>(block + 2) + d % kKvQ8_0BlockValues;
-    return V::Mul(V::LoadI8(quants), V::Set1(V::HalfToFloat(scale)));
+    const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(base, row, d, hd) + 2) + d % kKvQ8_0BlockValues;
+    return V::Mul(V::LoadI8(quants), scale);
   }
+}
+
+// Loads kLanes values of row `row` (rows of hd values of type kT from
+// `base`) from value d on, converted to F32 in registers (exactly). d is a
+// multiple of kLanes; for q8_0, kLanes divides 32, so the lanes lie in one
+// block and share its scale.
+template <class V, KvDtype kT>
+typename V::F LoadKvLanes(const void* base, size_t row, int d, int hd) {
+  return LoadKvLanesScaled<V, kT>(base, row, d, hd, LoadKvScale<V, kT>(base, row, d, hd));
 }
 
 // The first `width` (<= kLanes) values of LoadKvLanes; the other lanes are
@@ -105,8 +133,7 @@ typename V::F LoadKvPartial(const void* base, size_t row, int d, int hd, int wid
   } else {
     alignas(64) float values[V::kLanes];
     for (int t = 0; t < width; ++t) {
-      const uint8_t* block = static_cast<const uint8_t*>(base) + row * RowBytes<kT>(hd) +
-                             static_cast<size_t>((d + t) / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+      const uint8_t* block = KvQ8_0Block(base, row, d + t, hd);
       uint16_t scale;
       std::memcpy(&scale, block, sizeof scale);
       values[t] = static_cast<float>(static_cast<int8_t>(block[2 + (d + t) % kKvQ8_0BlockValues])) *
@@ -121,7 +148,11 @@ template <class V, KvDtype kT>
 void ConvertRows(const void* src, int rows, int hd, float* out) {
   for (int j = 0; j < rows; ++j) {
     int d = 0;
-    for (; d + V::kLanes <= hd; d += V::kLanes) V::Store(out + static_cast<size_t>(j) * hd + d, LoadKvLanes<V, kT>(src, j, d, hd));
+    typename V::F scale = V::Zero();  // q8_0: the block's, converted once
+    for (; d + V::kLanes <= hd; d += V::kLanes) {
+      if (d % kKvScaleSpan<kT> == 0) scale = LoadKvScale<V, kT>(src, j, d, hd);
+      V::Store(out + static_cast<size_t>(j) * hd + d, LoadKvLanesScaled<V, kT>(src, j, d, hd, scale));
+    }
     if (d < hd) {
       V::StorePartial(out + static_cast<size_t>(j) * hd + d, LoadKvPartial<V, kT>(src, j, d, hd, hd - d), hd - d);
     }
@@ -275,8 +306,12 @@ void AccumulateInPlace(const float* p, const void* v, int n, float* acc) {
   for (int c = 0; c < kChunks; ++c) a[c] = V::Load(acc + c * L);
   for (int j = 0; j < n; ++j) {
     const F pj = V::Set1(p[j]);
+    F scale = V::Zero();  // q8_0: each block's, converted once
 #pragma GCC unroll 16
-    for (int c = 0; c < kChunks; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kT>(v, j, c * L, hd), a[c]);
+    for (int c = 0; c < kChunks; ++c) {
+      if ((c * L) % kKvScaleSpan<kT> == 0) scale = LoadKvScale<V, kT>(v, j, c * L, hd);
+      a[c] = V::Fma(pj, LoadKvLanesScaled<V, kT>(v, j, c * L, hd, scale), a[c]);
+    }
   }
 #pragma GCC unroll 16
   for (int c = 0; c < kChunks; ++c) V::Store(acc + c * L, a[c]);

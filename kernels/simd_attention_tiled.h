@@ -68,8 +68,12 @@ bool ConvertsBlocks(int queries) {
 template <class V, KvDtype kT, int hd>
 inline void ConvertRows(const void* block, int j0, int j1, float* out) {
   for (int j = j0; j < j1; ++j) {
+    typename V::F scale = V::Zero();  // q8_0: the block's, converted once
 #pragma GCC unroll 16
-    for (int d = 0; d < hd; d += V::kLanes) V::Store(out + (j - j0) * hd + d, LoadKvLanes<V, kT>(block, j, d, hd));
+    for (int d = 0; d < hd; d += V::kLanes) {
+      if (d % kKvScaleSpan<kT> == 0) scale = LoadKvScale<V, kT>(block, j, d, hd);
+      V::Store(out + (j - j0) * hd + d, LoadKvLanesScaled<V, kT>(block, j, d, hd, scale));
+    }
   }
 }
 
@@ -110,11 +114,14 @@ inline void ScorePartials(const float* const* q, const void* keys, typename V::F
 #pragma GCC unroll 8
       for (int t = 0; t < K; ++t) a[s][t] = V::Zero();
     }
+    F scale[K];  // each key's scale at d (q8_0: converted once per block)
+#pragma GCC unroll 16
     for (int d = 0; d < hd; d += L) {
       F kv[K];
 #pragma GCC unroll 8
       for (int t = 0; t < K; ++t) {
-        kv[t] = LoadKvLanes<V, kT>(keys, t0 + t, d, hd);
+        if (d % kKvScaleSpan<kT> == 0) scale[t] = LoadKvScale<V, kT>(keys, t0 + t, d, hd);
+        kv[t] = LoadKvLanesScaled<V, kT>(keys, t0 + t, d, hd, scale[t]);
         PinInRegister(kv[t]);
       }
 #pragma GCC unroll 8
@@ -212,9 +219,18 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
   for (int j = j0; j < j1; ++j) {
     if constexpr (kQ <= kStreamQueries) prefetch.Step(lines);
     F vv[kC];
+    F scale = V::Zero();
 #pragma GCC unroll 8
     for (int c = 0; c < kC; ++c) {
-      vv[c] = LoadKvLanes<V, kT>(vb, j, (c0 + c) * L, hd);
+      // c0 is a multiple of kC: where kC vectors span whole q8_0 blocks,
+      // vector c starts a block exactly when c * L does.
+      const int d = (c0 + c) * L;
+      if constexpr ((kC * L) % kKvScaleSpan<kT> == 0) {
+        if ((c * L) % kKvScaleSpan<kT> == 0) scale = LoadKvScale<V, kT>(vb, j, d, hd);
+        vv[c] = LoadKvLanesScaled<V, kT>(vb, j, d, hd, scale);
+      } else {
+        vv[c] = LoadKvLanes<V, kT>(vb, j, d, hd);
+      }
       PinInRegister(vv[c]);
     }
 #pragma GCC unroll 8
