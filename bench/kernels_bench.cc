@@ -21,6 +21,10 @@
 //                        so K and V come from memory, "warm" the same one
 //                        (from cache): bytes/s of K and V, cold to hold
 //                        against read_bandwidth, warm against cold
+//   read_paged           the bytes attention_paged cold reads, only summed
+//                        (AVX2 loads, each block's lines prefetched 2
+//                        blocks ahead, as a decode row's stream does): the
+//                        ceiling for attention_paged cold on one thread
 //   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
@@ -309,6 +313,57 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
 }
 
+// Sums the bytes of `n` blocks of `bytes` each, asking for block b + 2's
+// lines while block b is read (BlockPrefetch's streamed distance).
+__attribute__((target("avx2"))) uint64_t SumBlocksAvx2(const void* const* blocks, int n, size_t bytes) {
+  __m256i a = _mm256_setzero_si256(), b = a;
+  uint64_t tail = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint8_t* p = static_cast<const uint8_t*>(blocks[i]);
+    const char* ahead = i + 2 < n ? static_cast<const char*>(blocks[i + 2]) : nullptr;
+    size_t off = 0;
+    for (; off + 64 <= bytes; off += 64) {
+      if (ahead != nullptr) __builtin_prefetch(ahead + off, 0, 3);
+      a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off)));
+      b = _mm256_add_epi64(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off + 32)));
+    }
+    if (ahead != nullptr && off < bytes) __builtin_prefetch(ahead + off, 0, 3);
+    for (; off < bytes; ++off) tail += p[off];  // q8_0 blocks end mid-line
+  }
+  a = _mm256_add_epi64(a, b);
+  return tail + static_cast<uint64_t>(_mm256_extract_epi64(a, 0) + _mm256_extract_epi64(a, 1) +
+                                      _mm256_extract_epi64(a, 2) + _mm256_extract_epi64(a, 3));
+}
+
+// What attention_paged cold reads, only read: each call the K blocks then
+// the V blocks of the next (layer, head) over 4,096 keys, so the bytes and
+// their order are a cold decode row's, without its arithmetic.
+void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  const int pages = 4096 / page_tokens;
+  PagedKv kv(dtype, pages, page_tokens);
+  if (!kv.ok()) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  std::vector<const void*> k(pages), v(pages);
+  int call = 0;
+  for (auto _ : state) {
+    const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
+    ++call;
+    for (int p = 0; p < pages; ++p) {
+      k[p] = kv.block(p, 0, layer, head);
+      v[p] = kv.block(p, 1, layer, head);
+    }
+    benchmark::DoNotOptimize(SumBlocksAvx2(k.data(), pages, kv.block_bytes()));
+    benchmark::DoNotOptimize(SumBlocksAvx2(v.data(), pages, kv.block_bytes()));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
+}
+
 // A fan-out step's attention for one (layer, KV head): 8 forks of a
 // `prompt`-token prompt, each a decode row of 2 heads that sees the prompt's
 // shared pages and 8 keys of a page of its own, in the pool's layout; each
@@ -456,6 +511,13 @@ void RegisterAll() {
           configure(benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold, page_tokens));
         }
       }
+    }
+  }
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    for (int page_tokens : {16, 32, 64}) {
+      const std::string read = std::string("read_paged/") + KvDtypeName(dtype) + "/4096keys/" +
+                               std::to_string(page_tokens) + "tokens";
+      configure(benchmark::RegisterBenchmark(read.c_str(), ReadPaged, dtype, page_tokens));
     }
   }
 }
