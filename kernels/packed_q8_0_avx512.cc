@@ -22,6 +22,7 @@ namespace {
 constexpr int kMaxBlocks = 1024;  // cols <= 32768 (wider falls back to scalar)
 constexpr int kXChunk = 16;       // activation rows whose block sums are kept
 constexpr int kXTile = 4;         // activation rows per register tile
+constexpr int64_t kGroupsAhead = 4;  // groups ahead a many-row pass asks for lines
 
 size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
 
@@ -36,10 +37,12 @@ void BlockSums(const int8_t* x, int64_t nb, int32_t* out) {
 
 // Weight tile slices outermost and activation rows innermost, so the J
 // rows' VPDPBUSD chains interleave (one chain is bound by the instruction's
-// latency); a single row splits its block into two chains.
+// latency); a single row splits its block into two chains. Block b asks
+// for the lines [ahead + b * ahead_step, ahead + (b + 1) * ahead_step)
+// (ahead_step 0: none).
 template <int J>
 void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
-               const int32_t* const* xsum, __m512 (&acc)[J]) {
+               const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512 (&acc)[J]) {
   constexpr int kChains = J == 1 ? 2 : 1;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
   const uint8_t* quants = group + ScalesBytes(nb);
@@ -53,6 +56,9 @@ void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const f
       if constexpr (kChains == 2) p[j][1] = _mm512_setzero_si512();
     }
     const uint8_t* wq = quants + b * 512;
+    for (size_t line = 0; line < ahead_step; line += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * ahead_step + line), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
       const __m512i w = _mm512_loadu_si512(wq + kk * 64);
@@ -77,12 +83,12 @@ void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const f
 // GroupTile<t> for a run-time t in [1, kXTile].
 template <int J = kXTile>
 void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
-              const int32_t* const* xsum, __m512* acc) {
+              const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512* acc) {
   if constexpr (J > 1) {
-    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, acc);
+    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, ahead, ahead_step, acc);
   }
   __m512 a[J];
-  GroupTile<J>(group, nb, x, dx, xsum, a);
+  GroupTile<J>(group, nb, x, dx, xsum, ahead, ahead_step, a);
   for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
@@ -115,10 +121,21 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       const int64_t lo = r0 > 16 * g ? r0 - 16 * g : 0;
       const int64_t hi = r1 < 16 * g + 16 ? r1 - 16 * g : 16;
       const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+      // A many-row chunk's tiles share out the asking for the lines of the
+      // group kGroupsAhead on, a slice per block, so memory is read while
+      // every tile computes: one tile asking for all of it left memory
+      // idle through the other tiles, and the time of a pass from memory
+      // was its read plus its arithmetic. A chunk of one tile does not ask
+      // (on Zen 4, asking made the single-row GEMV no faster, and 2-row
+      // fan-out steps slower). Not past the range.
+      const int tiles = (chunk + kXTile - 1) / kXTile;
+      const bool ask = tiles > 1 && (g + kGroupsAhead) * 16 < r1;
+      const size_t ahead_step = ask ? (group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
       for (int jt = 0; jt < chunk; jt += kXTile) {
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
         __m512 acc[kXTile];
-        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, acc);
+        const uint8_t* ahead = group + kGroupsAhead * group_bytes + (jt / kXTile) * nb * ahead_step;
+        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, acc);
         for (int j = 0; j < t; ++j) {
           _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
         }
