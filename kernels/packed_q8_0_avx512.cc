@@ -134,7 +134,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       for (int jt = 0; jt < chunk; jt += kXTile) {
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
         __m512 acc[kXTile];
-        const uint8_t* ahead = group + kGroupsAhead * group_bytes + (jt / kXTile) * nb * ahead_step;
+        const uint8_t* ahead = ask ? group + kGroupsAhead * group_bytes + (jt / kXTile) * nb * ahead_step : group;
         Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, acc);
         for (int j = 0; j < t; ++j) {
           _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
