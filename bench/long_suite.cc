@@ -89,7 +89,7 @@ int RunLongSuite(const LongSuiteOptions& o) {
   }
   ThreadPool pool(o.threads);
   if (!KvDtypeFitsHeadDim(o.kv_dtype, c.head_dim)) {
-    std::cerr << "--kv-type " << KvDtypeName(o.kv_dtype) << " needs a head_dim that is a multiple of 32\n";
+    std::cerr << "--kv-type " << KvDtypeName(o.kv_dtype) << " needs a head_dim that is a multiple of 32 and at most 1024\n";
     return 1;
   }
   EngineBench runner(**model, &pool, MatmulPath::kFast, o.kv_dtype, kLongest + kChunk,

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/attention_q8_0_scores.h"
 #include "kernels/attention_tile.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
@@ -113,6 +115,35 @@ void LoadF16Scalar(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
+// A query rounded to Q8_0 as attention_q8_0_scores.h states it (F32
+// scales times the attention scale), and its score against a Q8_0 key row: exact integer block sums,
+// one fma per block.
+struct QueryQ8_0 {
+  int8_t quants[kQ8_0ScoresMaxHeadDim];
+  float scales[kQ8_0ScoresMaxHeadDim / kKvQ8_0BlockValues];
+
+  QueryQ8_0(const float* q, int head_dim, float scale) {
+    kernel_table::KernelTableFor(KernelIsa::kScalar).quantize_int8(q, head_dim, kKvQ8_0BlockValues, false, quants,
+                                                                   scales, nullptr);
+    for (int b = 0; b < head_dim / kKvQ8_0BlockValues; ++b) scales[b] *= scale;
+  }
+
+  float Dot(const uint8_t* key, int head_dim) const {
+    float y = 0;
+    for (int b = 0; b < head_dim / kKvQ8_0BlockValues; ++b) {
+      const uint8_t* block = key + static_cast<size_t>(b) * kKvQ8_0BlockBytes;
+      uint16_t h;
+      std::memcpy(&h, block, 2);
+      int32_t isum = 0;
+      for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
+        isum += static_cast<int8_t>(block[2 + d]) * quants[b * kKvQ8_0BlockValues + d];
+      }
+      y = std::fma(static_cast<float>(isum), Fp16ToFp32(h) * scales[b], y);
+    }
+    return y;
+  }
+};
+
 // The scalar reference of AttentionUpdateBlocks.
 void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
@@ -141,6 +172,9 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
     std::memcpy(&h, block, 2);
     return static_cast<float>(static_cast<int8_t>(block[2 + d % kKvQ8_0BlockValues])) * Fp16ToFp32(h);
   };
+  auto KeyRow = [&](const void* const* blocks, int key) {
+    return static_cast<const uint8_t*>(blocks[key / block_keys]) + static_cast<size_t>(key % block_keys) * row_bytes;
+  };
   float* scores = scratch;
   for (int r = 0; r < rows; ++r) {
     const int n = std::min(visible[r], n_blocks * block_keys);
@@ -149,12 +183,17 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
       const int i = r * heads + h;
       const float* qi = q + r * q_row_stride + h * head_dim;
       float block_max = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j < n; ++j) {
-        float dot = 0;
-        for (int d = 0; d < head_dim; ++d) dot += qi[d] * at(k_blocks, j, d);
-        scores[j] = scale * dot;
-        block_max = std::max(block_max, scores[j]);
+      if (dtype == KvDtype::kQ8_0) {
+        const QueryQ8_0 rounded(qi, head_dim, scale);
+        for (int j = 0; j < n; ++j) scores[j] = rounded.Dot(KeyRow(k_blocks, j), head_dim);
+      } else {
+        for (int j = 0; j < n; ++j) {
+          float dot = 0;
+          for (int d = 0; d < head_dim; ++d) dot += qi[d] * at(k_blocks, j, d);
+          scores[j] = scale * dot;
+        }
       }
+      for (int j = 0; j < n; ++j) block_max = std::max(block_max, scores[j]);
       const float new_max = std::max(block_max, max[i]);
       const float correction = std::exp(max[i] - new_max);
       float* acc_i = acc + static_cast<size_t>(i) * head_dim;

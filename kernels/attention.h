@@ -54,7 +54,8 @@ void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc);
 //      == 0).
 //   visible[r]: how many leading keys of this block row r may see (causal
 //      mask); 0 skips the row for this block.
-//   scores are scale * dot(q, k).
+//   scores are scale * dot(q, k); against a q8_0 cache, with q rounded to
+//      Q8_0 as llama.cpp rounds it (attention_q8_0_scores.h).
 //   scratch: AttentionScratchFloats(n_keys, head_dim) floats.
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                      const void* k, const void* v, int n_keys, int head_dim, const int* visible,

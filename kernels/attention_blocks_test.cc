@@ -1,6 +1,7 @@
 // AttentionUpdateBlocks: several KV blocks (pages) folded in one step equal
 // naive causal attention over the concatenated keys, on every kernel level,
-// for F16 and F32 caches, register-resident head sizes and the fallback.
+// for every cache type (a q8_0 cache's queries rounded to Q8_0, as
+// llama.cpp rounds them), register-resident head sizes and the fallback.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -8,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/attention_test_util.h"
 #include "kernels/isa_test_util.h"
 
 namespace kvs {
@@ -60,9 +62,10 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
         AttentionUpdateBlocks(dtype, q.data(), heads * hd, rows, heads, kb.data() + 3, vb.data() + 3, 4,
                               block, hd, vis_b, scale, m.data(), l.data(), acc.data(), scratch.data());
         AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+        const std::vector<float> scored = QueriesAsScored(dtype, q, hd);
         for (int r = 0; r < rows; ++r) {
           for (int h = 0; h < heads; ++h) {
-            const float* qi = q.data() + (r * heads + h) * hd;
+            const float* qi = scored.data() + (r * heads + h) * hd;
             std::vector<double> s(visible[r]);
             double mx = -1e300, z = 0;
             for (int j = 0; j < visible[r]; ++j) {
@@ -124,9 +127,10 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryL
                               block, hd, visible.data(), scale, m.data(), l.data(), acc.data(),
                               scratch.data());
         AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+        const std::vector<float> scored = QueriesAsScored(dtype, q, hd);
         for (int r : {0, 63, 64, 100, 127, 128, rows - 1}) {
           for (int h = 0; h < heads; ++h) {
-            const float* qi = q.data() + (r * heads + h) * hd;
+            const float* qi = scored.data() + (r * heads + h) * hd;
             std::vector<double> s(visible[r]);
             double mx = -1e300, z = 0;
             for (int j = 0; j < visible[r]; ++j) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/attention_test_util.h"
 #include "kernels/fp16.h"
 
 namespace kvs {
@@ -66,8 +67,9 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
                     visible, scale, m.data(), l.data(), acc.data(), scratch.data());
   }
   AttentionFinish(nq, 1, hd, l.data(), acc.data(), out.data(), hd);
+  const std::vector<float> scored = QueriesAsScored(dtype, q, hd);  // q8_0: rounded as llama.cpp does
   for (int i = 0; i < nq; ++i) {
-    std::vector<double> ref = NaiveAttention(q.data() + i * hd, k, v, pos[i] + 1, hd, scale);
+    std::vector<double> ref = NaiveAttention(scored.data() + i * hd, k, v, pos[i] + 1, hd, scale);
     for (int c = 0; c < hd; ++c) EXPECT_NEAR(out[i * hd + c], ref[c], 1e-5) << i << "," << c;
   }
 }

@@ -100,6 +100,10 @@ void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float*
 using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                                     int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                                     size_t scales_offset, int nx, float* y, int64_t y_stride);
+// Packs up to 16 Q8_0 rows into one packed group (packed_q8_0.h
+// PackQ8_0Group; every level gives the same bytes).
+using PackQ8_0GroupFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
+                                 const uint8_t* ahead, size_t ahead_bytes);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
@@ -127,6 +131,7 @@ struct KernelTable {
   bool pack_q8_0;
   PackedQ8_0MatmulFn packed_q8_0;
   PackedQ8_0MatmulFn packed_q8_0_wide;
+  PackQ8_0GroupFn pack_q8_0_group;
   bool amx;
 };
 

@@ -8,7 +8,9 @@
 //   q8_0  ggml's Q8_0 block: 32 values = an F16 scale d and 32 int8 quants
 //         q, value = d * q (34 bytes per 32 values). A row of head_dim
 //         values is head_dim / 32 blocks, so q8_0 needs head_dim % 32 == 0
-//         (KvDtypeFitsHeadDim); llama.cpp has the same rule.
+//         (KvDtypeFitsHeadDim); llama.cpp has the same rule. Its scores
+//         round the query on the stack, so head_dim is also at most
+//         kKvQ8_0MaxHeadDim (no model comes near: 64 to 256 are usual).
 //
 // Every stored value converts to F32 exactly (an int8 times an F16 scale
 // has at most 19 significant bits), so a kernel may convert where it likes
@@ -28,6 +30,7 @@ enum class KvDtype : uint8_t { kF32 = 0, kF16 = 1, kQ8_0 = 2, kBF16 = 3 };
 
 // Values per q8_0 block and its bytes (F16 scale + 32 int8).
 inline constexpr int kKvQ8_0BlockValues = 32;
+inline constexpr int kKvQ8_0MaxHeadDim = 1024;
 inline constexpr size_t kKvQ8_0BlockBytes = 34;
 
 // True for the numeric values of KvDtype (a record or page header field).
@@ -40,7 +43,8 @@ std::optional<KvDtype> KvDtypeFromName(std::string_view name);
 
 // Whether rows of head_dim values can be stored as t.
 constexpr bool KvDtypeFitsHeadDim(KvDtype t, int head_dim) {
-  return head_dim > 0 && (t != KvDtype::kQ8_0 || head_dim % kKvQ8_0BlockValues == 0);
+  return head_dim > 0 &&
+         (t != KvDtype::kQ8_0 || (head_dim % kKvQ8_0BlockValues == 0 && head_dim <= kKvQ8_0MaxHeadDim));
 }
 
 // Bytes of n values stored as t (for q8_0, n must be a multiple of 32).

@@ -25,25 +25,37 @@ size_t PackedQ8_0Bytes(int64_t rows, int64_t cols) {
   return static_cast<size_t>((rows + 15) / 16) * PackedQ8_0GroupBytes(cols);
 }
 
-void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out) {
+void PackQ8_0GroupScalar(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
+                         const uint8_t* ahead, size_t ahead_bytes) {
+  for (size_t off = 0; off < ahead_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 3);
   const int64_t nb = cols / kQK8_0;
-  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
-  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
-    uint8_t* group = out + g * group_bytes;
-    uint16_t* scales = reinterpret_cast<uint16_t*>(group);
-    uint8_t* quants = group + ScalesBytes(nb);
-    std::memset(group, 0, ScalesBytes(nb));
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int n = 0; n < 16; ++n) {
-        const int64_t r = 16 * g + n;
-        const BlockQ8_0* blk = r < rows ? reinterpret_cast<const BlockQ8_0*>(rows_data + r * row_bytes) + b : nullptr;
-        scales[b * 16 + n] = blk ? blk->d : 0;
-        for (int k = 0; k < kQK8_0; ++k) {
-          const int q = blk ? blk->qs[k] : 0;
-          quants[b * 512 + (k / 4) * 64 + n * 4 + k % 4] = static_cast<uint8_t>(q + 128);
-        }
+  uint16_t* scales = reinterpret_cast<uint16_t*>(out);
+  uint8_t* quants = out + ScalesBytes(nb);
+  std::memset(out, 0, ScalesBytes(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int n = 0; n < 16; ++n) {
+      const BlockQ8_0* blk = n < n_rows ? reinterpret_cast<const BlockQ8_0*>(rows[n]) + b : nullptr;
+      scales[b * 16 + n] = blk ? blk->d : 0;
+      for (int k = 0; k < kQK8_0; ++k) {
+        const int q = blk ? blk->qs[k] : 0;
+        quants[b * 512 + (k / 4) * 64 + n * 4 + k % 4] = static_cast<uint8_t>(q + 128);
       }
     }
+  }
+}
+
+void PackQ8_0Group(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out, const uint8_t* ahead,
+                   size_t ahead_bytes) {
+  kernel_table::ActiveKernelTable().pack_q8_0_group(rows, n_rows, cols, out, ahead, ahead_bytes);
+}
+
+void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out) {
+  const size_t group_bytes = PackedQ8_0GroupBytes(cols);
+  for (int64_t g = 0; g < (rows + 15) / 16; ++g) {
+    const uint8_t* group_rows[16];
+    const int n_rows = rows - 16 * g < 16 ? static_cast<int>(rows - 16 * g) : 16;
+    for (int n = 0; n < n_rows; ++n) group_rows[n] = rows_data + (16 * g + n) * row_bytes;
+    PackQ8_0GroupScalar(group_rows, n_rows, cols, out + g * group_bytes, nullptr, 0);
   }
 }
 
@@ -99,6 +111,7 @@ namespace kernel_table {
 
 void FillScalarPackedQ8_0(KernelTable* t) {
   t->pack_q8_0 = false;
+  t->pack_q8_0_group = PackQ8_0GroupScalar;
   t->packed_q8_0 = MatmulPackedQ8_0Scalar;
   t->packed_q8_0_wide = MatmulPackedQ8_0Scalar;
   t->amx = false;

@@ -44,6 +44,22 @@ size_t PackedQ8_0Bytes(int64_t rows, int64_t cols);
 // (PackedQ8_0Bytes, 64-byte aligned).
 void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out);
 
+// Packs up to 16 Q8_0 rows, row n at rows[n] (n < n_rows), into one group
+// (PackedQ8_0GroupBytes(cols) bytes at `out`, 64-byte aligned); rows
+// [n_rows, 16) are zero. The same bytes as PackQ8_0 gives that group, by
+// the active kernel table's packer (SIMD at the AVX2 and AVX-512 levels):
+// fast enough to pack a KV cache's Q8_0 keys on every attention call
+// (kernels/attention_q8_0_scores.h). While it packs, it asks for the lines
+// of [ahead, ahead + ahead_bytes) (the rows a later call packs; none when
+// ahead_bytes is 0), a share per block, so a stream of calls reads memory
+// steadily rather than in bursts.
+void PackQ8_0Group(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
+                   const uint8_t* ahead = nullptr, size_t ahead_bytes = 0);
+
+// The scalar reference of PackQ8_0Group (the scalar level's table entry).
+void PackQ8_0GroupScalar(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
+                         const uint8_t* ahead, size_t ahead_bytes);
+
 // True when the active kernel level packs Q8_0 weights (AVX2 and AVX-512);
 // otherwise the model keeps the GGUF layout.
 bool PackedQ8_0Supported();

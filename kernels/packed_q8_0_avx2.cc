@@ -175,9 +175,67 @@ void MatmulAvx2(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, i
   }
 }
 
+// PackQ8_0Group: per block and half-group of 8 rows, the rows' 32 quants
+// are an 8 x 8 matrix of 4-byte slices, transposed (unpacks of 32 and 64
+// bits, then 128-bit lanes across two registers) so that slice kk of the
+// 8 rows is one register: bytes 0-31 (rows 0-7) or 32-63 (rows 8-15) of
+// slice kk. Missing rows are zero quants (stored as 128) with scale 0, as
+// PackQ8_0GroupScalar.
+void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out, const uint8_t* ahead,
+                   size_t ahead_bytes) {
+  const int64_t nb = cols / 32;
+  const size_t scales_bytes = (static_cast<size_t>(nb) * 32 + 63) / 64 * 64;
+  uint16_t* scales = reinterpret_cast<uint16_t*>(out);
+  uint8_t* quants = out + scales_bytes;
+  std::memset(out, 0, scales_bytes);
+  // Each block asks for its share of the lines ahead, whole lines.
+  const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
+    for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+    }
+    uint8_t* wq = quants + b * 512;
+    for (int half = 0; half < 2; ++half) {
+      __m256i z[8], t[8], u[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int n = 8 * half + i;
+        z[i] = n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at + 2))
+                          : _mm256_setzero_si256();
+        z[i] = _mm256_xor_si256(z[i], flip);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(z[i], z[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(z[i], z[i + 1]);
+      }
+#pragma GCC unroll 2
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+      }
+      // u[c] (c < 4): slice c of rows 0-3 of the half, then slice c + 4;
+      // u[c + 4] the same for rows 4-7.
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(wq + c * 64 + 32 * half),
+                           _mm256_permute2x128_si256(u[c], u[c + 4], 0x20));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(wq + (c + 4) * 64 + 32 * half),
+                           _mm256_permute2x128_si256(u[c], u[c + 4], 0x31));
+      }
+    }
+    for (int n = 0; n < n_rows; ++n) std::memcpy(scales + b * 16 + n, rows[n] + at, 2);
+  }
+}
+
 }  // namespace
 
 void FillAvx2PackedQ8_0(KernelTable* t) {
+  t->pack_q8_0_group = PackGroupAvx2;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx2;
   t->packed_q8_0_wide = MatmulAvx2;

@@ -144,9 +144,69 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
   }
 }
 
+// PackQ8_0Group: per block, the 16 rows' 32 quants are a 16 x 8 matrix of
+// 4-byte slices, transposed so that slice kk of every row lies in one
+// register. Rows n and n + 8 share register n (low and high 256 bits), so
+// one 8 x 8 transpose inside each half (unpacks of 32 and 64 bits, then
+// 128-bit lanes picked across two registers) puts rows 0-7 in the low
+// half of slice kk's register and rows 8-15 in the high half. Missing rows
+// are zero quants (stored as 128) with scale 0, as PackQ8_0GroupScalar.
+void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out, const uint8_t* ahead,
+                   size_t ahead_bytes) {
+  const int64_t nb = cols / 32;
+  if (nb > kMaxBlocks) return PackQ8_0GroupScalar(rows, n_rows, cols, out, ahead, ahead_bytes);
+  uint16_t* scales = reinterpret_cast<uint16_t*>(out);
+  uint8_t* quants = out + ScalesBytes(nb);
+  std::memset(out, 0, ScalesBytes(nb));
+  // Each block asks for its share of the lines ahead, whole lines.
+  const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
+    for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+    }
+    auto quants_of = [&](int n) {
+      return n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at + 2))
+                        : _mm256_setzero_si256();
+    };
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int n = 0; n < 8; ++n) {
+      z[n] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(quants_of(n)), quants_of(n + 8), 1), flip);
+    }
+    __m512i t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    // u[c] (c < 4), 128-bit lanes 0-3: slice c of rows 0-3, slice c + 4 of
+    // rows 0-3, slice c of rows 8-11, slice c + 4 of rows 8-11; u[c + 4]
+    // the same for rows 4-7 and 12-15.
+    uint8_t* wq = quants + b * 512;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      _mm512_store_si512(wq + c * 64, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
+      _mm512_store_si512(wq + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
+    }
+    for (int n = 0; n < n_rows; ++n) std::memcpy(scales + b * 16 + n, rows[n] + at, 2);
+  }
+}
+
 }  // namespace
 
 void FillAvx512PackedQ8_0(KernelTable* t) {
+  t->pack_q8_0_group = PackGroupAvx512;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx512;
   t->packed_q8_0_wide = MatmulAvx512;

@@ -186,6 +186,39 @@ TEST_P(PackedQ8_0KernelTest, MatmulRowsQuantizedUsesThePackedWeights) {
   }
 }
 
+// PackQ8_0Group (the per-call packer of a Q8_0 KV cache's keys) gives the
+// bytes PackQ8_0 gives the same rows, on every level, for rows anywhere
+// in memory (here in reverse order, at odd addresses) and partial groups.
+TEST(PackedQ8_0Test, PackQ8_0GroupGivesPackQ8_0sBytesOnEveryLevel) {
+  for (KernelIsa isa : AllKernelIsas()) {
+    if (!KernelIsaSupported(isa)) continue;
+    ScopedKernelIsa active(isa);
+    for (int64_t cols : {32, 128, 256, 1024}) {
+      for (int n_rows : {1, 5, 8, 9, 16}) {
+        std::mt19937 rng(static_cast<unsigned>(cols + n_rows));
+        const size_t row_bytes = RowBytes(GgmlType::kQ8_0, cols);
+        const std::vector<uint8_t> rows = RandomWeights(GgmlType::kQ8_0, n_rows, cols, rng);
+        // Row n of the group is stored at slot n_rows - 1 - n, one byte off alignment.
+        std::vector<uint8_t> scattered(n_rows * row_bytes + 1);
+        const uint8_t* ptrs[16];
+        for (int n = 0; n < n_rows; ++n) {
+          uint8_t* at = scattered.data() + 1 + (n_rows - 1 - n) * row_bytes;
+          std::memcpy(at, rows.data() + n * row_bytes, row_bytes);
+          ptrs[n] = at;
+        }
+        const size_t bytes = PackedQ8_0GroupBytes(cols);
+        std::vector<uint8_t> want(bytes + 64), got(bytes + 64, 0xAB);
+        uint8_t* want_at = want.data() + (64 - reinterpret_cast<uintptr_t>(want.data()) % 64) % 64;
+        uint8_t* got_at = got.data() + (64 - reinterpret_cast<uintptr_t>(got.data()) % 64) % 64;
+        PackQ8_0(rows.data(), row_bytes, n_rows, cols, want_at);
+        PackQ8_0Group(ptrs, n_rows, cols, got_at);
+        ASSERT_EQ(0, std::memcmp(want_at, got_at, bytes))
+            << KernelIsaName(isa) << " cols " << cols << " rows " << n_rows;
+      }
+    }
+  }
+}
+
 TEST(PackedQ8_0DispatchTest, TheScalarLevelNeitherPacksNorRunsASimdPackedKernel) {
   ScopedKernelIsa level(KernelIsa::kScalar);
   const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();

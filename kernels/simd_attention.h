@@ -4,8 +4,9 @@
 //
 // AttentionBlocksWith folds a row's whole visible context in one
 // online-softmax step: BlockScores for every key of every block (K read in
-// place, F16 / BF16 / Q8_0 converted to F32 in registers by LoadKvLanes,
-// exactly), one rescale, then one pass over the values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
+// place, F16 / BF16 converted to F32 in registers by LoadKvLanes, exactly;
+// Q8_0 keys scored in integers against the query rounded to Q8_0,
+// attention_q8_0_scores.h), one rescale, then one pass over the values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
 // accumulator in registers (AttentionBlocksFixed); other sizes take the
 // fallback, which goes block by block through AttentionUpdateWith (scores
 // by the same BlockScores, the visible values converted to F32 once per
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/attention_q8_0_scores.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kv_dtype.h"
 
@@ -179,10 +181,16 @@ decltype(auto) WithKvDtype(KvDtype t, Fn&& fn) {
 // at a time: kLanes partial dot vectors reduced together (V::TransposeSum)
 // instead of one horizontal sum per key; the other keys (and every key for
 // other hd) one vector accumulator each, the last vector partial.
+// Q8_0 keys are scored as attention_q8_0_scores.h states, with the query
+// rounded to Q8_0 (the same bits wherever a key is scored).
 template <class V, KvDtype kT>
 void BlockScores(const float* q, const void* k, int n, int hd, float scale, float* scores) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
+  if constexpr (kT == KvDtype::kQ8_0) {
+    QueryScoresQ8_0(q, hd, k, n, scale, scores);
+    return;
+  }
   int j = 0;
   if (hd % L == 0) {
     for (; j + L <= n; j += L) {
@@ -413,12 +421,20 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
     const float* qr = q + r * q_row_stride;
     const int used_blocks = (n + block_keys - 1) / block_keys;
     const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
-    for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
-    for (int b = 0; b * block_keys < n; ++b) {
-      const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
-      if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
+    if constexpr (kT == KvDtype::kQ8_0) {  // a whole row of scores per head, keys packed in chunks
+      alignas(64) uint8_t query[QueryQ8_0Bytes(hd)];
       for (int h = 0; h < heads; ++h) {
-        BlockScores<V, kT>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
+        QuantizeQueryQ8_0(qr + h * hd, hd, scale, query);
+        ScoresQ8_0(query, 1, hd, k, block_keys, n, scratch + static_cast<size_t>(h) * n, 0);
+      }
+    } else {
+      for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(k[b], block_bytes);
+      for (int b = 0; b * block_keys < n; ++b) {
+        const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
+        if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(k[b + kPrefetchBlocks], block_bytes);
+        for (int h = 0; h < heads; ++h) {
+          BlockScores<V, kT>(qr + h * hd, k[b], nb, hd, scale, scratch + static_cast<size_t>(h) * n + b * block_keys);
+        }
       }
     }
     for (int h = 0; h < heads; ++h) {

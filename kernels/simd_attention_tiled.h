@@ -15,8 +15,10 @@
 // So its results are bit-identical to the per-query kernel's for every row
 // count, and the two may be mixed freely (a decode row of one query head
 // per KV head stays on the per-query kernel); attention_isa_test checks
-// the bits. How a pass prefetches its blocks (BlockPrefetch: streamed for
-// a decode row's GQA group, whole blocks otherwise) changes no result.
+// the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
+// whole tile, whose bits are the same for any tile. How a pass prefetches
+// its blocks (BlockPrefetch: streamed for a decode row's GQA group, whole
+// blocks otherwise) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -146,6 +148,12 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
                 float* scores, size_t stride, typename V::F* part, float* converted) {
   using F = typename V::F;
   constexpr int L = V::kLanes, hd = kChunks * L, SQ = AttentionTileShape<V>::kScoreQ;
+  if constexpr (kT == KvDtype::kQ8_0) {  // every query against every key (attention_q8_0_scores.h)
+    alignas(64) uint8_t queries[kAttentionTileQueries * QueryQ8_0Bytes(hd)];
+    for (int s = 0; s < tile.count; ++s) QuantizeQueryQ8_0(tile.q[s], hd, scale, queries + s * QueryQ8_0Bytes(hd));
+    ScoresQ8_0(queries, tile.count, hd, k, block_keys, tile.n_max, scores, stride);
+    return;
+  }
   const size_t key_bytes = RowBytes<kT>(hd);
   const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;

@@ -373,8 +373,9 @@ int Serve() {
   const ServiceLimits limits = LimitsFromFlags(c);
   const KvGeometry geometry = GeometryFor(c, *config);
   if (!KvDtypeFitsHeadDim(geometry.dtype, geometry.head_dim)) {
-    return Fail(absl::StrCat("--kv-type ", KvDtypeName(geometry.dtype), " needs a head_dim that is a multiple of 32; ",
-                             c.name, " has head_dim ", geometry.head_dim));
+    return Fail(absl::StrCat("--kv-type ", KvDtypeName(geometry.dtype),
+                             " needs a head_dim that is a multiple of 32 and at most ", kKvQ8_0MaxHeadDim, "; ", c.name,
+                             " has head_dim ", geometry.head_dim));
   }
   const int64_t kv_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_kv_cache_mb)) << 20;
   const int64_t max_pages = std::max<int64_t>(0, kv_bytes) / geometry.page_bytes();

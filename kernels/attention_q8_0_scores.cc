@@ -1,0 +1,90 @@
+#include "kernels/attention_q8_0_scores.h"
+
+#include "kernels/kernel_table.h"
+#include "kernels/kv_dtype.h"
+#include "kernels/packed_q8_0.h"
+
+namespace kvs {
+namespace {
+
+// Bytes of packed keys per GEMM call when many queries share the keys
+// (prefill): 15 groups (240 keys) at head_dim 128, most of L1. Each call
+// computes the queries' block sums once, so fewer, larger chunks cost
+// less per key.
+constexpr size_t kPackedChunkBytes = 32768;
+// Groups per call for a few queries (a decode row's GQA group): its keys
+// stream from memory, and short chunks keep packing (the reads) and the
+// arithmetic close together.
+constexpr int kFewQueries = 4;
+constexpr int kFewQueriesChunkGroups = 4;
+// Groups ahead of the one being packed whose lines are asked for.
+constexpr int kAheadGroups = 2;
+
+// Asks for the lines of keys [k0, k1): rows of one block are contiguous,
+// blocks are anywhere.
+void PrefetchKeys(const void* const* k_blocks, int block_keys, size_t row_bytes, int k0, int k1) {
+  while (k0 < k1) {
+    const int b = k0 / block_keys, in_block = k0 % block_keys;
+    const int end = (b + 1) * block_keys < k1 ? (b + 1) * block_keys : k1;
+    const char* p = static_cast<const char*>(k_blocks[b]) + static_cast<size_t>(in_block) * row_bytes;
+    const size_t bytes = static_cast<size_t>(end - k0) * row_bytes;
+    for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+    k0 = end;
+  }
+}
+
+}  // namespace
+
+void QuantizeQueryQ8_0(const float* q, int head_dim, float scale, uint8_t* out) {
+  float* scales = reinterpret_cast<float*>(out + head_dim);
+  kernel_table::ActiveKernelTable().quantize_int8(q, head_dim, 32, false, reinterpret_cast<int8_t*>(out), scales,
+                                                  nullptr);
+  for (int b = 0; b < head_dim / 32; ++b) scales[b] *= scale;
+}
+
+void ScoresQ8_0(const uint8_t* queries, int nq, int head_dim, const void* const* k_blocks, int block_keys,
+                int n_keys, float* scores, size_t stride) {
+  if (nq <= 0 || n_keys <= 0) return;
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, head_dim);
+  const size_t group_bytes = PackedQ8_0GroupBytes(head_dim);
+  int chunk_groups = group_bytes >= kPackedChunkBytes ? 1 : static_cast<int>(kPackedChunkBytes / group_bytes);
+  if (nq <= kFewQueries && chunk_groups > kFewQueriesChunkGroups) chunk_groups = kFewQueriesChunkGroups;
+  const int chunk_keys = 16 * chunk_groups;
+  alignas(64) uint8_t packed[kPackedChunkBytes];  // at least one group: head_dim <= kQ8_0ScoresMaxHeadDim
+  PrefetchKeys(k_blocks, block_keys, row_bytes, 0, 16 * kAheadGroups < n_keys ? 16 * kAheadGroups : n_keys);
+  for (int c0 = 0; c0 < n_keys; c0 += chunk_keys) {
+    const int c1 = n_keys - c0 < chunk_keys ? n_keys : c0 + chunk_keys;
+    for (int g0 = c0; g0 < c1; g0 += 16) {
+      // The group kAheadGroups on: its rows in their first block are asked
+      // for while this group is packed, any in a next block now.
+      const uint8_t* ahead = nullptr;
+      size_t ahead_bytes = 0;
+      const int a0 = g0 + 16 * kAheadGroups, a1 = n_keys - a0 < 16 ? n_keys : a0 + 16;
+      if (a0 < n_keys) {
+        const int in_block_end = (a0 / block_keys + 1) * block_keys < a1 ? (a0 / block_keys + 1) * block_keys : a1;
+        ahead = static_cast<const uint8_t*>(k_blocks[a0 / block_keys]) + static_cast<size_t>(a0 % block_keys) * row_bytes;
+        ahead_bytes = static_cast<size_t>(in_block_end - a0) * row_bytes;
+        PrefetchKeys(k_blocks, block_keys, row_bytes, in_block_end, a1);
+      }
+      const uint8_t* rows[16];
+      const int n_rows = c1 - g0 < 16 ? c1 - g0 : 16;
+      for (int n = 0; n < n_rows; ++n) {
+        const int key = g0 + n;
+        rows[n] = static_cast<const uint8_t*>(k_blocks[key / block_keys]) +
+                  static_cast<size_t>(key % block_keys) * row_bytes;
+      }
+      PackQ8_0Group(rows, n_rows, head_dim, packed + static_cast<size_t>((g0 - c0) / 16) * group_bytes, ahead,
+                    ahead_bytes);
+    }
+    MatmulPackedQ8_0(packed, c1 - c0, head_dim, 0, c1 - c0, queries, QueryQ8_0Bytes(head_dim), head_dim, nq,
+                     scores + c0, static_cast<int64_t>(stride));
+  }
+}
+
+void QueryScoresQ8_0(const float* q, int head_dim, const void* k_block, int n_keys, float scale, float* scores) {
+  alignas(64) uint8_t query[QueryQ8_0Bytes(kQ8_0ScoresMaxHeadDim)];
+  QuantizeQueryQ8_0(q, head_dim, scale, query);
+  ScoresQ8_0(query, 1, head_dim, &k_block, n_keys, n_keys, scores, 0);
+}
+
+}  // namespace kvs
