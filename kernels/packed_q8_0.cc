@@ -1,6 +1,7 @@
 #include "kernels/packed_q8_0.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 
@@ -34,10 +35,11 @@ void PackQ8_0GroupScalar(const uint8_t* const* rows, int n_rows, int64_t cols, u
   std::memset(out, 0, ScalesBytes(nb));
   for (int64_t b = 0; b < nb; ++b) {
     for (int n = 0; n < 16; ++n) {
-      const BlockQ8_0* blk = n < n_rows ? reinterpret_cast<const BlockQ8_0*>(rows[n]) + b : nullptr;
-      scales[b * 16 + n] = blk ? blk->d : 0;
+      // Rows may lie at any address (a KV page's), so bytes, not BlockQ8_0 members.
+      const uint8_t* blk = n < n_rows ? rows[n] + b * sizeof(BlockQ8_0) : nullptr;
+      if (blk != nullptr) std::memcpy(scales + b * 16 + n, blk + offsetof(BlockQ8_0, d), sizeof(uint16_t));
       for (int k = 0; k < kQK8_0; ++k) {
-        const int q = blk ? blk->qs[k] : 0;
+        const int q = blk ? static_cast<int8_t>(blk[offsetof(BlockQ8_0, qs) + k]) : 0;
         quants[b * 512 + (k / 4) * 64 + n * 4 + k % 4] = static_cast<uint8_t>(q + 128);
       }
     }
