@@ -29,7 +29,8 @@ double Median(std::vector<double> v);
 // `n` token ids in [0, vocab), the same for the same seed.
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed);
 // GB/s of every pool thread reading its share of a 2 GiB buffer (larger
-// than any cache); the median of `runs`.
+// than any cache, on huge pages where the kernel allows, as the packed
+// weights are); the median of `runs`; 0 if the buffer cannot be mapped.
 double MeasureReadBandwidth(ThreadPool& pool, int runs);
 
 class EngineBench {

@@ -55,6 +55,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
+#include "model/huge_page_arena.h"
 
 namespace kvs {
 namespace {
@@ -158,27 +159,36 @@ void ReadBandwidth(benchmark::State& state, bool avx2) {
     state.SkipWithError("no AVX2");
     return;
   }
+  // On huge pages where the kernel allows, as the packed weights are.
   const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
-  std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+  HugePageArena arena;
+  auto* buf = arena.Reserve(n * sizeof(uint64_t)) ? reinterpret_cast<uint64_t*>(arena.Take(n * sizeof(uint64_t))) : nullptr;
+  if (buf == nullptr) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
   for (size_t i = 0; i < n; ++i) buf[i] = i;
-  for (auto _ : state) benchmark::DoNotOptimize(avx2 ? SumAvx2(buf.get(), n) : SumPortable(buf.get(), n));
+  for (auto _ : state) benchmark::DoNotOptimize(avx2 ? SumAvx2(buf, n) : SumPortable(buf, n));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n * 8));
 }
 
-// The cached matrix in the packed Q8_0 layout (one alive at a time).
+// The cached matrix in the packed Q8_0 layout (one alive at a time), in a
+// HugePageArena as models keep their packed weights.
 const uint8_t* CachedPacked(const std::vector<uint8_t>& rows_bytes, int64_t rows) {
   static const uint8_t* key = nullptr;
   static int64_t key_rows = -1;
-  static std::vector<uint8_t> packed;
-  static uint8_t* aligned = nullptr;
+  static std::unique_ptr<HugePageArena> arena;
+  static uint8_t* packed = nullptr;
   if (key != rows_bytes.data() || key_rows != rows) {
-    packed.assign(PackedQ8_0Bytes(rows, kCols) + 64, 0);
-    aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-    PackQ8_0(rows_bytes.data(), rows_bytes.size() / rows, rows, kCols, aligned);
+    arena = std::make_unique<HugePageArena>();
+    const size_t bytes = PackedQ8_0Bytes(rows, kCols);
+    packed = arena->Reserve(bytes) ? arena->Take(bytes) : nullptr;
+    if (packed == nullptr) std::abort();
+    PackQ8_0(rows_bytes.data(), rows_bytes.size() / rows, rows, kCols, packed);
     key = rows_bytes.data();
     key_rows = rows;
   }
-  return aligned;
+  return packed;
 }
 
 enum class MatmulCase { kExact, kFast, kPacked };

@@ -2,5 +2,5 @@
 # and the single-thread read bandwidth they are measured against
 # (kernels_bench.cc). Included from bench/CMakeLists.txt.
 add_executable(kvs-bench-kernels ${CMAKE_CURRENT_LIST_DIR}/kernels_bench.cc)
-target_link_libraries(kvs-bench-kernels PRIVATE kvs_kernels benchmark::benchmark)
+target_link_libraries(kvs-bench-kernels PRIVATE kvs_kernels kvs_model benchmark::benchmark)
 set_target_properties(kvs-bench-kernels PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

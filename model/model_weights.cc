@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -143,17 +145,25 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufF
 
 int64_t ModelWeights::PackForFastPath() {
   if (!PackedQ8_0Supported()) return 0;
-  int64_t total = 0;
-  auto pack = [&](WeightMatrix* m, bool release_original) {
-    if (m->type != GgmlType::kQ8_0 || m->packed != nullptr) return;
+  // In the order a forward pass reads them, so one token's read is one
+  // stream through the arena.
+  std::vector<std::pair<WeightMatrix*, bool>> to_pack;  // matrix, release its GGUF pages
+  for (LayerWeights& L : layers) {
+    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      to_pack.emplace_back(m, true);
+    }
+  }
+  // Tied embeddings keep their GGUF rows hot: the embedding lookup reads them.
+  to_pack.emplace_back(&output, !tied_embeddings);
+  std::erase_if(to_pack, [](const auto& p) { return p.first->type != GgmlType::kQ8_0 || p.first->packed != nullptr; });
+  size_t total = 0;
+  for (const auto& [m, release] : to_pack) total += (PackedQ8_0Bytes(m->rows, m->cols) + 63) / 64 * 64;
+  if (to_pack.empty() || !packed_.Reserve(total)) return 0;
+  for (const auto& [m, release_original] : to_pack) {
     const size_t bytes = PackedQ8_0Bytes(m->rows, m->cols);
-    uint8_t* out = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-    if (out == nullptr) return;
-    madvise(out, (bytes + 63) / 64 * 64, MADV_HUGEPAGE);  // streamed every token
+    uint8_t* out = packed_.Take(bytes);
     PackQ8_0(m->data, m->row_bytes, m->rows, m->cols, out);
-    packed_.emplace_back(out);
     m->packed = out;
-    total += static_cast<int64_t>(bytes);
     if (release_original) {
       // Whole pages inside the tensor only.
       const uintptr_t page = 4096;
@@ -161,13 +171,8 @@ int64_t ModelWeights::PackForFastPath() {
       const uintptr_t end = (reinterpret_cast<uintptr_t>(m->data) + m->rows * m->row_bytes) & ~(page - 1);
       if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
     }
-  };
-  for (LayerWeights& L : layers) {
-    for (WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(m, true);
   }
-  // Tied embeddings keep their GGUF rows hot: the embedding lookup reads them.
-  pack(&output, !tied_embeddings);
-  return total;
+  return static_cast<int64_t>(total);
 }
 
 }  // namespace kvs

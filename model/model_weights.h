@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/matmul.h"
 #include "model/gguf_file.h"
+#include "model/huge_page_arena.h"
 #include "model/model_config.h"
 
 namespace kvs {
@@ -49,15 +50,16 @@ struct ModelWeights {
   // Re-lays out every Q8_0 matrix for the fast path (kernels/packed_q8_0.h)
   // when this CPU runs packed Q8_0, and lets the kernel drop the GGUF
   // copies' pages from memory (the exact path can still read them: they
-  // come back from the file on access). Returns the bytes packed.
+  // come back from the file on access). The packed matrices lie in one
+  // HugePageArena in the order a forward pass reads them. Returns the
+  // bytes packed: 0 when this CPU has no packed path, nothing is Q8_0, it
+  // was already called, or the arena cannot be mapped (then the fast path
+  // reads the GGUF layout, as on CPUs without the packed kernels).
   int64_t PackForFastPath();
 
  private:
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
   std::vector<std::vector<float>> owned_;  // F32 copies of small vectors
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // packed Q8_0 matrices
+  HugePageArena packed_;                   // packed Q8_0 matrices, in reading order
 };
 
 }  // namespace kvs

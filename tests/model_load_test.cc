@@ -8,6 +8,7 @@
 #include "cache/kv_sequence.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/packed_q8_0.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -122,6 +123,39 @@ TEST_F(ModelLoadTest, TiedEmbeddingsReuseTokenEmbd) {
   ASSERT_TRUE(Load(Synth(spec, "tied.gguf"), &c, &w).ok());
   EXPECT_TRUE(w->tied_embeddings);
   EXPECT_EQ(w->output.data, w->token_embd.data);
+  ExpectRuns(c, *w);
+}
+
+// The fast path's packed matrices are one stream in the order a forward
+// pass reads them (layer by layer: q, k, v, o, gate, up, down; then the
+// output matrix), starting on a huge-page boundary, and the model still runs.
+TEST_F(ModelLoadTest, PackedWeightsLieInOneRangeInTheOrderAForwardPassReadsThem) {
+  if (!PackedQ8_0Supported()) GTEST_SKIP() << "this CPU has no packed Q8_0 kernels";
+  SynthSpec spec;
+  spec.arch = "qwen3";
+  spec.n_layers = 3;
+  spec.weight_type = GgmlType::kQ8_0;
+  ModelConfig c;
+  std::unique_ptr<ModelWeights> w;
+  ASSERT_TRUE(Load(Synth(spec, "q8.gguf"), &c, &w).ok());
+  const int64_t packed = w->PackForFastPath();
+  std::vector<const WeightMatrix*> order;
+  for (const LayerWeights& L : w->layers) {
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) order.push_back(m);
+  }
+  order.push_back(&w->output);
+  ASSERT_NE(order.front()->packed, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(order.front()->packed) % (2 << 20), 0u);
+  int64_t sum = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int64_t bytes = (PackedQ8_0Bytes(order[i]->rows, order[i]->cols) + 63) / 64 * 64;
+    sum += bytes;
+    if (i + 1 < order.size()) {
+      ASSERT_EQ(order[i + 1]->packed, order[i]->packed + bytes) << "matrix " << i;
+    }
+  }
+  EXPECT_EQ(packed, sum);
+  EXPECT_EQ(w->PackForFastPath(), 0);  // already packed
   ExpectRuns(c, *w);
 }
 

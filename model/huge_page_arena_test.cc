@@ -1,0 +1,104 @@
+// HugePageArena: 2 MiB-aligned reservation, 64-byte slices in order, and
+// memory the kernel may back with transparent huge pages.
+#include "model/huge_page_arena.h"
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace kvs {
+namespace {
+
+// The kernel's transparent-huge-page mode: "always", "madvise" or "never".
+std::string TransparentHugePageMode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(f, line);
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
+// The "THPeligible:" field of the mapping that holds `p` in
+// /proc/self/smaps, or -1 when not found.
+int ThpEligible(const void* p) {
+  std::ifstream f("/proc/self/smaps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(f, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
+      inside = lo <= at && at < hi;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
+  }
+  return -1;
+}
+
+TEST(HugePageArenaTest, ReservesWholeHugePagesAtAHugePageBoundary) {
+  HugePageArena arena;
+  ASSERT_TRUE(arena.Reserve(3 * 1000 * 1000));
+  EXPECT_EQ(arena.capacity(), 2 * HugePageArena::kHugePage);
+  uint8_t* first = arena.Take(1);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HugePageArena::kHugePage, 0u);
+}
+
+TEST(HugePageArenaTest, HandsOutAlignedSlicesInOrderUntilFull) {
+  HugePageArena arena;
+  ASSERT_TRUE(arena.Reserve(HugePageArena::kHugePage));
+  uint8_t* a = arena.Take(100);
+  uint8_t* b = arena.Take(1000);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b, a + 128);  // 100 rounded up to the next 64-byte line
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b) % 64, 0u);
+  // The rest of the huge page fits exactly; one byte more does not.
+  const size_t rest = arena.capacity() - 128 - 1024;
+  EXPECT_EQ(arena.Take(rest + 1), nullptr);
+  uint8_t* c = arena.Take(rest);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c, b + 1024);
+  EXPECT_EQ(arena.Take(1), nullptr);
+  EXPECT_EQ(arena.used(), arena.capacity());
+}
+
+TEST(HugePageArenaTest, MemoryIsZeroAndWritable) {
+  HugePageArena arena;
+  ASSERT_TRUE(arena.Reserve(5000));
+  uint8_t* p = arena.Take(5000);
+  ASSERT_NE(p, nullptr);
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(p[i], 0) << i;
+  std::memset(p, 0xab, 5000);
+  EXPECT_EQ(p[4999], 0xab);
+}
+
+TEST(HugePageArenaTest, ReservesOnlyOnce) {
+  HugePageArena arena;
+  EXPECT_EQ(arena.Take(1), nullptr);  // nothing reserved yet
+  ASSERT_TRUE(arena.Reserve(1));
+  EXPECT_FALSE(arena.Reserve(1));
+  EXPECT_FALSE(HugePageArena().Reserve(0));
+}
+
+TEST(HugePageArenaTest, TheKernelMayBackItWithHugePages) {
+  const std::string mode = TransparentHugePageMode();
+  if (mode != "always" && mode != "madvise") GTEST_SKIP() << "transparent huge pages: '" << mode << "'";
+  HugePageArena arena;
+  ASSERT_TRUE(arena.Reserve(HugePageArena::kHugePage));
+  uint8_t* p = arena.Take(HugePageArena::kHugePage);
+  ASSERT_NE(p, nullptr);
+  p[0] = 1;
+  EXPECT_EQ(ThpEligible(p), 1);
+}
+
+}  // namespace
+}  // namespace kvs
