@@ -152,60 +152,60 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     alignas(64) uint8_t queries[kAttentionTileQueries * QueryQ8_0Bytes(hd)];
     for (int s = 0; s < tile.count; ++s) QuantizeQueryQ8_0(tile.q[s], hd, scale, queries + s * QueryQ8_0Bytes(hd));
     ScoresQ8_0(queries, tile.count, hd, k, block_keys, tile.n_max, scores, stride);
-    return;
-  }
-  const size_t key_bytes = RowBytes<kT>(hd);
-  const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
-  const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-  BlockPrefetch prefetch(k, used_blocks, block_bytes, StreamsBlocks(tile.count));
-  const int lines = prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
-  for (int b = 0; b < used_blocks; ++b) {
-    prefetch.AtBlock(b);
-    const int first = b * block_keys;
-    const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
-    const char* kb = static_cast<const char*>(k[b]);
-    int j = 0;
-    // The tile's queries over one group of L keys stored as type kU.
-    auto score_group = [&]<KvDtype kU>(const void* keys) {
-      int s0 = 0;
-      for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
-      switch (tile.count - s0) {  // the tile's last queries
-        case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
-        case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
-        case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
-        default: break;
+  } else {  // F32, F16, BF16: F32 products
+    const size_t key_bytes = RowBytes<kT>(hd);
+    const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
+    const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
+    BlockPrefetch prefetch(k, used_blocks, block_bytes, StreamsBlocks(tile.count));
+    const int lines = prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
+    for (int b = 0; b < used_blocks; ++b) {
+      prefetch.AtBlock(b);
+      const int first = b * block_keys;
+      const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
+      const char* kb = static_cast<const char*>(k[b]);
+      int j = 0;
+      // The tile's queries over one group of L keys stored as type kU.
+      auto score_group = [&]<KvDtype kU>(const void* keys) {
+        int s0 = 0;
+        for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
+        switch (tile.count - s0) {  // the tile's last queries
+          case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+          case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+          case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+          default: break;
+        }
+      };
+      for (; j + L <= nb; j += L) {
+        if (ConvertsBlocks<kT>(tile.count)) {
+          ConvertRows<V, kT, hd>(kb, j, j + L, converted);
+          score_group.template operator()<KvDtype::kF32>(converted);
+        } else {
+          score_group.template operator()<kT>(kb + j * key_bytes);
+        }
+        for (int s = 0; s < tile.count; ++s) {
+          F group[L];
+  #pragma GCC unroll 16
+          for (int t = 0; t < L; ++t) group[t] = part[s * L + t];
+          V::Store(scores + s * stride + first + j, V::Mul(V::TransposeSum(group), V::Set1(scale)));
+        }
       }
-    };
-    for (; j + L <= nb; j += L) {
-      if (ConvertsBlocks<kT>(tile.count)) {
-        ConvertRows<V, kT, hd>(kb, j, j + L, converted);
-        score_group.template operator()<KvDtype::kF32>(converted);
-      } else {
-        score_group.template operator()<kT>(kb + j * key_bytes);
-      }
-      for (int s = 0; s < tile.count; ++s) {
-        F group[L];
-#pragma GCC unroll 16
-        for (int t = 0; t < L; ++t) group[t] = part[s * L + t];
-        V::Store(scores + s * stride + first + j, V::Mul(V::TransposeSum(group), V::Set1(scale)));
+      if (j < nb) {  // keys after the block's last full group: the per-key path
+        prefetch.Step(prefetch.LinesPerStep(1));
+        for (int s = 0; s < tile.count; ++s) {
+          BlockScores<V, kT>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
+        }
       }
     }
-    if (j < nb) {  // keys after the block's last full group: the per-key path
-      prefetch.Step(prefetch.LinesPerStep(1));
-      for (int s = 0; s < tile.count; ++s) {
-        BlockScores<V, kT>(tile.q[s], kb + j * key_bytes, nb - j, hd, scale, scores + s * stride + first + j);
+    // A query whose last block ends inside a group the tile took as a whole
+    // scores that group's keys by the per-key path, as the per-query kernel.
+    for (int s = 0; s < tile.count; ++s) {
+      const int n = tile.n[s];
+      const int b = (n - 1) / block_keys, nb = n - b * block_keys;
+      const int j = nb / L * L;
+      if (j < nb) {
+        BlockScores<V, kT>(tile.q[s], static_cast<const char*>(k[b]) + j * key_bytes, nb - j, hd, scale,
+                             scores + s * stride + b * block_keys + j);
       }
-    }
-  }
-  // A query whose last block ends inside a group the tile took as a whole
-  // scores that group's keys by the per-key path, as the per-query kernel.
-  for (int s = 0; s < tile.count; ++s) {
-    const int n = tile.n[s];
-    const int b = (n - 1) / block_keys, nb = n - b * block_keys;
-    const int j = nb / L * L;
-    if (j < nb) {
-      BlockScores<V, kT>(tile.q[s], static_cast<const char*>(k[b]) + j * key_bytes, nb - j, hd, scale,
-                           scores + s * stride + b * block_keys + j);
     }
   }
 }
