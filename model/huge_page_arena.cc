@@ -5,21 +5,24 @@
 namespace kvs {
 
 HugePageArena::~HugePageArena() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
+  if (base_ != nullptr) ::munmap(base_, capacity_);
 }
 
 bool HugePageArena::Reserve(size_t total) {
-  if (mapping_ != nullptr || total == 0) return false;
-  const size_t capacity = (total + kHugePage - 1) / kHugePage * kHugePage;
-  // One huge page extra, so a 2 MiB-aligned start lies inside the mapping.
+  constexpr size_t kPage = 4096;
+  if (base_ != nullptr || total == 0) return false;
+  const size_t capacity = (total + kPage - 1) / kPage * kPage;
+  // Map a huge page more than needed, then unmap what lies before the
+  // first 2 MiB boundary and after the capacity.
   const size_t bytes = capacity + kHugePage;
   void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return false;
-  const uintptr_t start = (reinterpret_cast<uintptr_t>(m) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t start = (lo + kHugePage - 1) & ~(kHugePage - 1);
+  if (start > lo) ::munmap(m, start - lo);
+  if (lo + bytes > start + capacity) ::munmap(reinterpret_cast<void*>(start + capacity), lo + bytes - start - capacity);
   // Advice only: without transparent huge pages the arena runs on small ones.
   ::madvise(reinterpret_cast<void*>(start), capacity, MADV_HUGEPAGE);
-  mapping_ = m;
-  mapping_bytes_ = bytes;
   base_ = reinterpret_cast<uint8_t*>(start);
   capacity_ = capacity;
   used_ = 0;

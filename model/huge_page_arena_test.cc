@@ -2,6 +2,9 @@
 // memory the kernel may back with transparent huge pages.
 #include "model/huge_page_arena.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -43,13 +46,26 @@ int ThpEligible(const void* p) {
   return -1;
 }
 
-TEST(HugePageArenaTest, ReservesWholeHugePagesAtAHugePageBoundary) {
+TEST(HugePageArenaTest, StartsAtAHugePageBoundaryAndHoldsWhatWasAskedForInWholeSmallPages) {
   HugePageArena arena;
   ASSERT_TRUE(arena.Reserve(3 * 1000 * 1000));
-  EXPECT_EQ(arena.capacity(), 2 * HugePageArena::kHugePage);
+  EXPECT_EQ(arena.capacity(), 3002368u);  // 733 pages of 4 KiB
   uint8_t* first = arena.Take(1);
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HugePageArena::kHugePage, 0u);
+}
+
+TEST(HugePageArenaTest, KeepsNothingMappedPastItsCapacity) {
+  HugePageArena arena;
+  ASSERT_TRUE(arena.Reserve(HugePageArena::kHugePage + 4096));
+  uint8_t* p = arena.Take(arena.capacity());
+  ASSERT_NE(p, nullptr);
+  unsigned char resident = 0;
+  EXPECT_EQ(mincore(p + arena.capacity() - 4096, 4096, &resident), 0);
+  // The alignment slack after the capacity was mapped and is given back.
+  errno = 0;
+  EXPECT_EQ(mincore(p + arena.capacity(), 4096, &resident), -1);
+  EXPECT_EQ(errno, ENOMEM);
 }
 
 TEST(HugePageArenaTest, HandsOutAlignedSlicesInOrderUntilFull) {
