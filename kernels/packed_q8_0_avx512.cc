@@ -40,11 +40,9 @@ void BlockSums(const int8_t* x, int64_t nb, int32_t* out) {
 // rows' VPDPBUSD chains interleave (one chain is bound by the instruction's
 // latency); a single row splits its block into two chains. Block b asks
 // for the lines [ahead + b * ahead_step, ahead + (b + 1) * ahead_step)
-// (ahead_step 0: none), into L1 or, with kToL2, into L2 only.
-// Kept out of line: the instantiations for both hints inlined into one
-// MatmulAvx512 were no faster.
-template <int J, bool kToL2>
-__attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
+// (ahead_step 0: none).
+template <int J>
+void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
                const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512 (&acc)[J]) {
   constexpr int kChains = J == 1 ? 2 : 1;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
@@ -60,12 +58,7 @@ __attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const
     }
     const uint8_t* wq = quants + b * 512;
     for (size_t line = 0; line < ahead_step; line += 64) {
-      const char* at = reinterpret_cast<const char*>(ahead + b * ahead_step + line);
-      if constexpr (kToL2) {
-        _mm_prefetch(at, _MM_HINT_T1);
-      } else {
-        _mm_prefetch(at, _MM_HINT_T0);
-      }
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * ahead_step + line), _MM_HINT_T0);
     }
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
@@ -91,16 +84,12 @@ __attribute__((noinline)) void GroupTile(const uint8_t* group, int64_t nb, const
 // GroupTile<t> for a run-time t in [1, kXTile].
 template <int J = kXTile>
 void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
-              const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, bool to_l2, __m512* acc) {
+              const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512* acc) {
   if constexpr (J > 1) {
-    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, ahead, ahead_step, to_l2, acc);
+    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, ahead, ahead_step, acc);
   }
   __m512 a[J];
-  if (to_l2) {
-    GroupTile<J, true>(group, nb, x, dx, xsum, ahead, ahead_step, a);
-  } else {
-    GroupTile<J, false>(group, nb, x, dx, xsum, ahead, ahead_step, a);
-  }
+  GroupTile<J>(group, nb, x, dx, xsum, ahead, ahead_step, a);
   for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
@@ -137,15 +126,10 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // group kGroupsAhead on, a slice per block, so memory is read while
       // every tile computes: one tile asking for all of it left memory
       // idle through the other tiles, and the time of a pass from memory
-      // was its read plus its arithmetic. The tiles ask for L2 only
-      // (T1): on Zen 4, asking for L1 (T0) left an 8-row pass from memory
-      // at its read plus its arithmetic, 1.8x the time of asking for L2
-      // (each L1 request holds one of the core's few L1 miss buffers
-      // until its line arrives). A single row (decode) asks for the next
-      // group into L1 as it goes: with the weights on huge pages that made
-      // decode 1.10x faster, and asking for L2 made it 1.1x slower. 2 to 4
-      // rows ask for nothing (asking made 2-row fan-out steps slower). Not
-      // past the range.
+      // was its read plus its arithmetic. A single row (decode) asks for
+      // the next group as it goes: on Zen 4, with the weights on huge
+      // pages, that made decode 1.10x faster; 2 to 4 rows ask for nothing
+      // (asking made 2-row fan-out steps slower). Not past the range.
       const int tiles = (chunk + kXTile - 1) / kXTile;
       const int64_t groups_ahead = tiles > 1 ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
       const bool ask = groups_ahead > 0 && (g + groups_ahead) * 16 < r1;
@@ -154,7 +138,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
         __m512 acc[kXTile];
         const uint8_t* ahead = ask ? group + groups_ahead * group_bytes + (jt / kXTile) * nb * ahead_step : group;
-        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, /*to_l2=*/tiles > 1, acc);
+        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, acc);
         for (int j = 0; j < t; ++j) {
           _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
         }
