@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/attention_q8_0_scores.h"
+#include "kernels/attention_q8_0_values.h"
 #include "kernels/attention_tile.h"
 #include "kernels/cpu_features.h"
 #include "kernels/dequantize.h"
@@ -202,7 +203,20 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
       for (int j = 0; j < n; ++j) {
         const float p = std::exp(scores[j] - new_max);
         block_sum += p;
-        for (int d = 0; d < head_dim; ++d) acc_i[d] += p * at(v_blocks, j, d);
+        if (dtype == KvDtype::kQ8_0) {  // attention_q8_0_values.h
+          const uint8_t* row = KeyRow(v_blocks, j);
+          for (int b = 0; b < head_dim / kKvQ8_0BlockValues; ++b) {
+            const uint8_t* block = row + static_cast<size_t>(b) * kKvQ8_0BlockBytes;
+            uint16_t h;
+            std::memcpy(&h, block, 2);
+            const float w = Q8_0ValueWeight(p, Fp16ToFp32(h));
+            for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
+              acc_i[b * kKvQ8_0BlockValues + d] += w * static_cast<float>(static_cast<int8_t>(block[2 + d]));
+            }
+          }
+        } else {
+          for (int d = 0; d < head_dim; ++d) acc_i[d] += p * at(v_blocks, j, d);
+        }
       }
       sum[i] = sum[i] * correction + block_sum;
       max[i] = new_max;

@@ -12,7 +12,10 @@
 //
 // Contract: pure; the caller owns every buffer (state and scratch). Runs the
 // active kernels (cpu_features.h): the SIMD versions agree with the scalar
-// reference to ~1e-6 relative (a vectorized exp, other summation orders).
+// reference to ~1e-6 relative (a vectorized exp, other summation orders;
+// against a q8_0 cache each key's value weight is rounded to BF16,
+// attention_q8_0_values.h, so a weight within that much of a rounding
+// midpoint may round the other way, a 2^-8 relative step of it).
 // Each query's result depends only on its own query, the keys/values and
 // its visible count, never on the other rows or heads in the call.
 #ifndef KVSESSION_KERNELS_ATTENTION_H_

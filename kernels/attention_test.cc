@@ -12,25 +12,21 @@
 namespace kvs {
 namespace {
 
-// Naive causal attention in double for one query over keys [0, n).
-std::vector<double> NaiveAttention(const float* q, const std::vector<float>& k,
-                                   const std::vector<float>& v, int n, int hd, float scale) {
+// Naive causal attention in double for one query over keys [0, n) of a
+// cache of type dtype (values v, bytes vc), folded in online-softmax steps
+// of `step` keys (NaiveValues).
+NaiveValueSum NaiveAttention(KvDtype dtype, const float* q, const std::vector<float>& k,
+                             const std::vector<float>& v, const uint8_t* vc, int n, int hd, float scale,
+                             int step) {
   std::vector<double> s(n);
-  double mx = -1e300;
   for (int j = 0; j < n; ++j) {
     double d = 0;
     for (int c = 0; c < hd; ++c) d += static_cast<double>(q[c]) * k[j * hd + c];
     s[j] = d * scale;
-    mx = std::max(mx, s[j]);
   }
-  double z = 0;
-  for (int j = 0; j < n; ++j) z += std::exp(s[j] - mx);
-  std::vector<double> out(hd, 0.0);
-  for (int j = 0; j < n; ++j) {
-    const double p = std::exp(s[j] - mx) / z;
-    for (int c = 0; c < hd; ++c) out[c] += p * v[j * hd + c];
-  }
-  return out;
+  std::vector<int> step_ends;
+  for (int end = step; end < n + step; end += step) step_ends.push_back(std::min(end, n));
+  return NaiveValues(dtype, s, step_ends, v, vc, hd);
 }
 
 class AttentionTest : public ::testing::TestWithParam<KvDtype> {};
@@ -69,8 +65,8 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
   AttentionFinish(nq, 1, hd, l.data(), acc.data(), out.data(), hd);
   const std::vector<float> scored = QueriesAsScored(dtype, q, hd);  // q8_0: rounded as llama.cpp does
   for (int i = 0; i < nq; ++i) {
-    std::vector<double> ref = NaiveAttention(scored.data() + i * hd, k, v, pos[i] + 1, hd, scale);
-    for (int c = 0; c < hd; ++c) EXPECT_NEAR(out[i * hd + c], ref[c], 1e-5) << i << "," << c;
+    const NaiveValueSum ref = NaiveAttention(dtype, scored.data() + i * hd, k, v, vc.data(), pos[i] + 1, hd, scale, block);
+    for (int c = 0; c < hd; ++c) EXPECT_NEAR(out[i * hd + c], ref.out[c], 1e-5 + ref.slack[c]) << i << "," << c;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string_view>
 
 #include "kernels/kernel_table.h"
 
@@ -25,7 +26,9 @@ CpuFeatures Detect() {
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
   f.avx512vnni = __builtin_cpu_supports("avx512vnni");
-  f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+  // KVS_AVX512_BF16=0 runs the AVX-512 level as on a CPU without BF16.
+  const char* bf16 = std::getenv("KVS_AVX512_BF16");
+  f.avx512bf16 = __builtin_cpu_supports("avx512bf16") && !(bf16 != nullptr && std::string_view(bf16) == "0");
   return f;
 }
 

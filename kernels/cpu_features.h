@@ -3,7 +3,10 @@
 //
 // Levels (each implies the ones below it):
 //   kAvx512: AVX-512 F, BW, VL, DQ and VNNI, plus FMA and F16C. AVX512-BF16
-//            is used where present (the BF16 fast path) but not required.
+//            is used where present (the BF16 fast path, and a q8_0 cache's
+//            values in attention) but not required; the environment
+//            variable KVS_AVX512_BF16=0 makes the process run as on a CPU
+//            without it (DetectedCpuFeatures().avx512bf16 is then false).
 //   kAvx2:   AVX2, FMA and F16C (Haswell and later, every Zen).
 //   kScalar: any x86-64; the portable reference kernels.
 //
@@ -66,7 +69,7 @@ KernelIsa ActiveKernelIsa();
 const char* KernelIsaName(KernelIsa isa);
 // The active kernels as reported by GetServerInfo and the benchmarks:
 // KernelIsaName(ActiveKernelIsa()), plus "+amx" when that level's table
-// uses AMX.
+// uses AMX and "+bf16" when it uses AVX512-BF16.
 const char* ActiveKernelsName();
 
 // Parses "scalar" / "avx2" / "avx512"; nullopt for anything else.

@@ -1,5 +1,6 @@
 #include "kernels/cpu_features.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -34,12 +35,25 @@ TEST(CpuFeaturesTest, ForcingSwitchesTheActiveLevelAndItsName) {
     if (scoped.supported()) {
       EXPECT_EQ(ActiveKernelIsa(), isa);
       const bool amx = kernel_table::KernelTableFor(isa).amx;
-      EXPECT_EQ(std::string(ActiveKernelsName()), std::string(KernelIsaName(isa)) + (amx ? "+amx" : ""));
+      const bool bf16 = isa == KernelIsa::kAvx512 && DetectedCpuFeatures().avx512bf16;
+      EXPECT_EQ(std::string(ActiveKernelsName()),
+                std::string(KernelIsaName(isa)) + (amx ? "+amx" : "") + (bf16 ? "+bf16" : ""));
     } else {
       EXPECT_EQ(ActiveKernelIsa(), before);
     }
   }
   EXPECT_EQ(ActiveKernelIsa(), before);
+}
+
+// Run by the kernels_avx512_without_bf16 test with KVS_AVX512_BF16=0
+// (skipped in a process started without it).
+TEST(CpuFeaturesTest, KvsAvx512Bf16ZeroRunsTheAvx512LevelWithoutBf16) {
+  const char* env = std::getenv("KVS_AVX512_BF16");
+  if (env == nullptr || std::string(env) != "0") GTEST_SKIP() << "needs KVS_AVX512_BF16=0";
+  EXPECT_FALSE(DetectedCpuFeatures().avx512bf16);
+  ScopedKernelIsa avx512(KernelIsa::kAvx512);
+  if (!avx512.supported()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  EXPECT_EQ(std::string(ActiveKernelsName()).find("bf16"), std::string::npos);
 }
 
 }  // namespace

@@ -20,14 +20,18 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx2Attention(&t);
     FillAvx2PackedQ8_0(&t);
   } else if (isa == KernelIsa::kAvx512) {
+    const bool bf16 = DetectedCpuFeatures().avx512bf16;
     FillAvx512Matmul(&t);
     FillAvx512MatmulQuantized(&t);
-    if (DetectedCpuFeatures().avx512bf16) FillAvx512Bf16Matmul(&t);
+    if (bf16) FillAvx512Bf16Matmul(&t);
     FillAvx512Attention(&t);
+    if (bf16) FillAvx512Bf16Attention(&t);
     FillAvx512PackedQ8_0(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
-      t.name = "avx512+amx";
+      t.name = bf16 ? "avx512+amx+bf16" : "avx512+amx";
+    } else if (bf16) {
+      t.name = "avx512+bf16";
     }
   }
   return t;

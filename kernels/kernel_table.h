@@ -109,7 +109,8 @@ using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
 struct KernelTable {
   // What ActiveKernelsName() reports: the level's name ("scalar", "avx2",
-  // "avx512"), with "+amx" appended when `amx`.
+  // "avx512"), with "+amx" appended when `amx`, then "+bf16" when the
+  // table uses AVX512-BF16 (avx512+bf16, avx512+amx+bf16).
   const char* name;
   MatmulFn matmul[kNumComputeTypes];
   MatmulQuantizedFn matmul_quantized[kNumComputeTypes];
@@ -159,6 +160,7 @@ void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512Attention(KernelTable* t);        // attention_avx512.cc
+void FillAvx512Bf16Attention(KernelTable* t);    // attention_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
 

@@ -6,8 +6,10 @@
 // online-softmax step: BlockScores for every key of every block (K read in
 // place, F16 / BF16 converted to F32 in registers by LoadKvLanes, exactly;
 // Q8_0 keys scored in integers against the query rounded to Q8_0,
-// attention_q8_0_scores.h), one rescale, then one pass over the values. Head sizes of 1, 2, 4, 8 or 16 vectors keep the value
-// accumulator in registers (AttentionBlocksFixed); other sizes take the
+// attention_q8_0_scores.h), one rescale, then one pass over the values
+// (Q8_0 values by simd_attention_q8_0_values.h). Head sizes of 1, 2, 4, 8
+// or 16 vectors keep the value accumulator in registers
+// (AttentionBlocksFixed); other sizes take the
 // fallback, which goes block by block through AttentionUpdateWith (scores
 // by the same BlockScores, the visible values converted to F32 once per
 // block and call), kFallbackRows rows at a time. Every query (row r, head h)
@@ -27,6 +29,7 @@
 #include "kernels/attention_q8_0_scores.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kv_dtype.h"
+#include "kernels/simd_attention_q8_0_values.h"
 
 namespace kvs {
 namespace {
@@ -278,11 +281,17 @@ void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int hea
 
   float* scores = scratch;
   const float* vf = static_cast<const float*>(v);
-  if constexpr (kT != KvDtype::kF32) {  // the visible values, once for the whole group
+  if constexpr (kT == KvDtype::kQ8_0) {  // the visible quants, once for the whole group
+    float* vbuf = scratch + n_keys;
+    ConvertQuantsQ8_0<V>(v, max_visible, head_dim, vbuf);
+    vf = vbuf;
+  } else if constexpr (kT != KvDtype::kF32) {  // the visible values, once for the whole group
     float* vbuf = scratch + n_keys;
     ConvertRows<V, kT>(v, max_visible, head_dim, vbuf);
     vf = vbuf;
   }
+  // q8_0: each query's weights (attention_q8_0_values.h), after the values.
+  float* weights = scratch + n_keys + static_cast<size_t>(n_keys) * head_dim;
 
   for (int r = 0; r < rows; ++r) {
     const int n = visible[r] < n_keys ? visible[r] : n_keys;
@@ -296,7 +305,12 @@ void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int hea
       const float new_max = block_max > max[i] ? block_max : max[i];
       const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first block
       const float block_sum = ExpInPlace<V>(scores, n, new_max);
-      AccumulateValues<V>(scores, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
+      if constexpr (kT == KvDtype::kQ8_0) {
+        RowWeightsQ8_0<V>(scores, v, n, head_dim, weights);
+        AccumulateValuesQ8_0<V>(weights, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
+      } else {
+        AccumulateValues<V>(scores, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
+      }
       sum[i] = sum[i] * correction + block_sum;
       max[i] = new_max;
     }
@@ -454,8 +468,14 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
       const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
       if (b + kPrefetchBlocks < used_blocks) PrefetchBlock(v[b + kPrefetchBlocks], block_bytes);
       for (int h = 0; h < heads; ++h) {
-        AccumulateInPlace<V, kT, kChunks>(scratch + static_cast<size_t>(h) * n + b * block_keys, v[b], nb,
-                                            acc + static_cast<size_t>(r * heads + h) * hd);
+        const float* p = scratch + static_cast<size_t>(h) * n + b * block_keys;
+        float* acc_h = acc + static_cast<size_t>(r * heads + h) * hd;
+        if constexpr (kT == KvDtype::kQ8_0) {
+          // (Heads of less than a q8_0 block never meet a q8_0 cache.)
+          if constexpr (hd % kKvQ8_0BlockValues == 0) AccumulateInPlaceQ8_0<V, kChunks>(p, v[b], nb, acc_h);
+        } else {
+          AccumulateInPlace<V, kT, kChunks>(p, v[b], nb, acc_h);
+        }
       }
     }
   }

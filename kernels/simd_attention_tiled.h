@@ -16,9 +16,11 @@
 // count, and the two may be mixed freely (a decode row of one query head
 // per KV head stays on the per-query kernel); attention_isa_test checks
 // the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
-// whole tile, whose bits are the same for any tile. How a pass prefetches
-// its blocks (BlockPrefetch: streamed for a decode row's GQA group, whole
-// blocks otherwise) changes no result.
+// whole tile, whose bits are the same for any tile, and Q8_0 values
+// TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, keys in
+// pairs where the CPU has BF16 products), the pairs the per-query kernel
+// makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
+// decode row's GQA group, whole blocks otherwise) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -77,17 +79,6 @@ inline void ConvertRows(const void* block, int j0, int j1, float* out) {
       V::Store(out + (j - j0) * hd + d, LoadKvLanesScaled<V, kT>(block, j, d, hd, scale));
     }
   }
-}
-
-// Keeps a loaded vector in a register. A micro-tile uses each K or V vector
-// for several queries; for AVX2 GCC 12 otherwise folds the load into every
-// FMA that uses it (10 loads per 8 FMAs instead of 6), and the loop is
-// bound by loads rather than FMAs: kvs-bench-kernels attention_prefill on
-// Zen 3, 8-18% less time per type. The AVX-512 code was already kept in
-// registers; no result changes.
-template <class F>
-inline void PinInRegister(F& x) {
-  asm("" : "+v"(x));
 }
 
 // One tile: the queries' pointers, visible counts and state indexes.
@@ -255,11 +246,84 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
   }
 }
 
-// Folds the tile's values: every query's acc += p_j * v_j for its keys, in
-// key order; keys [0, n_min) the whole tile together, the rest per query.
+// TileValues for a q8_0 cache (attention_q8_0_values.h), a chunk of
+// kQ8_0ValueKeys keys at a time: the chunk's scales, each query's weights,
+// then the micro-tiles (from the block's rows for a decode row's group,
+// from the chunk converted once for larger tiles). Keys [0, shared_end) of
+// a block go for the whole tile, the rest per query; with BF16 pairs
+// shared_end is even unless it is the block's end, so no pair mixes a key
+// some queries see with one they do not.
+template <class V, int kChunks>
+void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
+                    size_t stride, float* acc, float* converted) {
+  constexpr int L = V::kLanes, hd = kChunks * L, kBlocks = kQ8_0Blocks<hd>;
+  constexpr int VQ = AttentionTileShape<V>::kValueQ;
+  constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
+  constexpr bool kPairs = kBf16Dot<V>;
+  const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<KvDtype::kQ8_0>(hd);
+  const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
+  const bool streamed = StreamsBlocks(tile.count), convert = !streamed;
+  BlockPrefetch prefetch(v, used_blocks, block_bytes, streamed);
+  const int lines = prefetch.LinesPerStep((kPairs ? (block_keys + 1) / 2 : block_keys) * ((kChunks + VC - 1) / VC));
+  alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
+  alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kBlocks * kQ8_0ValueKeys];
+  const Q8_0Weight<V>* ws[kAttentionTileQueries];
+  float* a[kAttentionTileQueries];
+  for (int s = 0; s < tile.count; ++s) {
+    ws[s] = w[s];
+    a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
+  }
+  // Queries [s0, s0 + kQ) over keys [t0, t1) of the chunk at row j0.
+  auto micro = [&]<int kQ>(const void* vb, int j0, int t0, int t1, int s0) {
+    for (int c0 = 0; c0 < kChunks; c0 += VC) {
+      if (convert) {
+        ValueMicroTileQ8_0<V, hd, kQ, VC, false, false>(ws + s0, a + s0, converted, 0, t0, t1, c0, prefetch, lines);
+      } else {
+        ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, a + s0, vb, j0, t0, t1, c0, prefetch, lines);
+      }
+    }
+  };
+  for (int b = 0; b < used_blocks; ++b) {
+    prefetch.AtBlock(b);
+    const int first = b * block_keys;
+    const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
+    const int shared_end = shared <= 0 ? 0 : (!kPairs || shared == block_keys) ? shared : shared & ~1;
+    for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
+      const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
+      ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
+      for (int s = 0; s < tile.count; ++s) ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s]);
+      if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
+      int s0 = 0;
+      for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, 0, count, s0);
+      switch (tile.count - s0) {  // the tile's last queries, together
+        case 5: if constexpr (VQ > 5) micro.template operator()<5>(v[b], j0, 0, count, s0); break;
+        case 4: if constexpr (VQ > 4) micro.template operator()<4>(v[b], j0, 0, count, s0); break;
+        case 3: if constexpr (VQ > 3) micro.template operator()<3>(v[b], j0, 0, count, s0); break;
+        case 2: if constexpr (VQ > 2) micro.template operator()<2>(v[b], j0, 0, count, s0); break;
+        case 1: micro.template operator()<1>(v[b], j0, 0, count, s0); break;
+        default: break;
+      }
+    }
+    for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
+      const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
+      for (int j0 = shared_end; j0 < mine; j0 += kQ8_0ValueKeys) {
+        const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
+        ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
+        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s]);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) {
+          ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, a + s, v[b], j0, 0, count, c0, prefetch, lines);
+        }
+      }
+    }
+  }
+}
+
+// Folds the tile's values of an F32, F16 or BF16 cache: every query's acc
+// += p_j * v_j for its keys, in key order; keys [0, n_min) the whole tile
+// together, the rest per query.
 template <class V, KvDtype kT, int kChunks>
-void TileValues(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
-                size_t stride, float* acc, float* converted) {
+void TileValuesF32(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
+                   size_t stride, float* acc, float* converted) {
   constexpr int hd = kChunks * V::kLanes, VQ = AttentionTileShape<V>::kValueQ;
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
@@ -316,6 +380,20 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
       if (mine <= from) continue;
       for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, lines);
     }
+  }
+}
+
+// Folds the tile's values (TileValuesQ8_0 for a q8_0 cache).
+template <class V, KvDtype kT, int kChunks>
+void TileValues(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
+                size_t stride, float* acc, float* converted) {
+  if constexpr (kT == KvDtype::kQ8_0) {
+    // (Heads of less than a q8_0 block never meet a q8_0 cache.)
+    if constexpr (kChunks * V::kLanes % kKvQ8_0BlockValues == 0) {
+      TileValuesQ8_0<V, kChunks>(tile, v, block_keys, scores, stride, acc, converted);
+    }
+  } else {
+    TileValuesF32<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc, converted);
   }
 }
 

@@ -86,6 +86,28 @@ struct Avx2 {
   }
   static F LoadBf16Partial(const uint16_t* p, int n) { return Bf16Bits(LoadU16Partial(p, n)); }
 
+  // Lane t < n: the F16 at base + t * stride, as F32; 0 for t >= n.
+  // Reads 4 bytes at each of those addresses (a gather).
+  static F GatherHalves(const uint8_t* base, int stride, int n) {
+    const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    __m256i g = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), reinterpret_cast<const int*>(base), at, Mask(n), 1);
+    g = _mm256_and_si256(g, _mm256_set1_epi32(0xffff));
+    return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
+  }
+
+  // x rounded to BF16, as F32 (attention_q8_0_values.h RoundToBf16: nearest
+  // even, subnormals to a zero of their sign).
+  static F RoundToBf16(F x) {
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i up = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    const __m256i r = _mm256_and_si256(up, _mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+    const __m256i subnormal =
+        _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+    return _mm256_castsi256_ps(
+        _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), subnormal));
+  }
+
   // 8 int8 values as floats.
   static F LoadI8(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));

@@ -1,0 +1,20 @@
+// AVX-512 attention with AVX512-BF16: the kernels of attention_avx512.cc
+// with a Q8_0 cache's values folded two keys at a time by VDPBF16PS
+// (attention_q8_0_values.h). Every attention entry of the table comes from
+// this file, so all of a process's kernels pair the same keys. Compiled
+// with -mavx512bf16 in a file of its own; used only when the CPU has
+// AVX512-BF16.
+#include "kernels/kernel_table.h"
+#include "kernels/simd_avx512_bf16.h"
+#include "kernels/simd_attention.h"
+#include "kernels/simd_attention_tiled.h"
+#include "kernels/simd_attention_runs.h"
+
+namespace kvs::kernel_table {
+
+void FillAvx512Bf16Attention(KernelTable* t) {
+  FillTiledAttentionEntries<Avx512Bf16>(t);
+  t->attention_runs = AttentionRunsTiled<Avx512Bf16>;
+}
+
+}  // namespace kvs::kernel_table

@@ -1,0 +1,118 @@
+// Q8_0 values (attention_q8_0_values.h): each key's value weight is its
+// probability times the block's scale rounded to BF16, on every kernel
+// level and every path (per-query, tiled, in pairs or key by key), for odd
+// key counts and blocks.
+#include "kernels/attention_q8_0_values.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/attention.h"
+#include "kernels/fp16.h"
+#include "kernels/isa_test_util.h"
+
+namespace kvs {
+namespace {
+
+TEST(RoundToBf16Test, RoundsToTheNearestBf16TiesToEven) {
+  EXPECT_EQ(RoundToBf16(1.0f), 1.0f);
+  EXPECT_EQ(RoundToBf16(1.0f + 0x1p-8f), 1.0f) << "a tie goes to the even neighbour, 1";
+  EXPECT_EQ(RoundToBf16(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f) << "a tie goes to the even neighbour, 1 + 2^-6";
+  EXPECT_EQ(RoundToBf16(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f) << "above the tie: up";
+  EXPECT_EQ(RoundToBf16(-3.0f - 0x1p-9f), -3.0f);
+  EXPECT_EQ(RoundToBf16(0x1.fffffep+127f), INFINITY) << "the largest F32 rounds past BF16's largest";
+}
+
+TEST(RoundToBf16Test, TurnsSubnormalsIntoZerosOfTheirSign) {
+  const float tiny = 0x1p-130f;  // an F32 subnormal
+  EXPECT_EQ(RoundToBf16(tiny), 0.0f);
+  EXPECT_FALSE(std::signbit(RoundToBf16(tiny)));
+  EXPECT_TRUE(std::signbit(RoundToBf16(-tiny)));
+  EXPECT_EQ(RoundToBf16(0x1p-126f), 0x1p-126f) << "the smallest normal stays";
+}
+
+// A q8_0 row of hd values: every block's scale `scale` (F16 bits) and
+// quants from `quants`.
+std::vector<uint8_t> Q8_0Row(int hd, uint16_t scale, const std::vector<int8_t>& quants) {
+  std::vector<uint8_t> row(KvBytes(KvDtype::kQ8_0, hd));
+  for (int b = 0; b < hd / 32; ++b) {
+    std::memcpy(row.data() + b * kKvQ8_0BlockBytes, &scale, 2);
+    std::memcpy(row.data() + b * kKvQ8_0BlockBytes + 2, quants.data() + b * 32, 32);
+  }
+  return row;
+}
+
+// With every score equal (zero keys), each visible key's probability is
+// exactly 1, so a query's output is sum_j RoundToBf16(scale_j) * quant_jd
+// over its n keys, divided by n. The scales are F16 values BF16 cannot
+// hold (11 significant bits), so an unrounded weight misses by up to 2^-9.
+TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesByItsScaleRoundedToBf16) {
+  const bool tiled_before = TiledAttentionInUse();
+  for (KernelIsa isa : AllKernelIsas()) {
+    if (!KernelIsaSupported(isa)) continue;
+    ScopedKernelIsa active(isa);
+    for (int hd : {64, 128}) {
+      for (int block : {5, 16}) {
+        for (bool tiled : {false, true}) {
+          UseTiledAttention(tiled);
+          const int n_keys = 37, rows = 9, heads = 2;
+          const int n_blocks = (n_keys + block - 1) / block;
+          const size_t rb = KvBytes(KvDtype::kQ8_0, hd);
+          std::mt19937 rng(static_cast<unsigned>(hd * 7 + block));
+          std::uniform_int_distribution<int> quant(-127, 127), mantissa(0, 1023);
+          std::vector<uint8_t> k(static_cast<size_t>(n_blocks) * block * rb, 0), v(k.size(), 0);
+          std::vector<float> scales(n_keys);
+          std::vector<std::vector<int8_t>> quants(n_keys, std::vector<int8_t>(hd));
+          for (int j = 0; j < n_keys; ++j) {
+            // 0.5 to 1 in F16: exponent 14, 10 random mantissa bits.
+            const uint16_t scale = static_cast<uint16_t>((14 << 10) | mantissa(rng));
+            scales[j] = Fp16ToFp32(scale);
+            for (int8_t& q : quants[j]) q = static_cast<int8_t>(quant(rng));
+            const std::vector<uint8_t> row = Q8_0Row(hd, scale, quants[j]);
+            std::memcpy(v.data() + j * rb, row.data(), rb);
+          }
+          std::vector<const void*> kb(n_blocks), vb(n_blocks);
+          for (int b = 0; b < n_blocks; ++b) {
+            kb[b] = k.data() + static_cast<size_t>(b) * block * rb;
+            vb[b] = v.data() + static_cast<size_t>(b) * block * rb;
+          }
+          std::vector<float> q(static_cast<size_t>(rows) * heads * hd);
+          std::normal_distribution<float> nd(0, 1);
+          for (float& x : q) x = nd(rng);
+          std::vector<int> visible(rows);
+          for (int r = 0; r < rows; ++r) visible[r] = n_keys - rows + 1 + r;  // odd and even counts
+          std::vector<float> m(rows * heads), l(rows * heads), acc(rows * heads * hd), out(rows * heads * hd);
+          std::vector<float> scratch(AttentionBlocksScratchFloats(n_keys, block, hd, heads));
+          AttentionInit(rows * heads, hd, m.data(), l.data(), acc.data());
+          AttentionUpdateBlocks(KvDtype::kQ8_0, q.data(), heads * hd, rows, heads, kb.data(), vb.data(), n_blocks,
+                                block, hd, visible.data(), 0.1f, m.data(), l.data(), acc.data(), scratch.data());
+          AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+          for (int r = 0; r < rows; ++r) {
+            for (int d = 0; d < hd; ++d) {
+              double want = 0, unrounded = 0;
+              for (int j = 0; j < visible[r]; ++j) {
+                want += static_cast<double>(RoundToBf16(scales[j])) * quants[j][d];
+                unrounded += static_cast<double>(scales[j]) * quants[j][d];
+              }
+              want /= visible[r];
+              unrounded /= visible[r];
+              for (int h = 0; h < heads; ++h) {
+                const float got = out[(r * heads + h) * hd + d];
+                ASSERT_NEAR(got, want, 2e-6 * (1 + std::abs(want)))
+                    << KernelIsaName(isa) << (tiled ? " tiled" : " per-query") << " hd " << hd << " block "
+                    << block << " row " << r << " d " << d << " (unrounded weights give " << unrounded << ")";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  UseTiledAttention(tiled_before);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,296 @@
+// The SIMD kernels' side of attention_q8_0_values.h: folding the values of
+// a Q8_0 KV cache into a query's accumulator, a chunk of keys at a time.
+//
+// A chunk is up to kQ8_0ValueKeys keys of one block. For each chunk:
+//   ChunkScalesQ8_0   the value blocks' F16 scales of its keys, as F32
+//                     (once per chunk, shared by every query);
+//   ChunkWeightsQ8_0  one query's weights w[b][t] = p_t * scale, rounded
+//                     to BF16: F32 values at the levels that emulate the
+//                     BF16 product, BF16 bits where V::kBf16Dot;
+//   ValueMicroTileQ8_0  kQ queries x kC value vectors: acc += w * quants,
+//                     the quants read from the block's rows or from the
+//                     chunk converted once for a large tile
+//                     (ConvertChunkQ8_0). Where V::kBf16Dot, two keys at a
+//                     time by VDPBF16PS (V::DotPairs), keys 2i and 2i+1
+//                     of the chunk, a lone last key paired with zeros.
+// AccumulateInPlaceQ8_0 is the per-query kernel's value pass and
+// AccumulateValuesQ8_0 the fallback's (other head sizes: F32 products at
+// every level). Chunks start at even keys of a block and every kernel of a
+// level makes the same pairs, so their bits agree (attention_q8_0_values.h).
+//
+// Include only from SIMD translation units, through simd_attention.h
+// (everything is in an anonymous namespace: the ODR rule in
+// cpu_features.h).
+#ifndef KVSESSION_KERNELS_SIMD_ATTENTION_Q8_0_VALUES_H_
+#define KVSESSION_KERNELS_SIMD_ATTENTION_Q8_0_VALUES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/attention_q8_0_values.h"
+#include "kernels/kv_dtype.h"
+
+namespace kvs {
+namespace {
+
+// Keeps a loaded vector in a register. A micro-tile uses each K or V vector
+// for several queries; for AVX2 GCC 12 otherwise folds the load into every
+// FMA that uses it (10 loads per 8 FMAs instead of 6), and the loop is
+// bound by loads rather than FMAs: kvs-bench-kernels attention_prefill on
+// Zen 3, 8-18% less time per type. The AVX-512 code was already kept in
+// registers; no result changes.
+template <class F>
+inline void PinInRegister(F& x) {
+  asm("" : "+v"(x));
+}
+
+// True for vector operations with BF16 pair products (V::DotPairs).
+template <class V>
+inline constexpr bool kBf16Dot = requires { requires V::kBf16Dot; };
+
+// Keys per chunk (even: pairs never straddle two chunks).
+constexpr int kQ8_0ValueKeys = 16;
+
+// Q8_0 blocks per value row of hd values (hd a multiple of 32).
+template <int hd>
+inline constexpr int kQ8_0Blocks = hd / kKvQ8_0BlockValues;
+
+// A chunk's weights for one query, [block][kQ8_0ValueKeys].
+template <class V>
+using Q8_0Weight = std::conditional_t<kBf16Dot<V>, uint16_t, float>;
+
+// The int8 quants of values [d, d + kLanes) of row `row` (q8_0 rows of hd
+// values from `rows`).
+template <int hd>
+inline const int8_t* Q8_0Quants(const void* rows, int row, int d) {
+  return reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(rows) +
+                                         static_cast<size_t>(row) * KvBytes(KvDtype::kQ8_0, hd) +
+                                         static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 +
+                                         d % kKvQ8_0BlockValues);
+}
+
+// scales[b][t] = the F32 scale of value block b of row row0 + t, for
+// t < count; 0 for t >= count (rows past the chunk are never read): one
+// gather per block and vector (16 scalar stores read back as a vector
+// stalled on store forwarding: a quarter of a decode row's value time).
+template <class V, int hd>
+inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scales)[kQ8_0ValueKeys]) {
+  constexpr int kBlocks = kQ8_0Blocks<hd>;
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+  const uint8_t* base = static_cast<const uint8_t*>(rows) + static_cast<size_t>(row0) * row_bytes;
+  for (int b = 0; b < kBlocks; ++b) {
+    for (int t = 0; t < kQ8_0ValueKeys; t += V::kLanes) {
+      V::Store(scales[b] + t, V::GatherHalves(base + t * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
+                                              static_cast<int>(row_bytes), count - t));
+    }
+  }
+}
+
+// w[b * kQ8_0ValueKeys + t] = Q8_0ValueWeight(p[t], scales[b][t]) for
+// t < count, +0 beyond (p is read only below count).
+template <class V, int hd>
+inline void ChunkWeightsQ8_0(const float* p, int count, const float (*scales)[kQ8_0ValueKeys],
+                             Q8_0Weight<V>* w) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, kBlocks = kQ8_0Blocks<hd>;
+  for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
+    const int n = count - t0;
+    const F pv = n >= L ? V::Load(p + t0) : n > 0 ? V::LoadPartial(p + t0, n) : V::Zero();
+    for (int b = 0; b < kBlocks; ++b) {
+      const F x = V::Mul(pv, V::Load(scales[b] + t0));
+      if constexpr (kBf16Dot<V>) {
+        V::StoreBf16(w + b * kQ8_0ValueKeys + t0, x);
+      } else {
+        V::Store(w + b * kQ8_0ValueKeys + t0, V::RoundToBf16(x));
+      }
+    }
+  }
+}
+
+// Keys [0, count) of a chunk (rows row0 .. of `rows`) converted once for a
+// large tile: where V::kBf16Dot, pair i's vector c (values [16c, 16c + 16)
+// of keys 2i and 2i+1, interleaved as BF16; zeros for a missing partner)
+// at out + (i * hd / 16 + c) * 16; otherwise key t's quants as F32 at
+// out + t * hd. out: kQ8_0ValueKeys * hd floats.
+template <class V, int hd>
+inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) {
+  constexpr int L = V::kLanes;
+  if constexpr (kBf16Dot<V>) {
+    for (int t = 0; t < count; t += 2) {
+      for (int d = 0; d < hd; d += L) {
+        const int8_t* odd = t + 1 < count ? Q8_0Quants<hd>(rows, row0 + t + 1, d) : nullptr;
+        V::StorePairs(out + (t / 2 * (hd / L) + d / L) * L, V::PairLanes(Q8_0Quants<hd>(rows, row0 + t, d), odd));
+      }
+    }
+  } else {
+    for (int t = 0; t < count; ++t) {
+      for (int d = 0; d < hd; d += L) V::Store(out + t * hd + d, V::LoadI8(Q8_0Quants<hd>(rows, row0 + t, d)));
+    }
+  }
+}
+
+// acc[s][(c0 + c) * L ..] += the chunk's keys [t0, t1) for queries s < kQ
+// (weights w[s], ChunkWeightsQ8_0) and value vectors c < kC: the quants
+// from rows row0 + t of `src` (kFromRows) or from ConvertChunkQ8_0's
+// buffer at `src`. Where V::kBf16Dot, t0 is even and keys go in pairs.
+// With kStep, one prefetch.Step(lines) per key (per pair).
+// Not inlined: inside the tile's loops GCC kept the value vectors on the
+// stack (AVX2 prefill 1.1x slower).
+template <class V, int hd, int kQ, int kC, bool kFromRows, bool kStep, class Prefetch>
+__attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w, float* const* acc, const void* src, int row0, int t0,
+                               int t1, int c0, Prefetch& prefetch, int lines) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  static_assert(kC * L % kKvQ8_0BlockValues == 0, "a micro-tile spans whole q8_0 blocks");
+  // c0 is a multiple of kC, so vector c starts a block exactly when c * L
+  // does, and lies in block BlockOf(c).
+  const int first_block = c0 * L / kKvQ8_0BlockValues;
+  auto BlockOf = [first_block](int c) { return first_block + c * L / kKvQ8_0BlockValues; };
+  F a[kQ][kC];
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
+  }
+  if constexpr (kBf16Dot<V>) {
+    using P = typename V::Pairs;
+    for (int t = t0; t < t1; t += 2) {
+      if constexpr (kStep) prefetch.Step(lines);
+      P vv[kC];
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) {
+        const int d = (c0 + c) * L;
+        if constexpr (kFromRows) {
+          const int8_t* odd = t + 1 < t1 ? Q8_0Quants<hd>(src, row0 + t + 1, d) : nullptr;
+          vv[c] = V::PairLanes(Q8_0Quants<hd>(src, row0 + t, d), odd);
+        } else {
+          vv[c] = V::LoadPairs(static_cast<const float*>(src) + (t / 2 * (hd / L) + c0 + c) * L);
+        }
+        PinInRegister(vv[c]);
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < kQ; ++s) {
+        P wb = vv[0];  // keys t and t + 1's weights for the block of vector c
+#pragma GCC unroll 16
+        for (int c = 0; c < kC; ++c) {
+          if (c * L % kKvQ8_0BlockValues == 0) wb = V::BroadcastPair(w[s] + BlockOf(c) * kQ8_0ValueKeys + t);
+          a[s][c] = V::DotPairs(a[s][c], vv[c], wb);
+        }
+      }
+    }
+  } else {
+    for (int t = t0; t < t1; ++t) {
+      if constexpr (kStep) prefetch.Step(lines);
+      F vv[kC];
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) {
+        const int d = (c0 + c) * L;
+        if constexpr (kFromRows) {
+          vv[c] = V::LoadI8(Q8_0Quants<hd>(src, row0 + t, d));
+        } else {
+          vv[c] = V::Load(static_cast<const float*>(src) + t * hd + d);
+        }
+        PinInRegister(vv[c]);
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < kQ; ++s) {
+        F wb = V::Zero();  // key t's weight for the block of vector c
+#pragma GCC unroll 16
+        for (int c = 0; c < kC; ++c) {
+          if (c * L % kKvQ8_0BlockValues == 0) wb = V::Set1(w[s][BlockOf(c) * kQ8_0ValueKeys + t]);
+          a[s][c] = V::Fma(wb, vv[c], a[s][c]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kC; ++c) V::Store(acc[s] + (c0 + c) * L, a[s][c]);
+  }
+}
+
+// A prefetch that asks for nothing (callers that ask whole blocks).
+struct NoStepPrefetch {
+  void Step(int) {}
+};
+
+// The per-query kernel's value pass: acc[0, hd) += the n keys of one block
+// (q8_0 rows at v) with probabilities p[0, n), chunk by chunk.
+template <class V, int kChunks>
+void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
+  constexpr int hd = kChunks * V::kLanes, kBlocks = kQ8_0Blocks<hd>;
+  alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
+  alignas(64) Q8_0Weight<V> w[kBlocks * kQ8_0ValueKeys];
+  const Q8_0Weight<V>* ws[1] = {w};
+  float* as[1] = {acc};
+  NoStepPrefetch none;
+  for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
+    const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
+    ChunkScalesQ8_0<V, hd>(v, t0, count, scales);
+    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, w);
+    ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, as, v, t0, 0, count, 0, none, 0);
+  }
+}
+
+// The fallback's values (any head_dim, a multiple of 32): acc[0, hd) =
+// acc * correction + sum_{j < n} w[j * hd / 32 + d / 32] * quants[j * hd + d],
+// quants converted to F32 (ConvertQuantsQ8_0), F32 products at every level.
+template <class V>
+void AccumulateValuesQ8_0(const float* w, const float* quants, int n, int hd, float correction, float* acc) {
+  using F = typename V::F;
+  const int blocks = hd / kKvQ8_0BlockValues;
+  for (int d = 0; d < hd; d += V::kLanes) {
+    const float* qd = quants + d;
+    const float* wd = w + d / kKvQ8_0BlockValues;
+    F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      s0 = V::Fma(V::Set1(wd[j * blocks]), V::Load(qd + static_cast<size_t>(j) * hd), s0);
+      s1 = V::Fma(V::Set1(wd[(j + 1) * blocks]), V::Load(qd + static_cast<size_t>(j + 1) * hd), s1);
+      s2 = V::Fma(V::Set1(wd[(j + 2) * blocks]), V::Load(qd + static_cast<size_t>(j + 2) * hd), s2);
+      s3 = V::Fma(V::Set1(wd[(j + 3) * blocks]), V::Load(qd + static_cast<size_t>(j + 3) * hd), s3);
+    }
+    for (; j < n; ++j) s0 = V::Fma(V::Set1(wd[j * blocks]), V::Load(qd + static_cast<size_t>(j) * hd), s0);
+    const F sum = V::Add(V::Add(s0, s1), V::Add(s2, s3));
+    V::Store(acc + d, V::Fma(V::Load(acc + d), V::Set1(correction), sum));
+  }
+}
+
+// The fallback's conversion: rows x hd q8_0 values' quants as F32 (out:
+// rows * hd floats).
+template <class V>
+void ConvertQuantsQ8_0(const void* src, int rows, int hd, float* out) {
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+  for (int j = 0; j < rows; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(src) + j * row_bytes;
+    for (int d = 0; d < hd; d += V::kLanes) {
+      const int8_t* quants = reinterpret_cast<const int8_t*>(
+          row + static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 + d % kKvQ8_0BlockValues);
+      V::Store(out + static_cast<size_t>(j) * hd + d, V::LoadI8(quants));
+    }
+  }
+}
+
+// The fallback's weights: weights[j * hd / 32 + b] = Q8_0ValueWeight(p[j],
+// the scale of block b of row j) for j < n.
+template <class V>
+void RowWeightsQ8_0(const float* p, const void* src, int n, int hd, float* weights) {
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+  const int blocks = hd / kKvQ8_0BlockValues;
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(src) + j * row_bytes;
+    for (int b = 0; b < blocks; ++b) {
+      uint16_t half;
+      std::memcpy(&half, row + static_cast<size_t>(b) * kKvQ8_0BlockBytes, 2);
+      weights[j * blocks + b] = Q8_0ValueWeight(p[j], V::HalfToFloat(half));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_SIMD_ATTENTION_Q8_0_VALUES_H_
