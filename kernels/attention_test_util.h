@@ -82,9 +82,12 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
       std::memcpy(&half, block, 2);
       const double x = std::exp(s[j] - running) * Fp16ToFp32(half);
       const double w = RoundToBf16(static_cast<float>(x));
-      const double step_size = std::ldexp(1.0, std::ilogb(x) - 7);  // a BF16 step at x
-      const double frac = x / step_size - std::floor(x / step_size);
-      const double ambiguous = std::abs(frac - 0.5) * step_size < 1e-5 * std::abs(x) ? step_size : 0.0;
+      double ambiguous = 0;  // (a zero scale's weight is exactly 0)
+      if (x != 0) {
+        const double step_size = std::ldexp(1.0, std::ilogb(x) - 7);  // a BF16 step at x
+        const double frac = x / step_size - std::floor(x / step_size);
+        if (std::abs(frac - 0.5) * step_size < 1e-5 * std::abs(x)) ambiguous = step_size;
+      }
       for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
         const double quant = static_cast<int8_t>(block[2 + d]);
         r.out[b * kKvQ8_0BlockValues + d] += w * rescale * quant;
