@@ -257,8 +257,20 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
       while (group_begin > r && same_prompt(group_begin)) --group_begin;
       if (group_begin > r) end = group_begin;
     }
-    for (int h = 0; h < c.n_kv_heads; ++h) attention_tasks_.push_back({r, end - r, h});
+    attention_tasks_.push_back({r, end - r, 0});
     r = end;
+  }
+  // Tasks head by head: the threads go through one KV head's pages
+  // together, so those stay in the shared L3 from one row block to the
+  // next (row blocks first, a 8,192-token prefill read 8 heads' K and V,
+  // 17.6 MB of q8_0 per layer, between two uses of one head's).
+  const size_t row_blocks = attention_tasks_.size();
+  for (int h = 1; h < c.n_kv_heads; ++h) {
+    for (size_t i = 0; i < row_blocks; ++i) {
+      AttentionTask t = attention_tasks_[i];
+      t.kv_head = h;
+      attention_tasks_.push_back(t);
+    }
   }
   const KvGeometry& g = items[0].kv->geometry();
   const int T = g.page_tokens;
