@@ -5,7 +5,9 @@
 //                        and 151936x1024 weights, per type: bytes/s of weights
 //   gemm_{exact,fast}    nx = 8, 64, 512 activation rows against 3072x1024:
 //                        FLOP/s (2 * rows * cols * nx per call); packed
-//                        also nx = 8 against 151936x1024 (from memory)
+//                        also nx = 8 against 151936x1024 (from memory),
+//                        whole and in tasks of 64 and 192 rows one after
+//                        another (/tasksN: as the engine's tasks cut it)
 //   gemv_packed,         Q8_0 only, the fast path on weights in the packed
 //   gemm_packed          layout (packed_q8_0.h), as models load them at the
 //                        levels that pack (AVX2, AVX-512); gemv_fast and
@@ -195,7 +197,8 @@ enum class MatmulCase { kExact, kFast, kPacked };
 
 // y = x W^T for nx rows; exact (MatmulRows) or fast (QuantizeActivations +
 // MatmulRowsQuantized) on the GGUF rows or on packed Q8_0 weights.
-void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, MatmulCase kind) {
+void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, MatmulCase kind,
+            int64_t task_rows) {
   if (!UseIsa(state, isa)) return;
   if (kind == MatmulCase::kPacked && !PackedQ8_0Supported()) {
     state.SkipWithError("this kernel level does not pack Q8_0");
@@ -212,7 +215,10 @@ void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows,
   for (auto _ : state) {
     if (fast) {
       QuantizeActivations(type, kCols, x.data(), nx, kCols, xq.data());
-      MatmulRowsQuantized(w, 0, rows, xq.data(), nx, y.data(), rows);
+      const int64_t step = task_rows > 0 ? task_rows : rows;
+      for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        MatmulRowsQuantized(w, r0, r0 + step < rows ? r0 + step : rows, xq.data(), nx, y.data(), rows);
+      }
     } else {
       MatmulRows(w, 0, rows, x.data(), nx, kCols, y.data(), rows, scratch.data());
     }
@@ -490,7 +496,16 @@ void RegisterAll() {
                                    KernelIsaName(isa) + "/" +
                                    (nx == 1 ? "" : "nx" + std::to_string(nx) + "/") +
                                    std::to_string(rows) + "x1024";
-          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind));
+          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}));
+          if (kind == MatmulCase::kPacked && nx == 8 && rows > 3072) {
+            // The same pass as the engine's matmul tasks cut it (64 rows:
+            // a 1,024-row matrix's tasks on two threads; 192: 3,072 rows'),
+            // one task after another.
+            for (int64_t task_rows : {64, 192}) {
+              configure(benchmark::RegisterBenchmark((name + "/tasks" + std::to_string(task_rows)).c_str(), Matmul,
+                                                     isa, type, rows, nx, kind, task_rows));
+            }
+          }
         }
       }
     }

@@ -40,9 +40,11 @@ void BlockSums(const int8_t* x, int64_t nb, int32_t* out) {
 // rows' VPDPBUSD chains interleave (one chain is bound by the instruction's
 // latency); a single row splits its block into two chains. Block b asks
 // for the lines [ahead + b * ahead_step, ahead + (b + 1) * ahead_step)
-// (ahead_step 0: none).
-template <int J>
-void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
+// (ahead_step 0: none), into L1 or, with kToL2, into L2 only.
+// Inlined: out of line (as 7e202da had it) prefill's 512-row GEMM ran
+// 1.10x slower (gemm_packed nx512/3072x1024).
+template <int J, bool kToL2>
+inline void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
                const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512 (&acc)[J]) {
   constexpr int kChains = J == 1 ? 2 : 1;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
@@ -58,7 +60,12 @@ void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const f
     }
     const uint8_t* wq = quants + b * 512;
     for (size_t line = 0; line < ahead_step; line += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + b * ahead_step + line), _MM_HINT_T0);
+      const char* at = reinterpret_cast<const char*>(ahead + b * ahead_step + line);
+      if constexpr (kToL2) {
+        _mm_prefetch(at, _MM_HINT_T1);
+      } else {
+        _mm_prefetch(at, _MM_HINT_T0);
+      }
     }
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
@@ -84,12 +91,16 @@ void GroupTile(const uint8_t* group, int64_t nb, const int8_t* const* x, const f
 // GroupTile<t> for a run-time t in [1, kXTile].
 template <int J = kXTile>
 void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, const float* const* dx,
-              const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, __m512* acc) {
+              const int32_t* const* xsum, const uint8_t* ahead, size_t ahead_step, bool to_l2, __m512* acc) {
   if constexpr (J > 1) {
-    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, ahead, ahead_step, acc);
+    if (t < J) return Dispatch<J - 1>(t, group, nb, x, dx, xsum, ahead, ahead_step, to_l2, acc);
   }
   __m512 a[J];
-  GroupTile<J>(group, nb, x, dx, xsum, ahead, ahead_step, a);
+  if (to_l2) {
+    GroupTile<J, true>(group, nb, x, dx, xsum, ahead, ahead_step, a);
+  } else {
+    GroupTile<J, false>(group, nb, x, dx, xsum, ahead, ahead_step, a);
+  }
   for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
@@ -126,19 +137,35 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // group kGroupsAhead on, a slice per block, so memory is read while
       // every tile computes: one tile asking for all of it left memory
       // idle through the other tiles, and the time of a pass from memory
-      // was its read plus its arithmetic. A single row (decode) asks for
-      // the next group as it goes: on Zen 4, with the weights on huge
-      // pages, that made decode 1.10x faster; 2 to 4 rows ask for nothing
+      // was its read plus its arithmetic.
+      // A call of one chunk (5 to 16 rows: fan-out) reads its weights once,
+      // from memory. Its tiles ask for L2 only (T1): on Zen 4, asking for
+      // L1 (T0) left an 8-row pass from memory at its read plus its
+      // arithmetic, 1.8x the time (each L1 request holds one of the core's
+      // few L1 miss buffers until its line arrives). And its range starts
+      // by asking for every group up to the one kGroupsAhead on, so a short
+      // range (an engine task of 4 to 12 groups) is not read on demand.
+      // Prefill's passes (more rows: the weights come from cache after the
+      // first chunk) keep L1 and start cold.
+      // A single row (decode) asks for the next group into L1 as it goes:
+      // with the weights on huge pages that made decode 1.10x faster, and
+      // asking for L2 made it 1.1x slower. 2 to 4 rows ask for nothing
       // (asking made 2-row fan-out steps slower). Not past the range.
       const int tiles = (chunk + kXTile - 1) / kXTile;
+      const bool one_pass = tiles > 1 && nx <= kXChunk;
       const int64_t groups_ahead = tiles > 1 ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
-      const bool ask = groups_ahead > 0 && (g + groups_ahead) * 16 < r1;
-      const size_t ahead_step = ask ? (group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
+      const bool first_group = g == r0 / 16;
+      const int64_t ask_from = one_pass && first_group ? g + 1 : g + groups_ahead;
+      int64_t ask_groups = one_pass && first_group ? groups_ahead : 1;
+      const int64_t g_end = (r1 + 15) / 16;
+      if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
+      const bool ask = groups_ahead > 0 && ask_groups > 0;
+      const size_t ahead_step = ask ? (ask_groups * group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
       for (int jt = 0; jt < chunk; jt += kXTile) {
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
         __m512 acc[kXTile];
-        const uint8_t* ahead = ask ? group + groups_ahead * group_bytes + (jt / kXTile) * nb * ahead_step : group;
-        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, acc);
+        const uint8_t* ahead = ask ? packed + ask_from * group_bytes + (jt / kXTile) * nb * ahead_step : group;
+        Dispatch(t, group, nb, x + jt, dx + jt, xsum + jt, ahead, ahead_step, /*to_l2=*/one_pass, acc);
         for (int j = 0; j < t; ++j) {
           _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
         }

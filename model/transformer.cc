@@ -18,6 +18,14 @@ constexpr int kMaxPageTokens = 256;
 // Matmul tasks per thread: enough that dynamic hand-out evens out the
 // threads (the last task of a matrix is the one the other thread waits for).
 constexpr int kTasksPerThread = 8;
+// Calls of kFanOutRowsMin to kFanOutRowsMax input rows (forks decoding
+// together) read their weights from memory once, and the packed GEMM asks
+// for them 4 groups of 16 rows ahead within a task: tasks of at least
+// kFanOutMinChunk weight rows, long enough for that to run ahead of the
+// arithmetic (fan-out 8 x 64 1.16x on Zen 4, docs/performance.md). Decode
+// rows (1 to 4) keep the short tasks: they ask one group ahead, or none.
+constexpr int kFanOutRowsMin = 5, kFanOutRowsMax = 16;
+constexpr int64_t kFanOutMinChunk = 192;
 constexpr int kQueryBlockRows = 16;  // query rows per attention task
 
 // Rows quantized per task when a matmul's input has many rows (prefill).
@@ -176,7 +184,9 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   first_task[0] = 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int64_t rows = jobs[i].w->rows;
-    chunk[i] = std::max<int64_t>(16, (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
+    const bool fan_out = nx >= kFanOutRowsMin && nx <= kFanOutRowsMax;
+    chunk[i] = std::max<int64_t>(fan_out ? kFanOutMinChunk : 16,
+                                 (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
     first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
   }
   auto locate = [&](int task, size_t* job, int64_t* r0, int64_t* r1) {
