@@ -498,9 +498,10 @@ void RegisterAll() {
                                    std::to_string(rows) + "x1024";
           configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}));
           if (kind == MatmulCase::kPacked && nx == 8 && rows > 3072) {
-            // The same pass as the engine's matmul tasks cut it (64 rows:
-            // a 1,024-row matrix's tasks on two threads; 192: 3,072 rows'),
-            // one task after another.
+            // The same pass cut into tasks as the engine cuts its matmuls,
+            // one task after another: 64 rows (a 1,024-row matrix's tasks
+            // on two threads; decode's still) and 192 (a 3,072-row
+            // matrix's, and fan-out's smallest: kFanOutMinChunk).
             for (int64_t task_rows : {64, 192}) {
               configure(benchmark::RegisterBenchmark((name + "/tasks" + std::to_string(task_rows)).c_str(), Matmul,
                                                      isa, type, rows, nx, kind, task_rows));

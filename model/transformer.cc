@@ -178,13 +178,14 @@ void Transformer::Matmul(const WeightMatrix& w, const float* x, int nx, int64_t 
 void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx,
                               int64_t x_stride) {
   // Split each matrix into chunks: enough for dynamic balance, each large
-  // enough to amortise dispatch. Tasks of all matrices share one Run.
+  // enough to amortise dispatch (and, for fan-out, for the GEMM to ask
+  // ahead: kFanOutMinChunk). Tasks of all matrices share one Run.
   int64_t chunk[kMaxGroup];
   int first_task[kMaxGroup + 1];
   first_task[0] = 0;
+  const bool fan_out = nx >= kFanOutRowsMin && nx <= kFanOutRowsMax;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int64_t rows = jobs[i].w->rows;
-    const bool fan_out = nx >= kFanOutRowsMin && nx <= kFanOutRowsMax;
     chunk[i] = std::max<int64_t>(fan_out ? kFanOutMinChunk : 16,
                                  (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
     first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
