@@ -7,7 +7,9 @@
 //                        FLOP/s (2 * rows * cols * nx per call); packed
 //                        also nx = 8 against 151936x1024 (from memory),
 //                        whole and in tasks of 64 and 192 rows one after
-//                        another (/tasksN: as the engine's tasks cut it)
+//                        another (/tasksN: as the engine's tasks cut it;
+//                        /tasksN/ahead: each task told the next follows);
+//                        gemv_packed 151936x1024 also in tasks of 64
 //   gemv_packed,         Q8_0 only, the fast path on weights in the packed
 //   gemm_packed          layout (packed_q8_0.h), as models load them at the
 //                        levels that pack (AVX2, AVX-512); gemv_fast and
@@ -198,7 +200,7 @@ enum class MatmulCase { kExact, kFast, kPacked };
 // y = x W^T for nx rows; exact (MatmulRows) or fast (QuantizeActivations +
 // MatmulRowsQuantized) on the GGUF rows or on packed Q8_0 weights.
 void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, MatmulCase kind,
-            int64_t task_rows) {
+            int64_t task_rows, bool ask_ahead) {
   if (!UseIsa(state, isa)) return;
   if (kind == MatmulCase::kPacked && !PackedQ8_0Supported()) {
     state.SkipWithError("this kernel level does not pack Q8_0");
@@ -217,7 +219,8 @@ void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows,
       QuantizeActivations(type, kCols, x.data(), nx, kCols, xq.data());
       const int64_t step = task_rows > 0 ? task_rows : rows;
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
-        MatmulRowsQuantized(w, r0, r0 + step < rows ? r0 + step : rows, xq.data(), nx, y.data(), rows);
+        const int64_t r1 = r0 + step < rows ? r0 + step : rows;
+        MatmulRowsQuantized(w, r0, r1, xq.data(), nx, y.data(), rows, ask_ahead ? r1 + step : 0);
       }
     } else {
       MatmulRows(w, 0, rows, x.data(), nx, kCols, y.data(), rows, scratch.data());
@@ -496,15 +499,20 @@ void RegisterAll() {
                                    KernelIsaName(isa) + "/" +
                                    (nx == 1 ? "" : "nx" + std::to_string(nx) + "/") +
                                    std::to_string(rows) + "x1024";
-          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}));
-          if (kind == MatmulCase::kPacked && nx == 8 && rows > 3072) {
+          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}, false));
+          if (kind == MatmulCase::kPacked && (nx == 8 || nx == 1) && rows > 3072) {
             // The same pass cut into tasks as the engine cuts its matmuls,
-            // one task after another: 64 rows (a 1,024-row matrix's tasks
-            // on two threads; decode's still) and 192 (a 3,072-row
-            // matrix's, and fan-out's smallest: kFanOutMinChunk).
+            // one task after another on one thread: 64 rows (a 1,024-row
+            // matrix's tasks on two threads: decode's) and 192 (a 3,072-row
+            // matrix's, and fan-out's smallest: PackedQ8_0MinCallRows); /ahead
+            // tells each task that the next one follows (ask_end, as the
+            // engine's spans of tasks do).
             for (int64_t task_rows : {64, 192}) {
-              configure(benchmark::RegisterBenchmark((name + "/tasks" + std::to_string(task_rows)).c_str(), Matmul,
-                                                     isa, type, rows, nx, kind, task_rows));
+              if (nx == 1 && task_rows != 64) continue;
+              const std::string tasks = name + "/tasks" + std::to_string(task_rows);
+              configure(benchmark::RegisterBenchmark(tasks.c_str(), Matmul, isa, type, rows, nx, kind, task_rows, false));
+              configure(benchmark::RegisterBenchmark((tasks + "/ahead").c_str(), Matmul, isa, type, rows, nx, kind,
+                                                     task_rows, true));
             }
           }
         }

@@ -95,11 +95,15 @@ void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float*
                            const AttentionRun* runs, int n_runs, int heads, int block_keys, int head_dim,
                            const int* visible, float scale, float* max, float* sum, float* acc,
                            float* scratch);
-// Packed Q8_0 weights (packed_q8_0.h, which states the arguments and the
-// arithmetic every such kernel shares bit for bit).
+// Packed Q8_0 weights (packed_q8_0.h, which states the arguments, among
+// them `ask_end`, and the arithmetic every such kernel shares bit for bit).
 using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                                     int64_t r1, const uint8_t* xq, size_t x_row_bytes,
-                                    size_t scales_offset, int nx, float* y, int64_t y_stride);
+                                    size_t scales_offset, int nx, float* y, int64_t y_stride,
+                                    int64_t ask_end);
+// The fewest weight rows worth one call of a packed Q8_0 kernel with `nx`
+// activation rows (packed_q8_0.h PackedQ8_0MinCallRows).
+using PackedQ8_0MinCallRowsFn = int64_t (*)(int nx);
 // Packs up to 16 Q8_0 rows into one packed group (packed_q8_0.h
 // PackQ8_0Group; every level gives the same bytes).
 using PackQ8_0GroupFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
@@ -132,6 +136,7 @@ struct KernelTable {
   bool pack_q8_0;
   PackedQ8_0MatmulFn packed_q8_0;
   PackedQ8_0MatmulFn packed_q8_0_wide;
+  PackedQ8_0MinCallRowsFn packed_q8_0_min_call_rows;  // for packed_q8_0
   PackQ8_0GroupFn pack_q8_0_group;
   bool amx;
 };

@@ -101,8 +101,17 @@ void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq
 // For weight rows r in [r0, r1) and activation rows j in [0, nx) of `xq`
 // (as QuantizeActivations wrote them for w.type and w.cols):
 //   y[j * y_stride + r] = W[r] . xq[j].
+// `ask_end` > r1: this thread computes rows [r1, ask_end) of `w` next, so
+// the kernel may ask for their weights ahead (packed Q8_0: packed_q8_0.h
+// MatmulPackedQ8_0). It never changes a value.
 void MatmulRowsQuantized(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* xq,
-                         int nx, float* y, int64_t y_stride);
+                         int nx, float* y, int64_t y_stride, int64_t ask_end = 0);
+
+// The fewest weight rows worth one MatmulRowsQuantized call with `nx`
+// activation rows, for callers that split `w` between threads (a multiple
+// of 16): packed Q8_0 asks its kernel (packed_q8_0.h PackedQ8_0MinCallRows),
+// every other type says 16.
+int64_t MatmulMinCallRows(const WeightMatrix& w, int nx);
 
 }  // namespace kvs
 

@@ -263,14 +263,18 @@ void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq
   for (int64_t i = 0; i < cols; ++i) out[i] = d[i / block] * q[i];
 }
 
+int64_t MatmulMinCallRows(const WeightMatrix& w, int nx) {
+  return w.packed != nullptr && w.type == GgmlType::kQ8_0 ? PackedQ8_0MinCallRows(nx) : 16;
+}
+
 void MatmulRowsQuantized(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* xq,
-                         int nx, float* y, int64_t y_stride) {
+                         int nx, float* y, int64_t y_stride, int64_t ask_end) {
   const int type = kernel_table::ComputeTypeOf(w.type);
   if (type < 0 || r0 >= r1 || nx <= 0) return;
   if (w.packed != nullptr && type == kernel_table::kQ8_0) {
     const QuantizedRows x = Layout(type, xq, w.cols);
     MatmulPackedQ8_0(w.packed, w.rows, w.cols, r0, r1, xq, x.row_bytes, x.scales_offset, nx, y,
-                     y_stride);
+                     y_stride, ask_end);
     return;
   }
   kernel_table::ActiveKernelTable().matmul_quantized[type](

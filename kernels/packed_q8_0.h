@@ -76,15 +76,32 @@ bool AmxAvailable();
 // the arithmetic above, by the active kernel table's packed kernel. `xq`:
 // nx activation rows of int8 quants, rows `x_row_bytes` apart, F32 scales
 // (one per 32) at + `scales_offset`.
+// `ask_end` > r1 says the calling thread goes on with rows [r1, ask_end) of
+// the same matrix next: a kernel that reads its weights ahead may then ask
+// for their lines before its own range ends (the AVX-512 kernel does for
+// one row and for a call of 5 to 16 rows), so a thread's run of calls
+// streams its weights as one call over the whole run would. It never
+// changes a value; 0 (or anything <= r1) asks for nothing past r1.
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
-                      float* y, int64_t y_stride);
+                      float* y, int64_t y_stride, int64_t ask_end = 0);
+
+// The fewest weight rows worth one MatmulPackedQ8_0 call with `nx`
+// activation rows, for callers that split a matrix between threads: a
+// shorter call costs its kernel more time than the finer split gains. 16
+// (one group) unless the active kernel says otherwise: the AVX-512 kernel
+// gives a call of 5 to 16 rows (fan-out: one pass over weights from
+// memory) 192, since it asks for a call's first groups only once the call
+// starts (gemm_packed nx8/151936x1024/tasks64 against /tasks192 in
+// kvs-bench-kernels). AMX (16 rows or more) says 16.
+int64_t PackedQ8_0MinCallRows(int nx);
 
 // The scalar reference of the same arithmetic (the scalar level's table
-// entry, and the tests' reference).
+// entry, and the tests' reference); it asks for nothing.
 void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                             int64_t r1, const uint8_t* xq, size_t x_row_bytes,
-                            size_t scales_offset, int nx, float* y, int64_t y_stride);
+                            size_t scales_offset, int nx, float* y, int64_t y_stride,
+                            int64_t ask_end = 0);
 
 namespace packed_q8_0_internal {
 // Asks Linux for AMX tile data for this process (packed_q8_0_amx.cc); true

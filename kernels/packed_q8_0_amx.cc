@@ -91,7 +91,7 @@ namespace {
 
 void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
-               int64_t y_stride) {
+               int64_t y_stride, int64_t /*ask_end: AMX runs prefill's many rows, from cache*/) {
   ConfigureTiles();
   if (r1 > rows) r1 = rows;
   const int64_t nb = cols / 32;

@@ -81,7 +81,7 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   for (int64_t cols : {32, 1024, 3072, 32800}) {
     const int64_t rows = 45;
     Packed p = MakePacked(rows, cols, rng);
-    for (int nx : {1, 3, 16, 21, 40}) {
+    for (int nx : {1, 3, 8, 16, 21, 40}) {
       std::normal_distribution<float> nd(0, 1);
       std::vector<float> x(nx * cols);
       for (float& v : x) v = nd(rng);
@@ -93,11 +93,16 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
       std::vector<float> ref(nx * rows), fast(nx * rows, std::nanf("")), alone(nx * rows);
       MatmulPackedQ8_0Scalar(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, scales_offset, nx,
                              ref.data(), rows);
-      // Split ranges that cut groups (3 .. 37), and the dispatching entry
-      // point (AMX for nx >= 16 where available).
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, 3, xq.data(), xb, scales_offset, nx, fast.data(), rows);
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows);
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 37, rows, xq.data(), xb, scales_offset, nx, fast.data(), rows);
+      // Split ranges that cut groups (3 .. 37), each told the next follows
+      // (ask_end, past the matrix's end for the last), and the dispatching
+      // entry point (AMX for nx >= 16 where available).
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, 3, xq.data(), xb, scales_offset, nx, fast.data(), rows, 37);
+      for (int j = 0; j < nx; ++j) {  // ask_end asks; it writes nothing past r1
+        for (int64_t r = 3; r < rows; ++r) ASSERT_TRUE(std::isnan(fast[j * rows + r])) << "row " << r;
+      }
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows, rows);
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 37, rows, xq.data(), xb, scales_offset, nx, fast.data(), rows,
+                       rows + 100);
       for (int j = 0; j < nx; ++j) {  // every row alone (GEMV)
         MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, rows, xq.data() + j * xb, xb, scales_offset, 1,
                          alone.data() + j * rows, 0);
@@ -251,6 +256,26 @@ TEST(PackedQ8_0DispatchTest, TheAvx512LevelPacksAndItsNameSaysWhetherItUsesAmx) 
                                                   (DetectedCpuFeatures().avx512bf16 ? "+bf16" : ""));
   if (!t.amx) {
     EXPECT_EQ(t.packed_q8_0_wide, t.packed_q8_0);
+  }
+}
+
+// A caller splits a matrix into calls of at least this many rows: whole
+// groups on every level, and on AVX-512 without AMX, longer calls for a
+// fan-out's 5 to 16 rows than for decode's 1 to 4 or prefill's many.
+TEST(PackedQ8_0DispatchTest, MinCallRowsAreWholeGroupsAndLongerForFanOutOnAvx512) {
+  for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    ScopedKernelIsa level(isa);
+    if (!level.supported()) continue;
+    for (int nx = 1; nx <= 600; ++nx) {
+      const int64_t rows = PackedQ8_0MinCallRows(nx);
+      ASSERT_GE(rows, 16) << KernelIsaName(isa) << " nx " << nx;
+      ASSERT_EQ(rows % 16, 0) << KernelIsaName(isa) << " nx " << nx;
+    }
+    if (isa == KernelIsa::kAvx512 && !kernel_table::ActiveKernelTable().amx) {
+      EXPECT_GT(PackedQ8_0MinCallRows(8), PackedQ8_0MinCallRows(1));
+      EXPECT_GT(PackedQ8_0MinCallRows(16), PackedQ8_0MinCallRows(4));
+      EXPECT_GT(PackedQ8_0MinCallRows(5), PackedQ8_0MinCallRows(17));
+    }
   }
 }
 

@@ -36,6 +36,7 @@ int ThreadPool::AvailableCores() {
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = AvailableCores();
   if (n_threads < 1) n_threads = 1;
+  spans_ = std::make_unique<Span[]>(n_threads);
   workers_.reserve(n_threads - 1);
   for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
@@ -48,6 +49,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::DrainTasks(int thread) {
+  if (in_spans_) return DrainSpans(thread);
   for (;;) {
     const int task = next_task_.fetch_add(1, std::memory_order_relaxed);
     if (task >= n_tasks_) return;
@@ -55,7 +57,54 @@ void ThreadPool::DrainTasks(int thread) {
   }
 }
 
+int ThreadPool::TakeFront(int s) {
+  uint64_t b = spans_[s].bounds.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint32_t front = static_cast<uint32_t>(b), back = static_cast<uint32_t>(b >> 32);
+    if (front >= back) return -1;
+    if (spans_[s].bounds.compare_exchange_weak(b, b + 1, std::memory_order_relaxed)) {
+      return static_cast<int>(front);
+    }
+  }
+}
+
+int ThreadPool::TakeBack(int s) {
+  uint64_t b = spans_[s].bounds.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint32_t front = static_cast<uint32_t>(b), back = static_cast<uint32_t>(b >> 32);
+    if (front >= back) return -1;
+    if (spans_[s].bounds.compare_exchange_weak(b, b - (uint64_t{1} << 32), std::memory_order_relaxed)) {
+      return static_cast<int>(back - 1);
+    }
+  }
+}
+
+void ThreadPool::DrainSpans(int thread) {
+  for (int task = TakeFront(thread); task >= 0; task = TakeFront(thread)) (*job_)(task, thread);
+  // Then help the others: the back task of the span with the most left.
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int s = 0; s < size(); ++s) {
+      const uint64_t b = spans_[s].bounds.load(std::memory_order_relaxed);
+      const int64_t left = static_cast<int64_t>(b >> 32) - static_cast<int64_t>(static_cast<uint32_t>(b));
+      if (left > most) most = left, victim = s;
+    }
+    if (victim < 0) return;
+    const int task = TakeBack(victim);
+    if (task >= 0) (*job_)(task, thread);
+  }
+}
+
 void ThreadPool::Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> fn) {
+  RunJob(n_tasks, fn, /*in_spans=*/false);
+}
+
+void ThreadPool::RunInSpans(int n_tasks, absl::FunctionRef<void(int task, int thread)> fn) {
+  RunJob(n_tasks, fn, /*in_spans=*/true);
+}
+
+void ThreadPool::RunJob(int n_tasks, const absl::FunctionRef<void(int, int)>& fn, bool in_spans) {
   if (n_tasks <= 0) return;
   if (workers_.empty() || n_tasks == 1) {
     for (int t = 0; t < n_tasks; ++t) fn(t, 0);
@@ -65,7 +114,15 @@ void ThreadPool::Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> 
   // register in job_state_ before touching it.
   job_ = &fn;
   n_tasks_ = n_tasks;
+  in_spans_ = in_spans;
   next_task_.store(0, std::memory_order_relaxed);
+  if (in_spans) {
+    for (int t = 0; t < size(); ++t) {
+      const uint64_t front = t == 0 ? 0 : static_cast<uint32_t>(SpanEnd(n_tasks, t - 1));
+      spans_[t].bounds.store((static_cast<uint64_t>(SpanEnd(n_tasks, t)) << 32) | front,
+                             std::memory_order_relaxed);
+    }
+  }
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
   job_state_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
   generation_.store(gen, std::memory_order_release);

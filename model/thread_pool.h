@@ -7,6 +7,14 @@
 // workers are threads 1..size()-1, so per-thread scratch is indexed by
 // `thread`. Nothing is allocated per Run.
 //
+// RunInSpans(n_tasks, fn) does the same with another order: the tasks are
+// cut into size() contiguous spans (SpanEnd), thread t runs span t from
+// its front, in ascending order, and a thread whose span is done takes
+// tasks from the back of the span with the most left. So while no thread
+// falls behind, a thread's next task is the one after its current task,
+// and a task may prepare that one (ask for its memory into this core's
+// caches); a task that was taken from another span is the last left there.
+//
 // Between Runs, workers spin briefly (a forward pass issues hundreds of
 // Runs back to back) and then sleep on a futex, so an idle pool costs no CPU.
 // Run never waits for a worker that has not started on the job: it closes
@@ -21,6 +29,7 @@
 #define KVSESSION_MODEL_THREAD_POOL_H_
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -40,19 +49,39 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   void Run(int n_tasks, absl::FunctionRef<void(int task, int thread)> fn);
+  void RunInSpans(int n_tasks, absl::FunctionRef<void(int task, int thread)> fn);
+
+  // The end (exclusive) of `thread`'s span of RunInSpans(n_tasks, ...); its
+  // span begins at SpanEnd(n_tasks, thread - 1), thread 0's at 0.
+  int SpanEnd(int n_tasks, int thread) const {
+    return static_cast<int>(static_cast<int64_t>(n_tasks) * (thread + 1) / size());
+  }
 
   // Cores this process may run on.
   static int AvailableCores();
 
  private:
+  // A span of RunInSpans: (back << 32) | front, tasks [front, back) left.
+  struct alignas(64) Span {
+    std::atomic<uint64_t> bounds{0};
+  };
+
+  void RunJob(int n_tasks, const absl::FunctionRef<void(int, int)>& fn, bool in_spans);
   void WorkerLoop(int thread);
   void DrainTasks(int thread);
+  void DrainSpans(int thread);
+  // Takes the front task of span `s` (the owner) or its back task (a
+  // thief); -1 when the span is empty.
+  int TakeFront(int s);
+  int TakeBack(int s);
 
   std::vector<std::thread> workers_;
   // The current job; written by Run before `generation_` is bumped.
   const absl::FunctionRef<void(int, int)>* job_ = nullptr;
   int n_tasks_ = 0;
   std::atomic<int> next_task_{0};
+  bool in_spans_ = false;
+  std::unique_ptr<Span[]> spans_;  // size() of them
   // (generation << 32) | closed bit (1 << 31) | workers inside the job.
   std::atomic<uint64_t> job_state_{0};
   std::atomic<uint32_t> generation_{0};

@@ -55,6 +55,88 @@ TEST(ThreadPoolTest, WorkersShareTheLoad) {
   EXPECT_EQ(threads_seen.size(), 2u);
 }
 
+TEST(ThreadPoolTest, RunInSpansRunsEveryTaskExactlyOnce) {
+  ThreadPool pool(3);
+  for (int n : {0, 1, 2, 3, 7, 1000}) {
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<int> bad_thread{0};
+    pool.RunInSpans(n, [&](int task, int thread) {
+      hits[task].fetch_add(1);
+      if (thread < 0 || thread >= pool.size()) bad_thread.fetch_add(1);
+    });
+    for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "n=" << n << " task " << i;
+    EXPECT_EQ(bad_thread.load(), 0);
+  }
+}
+
+TEST(ThreadPoolTest, SpansCoverTheTasksInThreadOrderAndNearlyEqually) {
+  ThreadPool pool(3);
+  for (int n : {1, 2, 3, 10, 1000}) {
+    EXPECT_EQ(pool.SpanEnd(n, pool.size() - 1), n);
+    int begin = 0;
+    for (int t = 0; t < pool.size(); ++t) {
+      const int end = pool.SpanEnd(n, t);
+      EXPECT_GE(end, begin);
+      EXPECT_LE(end - begin, n / pool.size() + 1) << "n=" << n << " thread " << t;
+      begin = end;
+    }
+  }
+}
+
+// Each thread's own tasks come in ascending order; what it takes from
+// another span comes from that span's back, so in descending order.
+TEST(ThreadPoolTest, EachThreadRunsItsOwnSpanInOrderAndTakesOthersFromTheBack) {
+  ThreadPool pool(2);
+  for (int round = 0; round < 200; ++round) {
+    const int n = 64;
+    std::vector<int> order[2];
+    pool.RunInSpans(n, [&](int task, int thread) {
+      order[thread].push_back(task);
+      if (task % 7 == 0) std::this_thread::yield();  // uneven tasks, so stealing happens
+    });
+    for (int t = 0; t < 2; ++t) {
+      const int begin = t == 0 ? 0 : pool.SpanEnd(n, 0), end = pool.SpanEnd(n, t);
+      int last_own = -1, last_other = n;
+      for (int task : order[t]) {
+        if (task >= begin && task < end) {
+          EXPECT_GT(task, last_own) << "thread " << t << " ran its own span out of order";
+          last_own = task;
+        } else {
+          EXPECT_LT(task, last_other) << "thread " << t << " took another span's task not from its back";
+          last_other = task;
+        }
+      }
+    }
+    EXPECT_EQ(order[0].size() + order[1].size(), static_cast<size_t>(n));
+  }
+}
+
+// The caller never waits for a worker's span: while the worker is held up
+// in its first task, the caller runs the rest of that span, from its back.
+TEST(ThreadPoolTest, AThreadDoneWithItsSpanTakesASlowThreadsTasksFromTheBack) {
+  ThreadPool pool(2);
+  const int n = 10, worker_first = pool.SpanEnd(n, 0);
+  std::atomic<bool> worker_started{false};
+  std::vector<int> caller_order, worker_order;
+  pool.RunInSpans(n, [&](int task, int thread) {
+    (thread == 0 ? caller_order : worker_order).push_back(task);
+    if (thread == 1 && task == worker_first) {
+      worker_started = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    if (thread == 0 && task == 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!worker_started && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
+  });
+  ASSERT_TRUE(worker_started.load());
+  EXPECT_EQ(worker_order, std::vector<int>{worker_first});
+  std::vector<int> expected;
+  for (int t = 0; t < worker_first; ++t) expected.push_back(t);
+  for (int t = n - 1; t > worker_first; --t) expected.push_back(t);
+  EXPECT_EQ(caller_order, expected);
+}
+
 TEST(ThreadPoolTest, WorkersAreNamedKvsComputeSoTopAndPerfShowThem) {
   auto named = [] {
     int n = 0;

@@ -16,16 +16,11 @@ namespace {
 
 constexpr int kMaxPageTokens = 256;
 // Matmul tasks per thread: enough that dynamic hand-out evens out the
-// threads (the last task of a matrix is the one the other thread waits for).
+// threads (the last task of a matrix is the one the other thread waits
+// for), unless the kernel asks for longer calls (MatmulMinCallRows).
 constexpr int kTasksPerThread = 8;
-// Calls of kFanOutRowsMin to kFanOutRowsMax input rows (forks decoding
-// together) read their weights from memory once, and the packed GEMM asks
-// for them 4 groups of 16 rows ahead within a task: tasks of at least
-// kFanOutMinChunk weight rows, long enough for that to run ahead of the
-// arithmetic (fan-out 8 x 64 1.16x on Zen 4, docs/performance.md). Decode
-// rows (1 to 4) keep the short tasks: they ask one group ahead, or none.
-constexpr int kFanOutRowsMin = 5, kFanOutRowsMax = 16;
-constexpr int64_t kFanOutMinChunk = 192;
+// Calls of at most this many input rows run their tasks in spans (MatmulGroup).
+constexpr int kStreamRowsMax = 16;
 constexpr int kQueryBlockRows = 16;  // query rows per attention task
 
 // Rows quantized per task when a matmul's input has many rows (prefill).
@@ -177,17 +172,16 @@ void Transformer::Matmul(const WeightMatrix& w, const float* x, int nx, int64_t 
 
 void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx,
                               int64_t x_stride) {
-  // Split each matrix into chunks: enough for dynamic balance, each large
-  // enough to amortise dispatch (and, for fan-out, for the GEMM to ask
-  // ahead: kFanOutMinChunk). Tasks of all matrices share one Run.
+  // Split each matrix into chunks: enough for dynamic balance, each at
+  // least as long as the kernel asks (MatmulMinCallRows: fan-out's packed
+  // GEMM wants longer calls). Tasks of all matrices share one Run.
   int64_t chunk[kMaxGroup];
   int first_task[kMaxGroup + 1];
   first_task[0] = 0;
-  const bool fan_out = nx >= kFanOutRowsMin && nx <= kFanOutRowsMax;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const int64_t rows = jobs[i].w->rows;
-    chunk[i] = std::max<int64_t>(fan_out ? kFanOutMinChunk : 16,
-                                 (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
+    const int64_t min_rows = path_ == MatmulPath::kExact ? 16 : MatmulMinCallRows(*jobs[i].w, nx);
+    chunk[i] = std::max<int64_t>(min_rows, (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
     first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
   }
   auto locate = [&](int task, size_t* job, int64_t* r0, int64_t* r1) {
@@ -228,17 +222,34 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
     });
     xq[i] = out;
   }
-  pool_->Run(first_task[jobs.size()], [&](int task, int thread) {
+  // A call of up to kStreamRowsMax rows (decode, fan-out) reads its weights
+  // once, from memory: each thread takes a span of consecutive tasks, so it
+  // can ask for the weights of its next task (the rows after this one's)
+  // while it finishes this one (ask_end). A task taken from another
+  // thread's span asks for nothing past its own rows. Prefill's calls
+  // reuse each task's weights from cache; they keep the shared counter.
+  const int n_tasks = first_task[jobs.size()];
+  const bool spans = nx <= kStreamRowsMax;
+  auto task_fn = [&](int task, int thread) {
     size_t j;
     int64_t r0, r1;
     locate(task, &j, &r0, &r1);
     const MatmulJob& m = jobs[j];
     if (m.w->type == GgmlType::kF32) {
       MatmulRows(*m.w, r0, r1, x, nx, x_stride, m.y, m.y_stride, matmul_scratch_[thread].data());
-    } else {
-      MatmulRowsQuantized(*m.w, r0, r1, xq[j], nx, m.y, m.y_stride);
+      return;
     }
-  });
+    const int span_begin = thread == 0 ? 0 : pool_->SpanEnd(n_tasks, thread - 1);
+    const bool next_is_mine = spans && task >= span_begin && task + 1 < pool_->SpanEnd(n_tasks, thread) &&
+                              task + 1 < first_task[j + 1];
+    const int64_t ask_end = next_is_mine ? std::min(m.w->rows, r1 + chunk[j]) : 0;
+    MatmulRowsQuantized(*m.w, r0, r1, xq[j], nx, m.y, m.y_stride, ask_end);
+  };
+  if (spans) {
+    pool_->RunInSpans(n_tasks, task_fn);
+  } else {
+    pool_->Run(n_tasks, task_fn);
+  }
 }
 
 void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n_rows) {
