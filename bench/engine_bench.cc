@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/top_logits.h"
 #include "model/huge_page_arena.h"
 
 namespace kvs {
@@ -119,7 +120,7 @@ double EngineBench::Decode(std::vector<KvSequence>& seqs, int steps) {
     Die(t_.Forward(items, logits_.data()), "Forward");
     for (int i = 0; i < b; ++i) {
       const float* l = &logits_[static_cast<size_t>(i) * c_.vocab_size];
-      next[i] = static_cast<int32_t>(std::max_element(l, l + c_.vocab_size) - l);
+      next[i] = static_cast<int32_t>(Argmax(l, c_.vocab_size));  // the service's greedy pick
     }
   }
   return b * steps / SecondsSince(start);

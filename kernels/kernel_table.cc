@@ -14,11 +14,13 @@ KernelTable BuildTable(KernelIsa isa) {
   FillScalarDequantize(&t);
   FillScalarAttention(&t);
   FillScalarPackedQ8_0(&t);
+  FillScalarTopLogits(&t);
   if (isa == KernelIsa::kAvx2) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
     FillAvx2Attention(&t);
     FillAvx2PackedQ8_0(&t);
+    FillAvx2TopLogits(&t);
   } else if (isa == KernelIsa::kAvx512) {
     const bool bf16 = DetectedCpuFeatures().avx512bf16;
     FillAvx512Matmul(&t);
@@ -27,6 +29,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512Attention(&t);
     if (bf16) FillAvx512Bf16Attention(&t);
     FillAvx512PackedQ8_0(&t);
+    FillAvx512TopLogits(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
       t.name = bf16 ? "avx512+amx+bf16" : "avx512+amx";

@@ -133,6 +133,13 @@ struct Avx2 {
   // Pieces of the vectorized exp (simd_attention.h).
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  // Bit i set where lane i of a > b (or ==); false for NaN.
+  static unsigned GreaterMask(F a, F b) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)));
+  }
+  static unsigned EqualMask(F a, F b) {
+    return static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_EQ_OQ)));
+  }
   static F RoundNearest(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // p * 2^n for integral n in [-126, 127], through the exponent bits.
   static F ScaleByPow2(F p, F n) {

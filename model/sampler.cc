@@ -89,6 +89,7 @@ double SequenceRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0
 Sampler::Sampler(int vocab_size) {
   candidates_.reserve(vocab_size);
   penalized_.resize(vocab_size);
+  top_.resize(vocab_size);
 }
 
 int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
@@ -117,23 +118,25 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
     l = penalized_.data();
   }
 
-  if (params.greedy()) {
-    return static_cast<int32_t>(std::max_element(l, l + vocab) - l);
-  }
+  // Greedy and top-k pick with the SIMD kernels (kernels/top_logits.h):
+  // the same tokens, in the same order, as std::max_element and a
+  // partial sort by (logit descending, id ascending), in tens of
+  // microseconds instead of hundreds over a 151,936-token vocabulary.
+  if (params.greedy()) return static_cast<int32_t>(Argmax(l, vocab));
 
   candidates_.clear();
-  for (int i = 0; i < vocab; ++i) candidates_.emplace_back(l[i], i);
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = candidates_.size();
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
-    keep = params.top_k;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+  if (params.top_k > 0 && params.top_k < vocab) {
+    const int n = TopK(l, vocab, params.top_k, top_.data());
+    for (int i = 0; i < n; ++i) candidates_.emplace_back(top_[i].logit, top_[i].id);
   } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+    for (int i = 0; i < vocab; ++i) {
+      if (!std::isnan(l[i])) candidates_.emplace_back(l[i], i);
+    }
+    std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
   }
-  candidates_.resize(keep);
+  if (candidates_.empty()) return 0;  // every logit NaN
 
   // Probabilities at temperature 1 decide the truncations (as llama.cpp).
   const float max_logit = candidates_[0].first;
@@ -178,21 +181,16 @@ void Sampler::TopLogprobs(std::span<const float> logits, int n,
   const int vocab = static_cast<int>(logits.size());
   n = std::min(n, vocab);
   if (n <= 0) return;
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const float max_logit = logits[Argmax(logits.data(), vocab)];
   double z = 0;
   for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
   const float log_z = static_cast<float>(std::log(z)) + max_logit;
-  candidates_.clear();
-  for (int i = 0; i < vocab; ++i) candidates_.emplace_back(logits[i], i);
-  std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(),
-                    [](const auto& a, const auto& b) {
-                      return a.first > b.first || (a.first == b.first && a.second < b.second);
-                    });
-  for (int i = 0; i < n; ++i) out->emplace_back(candidates_[i].second, candidates_[i].first - log_z);
+  n = TopK(logits.data(), vocab, n, top_.data());
+  for (int i = 0; i < n; ++i) out->emplace_back(top_[i].id, top_[i].logit - log_z);
 }
 
 float Sampler::Logprob(std::span<const float> logits, int32_t token) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const float max_logit = logits[Argmax(logits.data(), static_cast<int64_t>(logits.size()))];
   double z = 0;
   for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
   return logits[token] - (static_cast<float>(std::log(z)) + max_logit);

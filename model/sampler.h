@@ -9,6 +9,10 @@
 // a fork can be given its own seed and a restored sequence continues with
 // exactly the draws the uninterrupted one would have made.
 //
+// Greedy and top-k select with the SIMD kernels of kernels/top_logits.h
+// (exact: the order of a sort by logit, ties to the smaller id). NaN logits
+// are never drawn.
+//
 // Ownership: a Sampler owns scratch sized to the vocabulary so sampling
 // allocates nothing; one Sampler per thread that samples.
 #ifndef KVSESSION_MODEL_SAMPLER_H_
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/top_logits.h"
 
 namespace kvs {
 
@@ -83,6 +88,7 @@ class Sampler {
  private:
   std::vector<std::pair<float, int32_t>> candidates_;  // (logit, token)
   std::vector<float> penalized_;
+  std::vector<TopLogit> top_;  // TopK's output, vocab_size entries
 };
 
 }  // namespace kvs

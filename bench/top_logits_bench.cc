@@ -1,0 +1,90 @@
+// kvs-bench-kernels cases for picking tokens from a 151,936-token
+// vocabulary (Qwen's), one thread, per kernel level, µs per call:
+//   top_logits/argmax/<level>      Argmax (greedy decoding)
+//   top_logits/top_k40/<level>     TopK with k = 40 (the sampler's default)
+//   top_logits/std/max_element     what greedy was before: std::max_element
+//   top_logits/std/partial_sort40  what top-k was before: (logit, id) pairs
+//                                  of the whole vocabulary, std::partial_sort
+// The logits are N(0, 3) in random order, as a model's roughly are; a
+// fan-out step of 8 forks picks 8 times.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cpu_features.h"
+#include "kernels/top_logits.h"
+
+namespace kvs {
+namespace {
+
+constexpr int kVocab = 151936;
+
+const std::vector<float>& Logits() {
+  static const std::vector<float> logits = [] {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0, 3);
+    std::vector<float> x(kVocab);
+    for (float& v : x) v = nd(rng);
+    return x;
+  }();
+  return logits;
+}
+
+bool UseLevel(benchmark::State& state, KernelIsa isa) {
+  if (ForceKernelIsa(isa)) return true;
+  state.SkipWithError("kernel level not supported on this CPU");
+  return false;
+}
+
+void ArgmaxCase(benchmark::State& state, KernelIsa isa) {
+  if (!UseLevel(state, isa)) return;
+  const std::vector<float>& x = Logits();
+  for (auto _ : state) benchmark::DoNotOptimize(Argmax(x.data(), kVocab));
+}
+
+void TopK40Case(benchmark::State& state, KernelIsa isa) {
+  if (!UseLevel(state, isa)) return;
+  const std::vector<float>& x = Logits();
+  std::vector<TopLogit> out(40);
+  for (auto _ : state) benchmark::DoNotOptimize(TopK(x.data(), kVocab, 40, out.data()));
+}
+
+void StdMaxElement(benchmark::State& state) {
+  const std::vector<float>& x = Logits();
+  for (auto _ : state) benchmark::DoNotOptimize(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
+void StdPartialSort40(benchmark::State& state) {
+  const std::vector<float>& x = Logits();
+  std::vector<std::pair<float, int32_t>> c;
+  c.reserve(kVocab);
+  for (auto _ : state) {
+    c.clear();
+    for (int i = 0; i < kVocab; ++i) c.emplace_back(x[i], i);
+    std::partial_sort(c.begin(), c.begin() + 40, c.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    benchmark::DoNotOptimize(c.data());
+  }
+}
+
+const bool registered = [] {
+  const auto configure = [](benchmark::internal::Benchmark* b) {
+    b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  };
+  for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    const std::string level = KernelIsaName(isa);
+    configure(benchmark::RegisterBenchmark(("top_logits/argmax/" + level).c_str(), ArgmaxCase, isa));
+    configure(benchmark::RegisterBenchmark(("top_logits/top_k40/" + level).c_str(), TopK40Case, isa));
+  }
+  configure(benchmark::RegisterBenchmark("top_logits/std/max_element", StdMaxElement));
+  configure(benchmark::RegisterBenchmark("top_logits/std/partial_sort40", StdPartialSort40));
+  return true;
+}();
+
+}  // namespace
+}  // namespace kvs

@@ -1,0 +1,40 @@
+// Picking the largest logits, for sampling: Argmax (greedy decoding) and
+// TopK (the sampler's top-k truncation), exact, in a defined order, and the
+// same answer at every kernel level.
+//
+// Order: a logit is better than another when it is larger, or equal and at
+// a smaller index (the order std::max_element and a stable sort by
+// descending logit give). NaN logits are never picked.
+//
+// Both read `x` once or twice from front to back and allocate nothing; the
+// SIMD levels compare a vector of logits at a time (simd_top_logits.h), so
+// a 151,936-token vocabulary takes tens of microseconds rather than the
+// hundreds std::max_element and std::partial_sort over (logit, id) pairs
+// took. Thread safety: pure functions.
+#ifndef KVSESSION_KERNELS_TOP_LOGITS_H_
+#define KVSESSION_KERNELS_TOP_LOGITS_H_
+
+#include <cstdint>
+
+namespace kvs {
+
+struct TopLogit {
+  float logit;
+  int32_t id;
+};
+
+// The index of the best of x[0, n): the first of the largest non-NaN
+// values; 0 when n <= 0 or every value is NaN.
+int64_t Argmax(const float* x, int64_t n);
+
+// The min(k, non-NaN count) best of x[0, n) into out[0, ...), best first;
+// returns how many. `out` holds k entries; n < 2^31.
+int TopK(const float* x, int64_t n, int k, TopLogit* out);
+
+// The scalar level's entries (the reference the SIMD ones match).
+int64_t ArgmaxScalar(const float* x, int64_t n);
+int TopKScalar(const float* x, int64_t n, int k, TopLogit* out);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_KERNELS_TOP_LOGITS_H_

@@ -1,0 +1,105 @@
+#include "kernels/top_logits.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu_features.h"
+#include "kernels/isa_test_util.h"
+
+namespace kvs {
+namespace {
+
+// The reference: every non-NaN index sorted best first (larger logit, then
+// smaller index), by std::stable_sort, independent of the heap.
+std::vector<int32_t> Ranked(const std::vector<float>& x) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isnan(x[i])) ids.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+  return ids;
+}
+
+// Logits as a model gives them, plus the cases a vector loop can get wrong:
+// ties (many equal values, the best repeated), infinities, NaNs, and the
+// best in the tail that no whole vector covers.
+std::vector<std::vector<float>> Cases() {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0, 4);
+  std::vector<std::vector<float>> cases;
+  for (int n : {1, 2, 7, 15, 16, 17, 31, 33, 100, 1000, 151936}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(rng);
+    cases.push_back(x);
+    std::vector<float> ties(n);
+    for (float& v : ties) v = std::round(nd(rng) / 4);  // a handful of values, each many times
+    cases.push_back(ties);
+    std::vector<float> tail = x;
+    tail[n - 1] = 1e30f;  // the best in the last, partial, vector
+    cases.push_back(tail);
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  cases.push_back({-inf, -inf, -inf});
+  cases.push_back({nan, -inf, 3.0f, nan, 3.0f, inf, -0.0f, 0.0f, inf});
+  cases.push_back(std::vector<float>(40, nan));
+  std::vector<float> some_nan(1000);
+  for (float& v : some_nan) v = nd(rng);
+  for (int i = 0; i < 1000; i += 3) some_nan[i] = nan;
+  cases.push_back(some_nan);
+  cases.push_back(std::vector<float>(200, 0.5f));
+  return cases;
+}
+
+class TopLogitsTest : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << "no " << KernelIsaName(GetParam()) << " here";
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Levels, TopLogitsTest,
+                         ::testing::Values(KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512),
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
+                           return std::string(KernelIsaName(info.param));
+                         });
+
+TEST_P(TopLogitsTest, ArgmaxIsTheFirstOfTheLargestAndNeverANaN) {
+  ScopedKernelIsa level(GetParam());
+  for (const std::vector<float>& x : Cases()) {
+    const std::vector<int32_t> ranked = Ranked(x);
+    const int64_t want = ranked.empty() ? 0 : ranked[0];
+    ASSERT_EQ(Argmax(x.data(), static_cast<int64_t>(x.size())), want) << "n " << x.size();
+    if (std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v); })) {
+      ASSERT_EQ(Argmax(x.data(), static_cast<int64_t>(x.size())), std::max_element(x.begin(), x.end()) - x.begin());
+    }
+  }
+  EXPECT_EQ(Argmax(nullptr, 0), 0);
+}
+
+TEST_P(TopLogitsTest, TopKIsTheKBestInOrderTiesToTheSmallerIndex) {
+  ScopedKernelIsa level(GetParam());
+  for (const std::vector<float>& x : Cases()) {
+    const std::vector<int32_t> ranked = Ranked(x);
+    for (int k : {1, 2, 5, 16, 40, 100, 1000, 200000}) {
+      std::vector<TopLogit> out(k, TopLogit{-1.0f, -1});
+      const int got = TopK(x.data(), static_cast<int64_t>(x.size()), k, out.data());
+      ASSERT_EQ(got, std::min<int>(k, static_cast<int>(ranked.size()))) << "n " << x.size() << " k " << k;
+      for (int i = 0; i < got; ++i) {
+        ASSERT_EQ(out[i].id, ranked[i]) << "n " << x.size() << " k " << k << " rank " << i;
+        ASSERT_TRUE(out[i].logit == x[ranked[i]]) << "rank " << i;
+      }
+    }
+  }
+  TopLogit none{};
+  EXPECT_EQ(TopK(nullptr, 0, 5, &none), 0);
+  EXPECT_EQ(TopK(Cases()[0].data(), 1, 0, &none), 0);
+}
+
+}  // namespace
+}  // namespace kvs
