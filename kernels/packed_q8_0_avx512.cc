@@ -104,10 +104,12 @@ void Dispatch(int t, const uint8_t* group, int64_t nb, const int8_t* const* x, c
   for (int j = 0; j < J; ++j) acc[j] = a[j];
 }
 
-// A one-pass call (5 to kXChunk rows) asks for its first kGroupsAhead
-// groups only as it starts: 192 rows (12 groups) let that run ahead of the
-// arithmetic; 64-row calls one after another took 1.3x the time of 192-row
-// ones (gemm_packed nx8/151936x1024/tasks64 against /tasks192, Zen 4).
+// A one-pass call (5 to kXChunk rows) that starts a thread's run asks for
+// its first kGroupsAhead groups only as it starts, and every call costs a
+// little (block sums, the asking again): 64-row calls one after another
+// took 1.3x the time of 192-row ones, and 1.15x when each was told the
+// next follows (gemm_packed nx8/151936x1024/tasks64 against /tasks192, and
+// their /ahead cases; Zen 4).
 int64_t MinCallRows(int nx) { return nx > kXTile && nx <= kXChunk ? 192 : 16; }
 
 void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,

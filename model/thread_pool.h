@@ -13,7 +13,8 @@
 // tasks from the back of the span with the most left. So while no thread
 // falls behind, a thread's next task is the one after its current task,
 // and a task may prepare that one (ask for its memory into this core's
-// caches); a task that was taken from another span is the last left there.
+// caches). A task taken from another thread's span is the last one left
+// there, and its successor is not its thief's to run.
 //
 // Between Runs, workers spin briefly (a forward pass issues hundreds of
 // Runs back to back) and then sleep on a futex, so an idle pool costs no CPU.
@@ -29,8 +30,8 @@
 #define KVSESSION_MODEL_THREAD_POOL_H_
 
 #include <atomic>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
