@@ -5,6 +5,12 @@
 //   top_logits/std/max_element     what greedy was before: std::max_element
 //   top_logits/std/partial_sort40  what top-k was before: (logit, id) pairs
 //                                  of the whole vocabulary, std::partial_sort
+//   sampler/<params>               Sampler::Sample, the service's pick per
+//                                  row and token, on the active level:
+//                                  greedy, the default (temperature 0.8,
+//                                  top-k 40, top-p 0.95, min-p 0.05), and
+//                                  top-k off (top-p 0.95 only), which sorts
+//                                  the whole vocabulary
 // The logits are N(0, 3) in random order, as a model's roughly are; a
 // fan-out step of 8 forks picks 8 times.
 #include <benchmark/benchmark.h>
@@ -17,6 +23,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/top_logits.h"
+#include "model/sampler.h"
 
 namespace kvs {
 namespace {
@@ -72,6 +79,14 @@ void StdPartialSort40(benchmark::State& state) {
   }
 }
 
+void SamplerCase(benchmark::State& state, SamplingParams params) {
+  const std::vector<float>& x = Logits();
+  Sampler sampler(kVocab);
+  SequenceRng rng(7);
+  const std::vector<int32_t> recent(64, 5);
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.Sample(params, x, recent, &rng));
+}
+
 const bool registered = [] {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -83,6 +98,13 @@ const bool registered = [] {
   }
   configure(benchmark::RegisterBenchmark("top_logits/std/max_element", StdMaxElement));
   configure(benchmark::RegisterBenchmark("top_logits/std/partial_sort40", StdPartialSort40));
+  SamplingParams greedy, defaults, top_k_off;
+  greedy.temperature = 0;
+  top_k_off.top_k = 0;
+  top_k_off.min_p = 0;
+  configure(benchmark::RegisterBenchmark("sampler/greedy", SamplerCase, greedy));
+  configure(benchmark::RegisterBenchmark("sampler/default", SamplerCase, defaults));
+  configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95", SamplerCase, top_k_off));
   return true;
 }();
 

@@ -164,7 +164,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // the rows this thread computes next, so its stream of calls does
       // not stop and start again at every call's end (a one-pass call of
       // 192 rows after another on one thread took 1.4x the time of one
-      // call over both without it, 1.05x with it). Prefill's passes never
+      // call over both without it, 1.1x with it). Prefill's passes never
       // ask past their range: their first chunk alone reads from memory.
       const int tiles = (chunk + kXTile - 1) / kXTile;
       const bool one_pass = tiles > 1 && nx <= kXChunk;
