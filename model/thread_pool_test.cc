@@ -14,18 +14,26 @@
 namespace kvs {
 namespace {
 
-TEST(ThreadPoolTest, RunsEveryTaskExactlyOnce) {
+// Both schedules, Run (a shared counter) and RunInSpans.
+TEST(ThreadPoolTest, RunsEveryTaskExactlyOnceInEitherOrder) {
   ThreadPool pool(3);
   EXPECT_EQ(pool.size(), 3);
-  for (int n : {0, 1, 2, 7, 1000}) {
-    std::vector<std::atomic<int>> hits(n);
-    std::atomic<int> bad_thread{0};
-    pool.Run(n, [&](int task, int thread) {
-      hits[task].fetch_add(1);
-      if (thread < 0 || thread >= pool.size()) bad_thread.fetch_add(1);
-    });
-    for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "n=" << n << " task " << i;
-    EXPECT_EQ(bad_thread.load(), 0);
+  for (bool in_spans : {false, true}) {
+    for (int n : {0, 1, 2, 3, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<int> bad_thread{0};
+      auto fn = [&](int task, int thread) {
+        hits[task].fetch_add(1);
+        if (thread < 0 || thread >= pool.size()) bad_thread.fetch_add(1);
+      };
+      if (in_spans) {
+        pool.RunInSpans(n, fn);
+      } else {
+        pool.Run(n, fn);
+      }
+      for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "spans " << in_spans << " n=" << n << " task " << i;
+      EXPECT_EQ(bad_thread.load(), 0);
+    }
   }
 }
 
@@ -53,20 +61,6 @@ TEST(ThreadPoolTest, WorkersShareTheLoad) {
     threads_seen.insert(thread);
   });
   EXPECT_EQ(threads_seen.size(), 2u);
-}
-
-TEST(ThreadPoolTest, RunInSpansRunsEveryTaskExactlyOnce) {
-  ThreadPool pool(3);
-  for (int n : {0, 1, 2, 3, 7, 1000}) {
-    std::vector<std::atomic<int>> hits(n);
-    std::atomic<int> bad_thread{0};
-    pool.RunInSpans(n, [&](int task, int thread) {
-      hits[task].fetch_add(1);
-      if (thread < 0 || thread >= pool.size()) bad_thread.fetch_add(1);
-    });
-    for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "n=" << n << " task " << i;
-    EXPECT_EQ(bad_thread.load(), 0);
-  }
 }
 
 TEST(ThreadPoolTest, SpansCoverTheTasksInThreadOrderAndNearlyEqually) {
