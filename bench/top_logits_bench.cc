@@ -5,6 +5,9 @@
 //   top_logits/std/max_element     what greedy was before: std::max_element
 //   top_logits/std/partial_sort40  what top-k was before: (logit, id) pairs
 //                                  of the whole vocabulary, std::partial_sort
+//   top_logits/sort_all/radix      SortLogits, the whole vocabulary in order
+//                                  (the sampler with top-k off)
+//   top_logits/std/sort_all        what that was before: the pairs, std::sort
 //   sampler/<params>               Sampler::Sample, the service's pick per
 //                                  row and token, on the active level:
 //                                  greedy, the default (temperature 0.8,
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/sort_logits.h"
 #include "kernels/top_logits.h"
 #include "model/sampler.h"
 
@@ -79,6 +83,27 @@ void StdPartialSort40(benchmark::State& state) {
   }
 }
 
+void SortLogitsCase(benchmark::State& state) {
+  const std::vector<float>& x = Logits();
+  std::vector<TopLogit> out(kVocab);
+  std::vector<uint64_t> scratch(2 * kVocab);
+  for (auto _ : state) benchmark::DoNotOptimize(SortLogits(x.data(), kVocab, out.data(), scratch.data()));
+}
+
+void StdSortAll(benchmark::State& state) {
+  const std::vector<float>& x = Logits();
+  std::vector<std::pair<float, int32_t>> c;
+  c.reserve(kVocab);
+  for (auto _ : state) {
+    c.clear();
+    for (int i = 0; i < kVocab; ++i) c.emplace_back(x[i], i);
+    std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    benchmark::DoNotOptimize(c.data());
+  }
+}
+
 void SamplerCase(benchmark::State& state, SamplingParams params) {
   const std::vector<float>& x = Logits();
   Sampler sampler(kVocab);
@@ -98,6 +123,8 @@ const bool registered = [] {
   }
   configure(benchmark::RegisterBenchmark("top_logits/std/max_element", StdMaxElement));
   configure(benchmark::RegisterBenchmark("top_logits/std/partial_sort40", StdPartialSort40));
+  configure(benchmark::RegisterBenchmark("top_logits/sort_all/radix", SortLogitsCase));
+  configure(benchmark::RegisterBenchmark("top_logits/std/sort_all", StdSortAll));
   SamplingParams greedy, defaults, top_k_off;
   greedy.temperature = 0;
   top_k_off.top_k = 0;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/sort_logits.h"
 
 namespace kvs {
 namespace {
@@ -87,9 +88,10 @@ uint64_t SequenceRng::Next() {
 double SequenceRng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
 Sampler::Sampler(int vocab_size) {
-  candidates_.reserve(vocab_size);
   penalized_.resize(vocab_size);
   top_.resize(vocab_size);
+  sort_scratch_.resize(2 * static_cast<size_t>(vocab_size));
+  weights_.resize(vocab_size);
 }
 
 int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
@@ -124,55 +126,55 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
   // microseconds instead of hundreds over a 151,936-token vocabulary.
   if (params.greedy()) return static_cast<int32_t>(Argmax(l, vocab));
 
-  candidates_.clear();
-  if (params.top_k > 0 && params.top_k < vocab) {
-    const int n = TopK(l, vocab, params.top_k, top_.data());
-    for (int i = 0; i < n; ++i) candidates_.emplace_back(top_[i].logit, top_[i].id);
-  } else {
-    for (int i = 0; i < vocab; ++i) {
-      if (!std::isnan(l[i])) candidates_.emplace_back(l[i], i);
-    }
-    std::sort(candidates_.begin(), candidates_.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-  }
-  if (candidates_.empty()) return 0;  // every logit NaN
+  // The candidates, best first: top-k's heap, or with top-k off the whole
+  // vocabulary radix-sorted (kernels/sort_logits.h). Either is the order a
+  // sort by (logit descending, id ascending) gives, so what follows sees
+  // the same candidates whichever way they were found.
+  const int found = params.top_k > 0 && params.top_k < vocab
+                        ? TopK(l, vocab, params.top_k, top_.data())
+                        : SortLogits(l, vocab, top_.data(), sort_scratch_.data());
+  std::span<TopLogit> candidates(top_.data(), static_cast<size_t>(found));
+  if (candidates.empty()) return 0;  // every logit NaN
 
-  // Probabilities at temperature 1 decide the truncations (as llama.cpp).
-  const float max_logit = candidates_[0].first;
-  double total = 0;
-  for (const auto& c : candidates_) total += std::exp(static_cast<double>(c.first - max_logit));
+  // Probabilities at temperature 1 decide the truncations (as llama.cpp),
+  // summed best first.
+  const float max_logit = candidates[0].logit;
   if (params.top_p < 1.0f) {
+    double total = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      weights_[i] = std::exp(static_cast<double>(candidates[i].logit - max_logit));
+      total += weights_[i];
+    }
     double cumulative = 0;
     size_t n = 0;
-    while (n < candidates_.size()) {
-      cumulative += std::exp(static_cast<double>(candidates_[n].first - max_logit)) / total;
+    while (n < candidates.size()) {
+      cumulative += weights_[n] / total;
       ++n;
       if (cumulative >= params.top_p) break;
     }
-    candidates_.resize(n);
+    candidates = candidates.first(n);
   }
   if (params.min_p > 0.0f) {
     // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p)
     const float threshold = max_logit + std::log(params.min_p);
     size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= threshold) ++n;
-    candidates_.resize(n);
+    while (n < candidates.size() && candidates[n].logit >= threshold) ++n;
+    candidates = candidates.first(n);
   }
 
   // Temperature, then draw.
-  total = 0;
-  for (auto& c : candidates_) {
-    c.first = static_cast<float>(std::exp(static_cast<double>(c.first - max_logit) / params.temperature));
-    total += c.first;
+  double total = 0;
+  for (TopLogit& c : candidates) {
+    c.logit = static_cast<float>(std::exp(static_cast<double>(c.logit - max_logit) / params.temperature));
+    total += c.logit;
   }
   const double u = rng->Uniform() * total;
   double cumulative = 0;
-  for (const auto& c : candidates_) {
-    cumulative += c.first;
-    if (u < cumulative) return c.second;
+  for (const TopLogit& c : candidates) {
+    cumulative += c.logit;
+    if (u < cumulative) return c.id;
   }
-  return candidates_.back().second;
+  return candidates.back().id;
 }
 
 void Sampler::TopLogprobs(std::span<const float> logits, int n,

@@ -9,9 +9,11 @@
 // a fork can be given its own seed and a restored sequence continues with
 // exactly the draws the uninterrupted one would have made.
 //
-// Greedy and top-k select with the SIMD kernels of kernels/top_logits.h
-// (exact: the order of a sort by logit, ties to the smaller id). NaN logits
-// are never drawn.
+// Greedy and top-k select with the SIMD kernels of kernels/top_logits.h;
+// with top-k off, the whole vocabulary is radix-sorted
+// (kernels/sort_logits.h). Both are exact: the order of a sort by logit,
+// ties to the smaller id, so top-p, min-p and the draw walk the candidates
+// in that order. NaN logits are never drawn.
 //
 // Ownership: a Sampler owns scratch sized to the vocabulary so sampling
 // allocates nothing; one Sampler per thread that samples.
@@ -86,9 +88,10 @@ class Sampler {
   static float Logprob(std::span<const float> logits, int32_t token);
 
  private:
-  std::vector<std::pair<float, int32_t>> candidates_;  // (logit, token)
-  std::vector<float> penalized_;
-  std::vector<TopLogit> top_;  // TopK's output, vocab_size entries
+  std::vector<float> penalized_;           // logits after penalty and bias
+  std::vector<TopLogit> top_;              // the candidates, best first; vocab_size entries
+  std::vector<uint64_t> sort_scratch_;     // SortLogits' keys; 2 * vocab_size
+  std::vector<double> weights_;            // exp(logit - max) per candidate, for top-p
 };
 
 }  // namespace kvs

@@ -1,7 +1,12 @@
 #include "model/sampler.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -174,6 +179,95 @@ TEST(SamplerTest, TopKTopPMinPTruncate) {
   p.temperature = 5;
   f = Frequencies(p, kLogits);
   EXPECT_EQ(f.size(), 1u) << "top_k = 1 is greedy at any temperature";
+}
+
+// The pipeline of sampler.h written plainly, as it ran before the radix
+// sort: (logit, id) pairs of every non-NaN logit, std::sort by logit
+// descending and id ascending, then top-p, min-p, temperature and the draw
+// over that order. Top-k off only; no penalty or bias.
+int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l, SequenceRng* rng) {
+  std::vector<std::pair<float, int32_t>> c;
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (!std::isnan(l[i])) c.emplace_back(l[i], static_cast<int32_t>(i));
+  }
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  if (c.empty()) return 0;
+  const float max_logit = c[0].first;
+  double total = 0;
+  for (const auto& e : c) total += std::exp(static_cast<double>(e.first - max_logit));
+  if (p.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t n = 0;
+    while (n < c.size()) {
+      cumulative += std::exp(static_cast<double>(c[n].first - max_logit)) / total;
+      ++n;
+      if (cumulative >= p.top_p) break;
+    }
+    c.resize(n);
+  }
+  if (p.min_p > 0.0f) {
+    const float threshold = max_logit + std::log(p.min_p);
+    size_t n = 1;
+    while (n < c.size() && c[n].first >= threshold) ++n;
+    c.resize(n);
+  }
+  total = 0;
+  for (auto& e : c) {
+    e.first = static_cast<float>(std::exp(static_cast<double>(e.first - max_logit) / p.temperature));
+    total += e.first;
+  }
+  const double u = rng->Uniform() * total;
+  double cumulative = 0;
+  for (const auto& e : c) {
+    cumulative += e.first;
+    if (u < cumulative) return e.second;
+  }
+  return c.back().second;
+}
+
+TEST(SamplerTest, WithTopKOffDrawsExactlyWhatASortedPipelineDraws) {
+  // Vocabularies with ties, both zeros, infinities and NaNs, under top-p,
+  // min-p, both and neither: the same token for the same RNG state, draw
+  // after draw, as a std::sort of the whole vocabulary gives.
+  std::mt19937 gen(17);
+  std::normal_distribution<float> nd(0, 3);
+  std::uniform_int_distribution<int> coarse(-6, 6);
+  std::vector<std::vector<float>> vocabularies;
+  for (int n : {1, 3, 1000, 151936}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(gen);
+    vocabularies.push_back(x);
+  }
+  std::vector<float> ties(4000);
+  for (size_t i = 0; i < ties.size(); ++i) {
+    ties[i] = i % 11 == 0 ? -0.0f : static_cast<float>(coarse(gen)) * 0.25f;
+  }
+  ties[17] = std::nanf("");
+  ties[900] = -std::numeric_limits<float>::infinity();
+  vocabularies.push_back(ties);
+  for (const std::vector<float>& logits : vocabularies) {
+    Sampler sampler(static_cast<int>(logits.size()));
+    for (float top_p : {1.0f, 0.95f, 0.5f}) {
+      for (float min_p : {0.0f, 0.05f}) {
+        SamplingParams p;
+        p.top_k = 0;
+        p.top_p = top_p;
+        p.min_p = min_p;
+        p.temperature = top_p == 0.5f ? 1.7f : 0.8f;
+        SequenceRng rng(99), reference_rng(99);
+        const int draws = logits.size() > 10000 ? 3 : 20;  // the reference sorts per draw
+        for (int draw = 0; draw < draws; ++draw) {
+          const int32_t want = SortedPipelineDraw(p, logits, &reference_rng);
+          ASSERT_EQ(sampler.Sample(p, logits, {}, &rng), want)
+              << "vocabulary " << logits.size() << ", top_p " << top_p << ", min_p " << min_p
+              << ", draw " << draw;
+          ASSERT_EQ(rng, reference_rng);
+        }
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, RepetitionPenaltyDemotesRecentTokens) {
