@@ -28,7 +28,7 @@ size_t PackedQ8_0Bytes(int64_t rows, int64_t cols) {
 
 void PackQ8_0GroupScalar(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
                          const uint8_t* ahead, size_t ahead_bytes) {
-  for (size_t off = 0; off < ahead_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 3);
+  for (size_t off = 0; off < ahead_bytes; off += 64) __builtin_prefetch(ahead + off, 0, 1);  // into L2
   const int64_t nb = cols / kQK8_0;
   uint16_t* scales = reinterpret_cast<uint16_t*>(out);
   uint8_t* quants = out + ScalesBytes(nb);

@@ -50,9 +50,9 @@ void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t 
 // the active kernel table's packer (SIMD at the AVX2 and AVX-512 levels):
 // fast enough to pack a KV cache's Q8_0 keys on every attention call
 // (kernels/attention_q8_0_scores.h). While it packs, it asks for the lines
-// of [ahead, ahead + ahead_bytes) (the rows a later call packs; none when
-// ahead_bytes is 0), a share per block, so a stream of calls reads memory
-// steadily rather than in bursts.
+// of [ahead, ahead + ahead_bytes) into L2 (the rows a later call packs;
+// none when ahead_bytes is 0), a share per block, so a stream of calls
+// reads memory steadily rather than in bursts.
 void PackQ8_0Group(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
                    const uint8_t* ahead = nullptr, size_t ahead_bytes = 0);
 

@@ -211,7 +211,7 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
   for (int64_t b = 0; b < nb; ++b) {
     const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
     for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T2);  // into L2 (BlockPrefetch)
     }
     auto quants_of = [&](int n) {
       return n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at + 2))

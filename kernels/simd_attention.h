@@ -361,7 +361,12 @@ constexpr int kPrefetchBlocks = 4;
 //    in-cache time plus its read time; streamed, a cold row of an f16
 //    cache took 1.3-2x less time on Zen 4 and 1.6x less on Zen 3, and of a
 //    q8_0 cache 1.45x less on Zen 3 (no change on Zen 4)
-//    (docs/performance.md, "attention_paged"). A Step is a compare and a
+//    (docs/performance.md, "attention_paged"). The streamed lines are
+//    asked for into L2 (prefetcht2), not L1: a prefetch into L1 holds one
+//    of the core's few L1 miss buffers until its line arrives, which capped
+//    a thread's scattered reads at about 8 GB/s on Zen 4; into L2, a cold
+//    q8_0 decode row took 0.63x the time and f16 and bf16 rows 0.58x
+//    (docs/performance.md, "Decode rows stream their KV into L2"). A Step is a compare and a
 //    prefetch per line, its state two pointers: the loop calls it once per
 //    key or key group, and a heavier Step (a block index and an offset
 //    kept in memory, the block list walked per call) cost a warm f16 row
@@ -405,7 +410,7 @@ class BlockPrefetch {
   // Inlined: a call would spill the caller's vector accumulators.
   __attribute__((always_inline)) void Step(int lines) {
     for (; lines > 0 && next_ < end_; --lines) {
-      __builtin_prefetch(next_, 0, 3);
+      _mm_prefetch(next_, _MM_HINT_T2);
       next_ += 64;
     }
   }
