@@ -333,7 +333,8 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 }
 
 // Sums the bytes of `n` blocks of `bytes` each, asking for block b + 2's
-// lines while block b is read (BlockPrefetch's streamed distance).
+// lines into L2 while block b is read (BlockPrefetch's streamed distance
+// and hint).
 __attribute__((target("avx2"))) uint64_t SumBlocksAvx2(const void* const* blocks, int n, size_t bytes) {
   __m256i a = _mm256_setzero_si256(), b = a;
   uint64_t tail = 0;
@@ -342,11 +343,11 @@ __attribute__((target("avx2"))) uint64_t SumBlocksAvx2(const void* const* blocks
     const char* ahead = i + 2 < n ? static_cast<const char*>(blocks[i + 2]) : nullptr;
     size_t off = 0;
     for (; off + 64 <= bytes; off += 64) {
-      if (ahead != nullptr) __builtin_prefetch(ahead + off, 0, 3);
+      if (ahead != nullptr) _mm_prefetch(ahead + off, _MM_HINT_T2);
       a = _mm256_add_epi64(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off)));
       b = _mm256_add_epi64(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + off + 32)));
     }
-    if (ahead != nullptr && off < bytes) __builtin_prefetch(ahead + off, 0, 3);
+    if (ahead != nullptr && off < bytes) _mm_prefetch(ahead + off, _MM_HINT_T2);
     for (; off < bytes; ++off) tail += p[off];  // q8_0 blocks end mid-line
   }
   a = _mm256_add_epi64(a, b);
