@@ -14,13 +14,13 @@ constexpr int kBuckets = 1 << 11;
 
 constexpr uint32_t kSign = 0x80000000u;
 
-// A key whose ascending unsigned order is the logits' descending order,
-// with +0 and -0 equal.
 // Branch-free: logits are positive or negative at random.
 uint32_t AllOnesIfNegative(uint32_t bits) {
   return static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31);
 }
 
+// A key whose ascending unsigned order is the logits' descending order,
+// with +0 and -0 equal.
 uint32_t DescendingKey(uint32_t bits) {
   bits &= (bits & ~kSign) == 0 ? 0u : ~0u;
   const uint32_t ascending = bits ^ (AllOnesIfNegative(bits) | kSign);
@@ -40,7 +40,7 @@ uint32_t Digit(uint64_t key_and_id, int d) {
 }  // namespace
 
 int SortLogits(const float* x, int64_t n, TopLogit* out, uint64_t* scratch) {
-    // Entries are key << 32 | the index, with bit 31 set for a -0 (which
+  // Entries are key << 32 | the index, with bit 31 set for a -0 (which
   // the key cannot tell from +0). They are built in index order, so a
   // stable sort on the key's digits leaves equal keys in index order.
   uint32_t counts[3][kBuckets] = {};
