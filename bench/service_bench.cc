@@ -5,10 +5,14 @@
 //       [--gen 64] [--repeats 3] [--turns 8] [--long-tokens 1500]
 //       [--restore-tokens 2000] [--table fanout|turns|long|restore|all]
 //       [--kv-type f16|bf16|q8_0|f32]   (the server's KV type; default f16)
+//       [--top-k K]   (the fan-out's Generate calls; default: the server's)
 //
 // Prints four tables (medians over --repeats; --table picks one):
 //   1. fork fan-out: 1, 2, 4, 8 branches of one prompt generating --gen
 //      tokens each at once; aggregate tok/s and speed-up over one stream;
+//      with the server's default sampling, or with --top-k 0 (top-k off,
+//      as OpenAI-style clients send: the whole vocabulary is sorted for
+//      top-p at every token);
 //   2. per conversation turn (append 32 tokens, generate 32): the bytes the
 //      store grows by (only new KV pages are written), time of the turn,
 //      and a Snapshot's bytes and time;
@@ -93,12 +97,12 @@ int RunTable(const CliArgs& args) {
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
-                              "restore-tokens", "table", "lengths", "kv-type"},
+                              "restore-tokens", "table", "lengths", "kv-type", "top-k"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
-                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32]\n";
+                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32] [--top-k K]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
@@ -110,6 +114,7 @@ int Main(int argc, char** argv) {
   const int long_tokens = static_cast<int>(args->GetInt("long-tokens", 1500).value_or(1500));
   const int restore_tokens = static_cast<int>(args->GetInt("restore-tokens", 2000).value_or(2000));
   const std::string table = args->GetOr("table", "all");
+  const int top_k = static_cast<int>(args->GetInt("top-k", -1).value_or(-1));  // -1: the server's default
   if (table != "all" && table != "fanout" && table != "turns" && table != "long" &&
       table != "restore") {
     std::cerr << "--table must be fanout, turns, long, restore, all or grpc-prefill\n";
@@ -153,6 +158,8 @@ int Main(int argc, char** argv) {
   create.mutable_input()->set_text(TextOfTokens(prompt_tokens));
   absl::StatusOr<v1::Session> root = client->CreateSession(create);
   Check(root.status(), "CreateSession");
+  std::printf("fan-out sampling: %s\n\n", top_k < 0 ? "the server's defaults (top-k 40)"
+                                                    : ("top-k " + std::to_string(top_k) + " (0: off), top-p 0.95").c_str());
   std::printf("| branches | prompt tokens | tokens each | aggregate tok/s | x single stream |\n");
   std::printf("|---|---|---|---|---|\n");
   double single = 0;
@@ -172,6 +179,7 @@ int Main(int argc, char** argv) {
           req.set_session_id(id);
           req.set_max_tokens(gen);
           req.set_ignore_eos(true);
+          if (top_k >= 0) req.mutable_sampling()->set_top_k(top_k);
           Check(client->Generate(req).status(), "Generate");
         });
       }

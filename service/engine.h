@@ -20,7 +20,11 @@
 //                to the store while the job computes on, page_staging.h);
 //                each generating job samples its
 //                next token with its own parameters and random generator
-//                and streams it (TokenStream decides text and the end);
+//                (the step's draws run side by side on the thread pool,
+//                one Sampler per lane: each draw reads only its job's
+//                logits, tokens and generator, so the tokens are the same
+//                as drawn one by one), then, in batch order, appends and
+//                streams it (TokenStream decides text and the end);
 //   6. finish    Appends whose KV caught up are done.
 //
 // Context policy (context_policy.h): an ERROR job is refused (OUT_OF_RANGE)
@@ -240,8 +244,18 @@ class Engine {
   // Moves `job` out of `active` (its slot becomes null) to end after the step.
   void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
               StepReport& report);
-  // Samples, appends and streams the next token of a generating job.
-  void SampleNext(Job& job, const float* logits);
+  // A decode row of the step: its job, its logits, the token drawn.
+  struct Draw {
+    Job* job;
+    const float* logits;
+    int32_t id;
+  };
+  // Draws every row of draws_ (DrawTokens), across the pool's threads when
+  // there are several rows.
+  void DrawTokens();
+  // Appends and streams a generating job's drawn token (with its
+  // logprobs when asked for).
+  void DeliverToken(Job& job, const float* logits, int32_t id);
 
   const Model& model_;
   SessionManager* const sessions_;
@@ -250,12 +264,15 @@ class Engine {
   ThreadPool threads_;
   Transformer transformer_;
   KeyRotation rotation_;  // SLIDE's key rotation for this model
-  Sampler sampler_;
+  // One per sampling lane (kMaxSamplingLanes at most, no more than the
+  // pool's threads): each holds a vocabulary's scratch, a few MB.
+  std::vector<Sampler> samplers_;
   std::vector<float> logits_;
   // Per-step work lists, kept to reuse their capacity (a step allocates nothing).
   std::vector<Planned> plan_;
   std::vector<Planned> ran_;
   std::vector<ForwardItem> items_;
+  std::vector<Draw> draws_;
   std::vector<std::pair<int32_t, float>> top_scratch_;
   // Jobs that ended in the current step, finished after it is recorded.
   struct Ending {

@@ -1,6 +1,7 @@
 // Engine with a real model, session manager and store: what one step
 // plans (decode before prefill under the token budget, prefill chunks,
-// forks grouped without changing what each streams), and cancellation
+// forks grouped without changing what each streams), a step's tokens
+// drawn side by side on the pool as each would be alone, and cancellation
 // seen within one step.
 #include "service/engine.h"
 
@@ -46,11 +47,11 @@ class RecordingListener : public JobListener {
 
 class EngineTest : public ::testing::Test {
  protected:
-  void Start(int max_batch_tokens) {
+  void Start(int max_batch_tokens, int threads = 1) {
     env_ = std::make_unique<ServiceTestEnv>();
     io_ = std::make_unique<TaskExecutor>(1);
     EngineOptions options;
-    options.threads = 1;
+    options.threads = threads;
     options.max_batch_tokens = max_batch_tokens;
     options.step_observer = [this](const StepReport& r) {
       absl::MutexLock lock(&mu_);
@@ -256,6 +257,60 @@ TEST_F(EngineTest, InterleavedForksOfTwoPromptsEachGenerateWhatTheirPromptGenera
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(jobs[2 * i]->ids, a_alone->ids) << "fork " << i << " of a";
     EXPECT_EQ(jobs[2 * i + 1]->ids, b_alone->ids) << "fork " << i << " of b";
+  }
+}
+
+TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64, /*threads=*/2);
+  const std::string prompt = env_->MakeSession(40, 10);
+  auto together = env_->sessions().Fork(prompt, 4, {}, {});
+  auto alone = env_->sessions().Fork(prompt, 4, {}, {});
+  ASSERT_TRUE(together.ok()) << together.status();
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  // Each fork its own seed and parameters: top-k off with top-p (the
+  // radix-sorted path), the defaults (top-k 40), top-k off with min-p and
+  // a repetition penalty, and greedy.
+  auto sampled = [](int i) {
+    GenerateOptions g;
+    g.max_tokens = 16;
+    g.ignore_eos = true;
+    g.reseed = true;
+    g.sampling.seed = 1000 + i;
+    g.sampling.temperature = 1.0f;
+    if (i == 0) {
+      g.sampling.top_k = 0;
+      g.sampling.top_p = 0.9f;
+    } else if (i == 2) {
+      g.sampling.top_k = 0;
+      g.sampling.min_p = 0.02f;
+      g.sampling.repetition_penalty = 1.3f;
+    } else if (i == 3) {
+      g.sampling.temperature = 0;
+    }
+    return g;
+  };
+  absl::Notification all_submitted;
+  std::vector<std::shared_ptr<RecordingListener>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(Submit((*together)[i]->id, {}, sampled(i), 0, i == 0 ? &all_submitted : nullptr));
+  }
+  all_submitted.Notify();
+  for (auto& job : jobs) {
+    job->done.WaitForNotification();
+    ASSERT_TRUE(job->status.ok()) << job->status;
+  }
+  int batched_steps = 0;
+  for (const StepReport& r : Steps()) batched_steps += r.decode_rows == 4;
+  EXPECT_GT(batched_steps, 0) << "the four forks never decoded in one step";
+  ASSERT_NE(jobs[0]->ids, jobs[1]->ids) << "the forks must draw differently for this test to see a mix-up";
+  ASSERT_NE(jobs[1]->ids, jobs[2]->ids) << "the forks must draw differently for this test to see a mix-up";
+
+  for (int i = 0; i < 4; ++i) {
+    auto job = Submit((*alone)[i]->id, {}, sampled(i));
+    job->done.WaitForNotification();
+    ASSERT_TRUE(job->status.ok()) << job->status;
+    EXPECT_EQ(jobs[i]->ids, job->ids) << "fork " << i;
   }
 }
 
