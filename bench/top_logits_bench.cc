@@ -69,18 +69,31 @@ void StdMaxElement(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(std::max_element(x.begin(), x.end()) - x.begin());
 }
 
-void StdPartialSort40(benchmark::State& state) {
+// A plain std:: pipeline: (logit, id) pairs of the whole vocabulary, built
+// anew each time, then `sort` (a partial or a whole sort) by (logit
+// descending, id ascending).
+template <class Sort>
+void StdPairsCase(benchmark::State& state, Sort sort) {
   const std::vector<float>& x = Logits();
   std::vector<std::pair<float, int32_t>> c;
   c.reserve(kVocab);
+  const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   for (auto _ : state) {
     c.clear();
     for (int i = 0; i < kVocab; ++i) c.emplace_back(x[i], i);
-    std::partial_sort(c.begin(), c.begin() + 40, c.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
+    sort(c, better);
     benchmark::DoNotOptimize(c.data());
   }
+}
+
+void StdPartialSort40(benchmark::State& state) {
+  StdPairsCase(state, [](auto& c, auto better) { std::partial_sort(c.begin(), c.begin() + 40, c.end(), better); });
+}
+
+void StdSortAll(benchmark::State& state) {
+  StdPairsCase(state, [](auto& c, auto better) { std::sort(c.begin(), c.end(), better); });
 }
 
 void SortLogitsCase(benchmark::State& state) {
@@ -88,20 +101,6 @@ void SortLogitsCase(benchmark::State& state) {
   std::vector<TopLogit> out(kVocab);
   std::vector<uint64_t> scratch(2 * kVocab);
   for (auto _ : state) benchmark::DoNotOptimize(SortLogits(x.data(), kVocab, out.data(), scratch.data()));
-}
-
-void StdSortAll(benchmark::State& state) {
-  const std::vector<float>& x = Logits();
-  std::vector<std::pair<float, int32_t>> c;
-  c.reserve(kVocab);
-  for (auto _ : state) {
-    c.clear();
-    for (int i = 0; i < kVocab; ++i) c.emplace_back(x[i], i);
-    std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    benchmark::DoNotOptimize(c.data());
-  }
 }
 
 void SamplerCase(benchmark::State& state, SamplingParams params) {

@@ -8,23 +8,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/ranked_logits_test_util.h"
 
 namespace kvs {
 namespace {
 
-// The reference: every non-NaN index, best first (larger logit, then the
-// smaller index), by std::stable_sort with the float comparison.
-std::vector<int32_t> StableSorted(const std::vector<float>& x) {
-  std::vector<int32_t> ids;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isnan(x[i])) ids.push_back(static_cast<int32_t>(i));
-  }
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-  return ids;
-}
-
 void ExpectSortedLikeStableSort(const std::vector<float>& x) {
-  const std::vector<int32_t> want = StableSorted(x);
+  const std::vector<int32_t> want = StableRanked(x);
   std::vector<TopLogit> out(x.size());
   std::vector<uint64_t> scratch(2 * x.size());
   const int n = SortLogits(x.data(), static_cast<int64_t>(x.size()), out.data(), scratch.data());

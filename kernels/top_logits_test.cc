@@ -9,22 +9,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/ranked_logits_test_util.h"
 #include "kernels/cpu_features.h"
 #include "kernels/isa_test_util.h"
 
 namespace kvs {
 namespace {
-
-// The reference: every non-NaN index sorted best first (larger logit, then
-// smaller index), by std::stable_sort, independent of the heap.
-std::vector<int32_t> Ranked(const std::vector<float>& x) {
-  std::vector<int32_t> ids;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isnan(x[i])) ids.push_back(static_cast<int32_t>(i));
-  }
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-  return ids;
-}
 
 // Logits as a model gives them, plus the cases a vector loop can get wrong:
 // ties (many equal values, the best repeated), infinities, NaNs, and the
@@ -72,7 +62,7 @@ INSTANTIATE_TEST_SUITE_P(Levels, TopLogitsTest,
 TEST_P(TopLogitsTest, ArgmaxIsTheFirstOfTheLargestAndNeverANaN) {
   ScopedKernelIsa level(GetParam());
   for (const std::vector<float>& x : Cases()) {
-    const std::vector<int32_t> ranked = Ranked(x);
+    const std::vector<int32_t> ranked = StableRanked(x);
     const int64_t want = ranked.empty() ? 0 : ranked[0];
     ASSERT_EQ(Argmax(x.data(), static_cast<int64_t>(x.size())), want) << "n " << x.size();
     if (std::none_of(x.begin(), x.end(), [](float v) { return std::isnan(v); })) {
@@ -85,7 +75,7 @@ TEST_P(TopLogitsTest, ArgmaxIsTheFirstOfTheLargestAndNeverANaN) {
 TEST_P(TopLogitsTest, TopKIsTheKBestInOrderTiesToTheSmallerIndex) {
   ScopedKernelIsa level(GetParam());
   for (const std::vector<float>& x : Cases()) {
-    const std::vector<int32_t> ranked = Ranked(x);
+    const std::vector<int32_t> ranked = StableRanked(x);
     for (int k : {1, 2, 5, 16, 40, 100, 1000, 200000}) {
       std::vector<TopLogit> out(k, TopLogit{-1.0f, -1});
       const int got = TopK(x.data(), static_cast<int64_t>(x.size()), k, out.data());
