@@ -8,23 +8,34 @@
 //   top_logits/sort_all/radix      SortLogits, the whole vocabulary in order
 //                                  (the sampler with top-k off)
 //   top_logits/std/sort_all        what that was before: the pairs, std::sort
+//   top_logits/softmax_denominator/<level>  SoftmaxDenominator (top-p's
+//                                  normalizer with top-k off)
+//   top_logits/std/exp_sum         what that was before: std::exp summed
 //   sampler/<params>               Sampler::Sample, the service's pick per
 //                                  row and token, on the active level:
 //                                  greedy, the default (temperature 0.8,
 //                                  top-k 40, top-p 0.95, min-p 0.05), and
-//                                  top-k off (top-p 0.95 only), which sorts
-//                                  the whole vocabulary
-// The logits are N(0, 3) in random order, as a model's roughly are; a
+//                                  top-k off (top-p 0.95 only) on flat
+//                                  logits, whose nucleus (about 13,000
+//                                  tokens) makes the sampler sort the whole
+//                                  vocabulary, and on peaked ones, whose
+//                                  nucleus lies within the best 1,024
+//                                  (sampler.h kFewCandidates)
+// The flat logits are N(0, 3) in random order; the peaked ones N(0, 2)
+// with 16 tokens near 15, which then hold 99% of the probability (a
+// model's nucleus is mostly tens of tokens: Holtzman et al. 2020). A
 // fan-out step of 8 forks picks 8 times.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/softmax_denominator.h"
 #include "kernels/sort_logits.h"
 #include "kernels/top_logits.h"
 #include "model/sampler.h"
@@ -40,6 +51,18 @@ const std::vector<float>& Logits() {
     std::normal_distribution<float> nd(0, 3);
     std::vector<float> x(kVocab);
     for (float& v : x) v = nd(rng);
+    return x;
+  }();
+  return logits;
+}
+
+const std::vector<float>& PeakedLogits() {
+  static const std::vector<float> logits = [] {
+    std::mt19937 rng(4);
+    std::normal_distribution<float> nd(0, 1);
+    std::vector<float> x(kVocab);
+    for (float& v : x) v = 2 * nd(rng);
+    for (int i = 0; i < 16; ++i) x[(i * 9311 + 77) % kVocab] = 15 + nd(rng);
     return x;
   }();
   return logits;
@@ -62,6 +85,23 @@ void TopK40Case(benchmark::State& state, KernelIsa isa) {
   const std::vector<float>& x = Logits();
   std::vector<TopLogit> out(40);
   for (auto _ : state) benchmark::DoNotOptimize(TopK(x.data(), kVocab, 40, out.data()));
+}
+
+void SoftmaxDenominatorCase(benchmark::State& state, KernelIsa isa) {
+  if (!UseLevel(state, isa)) return;
+  const std::vector<float>& x = Logits();
+  const float max = x[Argmax(x.data(), kVocab)];
+  for (auto _ : state) benchmark::DoNotOptimize(SoftmaxDenominator(x.data(), kVocab, max));
+}
+
+void StdExpSum(benchmark::State& state) {
+  const std::vector<float>& x = Logits();
+  const float max = *std::max_element(x.begin(), x.end());
+  for (auto _ : state) {
+    double z = 0;
+    for (float v : x) z += std::exp(static_cast<double>(v - max));
+    benchmark::DoNotOptimize(z);
+  }
 }
 
 void StdMaxElement(benchmark::State& state) {
@@ -103,8 +143,8 @@ void SortLogitsCase(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(SortLogits(x.data(), kVocab, out.data(), scratch.data()));
 }
 
-void SamplerCase(benchmark::State& state, SamplingParams params) {
-  const std::vector<float>& x = Logits();
+void SamplerCase(benchmark::State& state, SamplingParams params, bool peaked) {
+  const std::vector<float>& x = peaked ? PeakedLogits() : Logits();
   Sampler sampler(kVocab);
   SequenceRng rng(7);
   const std::vector<int32_t> recent(64, 5);
@@ -119,18 +159,21 @@ const bool registered = [] {
     const std::string level = KernelIsaName(isa);
     configure(benchmark::RegisterBenchmark(("top_logits/argmax/" + level).c_str(), ArgmaxCase, isa));
     configure(benchmark::RegisterBenchmark(("top_logits/top_k40/" + level).c_str(), TopK40Case, isa));
+    configure(benchmark::RegisterBenchmark(("top_logits/softmax_denominator/" + level).c_str(), SoftmaxDenominatorCase, isa));
   }
   configure(benchmark::RegisterBenchmark("top_logits/std/max_element", StdMaxElement));
   configure(benchmark::RegisterBenchmark("top_logits/std/partial_sort40", StdPartialSort40));
   configure(benchmark::RegisterBenchmark("top_logits/sort_all/radix", SortLogitsCase));
   configure(benchmark::RegisterBenchmark("top_logits/std/sort_all", StdSortAll));
+  configure(benchmark::RegisterBenchmark("top_logits/std/exp_sum", StdExpSum));
   SamplingParams greedy, defaults, top_k_off;
   greedy.temperature = 0;
   top_k_off.top_k = 0;
   top_k_off.min_p = 0;
-  configure(benchmark::RegisterBenchmark("sampler/greedy", SamplerCase, greedy));
-  configure(benchmark::RegisterBenchmark("sampler/default", SamplerCase, defaults));
-  configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95", SamplerCase, top_k_off));
+  configure(benchmark::RegisterBenchmark("sampler/greedy", SamplerCase, greedy, false));
+  configure(benchmark::RegisterBenchmark("sampler/default", SamplerCase, defaults, false));
+  configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95", SamplerCase, top_k_off, false));
+  configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95/peaked", SamplerCase, top_k_off, true));
   return true;
 }();
 

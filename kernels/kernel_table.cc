@@ -15,12 +15,14 @@ KernelTable BuildTable(KernelIsa isa) {
   FillScalarAttention(&t);
   FillScalarPackedQ8_0(&t);
   FillScalarTopLogits(&t);
+  FillScalarSoftmaxDenominator(&t);
   if (isa == KernelIsa::kAvx2) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
     FillAvx2Attention(&t);
     FillAvx2PackedQ8_0(&t);
     FillAvx2TopLogits(&t);
+    FillAvx2SoftmaxDenominator(&t);
   } else if (isa == KernelIsa::kAvx512) {
     const bool bf16 = DetectedCpuFeatures().avx512bf16;
     FillAvx512Matmul(&t);
@@ -30,6 +32,7 @@ KernelTable BuildTable(KernelIsa isa) {
     if (bf16) FillAvx512Bf16Attention(&t);
     FillAvx512PackedQ8_0(&t);
     FillAvx512TopLogits(&t);
+    FillAvx512SoftmaxDenominator(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
       t.name = bf16 ? "avx512+amx+bf16" : "avx512+amx";

@@ -109,9 +109,13 @@ using PackedQ8_0MinCallRowsFn = int64_t (*)(int nx);
 // PackQ8_0Group; every level gives the same bytes).
 using PackQ8_0GroupFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
                                  const uint8_t* ahead, size_t ahead_bytes);
-// The best logits (top_logits.h Argmax and TopK).
+// The best logits (top_logits.h Argmax, TopK and LogitsAbove).
 using ArgmaxFn = int64_t (*)(const float* x, int64_t n);
 using TopKFn = int (*)(const float* x, int64_t n, int k, TopLogit* out);
+using LogitsAboveFn = int (*)(const float* x, int64_t n, float floor, int max_out, TopLogit* out);
+// The softmax denominator of the sampler (softmax_denominator.h; every
+// level gives the same bits).
+using SoftmaxDenominatorFn = double (*)(const float* x, int64_t n, float max);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
@@ -145,6 +149,8 @@ struct KernelTable {
   bool amx;
   ArgmaxFn argmax;
   TopKFn top_k;
+  LogitsAboveFn logits_above;
+  SoftmaxDenominatorFn softmax_denominator;
 };
 
 // The table of the active level (ActiveKernelIsa()).
@@ -164,11 +170,13 @@ void FillScalarDequantize(KernelTable* t);       // dequantize.cc
 void FillScalarAttention(KernelTable* t);        // attention.cc
 void FillScalarPackedQ8_0(KernelTable* t);       // packed_q8_0.cc
 void FillScalarTopLogits(KernelTable* t);        // top_logits.cc
+void FillScalarSoftmaxDenominator(KernelTable* t);  // softmax_denominator.cc
 void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
 void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
 void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
 void FillAvx2PackedQ8_0(KernelTable* t);         // packed_q8_0_avx2.cc
 void FillAvx2TopLogits(KernelTable* t);          // top_logits_avx2.cc
+void FillAvx2SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx2.cc
 void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
@@ -176,6 +184,7 @@ void FillAvx512Attention(KernelTable* t);        // attention_avx512.cc
 void FillAvx512Bf16Attention(KernelTable* t);    // attention_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAvx512TopLogits(KernelTable* t);        // top_logits_avx512.cc
+void FillAvx512SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx512.cc
 void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
 
 }  // namespace kernel_table

@@ -1,4 +1,4 @@
-// Internal to kernels/: Argmax and TopK (top_logits.h) for one SIMD level,
+// Internal to kernels/: Argmax, TopK and LogitsAbove (top_logits.h) for one SIMD level,
 // generic over its vector traits S (simd_avx2.h, simd_avx512.h: Load, Max,
 // GreaterMask, EqualMask, kLanes). Include after the traits, from the
 // level's own translation unit (top_logits_<level>.cc).
@@ -56,6 +56,29 @@ int TopKSimd(const float* x, int64_t n, int k, TopLogit* out) {
   }
   for (; i < n; ++i) heap.Offer(x[i], i);
   return heap.Finish();
+}
+
+// A vector of logits at a time; the lanes above the floor (few, near the
+// top) are written one by one.
+template <class S>
+int LogitsAboveSimd(const float* x, int64_t n, float floor, int max_out, TopLogit* out) {
+  constexpr int L = S::kLanes;
+  const typename S::F f = S::Set1(floor);
+  int count = 0;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (unsigned gt = S::GreaterMask(S::Load(x + i), f); gt != 0; gt &= gt - 1) {
+      if (count == max_out) return max_out + 1;
+      const int l = __builtin_ctz(gt);
+      out[count++] = {x[i + l], static_cast<int32_t>(i + l)};
+    }
+  }
+  for (; i < n; ++i) {
+    if (!(x[i] > floor)) continue;
+    if (count == max_out) return max_out + 1;
+    out[count++] = {x[i], static_cast<int32_t>(i)};
+  }
+  return count;
 }
 
 }  // namespace

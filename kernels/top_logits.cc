@@ -21,10 +21,24 @@ int TopKScalar(const float* x, int64_t n, int k, TopLogit* out) {
   return heap.Finish();
 }
 
+int LogitsAboveScalar(const float* x, int64_t n, float floor, int max_out, TopLogit* out) {
+  int count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(x[i] > floor)) continue;
+    if (count == max_out) return max_out + 1;
+    out[count++] = {x[i], static_cast<int32_t>(i)};
+  }
+  return count;
+}
+
 int64_t Argmax(const float* x, int64_t n) { return kernel_table::ActiveKernelTable().argmax(x, n); }
 
 int TopK(const float* x, int64_t n, int k, TopLogit* out) {
   return kernel_table::ActiveKernelTable().top_k(x, n, k, out);
+}
+
+int LogitsAbove(const float* x, int64_t n, float floor, int max_out, TopLogit* out) {
+  return kernel_table::ActiveKernelTable().logits_above(x, n, floor, max_out, out);
 }
 
 namespace kernel_table {
@@ -32,6 +46,7 @@ namespace kernel_table {
 void FillScalarTopLogits(KernelTable* t) {
   t->argmax = ArgmaxScalar;
   t->top_k = TopKScalar;
+  t->logits_above = LogitsAboveScalar;
 }
 
 }  // namespace kernel_table

@@ -1,6 +1,7 @@
-// Picking the largest logits, for sampling: Argmax (greedy decoding) and
-// TopK (the sampler's top-k truncation), exact, in a defined order, and the
-// same answer at every kernel level.
+// Picking the largest logits, for sampling: Argmax (greedy decoding), TopK
+// (the sampler's top-k truncation) and LogitsAbove (the few near the top,
+// with top-k off), exact, in a defined order, and the same answer at every
+// kernel level.
 //
 // Order: a logit is better than another when it is larger, or equal and at
 // a smaller index (the order std::max_element and a stable sort by
@@ -31,9 +32,18 @@ int64_t Argmax(const float* x, int64_t n);
 // returns how many. `out` holds k entries; n < 2^31.
 int TopK(const float* x, int64_t n, int k, TopLogit* out);
 
+// The entries of x[0, n) larger than `floor` (never a NaN), in increasing
+// index, into out[0, ...): returns how many, or max_out + 1 as soon as
+// there are more than max_out (out then holds the first max_out). `out`
+// holds max_out entries. With the vocabulary's largest logit m, the
+// entries above m - d are the best ones of a sort in some order: the
+// sampler sorts these few instead of the vocabulary (sampler.h).
+int LogitsAbove(const float* x, int64_t n, float floor, int max_out, TopLogit* out);
+
 // The scalar level's entries (the reference the SIMD ones match).
 int64_t ArgmaxScalar(const float* x, int64_t n);
 int TopKScalar(const float* x, int64_t n, int k, TopLogit* out);
+int LogitsAboveScalar(const float* x, int64_t n, float floor, int max_out, TopLogit* out);
 
 }  // namespace kvs
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -89,6 +90,31 @@ TEST_P(TopLogitsTest, TopKIsTheKBestInOrderTiesToTheSmallerIndex) {
   TopLogit none{};
   EXPECT_EQ(TopK(nullptr, 0, 5, &none), 0);
   EXPECT_EQ(TopK(Cases()[0].data(), 1, 0, &none), 0);
+}
+
+TEST_P(TopLogitsTest, LogitsAboveAreEveryLargerOneInIndexOrderAndStopPastTheLimit) {
+  ScopedKernelIsa level(GetParam());
+  for (const std::vector<float>& x : Cases()) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    for (float floor : {-std::numeric_limits<float>::infinity(), -1.0f, 0.0f, 2.5f, 9.0f}) {
+      std::vector<TopLogit> want;  // a plain loop
+      for (int64_t i = 0; i < n; ++i) {
+        if (x[i] > floor) want.push_back({x[i], static_cast<int32_t>(i)});
+      }
+      for (int max_out : {0, 1, 7, 64, 100000}) {
+        std::vector<TopLogit> out(static_cast<size_t>(max_out) + 1, TopLogit{-1.0f, -1});
+        const int got = LogitsAbove(x.data(), n, floor, max_out, out.data());
+        const bool over = static_cast<int>(want.size()) > max_out;
+        ASSERT_EQ(got, over ? max_out + 1 : static_cast<int>(want.size()))
+            << "n " << n << " floor " << floor << " max_out " << max_out;
+        for (int i = 0; i < std::min(got, max_out); ++i) {
+          ASSERT_EQ(out[i].id, want[i].id) << "n " << n << " floor " << floor << " entry " << i;
+          ASSERT_EQ(std::memcmp(&out[i].logit, &want[i].logit, sizeof(float)), 0);
+        }
+        EXPECT_EQ(out[max_out].id, -1) << "wrote past max_out";
+      }
+    }
+  }
 }
 
 }  // namespace

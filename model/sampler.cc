@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/softmax_denominator.h"
 #include "kernels/sort_logits.h"
 
 namespace kvs {
@@ -91,7 +92,6 @@ Sampler::Sampler(int vocab_size) {
   penalized_.resize(vocab_size);
   top_.resize(vocab_size);
   sort_scratch_.resize(2 * static_cast<size_t>(vocab_size));
-  weights_.resize(vocab_size);
 }
 
 int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
@@ -126,55 +126,108 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
   // microseconds instead of hundreds over a 151,936-token vocabulary.
   if (params.greedy()) return static_cast<int32_t>(Argmax(l, vocab));
 
-  // The candidates, best first: top-k's heap, or with top-k off the whole
-  // vocabulary radix-sorted (kernels/sort_logits.h). Either is the order a
-  // sort by (logit descending, id ascending) gives, so what follows sees
-  // the same candidates whichever way they were found.
-  const int found = params.top_k > 0 && params.top_k < vocab
-                        ? TopK(l, vocab, params.top_k, top_.data())
-                        : SortLogits(l, vocab, top_.data(), sort_scratch_.data());
-  std::span<TopLogit> candidates(top_.data(), static_cast<size_t>(found));
-  if (candidates.empty()) return 0;  // every logit NaN
-
-  // Probabilities at temperature 1 decide the truncations (as llama.cpp),
-  // summed best first.
-  const float max_logit = candidates[0].logit;
-  if (params.top_p < 1.0f) {
-    double total = 0;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      weights_[i] = std::exp(static_cast<double>(candidates[i].logit - max_logit));
-      total += weights_[i];
+  // The candidates, best first, and the normalizer of the top-p
+  // probabilities (at temperature 1, as llama.cpp): top-k's heap and the
+  // sum of its k weights; or, with top-k off, the whole vocabulary's
+  // softmax denominator (kernels/softmax_denominator.h, in an order fixed
+  // by the ids) and only as many of the best as the truncations reach
+  // (Candidates).
+  const bool top_k_on = params.top_k > 0 && params.top_k < vocab;
+  std::span<TopLogit> candidates;
+  float max_logit;
+  double total = 0;
+  size_t n;
+  if (top_k_on) {
+    candidates = std::span<TopLogit>(top_.data(), static_cast<size_t>(TopK(l, vocab, params.top_k, top_.data())));
+    if (candidates.empty()) return 0;  // every logit NaN
+    max_logit = candidates[0].logit;
+    if (std::isinf(max_logit)) return candidates[0].id;  // +inf: the softmax's limit
+    if (params.top_p < 1.0f) {
+      for (const TopLogit& c : candidates) total += Weight(c.logit, max_logit);
     }
-    double cumulative = 0;
-    size_t n = 0;
-    while (n < candidates.size()) {
-      cumulative += weights_[n] / total;
-      ++n;
-      if (cumulative >= params.top_p) break;
-    }
-    candidates = candidates.first(n);
+    bool open;
+    n = Truncate(params, candidates, max_logit, total, &open);
+  } else {
+    const int64_t best = Argmax(l, vocab);
+    max_logit = l[best];
+    if (std::isnan(max_logit)) return 0;  // every logit NaN
+    if (std::isinf(max_logit)) return static_cast<int32_t>(best);
+    if (params.top_p < 1.0f) total = SoftmaxDenominator(l, vocab, max_logit);
+    candidates = Candidates(params, l, vocab, max_logit, total, &n);
   }
-  if (params.min_p > 0.0f) {
-    // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p)
-    const float threshold = max_logit + std::log(params.min_p);
-    size_t n = 1;
-    while (n < candidates.size() && candidates[n].logit >= threshold) ++n;
-    candidates = candidates.first(n);
-  }
+  candidates = candidates.first(n);
 
   // Temperature, then draw.
-  double total = 0;
+  double drawn_total = 0;
   for (TopLogit& c : candidates) {
-    c.logit = static_cast<float>(std::exp(static_cast<double>(c.logit - max_logit) / params.temperature));
-    total += c.logit;
+    c.logit = static_cast<float>(ExpOfNonPositive(static_cast<double>(c.logit - max_logit) / params.temperature));
+    drawn_total += c.logit;
   }
-  const double u = rng->Uniform() * total;
+  const double u = rng->Uniform() * drawn_total;
   double cumulative = 0;
   for (const TopLogit& c : candidates) {
     cumulative += c.logit;
     if (u < cumulative) return c.id;
   }
   return candidates.back().id;
+}
+
+double Sampler::Weight(float logit, float max_logit) {
+  return ExpOfNonPositive(static_cast<double>(logit - max_logit));
+}
+
+size_t Sampler::Truncate(const SamplingParams& params, std::span<const TopLogit> c, float max_logit,
+                         double total, bool* open) {
+  size_t n = c.size();
+  *open = true;
+  if (params.top_p < 1.0f) {
+    double cumulative = 0;
+    n = 0;
+    while (n < c.size()) {
+      cumulative += Weight(c[n].logit, max_logit) / total;
+      ++n;
+      if (cumulative >= params.top_p) {
+        *open = false;
+        break;
+      }
+    }
+  }
+  if (params.min_p > 0.0f) {
+    // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p)
+    const float threshold = max_logit + std::log(params.min_p);
+    size_t m = 1;
+    while (m < n && c[m].logit >= threshold) ++m;
+    if (m < n) *open = false;
+    n = m;
+  }
+  return n;
+}
+
+std::span<TopLogit> Sampler::Candidates(const SamplingParams& params, const float* l, int vocab, float max_logit,
+                                        double total, size_t* n) {
+  // The logits above max - depth are the best of the vocabulary's order:
+  // sorted, they are its first ones. Top-p usually stops within a few nats
+  // of the top; min-p alone stops at log(min_p) (one nat more, so that a
+  // candidate below it ends the walk). With neither, or when the few do
+  // not decide, the whole vocabulary is sorted.
+  if (vocab > kFewCandidates && (params.top_p < 1.0f || params.min_p > 0.0f)) {
+    float depth = params.top_p < 1.0f ? kFirstDepth : 1.0f - std::log(params.min_p);
+    for (int attempt = 0; attempt < 3; ++attempt, depth *= 2) {
+      const int found = LogitsAbove(l, vocab, max_logit - depth, kFewCandidates, top_.data());
+      if (found > kFewCandidates) break;
+      std::span<TopLogit> few(top_.data(), static_cast<size_t>(found));
+      std::sort(few.begin(), few.end(), [](const TopLogit& a, const TopLogit& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+      bool open;
+      *n = Truncate(params, few, max_logit, total, &open);
+      if (!open || found == vocab) return few;
+    }
+  }
+  std::span<TopLogit> all(top_.data(), static_cast<size_t>(SortLogits(l, vocab, top_.data(), sort_scratch_.data())));
+  bool open;
+  *n = Truncate(params, all, max_logit, total, &open);
+  return all;
 }
 
 void Sampler::TopLogprobs(std::span<const float> logits, int n,
@@ -184,8 +237,7 @@ void Sampler::TopLogprobs(std::span<const float> logits, int n,
   n = std::min(n, vocab);
   if (n <= 0) return;
   const float max_logit = logits[Argmax(logits.data(), vocab)];
-  double z = 0;
-  for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
+  const double z = SoftmaxDenominator(logits.data(), vocab, max_logit);
   const float log_z = static_cast<float>(std::log(z)) + max_logit;
   n = TopK(logits.data(), vocab, n, top_.data());
   for (int i = 0; i < n; ++i) out->emplace_back(top_[i].id, top_[i].logit - log_z);
@@ -193,8 +245,7 @@ void Sampler::TopLogprobs(std::span<const float> logits, int n,
 
 float Sampler::Logprob(std::span<const float> logits, int32_t token) {
   const float max_logit = logits[Argmax(logits.data(), static_cast<int64_t>(logits.size()))];
-  double z = 0;
-  for (float x : logits) z += std::exp(static_cast<double>(x - max_logit));
+  const double z = SoftmaxDenominator(logits.data(), static_cast<int64_t>(logits.size()), max_logit);
   return logits[token] - (static_cast<float>(std::log(z)) + max_logit);
 }
 

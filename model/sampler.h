@@ -9,11 +9,19 @@
 // a fork can be given its own seed and a restored sequence continues with
 // exactly the draws the uninterrupted one would have made.
 //
-// Greedy and top-k select with the SIMD kernels of kernels/top_logits.h;
-// with top-k off, the whole vocabulary is radix-sorted
-// (kernels/sort_logits.h). Both are exact: the order of a sort by logit,
-// ties to the smaller id, so top-p, min-p and the draw walk the candidates
-// in that order. NaN logits are never drawn.
+// Greedy and top-k select with the SIMD kernels of kernels/top_logits.h.
+// With top-k off, top-p's normalizer is the whole vocabulary's softmax
+// denominator (kernels/softmax_denominator.h: one vectorized pass, summed
+// in an order the ids fix), and the candidates are the logits within a few
+// nats of the largest (LogitsAbove, at most kFewCandidates of them,
+// sorted) when the truncations stop within them (as they do for a model's
+// usual, peaked logits), else the whole vocabulary radix-sorted
+// (kernels/sort_logits.h). Every way is exact: the order of
+// a sort by logit, ties to the smaller id, so top-p, min-p and the draw
+// walk the candidates in that order, and which way was taken changes no
+// draw. Every probability weight is ExpOfNonPositive(logit - max)
+// (softmax_denominator.h), the same bits on every CPU. NaN logits are
+// never drawn; a +inf logit is drawn as greedy would (the softmax's limit).
 //
 // Ownership: a Sampler owns scratch sized to the vocabulary so sampling
 // allocates nothing; one Sampler per thread that samples.
@@ -91,7 +99,25 @@ class Sampler {
   std::vector<float> penalized_;           // logits after penalty and bias
   std::vector<TopLogit> top_;              // the candidates, best first; vocab_size entries
   std::vector<uint64_t> sort_scratch_;     // SortLogits' keys; 2 * vocab_size
-  std::vector<double> weights_;            // exp(logit - max) per candidate, for top-p
+
+  // With top-k off, the logits within kFirstDepth nats of the largest
+  // (then twice and four times that) are tried first while there are at
+  // most kFewCandidates of them; the whole vocabulary is sorted only when
+  // top-p and min-p keep all of them.
+  static constexpr int kFewCandidates = 1024;
+  static constexpr float kFirstDepth = 8.0f;
+
+  // The top-p weight of a candidate: e^(logit - max_logit) in double.
+  static double Weight(float logit, float max_logit);
+  // How many of the candidates c (best first) top-p (normalizer `total`)
+  // and then min-p keep; *open is true when they keep all of c and might
+  // keep more were there more (so c must be the whole vocabulary).
+  static size_t Truncate(const SamplingParams& params, std::span<const TopLogit> c, float max_logit,
+                         double total, bool* open);
+  // With top-k off: the candidates, best first (in top_), and in *n how
+  // many the truncations keep.
+  std::span<TopLogit> Candidates(const SamplingParams& params, const float* l, int vocab, float max_logit,
+                                 double total, size_t* n);
 };
 
 }  // namespace kvs

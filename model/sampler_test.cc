@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/softmax_denominator.h"
 
 namespace kvs {
 namespace {
@@ -181,10 +182,12 @@ TEST(SamplerTest, TopKTopPMinPTruncate) {
   EXPECT_EQ(f.size(), 1u) << "top_k = 1 is greedy at any temperature";
 }
 
-// The pipeline of sampler.h written plainly, as it ran before the radix
-// sort: (logit, id) pairs of every non-NaN logit, std::sort by logit
-// descending and id ascending, then top-p, min-p, temperature and the draw
-// over that order. Top-k off only; no penalty or bias.
+// The pipeline of sampler.h written plainly with top-k off: (logit, id)
+// pairs of every non-NaN logit, std::sort by logit descending and id
+// ascending; the top-p normalizer is the softmax denominator as
+// kernels/softmax_denominator.h defines it (eight running sums over the
+// ids, in id order); then top-p, min-p, temperature and the draw over the
+// sorted order, every weight ExpOfNonPositive. No penalty or bias.
 int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l, SequenceRng* rng) {
   std::vector<std::pair<float, int32_t>> c;
   for (size_t i = 0; i < l.size(); ++i) {
@@ -195,13 +198,16 @@ int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l,
   });
   if (c.empty()) return 0;
   const float max_logit = c[0].first;
-  double total = 0;
-  for (const auto& e : c) total += std::exp(static_cast<double>(e.first - max_logit));
+  double lanes[8] = {};
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (!std::isnan(l[i])) lanes[i % 8] += ExpOfNonPositive(static_cast<double>(l[i] - max_logit));
+  }
+  const double total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
   if (p.top_p < 1.0f) {
     double cumulative = 0;
     size_t n = 0;
     while (n < c.size()) {
-      cumulative += std::exp(static_cast<double>(c[n].first - max_logit)) / total;
+      cumulative += ExpOfNonPositive(static_cast<double>(c[n].first - max_logit)) / total;
       ++n;
       if (cumulative >= p.top_p) break;
     }
@@ -213,12 +219,12 @@ int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l,
     while (n < c.size() && c[n].first >= threshold) ++n;
     c.resize(n);
   }
-  total = 0;
+  double drawn_total = 0;
   for (auto& e : c) {
-    e.first = static_cast<float>(std::exp(static_cast<double>(e.first - max_logit) / p.temperature));
-    total += e.first;
+    e.first = static_cast<float>(ExpOfNonPositive(static_cast<double>(e.first - max_logit) / p.temperature));
+    drawn_total += e.first;
   }
-  const double u = rng->Uniform() * total;
+  const double u = rng->Uniform() * drawn_total;
   double cumulative = 0;
   for (const auto& e : c) {
     cumulative += e.first;
@@ -230,7 +236,10 @@ int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l,
 TEST(SamplerTest, WithTopKOffDrawsExactlyWhatASortedPipelineDraws) {
   // Vocabularies with ties, both zeros, infinities and NaNs, under top-p,
   // min-p, both and neither: the same token for the same RNG state, draw
-  // after draw, as a std::sort of the whole vocabulary gives.
+  // after draw, as a std::sort of the whole vocabulary gives. Flat logits
+  // (top-p reaches past the best kFewCandidates, so the sampler sorts the
+  // whole vocabulary) and peaked ones, as a model gives (the truncations
+  // stop within the first TopK), both at 151,936 tokens.
   std::mt19937 gen(17);
   std::normal_distribution<float> nd(0, 3);
   std::uniform_int_distribution<int> coarse(-6, 6);
@@ -240,6 +249,10 @@ TEST(SamplerTest, WithTopKOffDrawsExactlyWhatASortedPipelineDraws) {
     for (float& v : x) v = nd(gen);
     vocabularies.push_back(x);
   }
+  std::vector<float> peaked(151936);
+  for (float& v : peaked) v = nd(gen) * 0.7f;
+  for (int i = 0; i < 40; ++i) peaked[(i * 3701 + 11) % peaked.size()] = 12.0f + nd(gen);
+  vocabularies.push_back(peaked);
   std::vector<float> ties(4000);
   for (size_t i = 0; i < ties.size(); ++i) {
     ties[i] = i % 11 == 0 ? -0.0f : static_cast<float>(coarse(gen)) * 0.25f;
@@ -267,6 +280,18 @@ TEST(SamplerTest, WithTopKOffDrawsExactlyWhatASortedPipelineDraws) {
         }
       }
     }
+  }
+}
+
+TEST(SamplerTest, APlusInfiniteLogitIsDrawnAsGreedyWouldPickIt) {
+  std::vector<float> logits = {1.0f, std::numeric_limits<float>::infinity(), 3.0f,
+                               std::numeric_limits<float>::infinity()};
+  Sampler s(4);
+  SequenceRng rng(5);
+  for (int top_k : {0, 2, 40}) {
+    SamplingParams p;
+    p.top_k = top_k;
+    for (int draw = 0; draw < 5; ++draw) EXPECT_EQ(s.Sample(p, logits, {}, &rng), 1) << "top_k " << top_k;
   }
 }
 
