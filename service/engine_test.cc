@@ -89,6 +89,19 @@ class EngineTest : public ::testing::Test {
     absl::MutexLock lock(&mu_);
     return steps_;
   }
+  // How many steps decoded exactly `rows` rows together.
+  int StepsDecoding(int rows) {
+    int n = 0;
+    for (const StepReport& r : Steps()) n += r.decode_rows == rows;
+    return n;
+  }
+  // Waits for every job; each must have ended OK.
+  static void WaitForAll(const std::vector<std::shared_ptr<RecordingListener>>& jobs) {
+    for (const auto& job : jobs) {
+      job->done.WaitForNotification();
+      ASSERT_TRUE(job->status.ok()) << job->status;
+    }
+  }
 
   std::unique_ptr<ServiceTestEnv> env_;
   std::unique_ptr<TaskExecutor> io_;
@@ -239,13 +252,8 @@ TEST_F(EngineTest, InterleavedForksOfTwoPromptsEachGenerateWhatTheirPromptGenera
     jobs.push_back(Submit((*b_forks)[i]->id, {}, Greedy(12)));
   }
   all_submitted.Notify();
-  for (auto& job : jobs) {
-    job->done.WaitForNotification();
-    ASSERT_TRUE(job->status.ok()) << job->status;
-  }
-  int batched_steps = 0;
-  for (const StepReport& r : Steps()) batched_steps += r.decode_rows == 6;
-  EXPECT_GT(batched_steps, 0) << "the six forks never decoded in one step";
+  ASSERT_NO_FATAL_FAILURE(WaitForAll(jobs));
+  EXPECT_GT(StepsDecoding(6), 0) << "the six forks never decoded in one step";
 
   // Each prompt alone, afterwards.
   auto a_alone = Submit(a, {}, Greedy(12));
@@ -296,13 +304,8 @@ TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
     jobs.push_back(Submit((*together)[i]->id, {}, sampled(i), 0, i == 0 ? &all_submitted : nullptr));
   }
   all_submitted.Notify();
-  for (auto& job : jobs) {
-    job->done.WaitForNotification();
-    ASSERT_TRUE(job->status.ok()) << job->status;
-  }
-  int batched_steps = 0;
-  for (const StepReport& r : Steps()) batched_steps += r.decode_rows == 4;
-  EXPECT_GT(batched_steps, 0) << "the four forks never decoded in one step";
+  ASSERT_NO_FATAL_FAILURE(WaitForAll(jobs));
+  EXPECT_GT(StepsDecoding(4), 0) << "the four forks never decoded in one step";
   ASSERT_NE(jobs[0]->ids, jobs[1]->ids) << "the forks must draw differently for this test to see a mix-up";
   ASSERT_NE(jobs[1]->ids, jobs[2]->ids) << "the forks must draw differently for this test to see a mix-up";
 
