@@ -230,23 +230,35 @@ std::span<TopLogit> Sampler::Candidates(const SamplingParams& params, const floa
   return all;
 }
 
+float Sampler::LogPartition(std::span<const float> logits) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  const float max_logit = logits[Argmax(logits.data(), vocab)];
+  return static_cast<float>(std::log(SoftmaxDenominator(logits.data(), vocab, max_logit))) + max_logit;
+}
+
+int Sampler::Logprobs(std::span<const float> logits, int32_t token, int n, float* logprob,
+                      std::pair<int32_t, float>* top) {
+  const int vocab = static_cast<int>(logits.size());
+  const float log_z = LogPartition(logits);
+  *logprob = logits[token] - log_z;
+  n = std::min(n, vocab);
+  if (n <= 0) return 0;
+  n = TopK(logits.data(), vocab, n, top_.data());
+  for (int i = 0; i < n; ++i) top[i] = {top_[i].id, top_[i].logit - log_z};
+  return n;
+}
+
 void Sampler::TopLogprobs(std::span<const float> logits, int n,
                           std::vector<std::pair<int32_t, float>>* out) {
   out->clear();
   const int vocab = static_cast<int>(logits.size());
   n = std::min(n, vocab);
   if (n <= 0) return;
-  const float max_logit = logits[Argmax(logits.data(), vocab)];
-  const double z = SoftmaxDenominator(logits.data(), vocab, max_logit);
-  const float log_z = static_cast<float>(std::log(z)) + max_logit;
+  const float log_z = LogPartition(logits);
   n = TopK(logits.data(), vocab, n, top_.data());
   for (int i = 0; i < n; ++i) out->emplace_back(top_[i].id, top_[i].logit - log_z);
 }
 
-float Sampler::Logprob(std::span<const float> logits, int32_t token) {
-  const float max_logit = logits[Argmax(logits.data(), static_cast<int64_t>(logits.size()))];
-  const double z = SoftmaxDenominator(logits.data(), static_cast<int64_t>(logits.size()), max_logit);
-  return logits[token] - (static_cast<float>(std::log(z)) + max_logit);
-}
+float Sampler::Logprob(std::span<const float> logits, int32_t token) { return logits[token] - LogPartition(logits); }
 
 }  // namespace kvs

@@ -94,6 +94,11 @@ class Sampler {
                    std::vector<std::pair<int32_t, float>>* out);
   // Log-probability of `token` under the plain softmax of `logits`.
   static float Logprob(std::span<const float> logits, int32_t token);
+  // Both at once, the softmax's denominator taken once: *logprob =
+  // Logprob(logits, token), and top[0, returned) = TopLogprobs(logits, n)
+  // (the same values; `top` holds n entries).
+  int Logprobs(std::span<const float> logits, int32_t token, int n, float* logprob,
+               std::pair<int32_t, float>* top);
 
  private:
   std::vector<float> penalized_;           // logits after penalty and bias
@@ -107,6 +112,8 @@ class Sampler {
   static constexpr int kFewCandidates = 1024;
   static constexpr float kFirstDepth = 8.0f;
 
+  // log of the plain softmax's partition function, max + log(sum e^(x - max)).
+  static float LogPartition(std::span<const float> logits);
   // The top-p weight of a candidate: e^(logit - max_logit) in double.
   static double Weight(float logit, float max_logit);
   // How many of the candidates c (best first) top-p (normalizer `total`)

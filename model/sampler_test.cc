@@ -323,5 +323,25 @@ TEST(SamplerTest, TopLogprobsAreNormalisedAndOrdered) {
   EXPECT_NEAR(Sampler::Logprob(kLogits, 3), std::log(0.05), 1e-5);
 }
 
+TEST(SamplerTest, LogprobsGiveWhatLogprobAndTopLogprobsGiveWithOneDenominator) {
+  std::mt19937 gen(31);
+  std::normal_distribution<float> nd(0, 3);
+  std::vector<float> logits(50000);
+  for (float& v : logits) v = nd(gen);
+  Sampler s(static_cast<int>(logits.size()));
+  for (int n : {1, 5, 20}) {
+    std::vector<std::pair<int32_t, float>> want, got(n);
+    s.TopLogprobs(logits, n, &want);
+    float logprob = 0;
+    ASSERT_EQ(s.Logprobs(logits, 123, n, &logprob, got.data()), n);
+    EXPECT_EQ(logprob, Sampler::Logprob(logits, 123));
+    EXPECT_EQ(got, want);
+  }
+  std::vector<std::pair<int32_t, float>> top(9);
+  float logprob = 0;
+  EXPECT_EQ(s.Logprobs(kLogits, 2, 9, &logprob, top.data()), 4) << "no more than the vocabulary";
+  EXPECT_NEAR(logprob, std::log(0.15), 1e-5);
+}
+
 }  // namespace
 }  // namespace kvs

@@ -58,6 +58,7 @@ Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
   samplers_.reserve(lanes);
   for (int i = 0; i < lanes; ++i) samplers_.emplace_back(model.config().vocab_size);
   draws_.reserve(std::min(kMaxDecodeRows, options.max_batch_tokens));
+  draw_tops_.resize(static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) * kMaxTopLogprobs);
   loop_ = std::thread([this] { Loop(); });
 }
 
@@ -363,7 +364,11 @@ void Engine::DrawTokens() {
     for (int i = lane; i < rows; i += lanes) {
       Draw& d = draws_[i];
       Session& s = *d.job->session;
-      d.id = samplers_[lane].Sample(d.job->gen->sampling, std::span<const float>(d.logits, vocab), s.tokens, &s.rng);
+      const std::span<const float> l(d.logits, vocab);
+      d.id = samplers_[lane].Sample(d.job->gen->sampling, l, s.tokens, &s.rng);
+      if (d.job->gen->top_logprobs > 0) {
+        d.top_count = samplers_[lane].Logprobs(l, d.id, d.job->gen->top_logprobs, &d.logprob, d.top);
+      }
     }
   };
   if (lanes <= 1) {
@@ -373,18 +378,17 @@ void Engine::DrawTokens() {
   threads_.Run(lanes, [&](int lane, int) { draw_lane(lane); });
 }
 
-void Engine::DeliverToken(Job& job, const float* logits, int32_t id) {
+void Engine::DeliverToken(Job& job, const Draw& draw) {
   Session& s = *job.session;
-  const GenerateOptions& g = *job.gen;
   const Tokenizer& tok = model_.tokenizer();
-  std::span<const float> l(logits, model_.config().vocab_size);
   GeneratedToken t;
-  t.id = id;
-  if (g.top_logprobs > 0) {
-    t.logprob = Sampler::Logprob(l, t.id);
+  t.id = draw.id;
+  if (job.gen->top_logprobs > 0) {
+    t.logprob = draw.logprob;
     t.piece = tok.Piece(t.id);
-    samplers_[0].TopLogprobs(l, g.top_logprobs, &top_scratch_);
-    for (const auto& [id, logprob] : top_scratch_) t.top.push_back({id, logprob, tok.Piece(id)});
+    for (int i = 0; i < draw.top_count; ++i) {
+      t.top.push_back({draw.top[i].first, draw.top[i].second, tok.Piece(draw.top[i].first)});
+    }
   }
   job.kv.Append(t.id);
   ++job.usage.generated_tokens;
@@ -505,12 +509,13 @@ void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& re
       StagePrefillPages(*p.job, keyed);
       continue;
     }
-    draws_.push_back({p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size, 0});
+    draws_.push_back({p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size,
+                      draw_tops_.data() + static_cast<size_t>(row) * kMaxTopLogprobs});
     ++row;
   }
   DrawTokens();
   for (const Draw& d : draws_) {
-    DeliverToken(*d.job, d.logits, d.id);
+    DeliverToken(*d.job, d);
     if (d.job->stream->finished()) {
       EndJob(active, d.job, absl::OkStatus(), d.job->stream->reason(), report);
     }

@@ -20,11 +20,12 @@
 //                to the store while the job computes on, page_staging.h);
 //                each generating job samples its
 //                next token with its own parameters and random generator
-//                (the step's draws run side by side on the thread pool,
-//                one Sampler per lane: each draw reads only its job's
-//                logits, tokens and generator, so the tokens are the same
-//                as drawn one by one), then, in batch order, appends and
-//                streams it (TokenStream decides text and the end);
+//                (the step's draws, and their logprobs when asked for, run
+//                side by side on the thread pool, one Sampler per lane:
+//                each draw reads only its job's logits, tokens and
+//                generator, so the tokens are the same as drawn one by
+//                one), then, in batch order, appends and streams it
+//                (TokenStream decides text and the end);
 //   6. finish    Appends whose KV caught up are done.
 //
 // Context policy (context_policy.h): an ERROR job is refused (OUT_OF_RANGE)
@@ -244,18 +245,23 @@ class Engine {
   // Moves `job` out of `active` (its slot becomes null) to end after the step.
   void EndJob(Active& active, Job* job, absl::Status status, FinishReason reason,
               StepReport& report);
-  // A decode row of the step: its job, its logits, the token drawn.
+  // A decode row of the step: its job, its logits, the token drawn and,
+  // when the job asks for logprobs, the token's and the top_count most
+  // likely tokens' (at `top`, room for kMaxTopLogprobs).
   struct Draw {
     Job* job;
     const float* logits;
-    int32_t id;
+    std::pair<int32_t, float>* top;
+    int32_t id = 0;
+    float logprob = 0;
+    int top_count = 0;
   };
-  // Draws every row of draws_ (DrawTokens), across the pool's threads when
-  // there are several rows.
+  // Draws every row of draws_ (and its logprobs), across the pool's
+  // threads when there are several rows.
   void DrawTokens();
   // Appends and streams a generating job's drawn token (with its
   // logprobs when asked for).
-  void DeliverToken(Job& job, const float* logits, int32_t id);
+  void DeliverToken(Job& job, const Draw& draw);
 
   const Model& model_;
   SessionManager* const sessions_;
@@ -273,7 +279,7 @@ class Engine {
   std::vector<Planned> ran_;
   std::vector<ForwardItem> items_;
   std::vector<Draw> draws_;
-  std::vector<std::pair<int32_t, float>> top_scratch_;
+  std::vector<std::pair<int32_t, float>> draw_tops_;  // kMaxTopLogprobs per decode row
   // Jobs that ended in the current step, finished after it is recorded.
   struct Ending {
     std::unique_ptr<Job> job;

@@ -23,6 +23,13 @@ class RecordingListener : public JobListener {
  public:
   void OnToken(const GeneratedToken& token, const std::string& text) override {
     ids.push_back(token.id);
+    // What logprobs report (empty unless asked for): the token's, then
+    // each of the top ones' id and logprob.
+    if (!token.top.empty()) logprobs.push_back(token.logprob);
+    for (const TokenLogprob& top : token.top) {
+      logprobs.push_back(static_cast<float>(top.id));
+      logprobs.push_back(top.logprob);
+    }
     if (ids.size() == 1 && hold_first_token != nullptr) hold_first_token->WaitForNotification();
     if (cancel_after > 0 && static_cast<int>(ids.size()) == cancel_after) handle->Cancel();
   }
@@ -34,6 +41,7 @@ class RecordingListener : public JobListener {
     done.Notify();
   }
   std::vector<int32_t> ids;
+  std::vector<float> logprobs;
   int cancel_after = 0;
   // When set, the engine thread waits at the first token until it is
   // notified (so a test can line up another job beside this one).
@@ -278,7 +286,8 @@ TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
   ASSERT_TRUE(alone.ok()) << alone.status();
   // Each fork its own seed and parameters: top-k off with top-p (the
   // radix-sorted path), the defaults (top-k 40), top-k off with min-p and
-  // a repetition penalty, and greedy.
+  // a repetition penalty, and greedy; two of them with logprobs, which
+  // are worked out in the same lanes.
   auto sampled = [](int i) {
     GenerateOptions g;
     g.max_tokens = 16;
@@ -286,6 +295,7 @@ TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
     g.reseed = true;
     g.sampling.seed = 1000 + i;
     g.sampling.temperature = 1.0f;
+    g.top_logprobs = i == 1 || i == 3 ? 3 : 0;
     if (i == 0) {
       g.sampling.top_k = 0;
       g.sampling.top_p = 0.9f;
@@ -314,7 +324,10 @@ TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
     job->done.WaitForNotification();
     ASSERT_TRUE(job->status.ok()) << job->status;
     EXPECT_EQ(jobs[i]->ids, job->ids) << "fork " << i;
+    EXPECT_EQ(jobs[i]->logprobs, job->logprobs) << "fork " << i;
   }
+  EXPECT_EQ(jobs[1]->logprobs.size(), 16u * 7) << "a logprob and 3 top pairs per token";
+  EXPECT_TRUE(jobs[0]->logprobs.empty());
 }
 
 }  // namespace
