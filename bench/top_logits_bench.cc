@@ -21,6 +21,8 @@
 //                                  vocabulary, and on peaked ones, whose
 //                                  nucleus lies within the best 1,024
 //                                  (sampler.h kFewCandidates)
+//   sampler/logprobs_top20/<way>   a token's logprob and the top 20's, as
+//                                  Logprob + TopLogprobs or Logprobs
 // The flat logits are N(0, 3) in random order; the peaked ones N(0, 2)
 // with 16 tokens near 15, which then hold 99% of the probability (a
 // model's nucleus is mostly tens of tokens: Holtzman et al. 2020). A
@@ -151,6 +153,25 @@ void SamplerCase(benchmark::State& state, SamplingParams params, bool peaked) {
   for (auto _ : state) benchmark::DoNotOptimize(sampler.Sample(params, x, recent, &rng));
 }
 
+// What "logprobs" cost per token and row with top_logprobs 20: the
+// token's and the top ones' as two calls (each its own softmax
+// denominator), or Sampler::Logprobs (one).
+void LogprobsCase(benchmark::State& state, bool together) {
+  const std::vector<float>& x = Logits();
+  Sampler sampler(kVocab);
+  std::vector<std::pair<int32_t, float>> top(20);
+  float logprob = 0;
+  for (auto _ : state) {
+    if (together) {
+      benchmark::DoNotOptimize(sampler.Logprobs(x, 7, 20, &logprob, top.data()));
+    } else {
+      benchmark::DoNotOptimize(Sampler::Logprob(x, 7));
+      sampler.TopLogprobs(x, 20, &top);
+    }
+    benchmark::DoNotOptimize(top.data());
+  }
+}
+
 const bool registered = [] {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -174,6 +195,8 @@ const bool registered = [] {
   configure(benchmark::RegisterBenchmark("sampler/default", SamplerCase, defaults, false));
   configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95", SamplerCase, top_k_off, false));
   configure(benchmark::RegisterBenchmark("sampler/top_k_off_top_p0.95/peaked", SamplerCase, top_k_off, true));
+  configure(benchmark::RegisterBenchmark("sampler/logprobs_top20/two_calls", LogprobsCase, false));
+  configure(benchmark::RegisterBenchmark("sampler/logprobs_top20/together", LogprobsCase, true));
   return true;
 }();
 
