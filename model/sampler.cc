@@ -97,6 +97,7 @@ Sampler::Sampler(int vocab_size) {
 int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
                         std::span<const int32_t> recent, SequenceRng* rng) {
   const int vocab = static_cast<int>(logits.size());
+  if (vocab <= 0) return 0;
   const float* l = logits.data();
   if (params.repetition_penalty != 1.0f && !recent.empty()) {
     std::copy(logits.begin(), logits.end(), penalized_.begin());
@@ -141,7 +142,7 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
     candidates = std::span<TopLogit>(top_.data(), static_cast<size_t>(TopK(l, vocab, params.top_k, top_.data())));
     if (candidates.empty()) return 0;  // every logit NaN
     max_logit = candidates[0].logit;
-    if (std::isinf(max_logit)) return candidates[0].id;  // +inf: the softmax's limit
+    if (std::isinf(max_logit)) return candidates[0].id;  // +inf (or all -inf): the softmax's limit
     if (params.top_p < 1.0f) {
       for (const TopLogit& c : candidates) total += Weight(c.logit, max_logit);
     }
@@ -151,7 +152,7 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
     const int64_t best = Argmax(l, vocab);
     max_logit = l[best];
     if (std::isnan(max_logit)) return 0;  // every logit NaN
-    if (std::isinf(max_logit)) return static_cast<int32_t>(best);
+    if (std::isinf(max_logit)) return static_cast<int32_t>(best);  // as above
     if (params.top_p < 1.0f) total = SoftmaxDenominator(l, vocab, max_logit);
     candidates = Candidates(params, l, vocab, max_logit, total, &n);
   }

@@ -21,7 +21,9 @@
 // walk the candidates in that order, and which way was taken changes no
 // draw. Every probability weight is ExpOfNonPositive(logit - max)
 // (softmax_denominator.h), the same bits on every CPU. NaN logits are
-// never drawn; a +inf logit is drawn as greedy would (the softmax's limit).
+// never drawn; a +inf logit (or, when every logit is -inf, the first) is
+// drawn as greedy would pick it (the softmax's limit). An empty
+// vocabulary gives 0.
 //
 // Ownership: a Sampler owns scratch sized to the vocabulary so sampling
 // allocates nothing; one Sampler per thread that samples.

@@ -283,7 +283,7 @@ TEST(SamplerTest, WithTopKOffDrawsExactlyWhatASortedPipelineDraws) {
   }
 }
 
-TEST(SamplerTest, APlusInfiniteLogitIsDrawnAsGreedyWouldPickIt) {
+TEST(SamplerTest, AnInfiniteLargestLogitIsDrawnAsGreedyWouldPickItAndAnEmptyVocabularyGivesZero) {
   std::vector<float> logits = {1.0f, std::numeric_limits<float>::infinity(), 3.0f,
                                std::numeric_limits<float>::infinity()};
   Sampler s(4);
@@ -293,6 +293,15 @@ TEST(SamplerTest, APlusInfiniteLogitIsDrawnAsGreedyWouldPickIt) {
     p.top_k = top_k;
     for (int draw = 0; draw < 5; ++draw) EXPECT_EQ(s.Sample(p, logits, {}, &rng), 1) << "top_k " << top_k;
   }
+  const float minus_inf = -std::numeric_limits<float>::infinity();
+  const std::vector<float> all_minus_inf = {minus_inf, minus_inf, minus_inf, minus_inf};
+  for (int top_k : {0, 2}) {
+    SamplingParams p;
+    p.top_k = top_k;
+    EXPECT_EQ(s.Sample(p, all_minus_inf, {}, &rng), 0) << "top_k " << top_k;
+  }
+  Sampler empty(0);
+  EXPECT_EQ(empty.Sample(SamplingParams{}, {}, {}, &rng), 0);
 }
 
 TEST(SamplerTest, RepetitionPenaltyDemotesRecentTokens) {
