@@ -1,9 +1,10 @@
 // Internal to kernels/: SoftmaxDenominator (softmax_denominator.h) for one
-// SIMD level, generic over its "8 double lanes" traits D: V, Zero, Set1,
-// Add, Sub, Mul, ScaleByPowerOfTwo (exp_of_non_positive.h), Weights8(x,
-// max) = the 8 weights w_i of x[0, 8) (0 for NaN and for d < kExpLowest)
+// level, generic over its "8 double lanes" traits D: V, Zero, Add,
+// Weights8(x, max) = the 8 weights w_i of x[0, 8) (0 for NaN and for
+// d < kExpLowest; the SIMD levels build them with exp_of_non_positive.h)
 // and Store(double[8], V). Include after the traits, from the level's own
-// translation unit, compiled with -ffp-contract=off.
+// translation unit (the scalar level's too, so every level sums in one
+// order), compiled with -ffp-contract=off.
 #ifndef KVSESSION_KERNELS_SIMD_SOFTMAX_DENOMINATOR_H_
 #define KVSESSION_KERNELS_SIMD_SOFTMAX_DENOMINATOR_H_
 

@@ -4,6 +4,7 @@
 
 #include "kernels/exp_of_non_positive.h"
 #include "kernels/kernel_table.h"
+#include "kernels/simd_softmax_denominator.h"
 
 namespace kvs {
 namespace {
@@ -33,13 +34,33 @@ double ExpOfNonPositive(double d) {
   return ExpOfNonPositiveLanes<ScalarDouble>(d);
 }
 
-double SoftmaxDenominatorScalar(const float* x, int64_t n, float max) {
-  double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t i = 0; i < n; ++i) {
-    const float diff = x[i] - max;
-    p[i & 7] += ExpOfNonPositive(static_cast<double>(diff));
+namespace {
+
+// Eight double lanes one at a time, for SoftmaxDenominatorSimd: the
+// scalar level sums in the order the SIMD levels do.
+struct EightScalarDoubles {
+  struct V {
+    double lane[8];
+  };
+  static V Zero() { return V{}; }
+  static V Add(V a, V b) {
+    for (int j = 0; j < 8; ++j) a.lane[j] += b.lane[j];
+    return a;
   }
-  return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+  static V Weights8(const float* x, float max) {
+    V w;
+    for (int j = 0; j < 8; ++j) w.lane[j] = ExpOfNonPositive(static_cast<double>(x[j] - max));
+    return w;
+  }
+  static void Store(double* out, V v) {
+    for (int j = 0; j < 8; ++j) out[j] = v.lane[j];
+  }
+};
+
+}  // namespace
+
+double SoftmaxDenominatorScalar(const float* x, int64_t n, float max) {
+  return SoftmaxDenominatorSimd<EightScalarDoubles>(x, n, max);
 }
 
 double SoftmaxDenominator(const float* x, int64_t n, float max) {

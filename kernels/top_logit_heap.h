@@ -4,9 +4,9 @@
 // since a later index loses a tie, "beats" is simply "larger than".
 // The heap lives in the caller's `out` array; Finish sorts it best first.
 //
-// Everything is in an anonymous namespace, comparator included, so the
-// std:: heap algorithms are instantiated anew in each SIMD translation unit
-// that includes this (the ODR rule in cpu_features.h).
+// Everything is in an anonymous namespace (BetterLogit too, in
+// top_logits.h), so the std:: heap algorithms are instantiated anew in each
+// SIMD translation unit that includes this (the ODR rule in cpu_features.h).
 #ifndef KVSESSION_KERNELS_TOP_LOGIT_HEAP_H_
 #define KVSESSION_KERNELS_TOP_LOGIT_HEAP_H_
 
@@ -17,12 +17,6 @@
 
 namespace kvs {
 namespace {
-
-struct BetterLogit {
-  bool operator()(const TopLogit& a, const TopLogit& b) const {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  }
-};
 
 class TopLogitHeap {
  public:

@@ -24,6 +24,18 @@ struct TopLogit {
   int32_t id;
 };
 
+// The order above as a comparator (true when a comes before b), for
+// std::sort and the heap algorithms. In an anonymous namespace so that each
+// SIMD translation unit instantiates the std:: algorithms anew (the ODR
+// rule in cpu_features.h).
+namespace {
+struct BetterLogit {
+  bool operator()(const TopLogit& a, const TopLogit& b) const {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+};
+}  // namespace
+
 // The index of the best of x[0, n): the first of the largest non-NaN
 // values; 0 when n <= 0 or every value is NaN.
 int64_t Argmax(const float* x, int64_t n);

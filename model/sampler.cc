@@ -217,9 +217,7 @@ std::span<TopLogit> Sampler::Candidates(const SamplingParams& params, const floa
       const int found = LogitsAbove(l, vocab, max_logit - depth, kFewCandidates, top_.data());
       if (found > kFewCandidates) break;
       std::span<TopLogit> few(top_.data(), static_cast<size_t>(found));
-      std::sort(few.begin(), few.end(), [](const TopLogit& a, const TopLogit& b) {
-        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-      });
+      std::sort(few.begin(), few.end(), BetterLogit());
       bool open;
       *n = Truncate(params, few, max_logit, total, &open);
       if (!open || found == vocab) return few;
