@@ -57,7 +57,7 @@ TEST(AttentionQ8_0ScoresTest, EveryLevelGivesEachScoreTheBitsOfTheStatedArithmet
           std::memcpy(paged.data() + at, kc.data() + b * bytes, have);
           blocks[b] = paged.data() + at;
         }
-        for (int nq : {1, 3, 17, 32}) {
+        for (int nq : {1, 2, 3, 17, 32}) {
           std::vector<float> q(static_cast<size_t>(nq) * hd);
           for (float& x : q) x = 3 * nd(rng);
           const size_t qb = QueryQ8_0Bytes(hd);
