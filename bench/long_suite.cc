@@ -165,9 +165,11 @@ int RunLongSuite(const LongSuiteOptions& o) {
       static_cast<double>(runner.transformer().kv_geometry(kPageTokens, o.kv_dtype).bytes_per_token());
   const double f16_per_token =
       static_cast<double>(runner.transformer().kv_geometry(kPageTokens, KvDtype::kF16).bytes_per_token());
-  auto share = [&](double tok_s, int context) {
-    return 100 * (weight_bytes + kv_per_token * context) * tok_s / (bandwidth * 1e9);
-  };
+  // The decode rate the measured bandwidth allows at `context`: every
+  // step reads the weights and the context's KV once.
+  auto ceiling = [&](int context) { return bandwidth * 1e9 / (weight_bytes + kv_per_token * context); };
+  // A decode rate as a percentage of that ceiling.
+  auto share = [&](double tok_s, int context) { return 100 * tok_s / ceiling(context); };
 
   std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, matmul fast, KV %s, %d threads, "
               "medians of %d\nmemory read bandwidth %.1f GB/s (measured in this run)\n"
@@ -198,9 +200,6 @@ int RunLongSuite(const LongSuiteOptions& o) {
       PrintRow(what, ours, cell, "none of its own (reference for 8,192)", "-");
     }
   }
-  // The decode rate the measured bandwidth allows at `context`: every
-  // step reads the weights and the context's KV once.
-  auto ceiling = [&](int context) { return bandwidth * 1e9 / (weight_bytes + kv_per_token * context); };
   // A decode row: target `factor` x llama.cpp's figure, judged when there is
   // one, with the rate it asks for and the bandwidth ceiling beside it (a
   // target above the ceiling cannot be met on this machine).
