@@ -6,8 +6,9 @@
 // read bandwidth is measured in the same run, on a file of the store's size
 // in the same directory. Prints tokens, MB, warm/cold medians, the targets
 // (warm <= 60 ms, cold <= 1.3 x bytes / bandwidth) and pass/miss, for a
-// server with a fresh (lazily mapped) KV pool and one started with
-// --kv-prefault (the pool mapped and touched at startup).
+// server whose KV pool is mapped on demand (--kv-warm-tokens 0), one with
+// the default (4,096 tokens of pages kept resident ahead of use) and one
+// started with --kv-prefault (the whole pool resident at startup).
 #ifndef KVSESSION_BENCH_RESTORE_TABLE_H_
 #define KVSESSION_BENCH_RESTORE_TABLE_H_
 

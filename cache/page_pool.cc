@@ -1,5 +1,7 @@
 #include "cache/page_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -7,14 +9,28 @@
 
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 
 namespace kvs {
 namespace {
 
 constexpr size_t kSlabTargetBytes = 8u << 20;
+// How long KeepWarm's thread waits, once pages are taken, before it refills.
+constexpr absl::Duration kRefillDelay = absl::Milliseconds(50);
 
 int PagesPerSlab(const KvGeometry& g) {
   return static_cast<int>(std::max<size_t>(1, kSlabTargetBytes / g.page_bytes()));
+}
+
+// Has the kernel back [memory, memory + bytes) now. MADV_POPULATE_WRITE
+// (Linux 5.14) fills the page tables without writing a byte; older kernels
+// get a write per 4 KiB.
+void Populate(uint8_t* memory, size_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(memory, bytes, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  volatile uint8_t* p = memory;
+  for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
 }
 
 }  // namespace
@@ -25,6 +41,11 @@ PagePool::PagePool(const KvGeometry& geometry, int64_t max_pages)
 }
 
 PagePool::~PagePool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (warm_thread_.joinable()) warm_thread_.join();
   for (uint8_t* s : slabs_) {
     if (s != nullptr) ::munmap(s, static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes());
   }
@@ -62,7 +83,9 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
           "KV cache is full: all ", max_pages_, " pages (", max_pages_ * geometry_.page_tokens,
           " tokens, ", (max_pages_ * geometry_.page_bytes()) >> 20, " MiB) are in use"));
     }
-    if (absl::Status mapped = MapSlab(/*populate=*/false); !mapped.ok()) return mapped;
+    uint8_t* memory = MapSlabMemory(/*populate=*/false);
+    if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
+    InstallSlab(memory);
   }
   PageId page = free_.back();
   free_.pop_back();
@@ -72,22 +95,26 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
   return page;
 }
 
-absl::Status PagePool::MapSlab(bool populate) {
+uint8_t* PagePool::MapSlabMemory(bool populate) const {
   // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
   // idle pool costs address space, not RSS.
   const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
   void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return absl::ResourceExhaustedError("cannot map KV cache memory");
+  if (m == MAP_FAILED) return nullptr;
   // Huge pages where the kernel allows them: attention walks a (layer,
   // head) block per KV page, a page apart, so small pages cost a TLB miss
   // per block.
   ::madvise(m, bytes, MADV_HUGEPAGE);
-  if (populate) {
-    // Touch every 4 KiB so the kernel backs the whole slab now.
-    volatile uint8_t* p = static_cast<uint8_t*>(m);
-    for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
+  if (populate) Populate(static_cast<uint8_t*>(m), bytes);
+  return static_cast<uint8_t*>(m);
+}
+
+void PagePool::InstallSlab(uint8_t* memory) {
+  if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
+    ::munmap(memory, static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes());
+    return;
   }
-  slabs_[n_slabs_] = static_cast<uint8_t*>(m);
+  slabs_[n_slabs_] = memory;
   const int64_t first = n_slabs_ * pages_per_slab_;
   const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
   ++n_slabs_;
@@ -96,15 +123,84 @@ absl::Status PagePool::MapSlab(bool populate) {
   lru_prev_.resize(last, -1);
   lru_next_.resize(last, -1);
   for (int64_t p = last - 1; p >= first; --p) free_.push_back(static_cast<PageId>(p));
-  return absl::OkStatus();
 }
 
 absl::Status PagePool::Prefault() {
-  absl::MutexLock lock(&mu_);
-  while (n_slabs_ < static_cast<int64_t>(slabs_.size())) {
-    if (absl::Status s = MapSlab(/*populate=*/true); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&mu_);
+    warm_pages_ = max_pages_;
   }
+  return WarmUp(/*background=*/false);
+}
+
+absl::Status PagePool::KeepWarm(int64_t pages) {
+  {
+    absl::MutexLock lock(&mu_);
+    warm_pages_ = std::clamp<int64_t>(pages, 0, max_pages_);
+  }
+  if (absl::Status s = WarmUp(/*background=*/false); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (!warm_thread_.joinable()) warm_thread_ = std::thread(&PagePool::WarmLoop, this);
   return absl::OkStatus();
+}
+
+bool PagePool::WarmingNeeded() const {
+  return static_cast<int64_t>(free_.size()) < warm_pages_ &&
+         n_slabs_ < static_cast<int64_t>(slabs_.size());
+}
+
+bool PagePool::WarmerHasWork() const {
+  return stopping_ || (warming_pauses_ == 0 && WarmingNeeded());
+}
+
+PagePool::WarmingPause::WarmingPause(PagePool* pool) : pool_(pool) {
+  absl::MutexLock lock(&pool_->mu_);
+  ++pool_->warming_pauses_;
+}
+
+PagePool::WarmingPause::~WarmingPause() {
+  absl::MutexLock lock(&pool_->mu_);
+  --pool_->warming_pauses_;
+}
+
+absl::Status PagePool::WarmUp(bool background) {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || !WarmingNeeded() || (background && warming_pauses_ > 0)) {
+        return absl::OkStatus();
+      }
+    }
+    // Populating takes milliseconds per slab: Allocate and Release go on
+    // meanwhile (an Allocate that finds no free page maps its own slab).
+    uint8_t* memory = MapSlabMemory(/*populate=*/true);
+    if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
+    absl::MutexLock lock(&mu_);
+    InstallSlab(memory);
+  }
+}
+
+void PagePool::WarmLoop() {
+  // Only idle CPU time: a restore that takes warm pages runs on every core,
+  // and refilling behind it must not slow it down.
+  sched_param idle{};
+  ::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &idle);
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &PagePool::WarmerHasWork));
+      // Let the call that took the pages finish first (measured: a refill
+      // that starts as soon as a restore's copies end adds ~9 ms, a fifth,
+      // to the restore's reply on two cores).
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kRefillDelay);
+      if (stopping_) return;
+    }
+    if (!WarmUp(/*background=*/true).ok()) {
+      ABSL_RAW_LOG(WARNING, "KV cache: cannot map memory ahead of use; slabs are mapped on demand");
+      absl::MutexLock lock(&mu_);
+      warm_pages_ = 0;
+    }
+  }
 }
 
 void PagePool::AddRef(PageId page) {
@@ -200,6 +296,7 @@ PagePoolStats PagePool::Stats() const {
   s.page_references = references_;
   s.pages_cached = cached_;
   s.pages_reserved = reserved_;
+  s.pages_mapped = static_cast<int64_t>(ref_counts_.size());
   return s;
 }
 

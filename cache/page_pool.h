@@ -14,12 +14,16 @@
 //     warmest in cache), then keyed pages in least-recently-freed order
 //     (reusing one evicts its key).
 //
+// Memory: slabs are mapped lazily by Allocate, or ahead of use by
+// KeepWarm (a background thread keeps that many free pages mapped and
+// resident) and Prefault (the whole budget, now).
+//
 // Contract: Allocate() hands out a page with one reference, or
 // RESOURCE_EXHAUSTED when `max_pages` pages are in use. A keyed page's
 // contents never change (KvSequence copies before writing into one). Page
 // contents are not cleared; writers only read what they wrote.
 //
-// Thread safety: Allocate/AddRef/Release/Stats are safe from any thread.
+// Thread safety: every method is safe from any thread.
 // data() is lock-free; writing a page's bytes is the business of the single
 // owner that holds its only reference (see KvSequence's copy-on-write).
 #ifndef KVSESSION_CACHE_PAGE_POOL_H_
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -52,6 +57,7 @@ struct PagePoolStats {
   int64_t page_references = 0;  // sum of reference counts (pages as seen by sequences)
   int64_t pages_cached = 0;     // free pages that still hold a keyed prefix
   int64_t pages_reserved = 0;   // free pages set aside for running jobs
+  int64_t pages_mapped = 0;     // pages in slabs mapped so far (used, cached or free)
   int64_t bytes_in_use() const { return pages_in_use * page_bytes; }
   // Bytes that sharing saves: what separate copies would have cost.
   int64_t bytes_saved_by_sharing() const { return (page_references - pages_in_use) * page_bytes; }
@@ -75,6 +81,32 @@ class PagePool {
   // The pool's whole budget becomes resident. RESOURCE_EXHAUSTED if the
   // memory cannot be mapped (the slabs mapped so far stay).
   absl::Status Prefault();
+  // Keeps at least `pages` free pages (capped by what is left of the
+  // budget) mapped and resident ahead of Allocate, so a restore or a
+  // prefill of up to that many pages never waits for the kernel to supply
+  // fresh memory, while an idle pool holds only that much beyond its pages
+  // in use. Maps them now, before returning, then from a background thread
+  // (SCHED_IDLE, stopped by the destructor) 50 ms after allocations take
+  // them. A later call changes the number. RESOURCE_EXHAUSTED if the
+  // memory cannot be mapped now (the slabs mapped so far stay); if it
+  // cannot be mapped later, the thread stops warming and Allocate maps
+  // lazily, as without KeepWarm.
+  absl::Status KeepWarm(int64_t pages);
+  // While one lives, KeepWarm's thread maps nothing (it stops within a slab
+  // of the pause): a restore holds one while it copies a session into the
+  // pool, since zeroing fresh memory beside those copies would take the
+  // memory bandwidth they need. Pauses from any threads nest. The pool
+  // must outlive it.
+  class WarmingPause {
+   public:
+    explicit WarmingPause(PagePool* pool);
+    ~WarmingPause();
+    WarmingPause(const WarmingPause&) = delete;
+    WarmingPause& operator=(const WarmingPause&) = delete;
+
+   private:
+    PagePool* const pool_;
+  };
   // A fresh page with reference count 1, or RESOURCE_EXHAUSTED. Pages set
   // aside by SetReserved are only for callers that pass from_reserve (the
   // engine's running jobs); others see them as in use.
@@ -108,8 +140,21 @@ class PagePool {
   PagePoolStats Stats() const;
 
  private:
-  // Maps the next slab (touching it if `populate`) and frees its pages.
-  absl::Status MapSlab(bool populate) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps one slab's memory, backed now if `populate`; nullptr if it cannot
+  // be mapped. Needs no lock.
+  uint8_t* MapSlabMemory(bool populate) const;
+  // Installs `memory` as the next slab and frees its pages, or unmaps it
+  // when every slab is already installed.
+  void InstallSlab(uint8_t* memory) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps, populates and installs slabs until WarmingNeeded() is false (or,
+  // for the background thread, a WarmingPause begins), the populating
+  // outside the lock. RESOURCE_EXHAUSTED if a slab cannot be mapped.
+  absl::Status WarmUp(bool background) ABSL_LOCKS_EXCLUDED(mu_);
+  // Fewer than warm_pages_ unkeyed free pages are mapped, and slabs remain.
+  bool WarmingNeeded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WarmerHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // KeepWarm's background thread: WarmUp whenever allocations need it.
+  void WarmLoop();
   void LruRemove(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LruPushBack(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -136,6 +181,10 @@ class PagePool {
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t references_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t warm_pages_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int warming_pauses_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread warm_thread_;  // started by the first KeepWarm
 };
 
 }  // namespace kvs

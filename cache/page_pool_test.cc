@@ -3,10 +3,16 @@
 // (unkeyed first, then cached keyed pages least recently freed first).
 #include "cache/page_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -68,6 +74,122 @@ TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
     EXPECT_EQ(data[Geometry().page_bytes() - 1], 0);
   }
   EXPECT_TRUE(absl::IsResourceExhausted(pool.Allocate().status()));
+}
+
+// 64 KiB pages (16 of the kernel's 4 KiB pages), 128 to a slab.
+KvGeometry LargePageGeometry() {
+  return {.n_layers = 4, .n_kv_heads = 2, .head_dim = 64, .page_tokens = 16, .dtype = KvDtype::kF32};
+}
+
+// True if the kernel holds every byte of the page in memory (mincore).
+bool Resident(const PagePool& pool, PageId page) {
+  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(pool.data(page)) & ~(os_page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(pool.data(page)) + pool.geometry().page_bytes();
+  std::vector<unsigned char> in_core((end - begin + os_page - 1) / os_page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0) return false;
+  for (unsigned char c : in_core) {
+    if ((c & 1) == 0) return false;
+  }
+  return true;
+}
+
+// Free pages in mapped slabs (none are cached in these tests).
+int64_t MappedFree(const PagePool& pool) {
+  const PagePoolStats s = pool.Stats();
+  return s.pages_mapped - s.pages_in_use - s.pages_cached;
+}
+
+TEST(PagePoolTest, WithoutWarmingAFreshPageIsNotYetBackedByMemory) {
+  // The control for the next test: what a restore into a fresh pool meets.
+  PagePool pool(LargePageGeometry(), 1024);
+  const PageId page = MustAllocate(pool);
+  EXPECT_FALSE(Resident(pool, page));
+  pool.data(page)[0] = 1;
+  EXPECT_EQ(pool.data(page)[0], 1);
+}
+
+TEST(PagePoolTest, KeepWarmBacksPagesBeforeTheyAreAllocatedAndRefillsAsTheyAreTaken) {
+  constexpr int64_t kWarm = 200, kBudget = 1024, kSlab = 128;
+  PagePool pool(LargePageGeometry(), kBudget);
+  ASSERT_TRUE(pool.KeepWarm(kWarm).ok());
+  EXPECT_GE(MappedFree(pool), kWarm);
+  EXPECT_LT(pool.Stats().pages_mapped, kWarm + kSlab);  // not the whole budget
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kWarm; ++i) {
+      const PageId page = MustAllocate(pool);
+      ASSERT_TRUE(Resident(pool, page)) << "round " << round << ", page " << i;
+      EXPECT_EQ(pool.data(page)[pool.geometry().page_bytes() - 1], 0);
+    }
+    // The background thread maps the next pages ahead.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (MappedFree(pool) < kWarm && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_GE(MappedFree(pool), kWarm) << "round " << round;
+    EXPECT_LT(pool.Stats().pages_mapped, (round + 1) * kWarm + kWarm + kSlab);
+  }
+}
+
+TEST(PagePoolTest, WhileAWarmingPauseLivesNothingIsMappedAndAfterItTheThreadRefills) {
+  constexpr int64_t kWarm = 64;
+  PagePool pool(LargePageGeometry(), 1024);
+  ASSERT_TRUE(pool.KeepWarm(kWarm).ok());
+  const int64_t mapped = pool.Stats().pages_mapped;
+  {
+    PagePool::WarmingPause pause(&pool);
+    while (MappedFree(pool) > 0) MustAllocate(pool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(pool.Stats().pages_mapped, mapped);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (MappedFree(pool) < kWarm && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(MappedFree(pool), kWarm);
+}
+
+TEST(PagePoolTest, KeepWarmAboveTheBudgetMapsTheBudgetAndAllocationStopsThere) {
+  PagePool pool(LargePageGeometry(), 300);
+  ASSERT_TRUE(pool.KeepWarm(100000).ok());
+  EXPECT_EQ(pool.Stats().pages_mapped, 300);
+  std::set<PageId> seen;
+  for (int i = 0; i < 300; ++i) {
+    const PageId page = MustAllocate(pool);
+    EXPECT_TRUE(Resident(pool, page));
+    EXPECT_TRUE(seen.insert(page).second);
+  }
+  EXPECT_TRUE(absl::IsResourceExhausted(pool.Allocate().status()));
+}
+
+TEST(PagePoolTest, AllocationsRacingTheWarmingThreadHandOutEachPageOnce) {
+  constexpr int kThreads = 3, kPerThread = 300;
+  PagePool pool(LargePageGeometry(), 1024);
+  ASSERT_TRUE(pool.KeepWarm(64).ok());
+  std::vector<std::vector<PageId>> taken(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&pool, &mine = taken[t]] {
+      for (int i = 0; i < kPerThread; ++i) {
+        absl::StatusOr<PageId> page = pool.Allocate();
+        if (!page.ok()) return;
+        pool.data(*page)[0] = static_cast<uint8_t>(i);
+        mine.push_back(*page);
+        if (i % 3 == 2) {  // give some back, so pages are reused too
+          pool.Release(mine.back());
+          mine.pop_back();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<PageId> seen;
+  for (const std::vector<PageId>& mine : taken) {
+    EXPECT_EQ(mine.size(), static_cast<size_t>(kPerThread - kPerThread / 3));
+    for (PageId p : mine) EXPECT_TRUE(seen.insert(p).second) << p;
+  }
+  EXPECT_EQ(pool.Stats().pages_in_use, static_cast<int64_t>(seen.size()));
+  EXPECT_LE(pool.Stats().pages_mapped, 1024);
 }
 
 TEST(PagePoolTest, ReferencesCountSharingAndTheLastReleaseFreesThePage) {

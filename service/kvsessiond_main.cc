@@ -79,6 +79,10 @@ ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
 ABSL_FLAG(bool, kv_prefault, false,
           "map and touch the whole KV cache at startup (it becomes resident), so restores and "
           "prefills never wait for the kernel to supply fresh memory");
+ABSL_FLAG(int, kv_warm_tokens, 4096,
+          "keep this many tokens of free KV pages mapped and resident ahead of use (0: map on "
+          "demand), so a restore or prefill of that length never waits for the kernel to supply "
+          "fresh memory; the pool is warmed before serving and refilled by a background thread");
 ABSL_FLAG(int, max_sessions, 10000, "most sessions the server holds");
 ABSL_FLAG(int, max_context, 0, "most tokens per session (0: the model's context length)");
 ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + decode tokens)");
@@ -389,10 +393,17 @@ int Serve() {
         (session_pages * geometry.page_bytes() + (1 << 20) - 1) >> 20,
         " MiB: raise --kv-cache-mb or lower --max-context"));
   }
+  const int warm_tokens = absl::GetFlag(FLAGS_kv_warm_tokens);
+  if (warm_tokens < 0) return Fail("--kv-warm-tokens must be 0 or more");
   PagePool pool(geometry, max_pages);
   if (absl::GetFlag(FLAGS_kv_prefault)) {
     if (absl::Status s = pool.Prefault(); !s.ok()) {
       return Fail(absl::StrCat("--kv-prefault: ", s.message()));
+    }
+  } else if (warm_tokens > 0) {
+    const int64_t warm_pages = (warm_tokens + geometry.page_tokens - 1) / geometry.page_tokens;
+    if (absl::Status s = pool.KeepWarm(warm_pages); !s.ok()) {
+      return Fail(absl::StrCat("--kv-warm-tokens ", warm_tokens, ": ", s.message()));
     }
   }
   if (metrics_http) EnableSessionIoMetrics(&registry, geometry.page_bytes());

@@ -72,6 +72,8 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
   }
   const auto start = std::chrono::steady_clock::now();
   int64_t pages_read = 0;
+  // The pool's warm pages are taken now; refilling waits for the copies.
+  PagePool::WarmingPause pause(pool_);
   std::vector<PageId> pages;
   auto give_back = [&] {
     for (PageId p : pages) pool_->Release(p);

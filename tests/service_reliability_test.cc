@@ -2,6 +2,8 @@
 // kvsessiond over loopback gRPC: hostile ids and tokens, concurrent calls on
 // one session, and what a client sees right after cancelling.
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -228,6 +230,35 @@ TEST_F(ReliabilityTest, AKvCacheSmallerThanOneFullContextSessionRefusesToStart) 
   EXPECT_FALSE(server.Start(ModelPath("tiny-llama-gqa.gguf"), (dir_ / "small").string(),
                             {"--kv-cache-mb", "1"}));
   EXPECT_THAT(server.log(), HasSubstr("needs 129 pages"));
+}
+
+// The process's resident memory in bytes (VmRSS of /proc/<pid>/status), or -1.
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "... kB"
+  }
+  return -1;
+}
+
+// Issue 11, restore into fresh memory: before it serves, kvsessiond has
+// --kv-warm-tokens of KV pages backed by memory (a restore of that length
+// never waits for the kernel), and only those, not the whole pool.
+TEST_F(ReliabilityTest, TheServerHoldsItsWarmKvPagesResidentBeforeServingButNotTheWholePool) {
+  constexpr int kWarmTokens = 200000;
+  StartServer("aidreams260K.gguf", {"--kv-cache-mb", "1536", "--kv-warm-tokens", std::to_string(kWarmTokens)});
+  const v1::KvCacheInfo kv = client_->GetServerInfo().value().kv_cache();
+  const int64_t warm_bytes = (kWarmTokens + kv.page_tokens() - 1) / kv.page_tokens() * kv.page_bytes();
+  ASSERT_GE(warm_bytes, int64_t{96} << 20) << "too few to tell from the process's other memory";
+  const int64_t resident = ResidentBytes(server_->pid());
+  EXPECT_GE(resident, warm_bytes);
+  EXPECT_LT(resident, int64_t{1024} << 20) << "the 1,536 MiB pool is not to be resident";
+}
+
+TEST_F(ReliabilityTest, ANegativeWarmTokenCountRefusesToStart) {
+  ServerProcess server;
+  EXPECT_FALSE(server.Start(ModelPath("aidreams260K.gguf"), (dir_ / "warm").string(), {"--kv-warm-tokens", "-1"}));
+  EXPECT_THAT(server.log(), HasSubstr("--kv-warm-tokens must be 0 or more"));
 }
 
 // Issue 8 item 7: a deleted session's pages stay as prefix cache, and
