@@ -401,7 +401,7 @@ int Serve() {
       return Fail(absl::StrCat("--kv-prefault: ", s.message()));
     }
   } else if (warm_tokens > 0) {
-    const int64_t warm_pages = (warm_tokens + geometry.page_tokens - 1) / geometry.page_tokens;
+    const int64_t warm_pages = (int64_t{warm_tokens} + geometry.page_tokens - 1) / geometry.page_tokens;
     if (absl::Status s = pool.KeepWarm(warm_pages); !s.ok()) {
       return Fail(absl::StrCat("--kv-warm-tokens ", warm_tokens, ": ", s.message()));
     }
