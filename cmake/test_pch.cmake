@@ -24,8 +24,19 @@ option(KVS_PCH "Precompile the headers shared by the test binaries" ON)
 # (the shared data, build and source directories; -pthread's _REENTRANT, which
 # gRPC's targets bring to some tests and not others) and its include paths
 # (the source tree and the generated API, which the precompiled header names).
+#
+# Test files are compiled at -O1 in Release builds: the code under test is
+# in the libraries, still -O2, and the tests' own code only drives it and
+# compares. Their compile time is most of a test file's cost (template-heavy
+# gRPC, gmock): -O1 took tests/service_test.cc from 15.6 to 11.4 s and
+# tests/chat_service_test.cc from 21.2 to 15.3 s with GCC 12 on Zen 3. In the
+# fuzz build (KVS_FUZZ) tests also go without the fuzzer's coverage
+# instrumentation, which only the fuzz targets read; ASan and UBSan stay.
 function(kvs_test_definitions target)
-  target_compile_options(${target} PRIVATE -pthread)
+  target_compile_options(${target} PRIVATE -pthread $<$<CONFIG:Release>:-O1>)
+  if(KVS_FUZZ)
+    target_compile_options(${target} PRIVATE -fno-sanitize=fuzzer-no-link)
+  endif()
   target_compile_definitions(${target} PRIVATE
       KVS_SHARED_DIR="${KVS_SHARED_DIR}"
       KVS_BINARY_DIR="${CMAKE_BINARY_DIR}"

@@ -142,7 +142,12 @@ Server* Start() {
   s->engine = std::make_unique<kvs::Engine>(*s->model, s->sessions.get(), s->completions.get(), engine_options);
   s->service = std::make_unique<kvs::KvSessionService>(
       *s->model, s->sessions.get(), s->engine.get(), s->io.get(),
-      kvs::ServerFacts{"fuzz", model_path, "fuzz", engine_options.max_batch_tokens, /*chat_template=*/""});
+      kvs::ServerFacts{.version = "fuzz",
+                       .model_path = model_path,
+                       .kernels = "fuzz",
+                       .max_batch_tokens = engine_options.max_batch_tokens,
+                       .chat_template = "",
+                       .replica = "fuzz"});
   // Loopback TCP, not InProcessChannel: gRPC 1.51's in-process transport
   // never frees server-streaming calls (about 12 KB per Generate; not so
   // over TCP), which would grow the fuzzer to its RSS limit.

@@ -9,7 +9,9 @@
 // corrected by 128 * sum(x), converted, scaled and added in block order.
 // GCC 12 flags its own _mm512_cvtepi32_ps (an intentionally undefined
 // pass-through operand) as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <cpuid.h>
 #include <immintrin.h>

@@ -7,7 +7,9 @@
 // stored as q + 128, so 128 * sum(x) is subtracted).
 // GCC 12 flags its own intrinsics (intentionally undefined pass-through
 // operands) as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <immintrin.h>
 

@@ -1,5 +1,11 @@
 // SoftmaxDenominator (softmax_denominator.h) at the AVX512 level: eight
 // double lanes in one register.
+// GCC 12 flags its own intrinsics (intentionally undefined pass-through
+// operands of _mm512_cvtps_pd and _mm512_slli_epi64) as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <immintrin.h>
 
 #include "kernels/kernel_table.h"

@@ -16,7 +16,11 @@
 namespace kvs {
 
 inline std::string BinaryPath(const std::string& name) {
-  return std::string(KVS_BINARY_DIR) + "/bin/" + name;
+  // Appended in place: GCC 12 reports a false -Warray-bounds on a chain of
+  // operator+ on a temporary once this is inlined into a caller.
+  std::string path = KVS_BINARY_DIR;
+  path.append("/bin/").append(name);
+  return path;
 }
 
 inline std::string ReadFile(const std::string& path) {

@@ -62,7 +62,9 @@ void ExpectForeignIdAnsweredAsMissing(const std::vector<std::pair<std::string, I
     EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << name << ": " << unknown;
     EXPECT_EQ(other.code(), unknown.code()) << name << ": " << other;
     EXPECT_EQ(Replace(std::string(other.message()), foreign, missing), unknown.message()) << name;
-    if (!missing_message.empty()) EXPECT_EQ(unknown.message(), missing_message) << name;
+    if (!missing_message.empty()) {
+      EXPECT_EQ(unknown.message(), missing_message) << name;
+    }
   }
 }
 
