@@ -80,9 +80,10 @@ ABSL_FLAG(bool, kv_prefault, false,
           "map and touch the whole KV cache at startup (it becomes resident), so restores and "
           "prefills never wait for the kernel to supply fresh memory");
 ABSL_FLAG(int, kv_warm_tokens, 4096,
-          "keep this many tokens of free KV pages mapped and resident ahead of use (0: map on "
-          "demand), so a restore or prefill of that length never waits for the kernel to supply "
-          "fresh memory; the pool is warmed before serving and refilled by a background thread");
+          "keep this many tokens of free KV pages mapped and resident ahead of use, or as many as "
+          "the longest session in the store if that is more (0: map on demand), so a restore or "
+          "prefill of that length never waits for the kernel to supply fresh memory; the pool is "
+          "warmed before serving and refilled by a background thread");
 ABSL_FLAG(int, max_sessions, 10000, "most sessions the server holds");
 ABSL_FLAG(int, max_context, 0, "most tokens per session (0: the model's context length)");
 ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + decode tokens)");
@@ -396,16 +397,6 @@ int Serve() {
   const int warm_tokens = absl::GetFlag(FLAGS_kv_warm_tokens);
   if (warm_tokens < 0) return Fail("--kv-warm-tokens must be 0 or more");
   PagePool pool(geometry, max_pages);
-  if (absl::GetFlag(FLAGS_kv_prefault)) {
-    if (absl::Status s = pool.Prefault(); !s.ok()) {
-      return Fail(absl::StrCat("--kv-prefault: ", s.message()));
-    }
-  } else if (warm_tokens > 0) {
-    const int64_t warm_pages = (int64_t{warm_tokens} + geometry.page_tokens - 1) / geometry.page_tokens;
-    if (absl::Status s = pool.KeepWarm(warm_pages); !s.ok()) {
-      return Fail(absl::StrCat("--kv-warm-tokens ", warm_tokens, ": ", s.message()));
-    }
-  }
   if (metrics_http) EnableSessionIoMetrics(&registry, geometry.page_bytes());
 
   // Requests (which may wait for a busy session) and job completions
@@ -415,6 +406,21 @@ int Serve() {
   TaskExecutor completions(absl::GetFlag(FLAGS_io_threads));
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
+  // The pool is warmed once the store's sessions are known: the longest one
+  // restores without waiting for fresh memory too (at most the whole pool).
+  int64_t warm_pages = 0;
+  if (absl::GetFlag(FLAGS_kv_prefault)) {
+    if (absl::Status s = pool.Prefault(); !s.ok()) {
+      return Fail(absl::StrCat("--kv-prefault: ", s.message()));
+    }
+    warm_pages = max_pages;
+  } else if (warm_tokens > 0) {
+    const int64_t target_tokens = std::max<int64_t>(warm_tokens, sessions.longest_stored_session_tokens());
+    warm_pages = std::min(max_pages, (target_tokens + geometry.page_tokens - 1) / geometry.page_tokens);
+    if (absl::Status s = pool.KeepWarm(warm_pages); !s.ok()) {
+      return Fail(absl::StrCat("--kv-warm-tokens ", warm_tokens, ": ", s.message()));
+    }
+  }
   sessions.SetSharedPrefixCache(absl::GetFlag(FLAGS_shared_prefix_cache));
   // Before the engine: running jobs hold claims on it until they end.
   TenantUsage tenant_usage(&sessions, &quotas);
@@ -436,9 +442,12 @@ int Serve() {
     if (metrics_http) metrics_http->Stop();
   };
 
-  ServerFacts facts{kVersion, config->model_path, ActiveKernelsName(), engine_options.max_batch_tokens,
-                    absl::GetFlag(FLAGS_chat_template)};
-  facts.replica = ReplicaName();
+  ServerFacts facts{.version = kVersion,
+                    .model_path = config->model_path,
+                    .kernels = ActiveKernelsName(),
+                    .max_batch_tokens = engine_options.max_batch_tokens,
+                    .chat_template = absl::GetFlag(FLAGS_chat_template),
+                    .replica = ReplicaName()};
   if (!ValidReplicaName(facts.replica)) {
     return Fail("--replica-name must be 1 to 253 printable ASCII characters without spaces");
   }
@@ -460,8 +469,8 @@ int Serve() {
   std::cerr << "kvsessiond: " << sessions.session_count() << " sessions in " << config->data_dir
             << "; KV cache " << max_pages << " pages x " << geometry.page_tokens << " tokens ("
             << (max_pages * geometry.page_bytes() >> 20) << " MiB, " << KvDtypeName(geometry.dtype)
-            << "); " << engine.threads() << " threads, kernels " << facts.kernels << ", matmul "
-            << MatmulPathName(config->matmul) << "\n";
+            << "), " << warm_pages * geometry.page_tokens << " tokens kept warm; " << engine.threads()
+            << " threads, kernels " << facts.kernels << ", matmul " << MatmulPathName(config->matmul) << "\n";
   std::cerr << "kvsessiond: transport: "
             << (absl::GetFlag(FLAGS_tls_cert).empty()
                     ? "plaintext (no --tls-cert)"

@@ -2,6 +2,8 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
+
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -41,7 +43,10 @@ absl::Status SessionManager::LoadFromStore() {
   std::vector<SessionRecord> sessions;
   std::vector<CheckpointRecord> checkpoints;
   if (absl::Status s = store_->LoadAll(&sessions, &checkpoints); !s.ok()) return s;
-  for (const SessionRecord& r : sessions) registry_.AddLoaded(SessionFromRecord(r, context_));
+  for (const SessionRecord& r : sessions) {
+    longest_stored_session_tokens_ = std::max<int64_t>(longest_stored_session_tokens_, r.tokens_size());
+    registry_.AddLoaded(SessionFromRecord(r, context_));
+  }
   for (const CheckpointRecord& c : checkpoints) registry_.AddCheckpoint(c);
   return absl::OkStatus();
 }

@@ -73,6 +73,9 @@ class SessionManager : public KvRoomMaker {
   // until first use). Sessions made with another model or KV geometry are
   // listed but answer FAILED_PRECONDITION when used.
   absl::Status LoadFromStore();
+  // The most tokens any session found by LoadFromStore holds (0 before it,
+  // or for an empty store): the KV the longest restore will need.
+  int64_t longest_stored_session_tokens() const { return longest_stored_session_tokens_; }
 
   // A new, empty, resident session (its first token is BOS when the
   // vocabulary uses one), already acquired by the caller. Not persisted
@@ -231,6 +234,7 @@ class SessionManager : public KvRoomMaker {
   const ServiceLimits limits_;
   const RecordContext context_;
   bool shared_prefix_cache_ = false;
+  int64_t longest_stored_session_tokens_ = 0;  // set by LoadFromStore
   SessionRegistry registry_;
   SessionPersistence persistence_;
 };

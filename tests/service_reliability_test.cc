@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 #include <grpcpp/grpcpp.h>
@@ -253,6 +254,23 @@ TEST_F(ReliabilityTest, TheServerHoldsItsWarmKvPagesResidentBeforeServingButNotT
   const int64_t resident = ResidentBytes(server_->pid());
   EXPECT_GE(resident, warm_bytes);
   EXPECT_LT(resident, int64_t{1024} << 20) << "the 1,536 MiB pool is not to be resident";
+}
+
+// A restart keeps as many tokens warm as the longest stored session holds
+// when that is more than --kv-warm-tokens, so restoring it after the
+// restart does not wait for fresh memory either.
+TEST_F(ReliabilityTest, AfterARestartTheLongestStoredSessionFitsInTheWarmPages) {
+  StartServer("aidreams260K.gguf", {"--kv-warm-tokens", "16"});  // page_tokens 16
+  EXPECT_THAT(server_->log(), HasSubstr(", 16 tokens kept warm;")) << "an empty store: the flag's 16";
+  v1::Session s = Create("Once upon a time there was a little dragon");
+  Generate(s.id(), 80);
+  const int64_t length = client_->GetSession(s.id()).value().length();
+  ASSERT_GT(length, 64);
+  server_->Stop();
+  StartServer("aidreams260K.gguf", {"--kv-warm-tokens", "16"});
+  const int64_t warm = (length + 15) / 16 * 16;
+  EXPECT_THAT(server_->log(), HasSubstr(absl::StrCat(", ", warm, " tokens kept warm;")));
+  EXPECT_EQ(client_->GetSession(s.id()).value().length(), length);
 }
 
 TEST_F(ReliabilityTest, ANegativeWarmTokenCountRefusesToStart) {
