@@ -127,9 +127,11 @@ int Main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const std::string data = dir + "/data";
   // A bounded context, so the default KV pool holds a full-context session
-  // of any model.
-  const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000", "--max-context", "4096",
-                                                 "--kv-type", args->GetOr("kv-type", "f16")};
+  // of any model; longer only for a longer --restore-tokens session.
+  const int max_context = std::max(4096, restore_tokens);
+  const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000", "--max-context",
+                                                 std::to_string(max_context), "--kv-type",
+                                                 args->GetOr("kv-type", "f16")};
   auto server = std::make_unique<ServerProcess>();
   if (!server->Start(model, data, server_flags)) {
     std::cerr << "kvsessiond did not start:\n" << server->log();
