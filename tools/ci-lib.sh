@@ -3,6 +3,10 @@
 #
 # A job reports one line "<job> <passed> <failed> <seconds>" to the file
 # named by $KVS_CI_RESULTS when .ci/run sets it, and always prints it.
+# A job whose ctest run had failures also appends a digest of them (each
+# failed test's name and the first lines of its failure) to the file named by
+# $KVS_CI_FAILURES, which .ci/run prints again after its summary: the end of
+# a long log then names what failed.
 
 # ci_packages PKG...: installs the Debian packages that are missing
 # (apt-get update first), as root or through sudo.
@@ -39,6 +43,37 @@ ci_ctest_counts() {
   failed=$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")
   total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
   echo "$((total - failed)) $failed"
+}
+
+# ci_ctest_failures JOB LOG: appends to $KVS_CI_FAILURES (when set), for each
+# test LOG shows as failed ("***Failed", "***Timeout", "***Exception", "Not
+# Run"; LOG from ctest --output-on-failure), the status line and at most 24
+# lines of its output, from the first line that names a failure (gtest's
+# "Failure", a sanitizer's "ERROR:", "error:", "Check failed") or else its last
+# 24 lines.
+ci_ctest_failures() {
+  [ -n "${KVS_CI_FAILURES:-}" ] || return 0
+  awk -v job="$1" '
+    function flush(   i, from, to) {
+      if (status == "") return
+      from = 0
+      for (i = 1; i <= n; i++)
+        if (lines[i] ~ /Failure|ERROR:|error:|Check failed|terminate called/) { from = i; break }
+      if (from == 0) from = (n > 24 ? n - 23 : 1)
+      to = from + 23; if (to > n) to = n
+      print "-- " job ": " status
+      for (i = from; i <= to; i++) print "   " substr(lines[i], 1, 300)
+      status = ""; n = 0
+    }
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / {
+      flush()
+      if ($0 ~ /\*\*\*(Failed|Timeout|Exception)|Not Run/) { status = $0; sub(/^ +/, "", status) }
+      next
+    }
+    /^ +Start +[0-9]+: / || /^[0-9]+% tests passed/ { flush(); next }
+    status != "" { lines[++n] = $0 }
+    END { flush() }
+  ' "$2" >>"$KVS_CI_FAILURES"
 }
 
 # ci_report JOB PASSED FAILED SECONDS
