@@ -297,6 +297,7 @@ PagePoolStats PagePool::Stats() const {
   s.pages_cached = cached_;
   s.pages_reserved = reserved_;
   s.pages_mapped = static_cast<int64_t>(ref_counts_.size());
+  s.pages_warm_target = warm_pages_;
   return s;
 }
 

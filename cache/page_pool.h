@@ -58,6 +58,9 @@ struct PagePoolStats {
   int64_t pages_cached = 0;     // free pages that still hold a keyed prefix
   int64_t pages_reserved = 0;   // free pages set aside for running jobs
   int64_t pages_mapped = 0;     // pages in slabs mapped so far (used, cached or free)
+  // Free pages kept mapped ahead of use: KeepWarm's number (capped by the
+  // budget), max_pages after Prefault, 0 when pages are mapped on demand.
+  int64_t pages_warm_target = 0;
   int64_t bytes_in_use() const { return pages_in_use * page_bytes; }
   // Bytes that sharing saves: what separate copies would have cost.
   int64_t bytes_saved_by_sharing() const { return (page_references - pages_in_use) * page_bytes; }

@@ -162,6 +162,19 @@ TEST(PagePoolTest, KeepWarmAboveTheBudgetMapsTheBudgetAndAllocationStopsThere) {
   EXPECT_TRUE(absl::IsResourceExhausted(pool.Allocate().status()));
 }
 
+TEST(PagePoolTest, StatsNameTheWarmTargetCappedByTheBudget) {
+  PagePool on_demand(LargePageGeometry(), 300);
+  EXPECT_EQ(on_demand.Stats().pages_warm_target, 0);
+  PagePool warm(LargePageGeometry(), 300);
+  ASSERT_TRUE(warm.KeepWarm(40).ok());
+  EXPECT_EQ(warm.Stats().pages_warm_target, 40);
+  ASSERT_TRUE(warm.KeepWarm(100000).ok());
+  EXPECT_EQ(warm.Stats().pages_warm_target, 300);
+  PagePool prefaulted(LargePageGeometry(), 300);
+  ASSERT_TRUE(prefaulted.Prefault().ok());
+  EXPECT_EQ(prefaulted.Stats().pages_warm_target, 300);
+}
+
 TEST(PagePoolTest, AllocationsRacingTheWarmingThreadHandOutEachPageOnce) {
   constexpr int kThreads = 3, kPerThread = 300;
   PagePool pool(LargePageGeometry(), 1024);

@@ -593,6 +593,9 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   kv->set_bytes_saved_by_sharing(ps.bytes_saved_by_sharing());
   kv->set_pages_cached(ps.pages_cached);
   kv->set_bytes_cached(ps.pages_cached * ps.page_bytes);
+  kv->set_pages_mapped(ps.pages_mapped);
+  kv->set_bytes_mapped(ps.pages_mapped * ps.page_bytes);
+  kv->set_warm_target_pages(ps.pages_warm_target);
   if (absl::StatusOr<Principal> caller = CallerOf(ctx); caller.ok()) {
     FillTenantInfo(*caller, tenant_usage_, response->mutable_tenant());
   }

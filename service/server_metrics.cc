@@ -46,11 +46,17 @@ void ServerMetrics::Attach(SessionManager* sessions, Engine* engine) {
   registry_->AddCollector([sessions](metrics::Exposition& out) {
     const PagePoolStats ps = sessions->pool()->Stats();
     out.Family("kvsession_kv_pages", "KV cache pages: max (the budget), in_use (referenced), "
-               "shared (referenced more than once), cached (free, holding a reusable prefix).", "gauge");
+               "shared (referenced more than once), cached (free, holding a reusable prefix), "
+               "mapped (memory mapped so far, any state).", "gauge");
     out.Sample("kvsession_kv_pages", {{"state", "max"}}, ps.max_pages);
     out.Sample("kvsession_kv_pages", {{"state", "in_use"}}, ps.pages_in_use);
     out.Sample("kvsession_kv_pages", {{"state", "shared"}}, ps.pages_shared);
     out.Sample("kvsession_kv_pages", {{"state", "cached"}}, ps.pages_cached);
+    out.Sample("kvsession_kv_pages", {{"state", "mapped"}}, ps.pages_mapped);
+    out.Gauge("kvsession_kv_warm_target_pages",
+              "Free KV pages kept mapped ahead of use (--kv-warm-tokens, raised to the longest stored "
+              "session at startup; the budget with --kv-prefault; 0 when mapped on first use).",
+              {}, ps.pages_warm_target);
     out.Gauge("kvsession_kv_page_size_bytes", "Bytes of one KV page.", {}, ps.page_bytes);
     out.Gauge("kvsession_kv_in_use_bytes", "Bytes of the KV pages in use.", {}, ps.bytes_in_use());
     out.Gauge("kvsession_kv_saved_by_sharing_bytes",

@@ -162,6 +162,11 @@ class MetricsTest(unittest.TestCase):
                          after.value("kvsession_kv_pages", state="in_use") *
                          after.value("kvsession_kv_page_size_bytes"))
         self.assertGreater(after.value("kvsession_store_page_bytes"), 0)
+        # Memory: at least the pages in use are mapped, and the default
+        # --kv-warm-tokens 4096 keeps 256 pages of 16 tokens warm.
+        self.assertGreaterEqual(after.value("kvsession_kv_pages", state="mapped"),
+                                after.value("kvsession_kv_pages", state="in_use"))
+        self.assertEqual(after.value("kvsession_kv_warm_target_pages"), 4096 // 16)
         # Every mutation persisted: 3 creates and 2 generates at least.
         self.assertGreaterEqual(delta("kvsession_persist_duration_seconds_count"), 5)
 

@@ -270,7 +270,44 @@ TEST_F(ReliabilityTest, AfterARestartTheLongestStoredSessionFitsInTheWarmPages) 
   StartServer("aidreams260K.gguf", {"--kv-warm-tokens", "16"});
   const int64_t warm = (length + 15) / 16 * 16;
   EXPECT_THAT(server_->log(), HasSubstr(absl::StrCat(", ", warm, " tokens kept warm;")));
+  // GetServerInfo says the same, in pages, and those pages are mapped.
+  const v1::KvCacheInfo kv = client_->GetServerInfo().value().kv_cache();
+  EXPECT_EQ(kv.warm_target_pages(), warm / 16);
+  EXPECT_GE(kv.pages_mapped(), kv.warm_target_pages());
   EXPECT_EQ(client_->GetSession(s.id()).value().length(), length);
+}
+
+// GetServerInfo (and /metrics) say how much KV memory the server has
+// mapped and how many free pages it keeps mapped ahead of use, for each of
+// the three ways of backing the pool.
+TEST_F(ReliabilityTest, ServerInfoSaysHowMuchKvMemoryIsMappedAndKeptWarm) {
+  auto kv_info = [&] { return client_->GetServerInfo().value().kv_cache(); };
+  // On demand: nothing mapped before the first session; then at least its
+  // pages, far from the whole pool.
+  StartServer("aidreams260K.gguf", {"--kv-warm-tokens", "0"});
+  v1::KvCacheInfo kv = kv_info();
+  EXPECT_EQ(kv.warm_target_pages(), 0);
+  EXPECT_EQ(kv.pages_mapped(), 0);
+  v1::Session s = Create("Once upon a time there was a little dragon");
+  kv = kv_info();
+  EXPECT_GT(kv.pages_in_use(), 0);
+  EXPECT_GE(kv.pages_mapped(), kv.pages_in_use());
+  EXPECT_LT(kv.pages_mapped(), kv.max_pages() / 2);
+  EXPECT_EQ(kv.bytes_mapped(), kv.pages_mapped() * kv.page_bytes());
+  server_->Stop();
+  // Warm: the flag's tokens in pages (the store's session is shorter).
+  StartServer("aidreams260K.gguf", {"--kv-warm-tokens", "320"});
+  kv = kv_info();
+  EXPECT_EQ(kv.warm_target_pages(), 320 / 16);
+  EXPECT_GE(kv.pages_mapped(), 320 / 16);
+  EXPECT_LT(kv.pages_mapped(), kv.max_pages() / 2);
+  server_->Stop();
+  // Prefaulted: the whole pool.
+  StartServer("aidreams260K.gguf", {"--kv-prefault", "--kv-cache-mb", "8"});
+  kv = kv_info();
+  EXPECT_EQ(kv.warm_target_pages(), kv.max_pages());
+  EXPECT_EQ(kv.pages_mapped(), kv.max_pages());
+  EXPECT_EQ(kv.bytes_mapped(), kv.max_pages() * kv.page_bytes());
 }
 
 TEST_F(ReliabilityTest, ANegativeWarmTokenCountRefusesToStart) {
