@@ -24,7 +24,9 @@
 //                        "cold" takes a different (layer, head) each call
 //                        so K and V come from memory, "warm" the same one
 //                        (from cache): bytes/s of K and V, cold to hold
-//                        against read_bandwidth, warm against cold
+//                        against read_bandwidth, warm against cold; ".../pool":
+//                        the pages in a PagePool's slabs, as kvsessiond
+//                        holds them, instead of one mapping
 //   read_paged           the bytes attention_paged cold reads, only summed
 //                        (AVX2 loads, each block's lines prefetched 2
 //                        blocks ahead, as a decode row's stream does): the
@@ -60,6 +62,8 @@
 #include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
 #include "model/huge_page_arena.h"
+#include "cache/kv_geometry.h"
+#include "cache/page_pool.h"
 
 namespace kvs {
 namespace {
@@ -259,39 +263,58 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads)
 }
 
 // KV pages laid out as the pool does (kv_geometry.h: page[layer][k|v][head]
-// [16 slots]), 28 layers x 8 KV heads, in huge pages, every block the same
-// random keys.
+// [16 slots]), 28 layers x 8 KV heads, every block the same random keys.
+// Either one mapping in huge pages, the pages side by side, or (in_pool)
+// pages of a PagePool, in its slabs as kvsessiond holds them.
 class PagedKv {
  public:
   static constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kHeadDim = 128;
 
-  PagedKv(KvDtype dtype, int pages, int page_tokens = kPageTokens)
-      : block_bytes_(KvBytes(dtype, int64_t{page_tokens} * kHeadDim)),
-        page_bytes_(block_bytes_ * 2 * kKvHeads * kLayers),
-        bytes_(page_bytes_ * pages) {
-    void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) return;
-    ::madvise(memory, bytes_, MADV_HUGEPAGE);
-    pages_ = static_cast<uint8_t*>(memory);
+  PagedKv(KvDtype dtype, int pages, int page_tokens = kPageTokens, bool in_pool = false)
+      : geometry_{.n_layers = kLayers, .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .page_tokens = page_tokens,
+                  .dtype = dtype},
+        bytes_(geometry_.page_bytes() * pages) {
+    if (in_pool) {
+      pool_ = std::make_unique<PagePool>(geometry_, pages);
+      for (int p = 0; p < pages; ++p) {
+        absl::StatusOr<PageId> id = pool_->Allocate();
+        if (!id.ok()) return;
+        page_data_.push_back(pool_->data(*id));
+      }
+    } else {
+      void* memory = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (memory == MAP_FAILED) return;
+      ::madvise(memory, bytes_, MADV_HUGEPAGE);
+      mapping_ = static_cast<uint8_t*>(memory);
+      for (int p = 0; p < pages; ++p) page_data_.push_back(mapping_ + p * geometry_.page_bytes());
+    }
     const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(page_tokens) * kHeadDim);
-    std::vector<uint8_t> block(block_bytes_);
+    std::vector<uint8_t> block(block_bytes());
     StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
-    for (size_t off = 0; off < bytes_; off += block_bytes_) std::memcpy(pages_ + off, block.data(), block_bytes_);
+    for (uint8_t* page : page_data_) {
+      for (size_t off = 0; off < geometry_.page_bytes(); off += block_bytes()) {
+        std::memcpy(page + off, block.data(), block_bytes());
+      }
+    }
+    ok_ = true;
   }
   ~PagedKv() {
-    if (pages_ != nullptr) ::munmap(pages_, bytes_);
+    if (mapping_ != nullptr) ::munmap(mapping_, bytes_);
   }
-  bool ok() const { return pages_ != nullptr; }
-  size_t block_bytes() const { return block_bytes_; }
+  bool ok() const { return ok_; }
+  size_t block_bytes() const { return geometry_.block_bytes(); }
   // Page p's K (part 0) or V (part 1) block of (layer, head).
   const void* block(int p, int part, int layer, int head) const {
-    return pages_ + static_cast<size_t>(p) * page_bytes_ +
-           ((static_cast<size_t>(layer) * 2 + part) * kKvHeads + head) * block_bytes_;
+    return page_data_[p] + geometry_.block_offset(layer, part == 0 ? KvPart::kKey : KvPart::kValue, head);
   }
 
  private:
-  size_t block_bytes_, page_bytes_, bytes_;
-  uint8_t* pages_ = nullptr;
+  KvGeometry geometry_;
+  size_t bytes_;
+  std::unique_ptr<PagePool> pool_;  // in_pool
+  uint8_t* mapping_ = nullptr;      // otherwise
+  std::vector<uint8_t*> page_data_;
+  bool ok_ = false;
 };
 
 // One decode row of a GQA group of 2 heads over 4,096 keys in the pool's
@@ -301,11 +324,12 @@ class PagedKv {
 // (layer, head), so its 2 x 4096 rows were last touched 223 calls (hundreds
 // of MB) before, the case of decode at a long context. Warm: always the
 // first (layer, head), so the same layout comes from cache.
-void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold, int page_tokens) {
+void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool cold, int page_tokens,
+                    bool in_pool) {
   if (!UseIsa(state, isa)) return;
   constexpr int kKeys = 4096, kHeads = 2, kHeadDim = PagedKv::kHeadDim;
   const int pages = kKeys / page_tokens;
-  PagedKv kv(dtype, pages, page_tokens);
+  PagedKv kv(dtype, pages, page_tokens, in_pool);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
@@ -543,8 +567,14 @@ void RegisterAll() {
           const std::string paged = std::string("attention_paged/") + KvDtypeName(dtype) + "/" +
                                     KernelIsaName(isa) + (cold ? "/cold" : "/warm") + "/4096keys/2heads/" +
                                     std::to_string(page_tokens) + "tokens";
-          configure(benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold, page_tokens));
+          configure(
+              benchmark::RegisterBenchmark(paged.c_str(), AttentionPaged, isa, dtype, cold, page_tokens, false));
         }
+        // The same row in a PagePool's pages (its slabs, as kvsessiond
+        // holds them) rather than one mapping.
+        const std::string pool = std::string("attention_paged/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                 (cold ? "/cold" : "/warm") + "/4096keys/2heads/16tokens/pool";
+        configure(benchmark::RegisterBenchmark(pool.c_str(), AttentionPaged, isa, dtype, cold, 16, true));
       }
     }
   }
