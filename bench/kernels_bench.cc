@@ -54,6 +54,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_geometry.h"
+#include "cache/page_pool.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
@@ -62,8 +64,6 @@
 #include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
 #include "model/huge_page_arena.h"
-#include "cache/kv_geometry.h"
-#include "cache/page_pool.h"
 
 namespace kvs {
 namespace {
@@ -331,7 +331,7 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   const int pages = kKeys / page_tokens;
   PagedKv kv(dtype, pages, page_tokens, in_pool);
   if (!kv.ok()) {
-    state.SkipWithError("mmap failed");
+    state.SkipWithError(in_pool ? "the page pool could not map its slabs" : "mmap failed");
     return;
   }
   const std::vector<float> q = RandomFloats(kHeads * kHeadDim);
