@@ -10,6 +10,9 @@
 //                        another (/tasksN: as the engine's tasks cut it;
 //                        /tasksN/ahead: each task told the next follows);
 //                        gemv_packed 151936x1024 also in tasks of 64
+//                        packed nx = 512 also as the engine's prefill
+//                        cuts it (3072x1024/tasks192), and against the
+//                        down projection's 1024x3072 (whole, /tasks64)
 //   gemv_packed,         Q8_0 only, the fast path on weights in the packed
 //   gemm_packed          layout (packed_q8_0.h), as models load them at the
 //                        levels that pack (AVX2, AVX-512); gemv_fast and
@@ -52,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cache/kv_geometry.h"
@@ -68,7 +72,7 @@
 namespace kvs {
 namespace {
 
-constexpr int64_t kCols = 1024;
+constexpr int64_t kCols = 1024;  // every matrix's but the down projection's
 
 uint64_t SplitMix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -110,14 +114,14 @@ std::vector<uint8_t> RandomMatrixBytes(GgmlType type, int64_t rows, int64_t cols
 }
 
 // One matrix alive at a time (the largest F32 one is 622 MB).
-const std::vector<uint8_t>& CachedMatrix(GgmlType type, int64_t rows) {
-  static std::pair<GgmlType, int64_t> key{GgmlType::kF32, -1};
+const std::vector<uint8_t>& CachedMatrix(GgmlType type, int64_t rows, int64_t cols = kCols) {
+  static std::tuple<GgmlType, int64_t, int64_t> key{GgmlType::kF32, -1, -1};
   static std::vector<uint8_t> bytes;
-  if (key != std::make_pair(type, rows)) {
+  if (key != std::make_tuple(type, rows, cols)) {
     bytes.clear();
     bytes.shrink_to_fit();
-    bytes = RandomMatrixBytes(type, rows, kCols);
-    key = {type, rows};
+    bytes = RandomMatrixBytes(type, rows, cols);
+    key = {type, rows, cols};
   }
   return bytes;
 }
@@ -182,19 +186,20 @@ void ReadBandwidth(benchmark::State& state, bool avx2) {
 
 // The cached matrix in the packed Q8_0 layout (one alive at a time), in a
 // HugePageArena as models keep their packed weights.
-const uint8_t* CachedPacked(const std::vector<uint8_t>& rows_bytes, int64_t rows) {
+const uint8_t* CachedPacked(const std::vector<uint8_t>& rows_bytes, int64_t rows, int64_t cols) {
   static const uint8_t* key = nullptr;
-  static int64_t key_rows = -1;
+  static int64_t key_rows = -1, key_cols = -1;
   static std::unique_ptr<HugePageArena> arena;
   static uint8_t* packed = nullptr;
-  if (key != rows_bytes.data() || key_rows != rows) {
+  if (key != rows_bytes.data() || key_rows != rows || key_cols != cols) {
     arena = std::make_unique<HugePageArena>();
-    const size_t bytes = PackedQ8_0Bytes(rows, kCols);
+    const size_t bytes = PackedQ8_0Bytes(rows, cols);
     packed = arena->Reserve(bytes) ? arena->Take(bytes) : nullptr;
     if (packed == nullptr) std::abort();
-    PackQ8_0(rows_bytes.data(), rows_bytes.size() / rows, rows, kCols, packed);
+    PackQ8_0(rows_bytes.data(), rows_bytes.size() / rows, rows, cols, packed);
     key = rows_bytes.data();
     key_rows = rows;
+    key_cols = cols;
   }
   return packed;
 }
@@ -204,35 +209,35 @@ enum class MatmulCase { kExact, kFast, kPacked };
 // y = x W^T for nx rows; exact (MatmulRows) or fast (QuantizeActivations +
 // MatmulRowsQuantized) on the GGUF rows or on packed Q8_0 weights.
 void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows, int nx, MatmulCase kind,
-            int64_t task_rows, bool ask_ahead) {
+            int64_t task_rows, bool ask_ahead, int64_t cols) {
   if (!UseIsa(state, isa)) return;
   if (kind == MatmulCase::kPacked && !PackedQ8_0Supported()) {
     state.SkipWithError("this kernel level does not pack Q8_0");
     return;
   }
   const bool fast = kind != MatmulCase::kExact;
-  const std::vector<uint8_t>& bytes = CachedMatrix(type, rows);
-  WeightMatrix w{type, bytes.data(), rows, kCols, bytes.size() / rows};
-  if (kind == MatmulCase::kPacked) w.packed = CachedPacked(bytes, rows);
-  const std::vector<float> x = RandomFloats(static_cast<size_t>(nx) * kCols);
+  const std::vector<uint8_t>& bytes = CachedMatrix(type, rows, cols);
+  WeightMatrix w{type, bytes.data(), rows, cols, bytes.size() / rows};
+  if (kind == MatmulCase::kPacked) w.packed = CachedPacked(bytes, rows, cols);
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(nx) * cols);
   std::vector<float> y(static_cast<size_t>(nx) * rows);
-  std::vector<float> scratch(MatmulScratchFloats(kCols));
-  std::vector<uint8_t> xq(nx * ActivationBytes(type, kCols));
+  std::vector<float> scratch(MatmulScratchFloats(cols));
+  std::vector<uint8_t> xq(nx * ActivationBytes(type, cols));
   for (auto _ : state) {
     if (fast) {
-      QuantizeActivations(type, kCols, x.data(), nx, kCols, xq.data());
+      QuantizeActivations(type, cols, x.data(), nx, cols, xq.data());
       const int64_t step = task_rows > 0 ? task_rows : rows;
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
         const int64_t r1 = r0 + step < rows ? r0 + step : rows;
         MatmulRowsQuantized(w, r0, r1, xq.data(), nx, y.data(), rows, ask_ahead ? r1 + step : 0);
       }
     } else {
-      MatmulRows(w, 0, rows, x.data(), nx, kCols, y.data(), rows, scratch.data());
+      MatmulRows(w, 0, rows, x.data(), nx, cols, y.data(), rows, scratch.data());
     }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes.size()));
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * kCols * nx * state.iterations() / 1e9,
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * nx * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
 
@@ -524,7 +529,8 @@ void RegisterAll() {
                                    KernelIsaName(isa) + "/" +
                                    (nx == 1 ? "" : "nx" + std::to_string(nx) + "/") +
                                    std::to_string(rows) + "x1024";
-          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}, false));
+          configure(benchmark::RegisterBenchmark(name.c_str(), Matmul, isa, type, rows, nx, kind, int64_t{0}, false,
+                                                 kCols));
           if (kind == MatmulCase::kPacked && (nx == 8 || nx == 1) && rows > 3072) {
             // The same pass cut into tasks as the engine cuts its matmuls,
             // one task after another on one thread: 64 rows (a 1,024-row
@@ -535,14 +541,27 @@ void RegisterAll() {
             for (int64_t task_rows : {64, 192}) {
               if (nx == 1 && task_rows != 64) continue;
               const std::string tasks = name + "/tasks" + std::to_string(task_rows);
-              configure(benchmark::RegisterBenchmark(tasks.c_str(), Matmul, isa, type, rows, nx, kind, task_rows, false));
+              configure(benchmark::RegisterBenchmark(tasks.c_str(), Matmul, isa, type, rows, nx, kind, task_rows,
+                                                     false, kCols));
               configure(benchmark::RegisterBenchmark((tasks + "/ahead").c_str(), Matmul, isa, type, rows, nx, kind,
-                                                     task_rows, true));
+                                                     task_rows, true, kCols));
             }
           }
         }
       }
     }
+  }
+  // Prefill's packed GEMM as the engine cuts it on two threads (tasks of
+  // 192 rows of a 3,072-row matrix, 64 of a 1,024-row one), and the
+  // down projection's shape (1,024 rows of 3,072 columns).
+  for (KernelIsa isa : isas) {
+    const std::string name = std::string("gemm_packed/Q8_0/") + KernelIsaName(isa) + "/nx512/";
+    configure(benchmark::RegisterBenchmark((name + "3072x1024/tasks192").c_str(), Matmul, isa, GgmlType::kQ8_0,
+                                           int64_t{3072}, 512, MatmulCase::kPacked, int64_t{192}, false, kCols));
+    configure(benchmark::RegisterBenchmark((name + "1024x3072").c_str(), Matmul, isa, GgmlType::kQ8_0,
+                                           int64_t{1024}, 512, MatmulCase::kPacked, int64_t{0}, false, int64_t{3072}));
+    configure(benchmark::RegisterBenchmark((name + "1024x3072/tasks64").c_str(), Matmul, isa, GgmlType::kQ8_0,
+                                           int64_t{1024}, 512, MatmulCase::kPacked, int64_t{64}, false, int64_t{3072}));
   }
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
     for (KernelIsa isa : isas) {
