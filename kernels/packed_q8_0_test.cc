@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -126,6 +127,46 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
     }
   }
   RecordProperty("amx", AmxAvailable() ? "yes" : "no");
+}
+
+// The AMX kernel's shapes (packed_q8_0_amx.cc): one or two activation
+// tiles multiply the packed weights, three or more a signed copy made a
+// pass of groups at a time (3,072 columns: four groups a pass, so 100 rows
+// take two); batches of 16 to 31 rows, a partial last tile, and ranges
+// that start and end inside groups, inside a pass or across passes.
+TEST(PackedQ8_0AmxTest, EveryBatchSizeAndRowRangeGivesTheScalarBits) {
+  ScopedKernelIsa level(KernelIsa::kAvx512);
+  if (!level.supported() || !kernel_table::ActiveKernelTable().amx) GTEST_SKIP() << "no AMX here";
+  std::mt19937 rng(13);
+  const int64_t rows = 100;
+  for (int64_t cols : {1024, 3072}) {
+    Packed p = MakePacked(rows, cols, rng);
+    const size_t xb = ActivationBytes(GgmlType::kQ8_0, cols);
+    for (int nx : {16, 17, 31, 32, 33, 48, 64, 70}) {
+      std::normal_distribution<float> nd(0, 1);
+      std::vector<float> x(nx * cols);
+      for (float& v : x) v = nd(rng);
+      std::vector<uint8_t> xq(nx * xb);
+      QuantizeActivations(GgmlType::kQ8_0, cols, x.data(), nx, cols, xq.data());
+      std::vector<float> ref(nx * rows);
+      MatmulPackedQ8_0Scalar(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, cols, nx, ref.data(), rows);
+      for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, rows}, {5, 83}, {16, 48}, {17, 18}, {64, rows}}) {
+        std::vector<float> got(nx * rows, std::nanf(""));
+        MatmulPackedQ8_0(p.packed.data(), rows, cols, r0, r1, xq.data(), xb, cols, nx, got.data(), rows);
+        for (int j = 0; j < nx; ++j) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const size_t i = j * rows + r;
+            if (r < r0 || r >= r1) {
+              ASSERT_TRUE(std::isnan(got[i])) << "wrote row " << r << " outside [" << r0 << ", " << r1 << ")";
+            } else {
+              ASSERT_TRUE(SameBits(got[i], ref[i]))
+                  << "cols " << cols << " nx " << nx << " range [" << r0 << ", " << r1 << ") row " << r << " x " << j;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // Quants at the ends of their ranges (weights -128 and 127, activations
