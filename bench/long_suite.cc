@@ -15,6 +15,7 @@
 #include "bench/llama_cpp_figures.h"
 #include "client/cli_args.h"
 #include "cache/kv_sequence.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
@@ -56,12 +57,13 @@ bool WantsSuite(int argc, char** argv) {
 
 int LongSuiteMain(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "runs", "threads", "suite", "kv-type", "llama-cpp", "llama-model"}, {"quick"});
+                             {"model", "runs", "threads", "suite", "kv-type", "llama-cpp", "llama-model"},
+                             {"quick", "amx-attention"});
   const std::optional<KvDtype> kv_dtype = args.ok() ? KvDtypeFromName(args->GetOr("kv-type", "f16")) : std::nullopt;
   if (!args.ok() || !args->Has("model") || args->GetOr("suite", "") != "long" || !kv_dtype ||
       args->Has("llama-cpp") != args->Has("llama-model")) {
     std::cerr << "usage: kvs-bench --model M.gguf --suite long [--runs 3] [--threads N] [--quick] "
-                 "[--kv-type f16|bf16|q8_0|f32] [--llama-cpp DIR --llama-model TWIN.gguf]\n";
+                 "[--kv-type f16|bf16|q8_0|f32] [--amx-attention] [--llama-cpp DIR --llama-model TWIN.gguf]\n";
     return 2;
   }
   LongSuiteOptions o;
@@ -69,6 +71,7 @@ int LongSuiteMain(int argc, char** argv) {
   o.runs = static_cast<int>(args->GetInt("runs", 3).value_or(3));
   o.threads = static_cast<int>(args->GetInt("threads", 0).value_or(0));
   o.quick = args->Has("quick");
+  o.amx_attention = args->Has("amx-attention");
   o.kv_dtype = *kv_dtype;
   o.llama_cpp_dir = args->GetOr("llama-cpp", "");
   o.llama_model = args->GetOr("llama-model", "");
@@ -76,6 +79,10 @@ int LongSuiteMain(int argc, char** argv) {
 }
 
 int RunLongSuite(const LongSuiteOptions& o) {
+  if (o.amx_attention && !UseAmxAttention(true)) {
+    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
+    return 1;
+  }
   auto model = Model::Load(o.model, {.pack_for_fast_path = true});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
@@ -171,11 +178,12 @@ int RunLongSuite(const LongSuiteOptions& o) {
   // A decode rate as a percentage of that ceiling.
   auto share = [&](double tok_s, int context) { return 100 * tok_s / ceiling(context); };
 
-  std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, matmul fast, KV %s, %d threads, "
-              "medians of %d\nmemory read bandwidth %.1f GB/s (measured in this run)\n"
+  std::printf("kvs-bench --suite long (issue 11)\n%s\nCPU %s, kernels %s, attention %s, matmul fast, KV %s, "
+              "%d threads, medians of %d\nmemory read bandwidth %.1f GB/s (measured in this run)\n"
               "llama.cpp column: %s; targets against llama.cpp are judged on it\n\n",
-              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), KvDtypeName(o.kv_dtype),
-              pool.size(), runs, bandwidth, llama.source.c_str());
+              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(),
+              AttentionUsesAmx(o.kv_dtype, c.head_dim) ? "amx" : "vector", KvDtypeName(o.kv_dtype), pool.size(), runs,
+              bandwidth, llama.source.c_str());
   const char* llama_header = llama.measured ? "llama.cpp (this run)" : "llama.cpp (issue 11)";
   const char* none = llama.measured ? "no figure" : "not in issue 11";
   std::printf("| row | kvsession (this run) | %s | target | |\n|---|---|---|---|---|\n", llama_header);

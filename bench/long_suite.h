@@ -15,7 +15,7 @@
 // are judged on that column.
 //
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--threads N]
-//       [--quick] [--kv-type f16|bf16|q8_0|f32]
+//       [--quick] [--kv-type f16|bf16|q8_0|f32] [--amx-attention]
 //       [--llama-cpp LLAMA_CPP/build/bin --llama-model TWIN.gguf]
 //
 // With another --kv-type than f16 the table gains a row for the KV bytes
@@ -37,6 +37,7 @@ struct LongSuiteOptions {
   int threads = 0;     // 0: one per core
   bool quick = false;  // skip decode at 16,384
   KvDtype kv_dtype = KvDtype::kF16;
+  bool amx_attention = false;  // attention.h UseAmxAttention
   std::string llama_cpp_dir;  // empty: issue 11's llama.cpp figures
   std::string llama_model;
 };

@@ -3,7 +3,7 @@
 //   build/bin/kvs-bench --model M.gguf [--runs 5] [--threads N]
 //       [--matmul fast|exact] [--kv-type f16|bf16|q8_0|f32] [--long 4096]
 //       [--prefill-lengths 512,2000,4096,8192] [--prefill-runs R]
-//       [--attention tiled|per-query|both] [--page-tokens 16]
+//       [--attention tiled|per-query|both] [--page-tokens 16] [--amx-attention]
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
 //       prints issue 11's rows with their targets instead (long_suite.h)
 //
@@ -15,7 +15,8 @@
 //     512-token rate against the issue's target (60% at 8,192); with
 //     --attention both, each prompt with the tiled and with the per-query
 //     attention kernel (attention.h UseTiledAttention), one after the
-//     other in this run, and their ratio;
+//     other in this run, and their ratio (--amx-attention: the AMX
+//     attention for bf16 and q8_0 caches, attention.h UseAmxAttention);
 //   - decode tok/s at context 0 and at context --long (4096), and the decode
 //     roofline efficiency = (weight bytes + KV bytes read per token) x tok/s
 //     / measured bandwidth;
@@ -102,11 +103,11 @@ int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "runs", "threads", "matmul", "kv-type", "long", "prefill-lengths",
                               "prefill-runs", "attention", "page-tokens"},
-                             {});
+                             {"amx-attention"});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench --model M.gguf [--runs 5] [--threads N] [--matmul fast|exact] "
                  "[--kv-type f16|bf16|q8_0|f32] [--long 4096] [--prefill-lengths 512,2000,4096,8192] "
-                 "[--prefill-runs R] [--attention tiled|per-query|both] [--page-tokens 16]\n";
+                 "[--prefill-runs R] [--attention tiled|per-query|both] [--page-tokens 16] [--amx-attention]\n";
     return 2;
   }
   const int runs = static_cast<int>(args->GetInt("runs", 5).value_or(5));
@@ -126,6 +127,10 @@ int Main(int argc, char** argv) {
     std::cerr << "--page-tokens must be in [1, 256]\n";
     return 2;
   }
+  if (args->Has("amx-attention") && !UseAmxAttention(true)) {
+    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
+    return 1;
+  }
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
@@ -139,9 +144,9 @@ int Main(int argc, char** argv) {
                     (static_cast<int64_t>(c.context_length) + 4096) / page_tokens * 2, page_tokens);
   const int vocab = c.vocab_size;
 
-  std::printf("%s\nkernels %s, matmul %s, KV %s in pages of %d tokens, %d threads\n\n",
-              (*model)->Summary().c_str(), ActiveKernelsName(), MatmulPathName(matmul), KvDtypeName(dtype),
-              page_tokens, pool.size());
+  std::printf("%s\nkernels %s, attention %s, matmul %s, KV %s in pages of %d tokens, %d threads\n\n",
+              (*model)->Summary().c_str(), ActiveKernelsName(), AttentionUsesAmx(dtype, c.head_dim) ? "amx" : "vector",
+              MatmulPathName(matmul), KvDtypeName(dtype), page_tokens, pool.size());
 
   // Prefill of 512 tokens.
   const std::string attention = args->GetOr("attention", "tiled");

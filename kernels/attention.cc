@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/amx_tiles.h"
+#include "kernels/attention_amx.h"
 #include "kernels/attention_q8_0_scores.h"
 #include "kernels/attention_q8_0_values.h"
 #include "kernels/attention_tile.h"
@@ -97,6 +99,32 @@ std::atomic<bool>& TiledAttention() {
 void UseTiledAttention(bool tiled) { TiledAttention().store(tiled, std::memory_order_relaxed); }
 
 bool TiledAttentionInUse() { return TiledAttention().load(std::memory_order_relaxed); }
+
+bool AmxAttentionAvailable() { return AmxBf16Available(); }
+
+namespace {
+
+std::atomic<bool>& AmxAttentionSlot() {
+  static std::atomic<bool> on{[] {
+    const char* env = std::getenv("KVS_AMX_ATTENTION");
+    return env != nullptr && std::strcmp(env, "1") == 0 && AmxAttentionAvailable();
+  }()};
+  return on;
+}
+
+}  // namespace
+
+bool UseAmxAttention(bool on) {
+  if (on && !AmxAttentionAvailable()) return false;
+  AmxAttentionSlot().store(on, std::memory_order_relaxed);
+  return true;
+}
+
+bool AmxAttentionInUse() { return AmxAttentionSlot().load(std::memory_order_relaxed); }
+
+bool AttentionUsesAmx(KvDtype dtype, int head_dim) {
+  return AmxAttentionInUse() && kernel_table::ActiveKernelTable().amx_attention && AmxAttentionTakes(dtype, head_dim);
+}
 
 void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc) {
   for (int i = 0; i < nq; ++i) {

@@ -110,6 +110,26 @@ int AttentionSharedBlocks(const AttentionRun* runs, int n_runs, int block_keys, 
 void UseTiledAttention(bool tiled);
 bool TiledAttentionInUse();
 
+// Whether the AVX-512 level folds BF16 and Q8_0 caches on AMX where the
+// CPU has AMX-BF16 (attention_amx.h) rather than by its vector kernels
+// (the default). On AMX a long prompt prefills faster (the attention of an
+// 8,192-token prefill about twice as fast on Sapphire Rapids), but a
+// decode row, two queries per KV head, leaves most of every AMX product
+// unused and takes longer (about 1.2-1.3x the vector kernel's time):
+// docs/performance.md, "Attention on AMX". The two differ in summation
+// order, as instruction sets do, so a process chooses once, before it
+// computes KV it keeps: kvsessiond --amx-attention, or the environment
+// variable KVS_AMX_ATTENTION=1 at start. UseAmxAttention(true) returns
+// false (and changes nothing) where the CPU has no AMX-BF16. Thread-safe;
+// calls already running keep the kernels they started with.
+bool UseAmxAttention(bool on);
+bool AmxAttentionInUse();
+
+// True when the active kernels fold a cache of `dtype` with heads of
+// `head_dim` values on AMX: AmxAttentionInUse(), the AVX-512 level, and a
+// cache and head the AMX kernels take (attention_amx.h).
+bool AttentionUsesAmx(KvDtype dtype, int head_dim);
+
 // Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,
                      float* out, int64_t out_row_stride);

@@ -18,11 +18,12 @@ namespace {
 // The ends of the online-softmax steps in which a kernel of level `isa`
 // folds keys [0, n) given in two calls, the first of `first_call` keys:
 // one step per call, except the SIMD fallback (head sizes that are not 1,
-// 2, 4, 8 or 16 vectors), which steps block by block.
-std::vector<int> StepEnds(KernelIsa isa, int hd, int n, int first_call, int block) {
+// 2, 4, 8 or 16 vectors, unless the AMX kernels take them), which steps
+// block by block. Call with `isa` active.
+std::vector<int> StepEnds(KernelIsa isa, KvDtype dtype, int hd, int n, int first_call, int block) {
   const int lanes = isa == KernelIsa::kAvx512 ? 16 : 8;
   const int vectors = hd / lanes;
-  const bool fallback = isa != KernelIsa::kScalar &&
+  const bool fallback = isa != KernelIsa::kScalar && !AttentionUsesAmx(dtype, hd) &&
                         (hd % lanes != 0 || (vectors != 1 && vectors != 2 && vectors != 4 && vectors != 8 &&
                                              vectors != 16));
   std::vector<int> ends;
@@ -94,7 +95,7 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
             }
             // Two calls: the first 3 blocks, then the rest.
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(isa, hd, visible[r], 3 * block, block), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(isa, dtype, hd, visible[r], 3 * block, block), v, vc.data(), hd);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
@@ -156,7 +157,7 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryL
               s[j] = d * scale;
             }
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(isa, hd, visible[r], keys, block), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(isa, dtype, hd, visible[r], keys, block), v, vc.data(), hd);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;

@@ -58,8 +58,11 @@ class AttentionIsaTest : public ::testing::TestWithParam<std::tuple<KernelIsa, K
 TEST_P(AttentionIsaTest, MatchesScalarReference) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0, 1);
+  // The last two: blocks of 7 and of 48 keys (AMX's key groups and
+  // chunks cut by the block's end), head sizes AMX takes.
   for (const AttentionCase& c : {AttentionCase{64, 4, 3, 16, 53}, AttentionCase{40, 2, 5, 32, 70},
-                                 AttentionCase{128, 8, 1, 256, 600}, AttentionCase{16, 1, 16, 7, 30}}) {
+                                 AttentionCase{128, 8, 1, 256, 600}, AttentionCase{16, 1, 16, 7, 30},
+                                 AttentionCase{96, 2, 9, 7, 45}, AttentionCase{32, 3, 20, 48, 150}}) {
     if (!KvDtypeFitsHeadDim(dtype(), c.head_dim)) continue;
     std::vector<float> q(c.rows * c.heads * c.head_dim), kf(c.n_keys * c.head_dim), vf(kf.size());
     for (float& x : q) x = 2 * nd(rng);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "kernels/attention.h"
 #include "kernels/isa_test_util.h"
 #include "kernels/kernel_table.h"
 
@@ -54,6 +55,10 @@ TEST(CpuFeaturesTest, KvsAvx512Bf16ZeroRunsTheAvx512LevelWithoutBf16) {
   ScopedKernelIsa avx512(KernelIsa::kAvx512);
   if (!avx512.supported()) GTEST_SKIP() << "no AVX-512 VNNI here";
   EXPECT_EQ(std::string(ActiveKernelsName()).find("bf16"), std::string::npos);
+  // The AMX attention converts with AVX512-BF16 instructions: without them
+  // it cannot be chosen.
+  EXPECT_FALSE(UseAmxAttention(true));
+  EXPECT_FALSE(AttentionUsesAmx(KvDtype::kBF16, 128));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/ggml_types.h"
 
@@ -36,6 +37,23 @@ inline const std::vector<KernelIsa>& AllKernelIsas() {
                                               KernelIsa::kAvx512};
   return isas;
 }
+
+// Chooses the AMX attention (attention.h UseAmxAttention) for the scope,
+// restoring the previous choice; supported() is false where the CPU has no
+// AMX-BF16 (nothing changes then).
+class ScopedAmxAttention {
+ public:
+  explicit ScopedAmxAttention(bool on) : previous_(AmxAttentionInUse()) { supported_ = UseAmxAttention(on); }
+  ~ScopedAmxAttention() { UseAmxAttention(previous_); }
+  ScopedAmxAttention(const ScopedAmxAttention&) = delete;
+  ScopedAmxAttention& operator=(const ScopedAmxAttention&) = delete;
+
+  bool supported() const { return supported_; }
+
+ private:
+  bool previous_;
+  bool supported_ = false;
+};
 
 inline const std::vector<GgmlType>& AllComputeTypes() {
   static const std::vector<GgmlType> types = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16,

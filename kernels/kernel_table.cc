@@ -1,5 +1,6 @@
 #include "kernels/kernel_table.h"
 
+#include "kernels/attention_amx.h"
 #include "kernels/ggml_types.h"
 #include "kernels/packed_q8_0.h"
 
@@ -35,6 +36,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512SoftmaxDenominator(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
+      if (AmxAttentionAvailable()) FillAmxAttention(&t);
       t.name = bf16 ? "avx512+amx+bf16" : "avx512+amx";
     } else if (bf16) {
       t.name = "avx512+bf16";

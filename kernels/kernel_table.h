@@ -147,6 +147,9 @@ struct KernelTable {
   PackedQ8_0MinCallRowsFn packed_q8_0_min_call_rows;  // for packed_q8_0
   PackQ8_0GroupFn pack_q8_0_group;
   bool amx;
+  // Whether the attention entries are the AMX kernels (attention_amx.h),
+  // which take F16, BF16 and Q8_0 caches with heads of a multiple of 32.
+  bool amx_attention;
   ArgmaxFn argmax;
   TopKFn top_k;
   LogitsAboveFn logits_above;
@@ -186,6 +189,7 @@ void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAvx512TopLogits(KernelTable* t);        // top_logits_avx512.cc
 void FillAvx512SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx512.cc
 void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
+void FillAmxAttention(KernelTable* t);           // attention_amx.cc (needs AmxBf16Available())
 
 }  // namespace kernel_table
 }  // namespace kvs

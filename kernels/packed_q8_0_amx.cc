@@ -67,6 +67,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
 
@@ -80,36 +81,29 @@ constexpr int kXfeatureXtiledata = 18;
 
 size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-thread_local bool t_configured = false;
-
 // Tiles 0-3: C, 16 x 16 int32 (block b's in tile b % 4). Tiles 4, 5:
 // activations, 16 rows x 32 int8 (block b's in 4 + b % 2). Tiles 6, 7:
-// weights, 8 rows x 64 bytes (block b's in 6 + b % 2).
-void ConfigureTiles() {
-  if (t_configured) return;
-  TileConfig cfg{};
-  cfg.palette_id = 1;
-  for (int c = 0; c < 4; ++c) {
-    cfg.colsb[c] = 64;
-    cfg.rows[c] = 16;
-  }
-  for (int t = 4; t < 6; ++t) {
-    cfg.colsb[t] = 32;
-    cfg.rows[t] = 16;
-    cfg.colsb[t + 2] = 64;
-    cfg.rows[t + 2] = 8;
-  }
-  _tile_loadconfig(&cfg);
-  t_configured = true;
+// weights, 8 rows x 64 bytes (block b's in 6 + b % 2). Loaded through
+// UseAmxTileConfig, as the attention kernels load theirs (amx_tiles.h).
+const AmxTileConfig& GemmTileConfig() {
+  static const AmxTileConfig config = [] {
+    AmxTileConfig c;
+    for (int t = 0; t < 4; ++t) {
+      c.colsb[t] = 64;
+      c.rows[t] = 16;
+    }
+    for (int t = 4; t < 6; ++t) {
+      c.colsb[t] = 32;
+      c.rows[t] = 16;
+      c.colsb[t + 2] = 64;
+      c.rows[t + 2] = 8;
+    }
+    return c;
+  }();
+  return config;
 }
+
+void ConfigureTiles() { UseAmxTileConfig(GemmTileConfig()); }
 
 // Per-thread scratch (grown on first use): a pass's signed weight groups,
 // a zero-padded partial activation tile, the transposed activation scales

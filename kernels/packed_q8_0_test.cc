@@ -349,6 +349,7 @@ TEST_F(KernelEnvOverrideTest, KvsAmxZeroKeepsAmxOutOfTheAvx512Level) {
   if (!KernelIsaSupported(KernelIsa::kAvx512)) return;
   const kernel_table::KernelTable& t = kernel_table::KernelTableFor(KernelIsa::kAvx512);
   EXPECT_FALSE(t.amx);
+  EXPECT_FALSE(t.amx_attention);
   EXPECT_EQ(t.packed_q8_0_wide, t.packed_q8_0);
   EXPECT_EQ(std::string(t.name).find("amx"), std::string::npos);
 }

@@ -49,18 +49,17 @@ inline AttentionTile OwnPartOf(const AttentionTile& tile, int s0, int s1, int fi
   return own;
 }
 
-// AttentionUpdateRuns for head_dim = kChunks vectors when the runs share
-// `shared_blocks` leading blocks (AttentionSharedBlocks > 0): every row
-// sees more than shared_blocks * block_keys keys.
-template <class V, KvDtype kT, int kChunks>
-void AttentionRunsTiledFixed(const float* q, int64_t q_row_stride, const AttentionRun* runs, int n_runs,
-                             int heads, int block_keys, int shared_blocks, const int* visible, float scale,
-                             float* max, float* sum, float* acc, float* scratch) {
-  constexpr int hd = kChunks * V::kLanes;
+// AttentionUpdateRuns with `passes` (VectorTilePasses or the AMX ones)
+// when the runs share `shared_blocks` leading blocks
+// (AttentionSharedBlocks > 0): every row sees more than shared_blocks *
+// block_keys keys.
+template <class V, class Passes>
+void AttentionRunsTiledWith(Passes& passes, const float* q, int64_t q_row_stride, const AttentionRun* runs,
+                            int n_runs, int heads, int block_keys, int shared_blocks, const int* visible, float scale,
+                            float* max, float* sum, float* acc, float* scratch) {
+  constexpr int hd = Passes::kHeadDim;
   const int shared_keys = shared_blocks * block_keys;
-  typename V::F* part = TilePartVectors<V>(scratch);
   float* scores = TileScoreRows(scratch);
-  alignas(64) float converted[kConvertedFloats<V, kT, hd>];
   // The queries in order (run i, its row r, head h), kAttentionTileQueries
   // to a tile; run_of[s] is tile query s's run.
   int run = 0, run_end = runs[0].rows, row = 0, h = 0;
@@ -93,8 +92,7 @@ void AttentionRunsTiledFixed(const float* q, int64_t q_row_stride, const Attenti
     AttentionTile shared = tile;
     for (int s = 0; s < shared.count; ++s) shared.n[s] = shared_keys;
     shared.n_max = shared.n_min = shared_keys;
-    TileScores<V, kT, kChunks>(shared, runs[run_of[0]].k_blocks, block_keys, scale, scores, stride, part,
-                               converted);
+    passes.Scores(shared, runs[run_of[0]].k_blocks, block_keys, scale, scores, stride);
     auto for_each_run = [&](auto fold) {  // fold(run, its tile queries [s0, s1))
       for (int s0 = 0; s0 < tile.count;) {
         int s1 = s0 + 1;
@@ -104,18 +102,29 @@ void AttentionRunsTiledFixed(const float* q, int64_t q_row_stride, const Attenti
       }
     };
     for_each_run([&](const AttentionRun& r, int s0, int s1) {
-      TileScores<V, kT, kChunks>(OwnPartOf(tile, s0, s1, shared_keys), r.k_blocks + shared_blocks, block_keys,
-                                 scale, scores + s0 * stride + shared_keys, stride, part, converted);
+      passes.Scores(OwnPartOf(tile, s0, s1, shared_keys), r.k_blocks + shared_blocks, block_keys, scale,
+                    scores + s0 * stride + shared_keys, stride);
     });
     TileSoftmax<V, hd>(tile, scores, stride, max, sum, acc);
     // Values in key order: the shared blocks for the whole tile, then each
     // run's own.
-    TileValues<V, kT, kChunks>(shared, runs[run_of[0]].v_blocks, block_keys, scores, stride, acc, converted);
+    passes.Values(shared, runs[run_of[0]].v_blocks, block_keys, scores, stride, acc);
     for_each_run([&](const AttentionRun& r, int s0, int s1) {
-      TileValues<V, kT, kChunks>(OwnPartOf(tile, s0, s1, shared_keys), r.v_blocks + shared_blocks, block_keys,
-                                 scores + s0 * stride + shared_keys, stride, acc, converted);
+      passes.Values(OwnPartOf(tile, s0, s1, shared_keys), r.v_blocks + shared_blocks, block_keys,
+                    scores + s0 * stride + shared_keys, stride, acc);
     });
   }
+}
+
+// AttentionRunsTiledWith for head_dim = kChunks vectors by the vector
+// passes.
+template <class V, KvDtype kT, int kChunks>
+void AttentionRunsTiledFixed(const float* q, int64_t q_row_stride, const AttentionRun* runs, int n_runs,
+                             int heads, int block_keys, int shared_blocks, const int* visible, float scale,
+                             float* max, float* sum, float* acc, float* scratch) {
+  VectorTilePasses<V, kT, kChunks> passes(scratch);
+  AttentionRunsTiledWith<V>(passes, q, q_row_stride, runs, n_runs, heads, block_keys, shared_blocks, visible, scale,
+                            max, sum, acc, scratch);
 }
 
 // AttentionRunsTiled for runs that all start with the same page: the
@@ -149,9 +158,10 @@ void AttentionRunsGroup(KvDtype dtype, const float* q, int64_t q_row_stride, con
 }
 
 // The table's attention_runs: consecutive runs that start with the same
-// page (forks of one prompt, as a batch lists them) go through
-// AttentionRunsGroup together, every other run on its own.
-template <class V>
+// page (forks of one prompt, as a batch lists them) go through `Group`
+// (AttentionRunsGroup, or the AMX kernels' own: attention_amx.cc)
+// together, every other run on its own.
+template <class V, kernel_table::AttentionRunsFn Group = AttentionRunsGroup<V>>
 void AttentionRunsTiled(KvDtype dtype, const float* q, int64_t q_row_stride, const AttentionRun* runs,
                         int n_runs, int heads, int block_keys, int head_dim, const int* visible, float scale,
                         float* max, float* sum, float* acc, float* scratch) {
@@ -161,8 +171,8 @@ void AttentionRunsTiled(KvDtype dtype, const float* q, int64_t q_row_stride, con
     int i1 = i0 + 1, rows = runs[i0].rows;
     while (i1 < n_runs && first_page(i0) != nullptr && first_page(i1) == first_page(i0)) rows += runs[i1++].rows;
     const size_t state = static_cast<size_t>(row) * heads;
-    AttentionRunsGroup<V>(dtype, q + row * q_row_stride, q_row_stride, runs + i0, i1 - i0, heads, block_keys,
-                          head_dim, visible + row, scale, max + state, sum + state, acc + state * head_dim, scratch);
+    Group(dtype, q + row * q_row_stride, q_row_stride, runs + i0, i1 - i0, heads, block_keys, head_dim, visible + row,
+          scale, max + state, sum + state, acc + state * head_dim, scratch);
     row += rows;
     i0 = i1;
   }

@@ -454,18 +454,48 @@ template <class V, KvDtype kT, int hd>
 inline constexpr int kConvertedFloats =
     kT == KvDtype::kF32 ? 1 : (kConvertKeys > V::kLanes ? kConvertKeys : V::kLanes) * hd;
 
-// AttentionUpdateBlocks for head_dim = kChunks vectors, the queries in
-// tiles of kAttentionTileQueries (consecutive state indexes).
+// A tile's two passes over the keys as the vector kernels make them
+// (TileScores, TileValues), with their buffers. The drivers below
+// (AttentionBlocksTiledWith, and AttentionRunsTiledWith in
+// simd_attention_runs.h) take the passes as a parameter: the AMX kernels
+// (attention_amx.cc) bring passes of their own and share the drivers,
+// TileSoftmax included. One object per call, on the stack.
 template <class V, KvDtype kT, int kChunks>
-void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, int heads,
-                               const void* const* k, const void* const* v, int n_blocks,
-                               int block_keys, const int* visible, float scale, float* max,
-                               float* sum, float* acc, float* scratch) {
-  constexpr int hd = kChunks * V::kLanes;
+class VectorTilePasses {
+ public:
+  static constexpr int kHeadDim = kChunks * V::kLanes;
+
+  explicit VectorTilePasses(float* scratch) : part_(TilePartVectors<V>(scratch)) {}
+
+  // Scores of the tile's queries for keys [0, tile.n_max), query s's at
+  // scores + s * stride (TileScores).
+  void Scores(const AttentionTile& tile, const void* const* k, int block_keys, float scale, float* scores,
+              size_t stride) {
+    TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part_, converted_);
+  }
+  // Folds each query's values, its weights e^(score - max) in its row of
+  // `weights` for its first tile.n[s] keys (TileValues).
+  void Values(const AttentionTile& tile, const void* const* v, int block_keys, const float* weights, size_t stride,
+              float* acc) {
+    TileValues<V, kT, kChunks>(tile, v, block_keys, weights, stride, acc, converted_);
+  }
+
+ private:
+  typename V::F* part_;
+  alignas(64) float converted_[kConvertedFloats<V, kT, kHeadDim>];
+};
+
+// AttentionUpdateBlocks with `passes` (VectorTilePasses or the AMX ones),
+// the queries in tiles of kAttentionTileQueries (consecutive state
+// indexes): per tile its scores, one online-softmax step per query, its
+// values.
+template <class V, class Passes>
+void AttentionBlocksTiledWith(Passes& passes, const float* q, int64_t q_row_stride, int rows, int heads,
+                              const void* const* k, const void* const* v, int n_blocks, int block_keys,
+                              const int* visible, float scale, float* max, float* sum, float* acc, float* scratch) {
+  constexpr int hd = Passes::kHeadDim;
   const int total = n_blocks * block_keys;
-  typename V::F* part = TilePartVectors<V>(scratch);
   float* scores = TileScoreRows(scratch);
-  alignas(64) float converted[kConvertedFloats<V, kT, hd>];
   const int nq = rows * heads;
   for (int i0 = 0; i0 < nq;) {
     AttentionTile tile;
@@ -482,10 +512,22 @@ void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, i
     }
     if (tile.count == 0) continue;
     const size_t stride = static_cast<size_t>(tile.n_max);
-    TileScores<V, kT, kChunks>(tile, k, block_keys, scale, scores, stride, part, converted);
+    passes.Scores(tile, k, block_keys, scale, scores, stride);
     TileSoftmax<V, hd>(tile, scores, stride, max, sum, acc);
-    TileValues<V, kT, kChunks>(tile, v, block_keys, scores, stride, acc, converted);
+    passes.Values(tile, v, block_keys, scores, stride, acc);
   }
+}
+
+// AttentionUpdateBlocks for head_dim = kChunks vectors by the vector
+// passes.
+template <class V, KvDtype kT, int kChunks>
+void AttentionBlocksTiledFixed(const float* q, int64_t q_row_stride, int rows, int heads,
+                               const void* const* k, const void* const* v, int n_blocks,
+                               int block_keys, const int* visible, float scale, float* max,
+                               float* sum, float* acc, float* scratch) {
+  VectorTilePasses<V, kT, kChunks> passes(scratch);
+  AttentionBlocksTiledWith<V>(passes, q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, visible, scale, max,
+                              sum, acc, scratch);
 }
 
 // AttentionBlocksTiledFixed when head_dim is kChunks vectors; false

@@ -42,6 +42,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cache/session_store.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "service/engine.h"
@@ -90,6 +91,10 @@ ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + 
 ABSL_FLAG(int, max_tokens_per_generate, 4096, "most tokens one Generate may ask for");
 ABSL_FLAG(int, max_fork_count, 64, "most branches one Fork may create");
 ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request");
+ABSL_FLAG(bool, amx_attention, false,
+          "fold bf16 and q8_0 KV caches' attention on AMX where the CPU has AMX-BF16 (Sapphire "
+          "Rapids and later): long prompts prefill faster, decode rows run slower "
+          "(docs/performance.md, \"Attention on AMX\"); ignored, with a warning, elsewhere");
 ABSL_FLAG(std::string, matmul, "fast",
           "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
 ABSL_FLAG(int, max_queued_jobs, 64,
@@ -350,6 +355,12 @@ int Serve() {
     audit = *std::move(made);
   }
 
+  // The attention arithmetic is chosen before any KV is computed.
+  if (absl::GetFlag(FLAGS_amx_attention) && !UseAmxAttention(true)) {
+    std::cerr << "kvsessiond: warning: --amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16); "
+                 "attention runs on "
+              << ActiveKernelsName() << "\n";
+  }
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
   if (!model.ok()) return Fail(std::string(model.status().message()));
@@ -444,7 +455,7 @@ int Serve() {
 
   ServerFacts facts{.version = kVersion,
                     .model_path = config->model_path,
-                    .kernels = ActiveKernelsName(),
+                    .kernels = absl::StrCat(ActiveKernelsName(), AmxAttentionInUse() ? ", attention amx" : ""),
                     .max_batch_tokens = engine_options.max_batch_tokens,
                     .chat_template = absl::GetFlag(FLAGS_chat_template),
                     .replica = ReplicaName()};

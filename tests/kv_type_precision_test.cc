@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "gtest/gtest.h"
+#include "kernels/isa_test_util.h"
 #include "tests/parity_engine.h"
 #include "tests/reference_data.h"
 
@@ -111,6 +112,10 @@ class KvTypePrecisionTest : public ::testing::TestWithParam<LlamaCppDrift> {
     if (!std::filesystem::exists(model_) || !std::filesystem::exists(ref)) GTEST_SKIP() << "../shared absent";
     lines_ = LoadReference(ref);
   }
+  // The bodies of the tests below, under whichever attention is chosen.
+  void ExpectDriftWithinLlamaCpps();
+  void ExpectOneArithmetic();
+
   std::string model_;
   std::vector<ReferenceLine> lines_;
 };
@@ -134,7 +139,17 @@ class KvTypePrecisionTest : public ::testing::TestWithParam<LlamaCppDrift> {
 // on these models. (On an AVX2 machine, tiny-llama-q4_0 with bf16 moves
 // one logit by 0.270, 1.28x llama.cpp's bf16 figure and 1.08x its q8_0
 // one; on AVX-512, 0.259.)
-TEST_P(KvTypePrecisionTest, LogitsMoveNoMoreThanLlamaCppsOwnWhenItsCacheIsQuantized) {
+TEST_P(KvTypePrecisionTest, LogitsMoveNoMoreThanLlamaCppsOwnWhenItsCacheIsQuantized) { ExpectDriftWithinLlamaCpps(); }
+
+// The same with the AMX attention chosen (kernels/attention_amx.h: exact
+// BF16 parts, AMX's summation), on a CPU with AMX-BF16.
+TEST_P(KvTypePrecisionTest, OnAmxLogitsMoveNoMoreThanLlamaCppsOwnWhenItsCacheIsQuantized) {
+  ScopedAmxAttention amx(true);
+  if (!amx.supported()) GTEST_SKIP() << "no AMX-BF16 here";
+  ExpectDriftWithinLlamaCpps();
+}
+
+void KvTypePrecisionTest::ExpectDriftWithinLlamaCpps() {
   const LlamaCppDrift& llama = GetParam();
   if (llama.max_abs == 0) GTEST_SKIP() << "no llama.cpp figure for " << llama.model;
   const auto f16 = TeacherForcedLogits(model_, KvDtype::kF16, lines_);
@@ -160,7 +175,15 @@ TEST_P(KvTypePrecisionTest, LogitsMoveNoMoreThanLlamaCppsOwnWhenItsCacheIsQuanti
   EXPECT_GT(ours.max_abs, 0.0);
 }
 
-TEST_P(KvTypePrecisionTest, OnePrefillEqualsChunkedPrefillEqualsDecodeBitForBit) {
+TEST_P(KvTypePrecisionTest, OnePrefillEqualsChunkedPrefillEqualsDecodeBitForBit) { ExpectOneArithmetic(); }
+
+TEST_P(KvTypePrecisionTest, OnAmxOnePrefillEqualsChunkedPrefillEqualsDecodeBitForBit) {
+  ScopedAmxAttention amx(true);
+  if (!amx.supported()) GTEST_SKIP() << "no AMX-BF16 here";
+  ExpectOneArithmetic();
+}
+
+void KvTypePrecisionTest::ExpectOneArithmetic() {
   auto engine = TestEngine::Load(model_, GetParam().dtype, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& longest = *std::max_element(

@@ -8,6 +8,7 @@
 #include "client/kvsession_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/attention_amx.h"
 #include "tests/reference_data.h"
 #include "tests/server_process.h"
 
@@ -38,9 +39,12 @@ class KvTypeServiceTest : public ::testing::Test {
   static std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
   std::string Data(const std::string& name) const { return (dir_ / name).string(); }
 
-  void Start(const std::string& kv_type, const std::string& data, const std::string& model = kModel) {
+  void Start(const std::string& kv_type, const std::string& data, const std::string& model = kModel,
+             const std::vector<std::string>& more_flags = {}) {
     server_ = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(server_->Start(ModelPath(model), data, {"--kv-type", kv_type})) << server_->log();
+    std::vector<std::string> flags = {"--kv-type", kv_type};
+    flags.insert(flags.end(), more_flags.begin(), more_flags.end());
+    ASSERT_TRUE(server_->Start(ModelPath(model), data, flags)) << server_->log();
     client_ = std::make_unique<KvSessionClient>(server_->address());
     ASSERT_TRUE(client_->WaitForServer(std::chrono::seconds(10)));
   }
@@ -62,6 +66,17 @@ class KvTypeServiceTest : public ::testing::Test {
     absl::StatusOr<GenerateResult> r = client_->Generate(req);
     if (!r.ok()) return r.status();
     return r->ids;
+  }
+
+  // The continuation of `s` that a fork of it generates greedily (the
+  // original is kept as it is).
+  absl::StatusOr<std::vector<int32_t>> ForkAndGreedy(const v1::Session& s, int n) {
+    v1::ForkRequest fork;
+    fork.set_session_id(s.id());
+    fork.set_count(1);
+    absl::StatusOr<v1::ForkResponse> forked = client_->Fork(fork);
+    if (!forked.ok()) return forked.status();
+    return Greedy(forked->sessions(0).id(), n);
   }
 
   // Sizes of the page files in the data directory's pages/.
@@ -105,12 +120,7 @@ TEST_F(KvTypeServiceTest, AQ8_0ServerStoresPagesOfQ8_0BlocksAndRestoresThemExact
             s.length() / kPageTokens);
 
   // The uninterrupted continuation: a fork generates, the original is kept.
-  v1::ForkRequest fork;
-  fork.set_session_id(s.id());
-  fork.set_count(1);
-  absl::StatusOr<v1::ForkResponse> forked = client_->Fork(fork);
-  ASSERT_TRUE(forked.ok()) << forked.status();
-  absl::StatusOr<std::vector<int32_t>> uninterrupted = Greedy(forked->sessions(0).id(), 12);
+  absl::StatusOr<std::vector<int32_t>> uninterrupted = ForkAndGreedy(s, 12);
   ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status();
 
   ASSERT_EQ(server_->Stop(), 0);
@@ -121,6 +131,31 @@ TEST_F(KvTypeServiceTest, AQ8_0ServerStoresPagesOfQ8_0BlocksAndRestoresThemExact
   absl::StatusOr<v1::ServerInfo> after = client_->GetServerInfo();
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->engine().prefill_tokens(), 0) << "the KV came from disk, not from a new prefill";
+}
+
+// --amx-attention (kernels/attention_amx.h): where the CPU has AMX-BF16
+// the server says so, and its sessions keep the determinism contract
+// through the real service: a session prefilled, stored and restored
+// continues exactly as its uninterrupted fork did. Elsewhere the flag is
+// ignored (the vector kernels run), and the same holds.
+TEST_F(KvTypeServiceTest, AnAmxAttentionServerSaysSoAndContinuesItsRestoredSessionsExactly) {
+  for (const std::string kv_type : {"q8_0", "bf16"}) {
+    const std::string data = Data("amx_" + kv_type);
+    Start(kv_type, data, kModel, {"--amx-attention"});
+    absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->kernels().find("attention amx") != std::string::npos, AmxAttentionAvailable())
+        << info->kernels();
+    v1::Session s = Create(kPrompt);
+    absl::StatusOr<std::vector<int32_t>> uninterrupted = ForkAndGreedy(s, 12);
+    ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status();
+    ASSERT_EQ(server_->Stop(), 0);
+    Start(kv_type, data, kModel, {"--amx-attention"});
+    absl::StatusOr<std::vector<int32_t>> restored = Greedy(s.id(), 12);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(*restored, *uninterrupted) << kv_type;
+    ASSERT_EQ(server_->Stop(), 0);
+  }
 }
 
 TEST_F(KvTypeServiceTest, Q8_0PagesTakeAboutHalfTheBytesOfF16Pages) {
@@ -160,13 +195,8 @@ TEST_F(KvTypeServiceTest, ABf16ServerRestoresItsSessionsExactly) {
   Start("bf16", Data("bf16"));
   EXPECT_EQ(client_->GetServerInfo()->kv_cache().dtype(), "bf16");
   v1::Session s = Create(kPrompt);
-  v1::ForkRequest fork;
-  fork.set_session_id(s.id());
-  fork.set_count(1);
-  absl::StatusOr<v1::ForkResponse> forked = client_->Fork(fork);
-  ASSERT_TRUE(forked.ok()) << forked.status();
-  absl::StatusOr<std::vector<int32_t>> uninterrupted = Greedy(forked->sessions(0).id(), 8);
-  ASSERT_TRUE(uninterrupted.ok());
+  absl::StatusOr<std::vector<int32_t>> uninterrupted = ForkAndGreedy(s, 8);
+  ASSERT_TRUE(uninterrupted.ok()) << uninterrupted.status();
   ASSERT_EQ(server_->Stop(), 0);
   Start("bf16", Data("bf16"));
   EXPECT_EQ(Greedy(s.id(), 8).value_or(std::vector<int32_t>{}), *uninterrupted);

@@ -10,6 +10,7 @@
 
 #include "cache/kv_sequence.h"
 #include "gtest/gtest.h"
+#include "kernels/isa_test_util.h"
 #include "tests/parity_engine.h"
 #include "tests/reference_data.h"
 
@@ -220,11 +221,18 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
 // attention (AttentionUpdateRuns folds them once for all the forks); each
 // fork's logits are still the bits it gets decoding alone, step after step,
 // with another prompt's forks and its own decode row in the same batch and
-// an attention block cut short to keep a group of forks whole.
+// an attention block cut short to keep a group of forks whole. For q8_0
+// and bf16 caches also with the AMX attention chosen (on a CPU with
+// AMX-BF16: kernels/attention_amx.h).
 TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
   int head_dim = 0;  // known after the f16 pass
-  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
+  const std::pair<KvDtype, bool> arithmetics[] = {
+      {KvDtype::kF16, false}, {KvDtype::kQ8_0, false}, {KvDtype::kQ8_0, true}, {KvDtype::kBF16, true}};
+  for (auto [dtype, amx_attention] : arithmetics) {
     if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
+    ScopedAmxAttention amx(amx_attention);
+    if (amx_attention && !amx.supported()) continue;
+    const std::string arithmetic = std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : "");
     auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
     ASSERT_NE(engine, nullptr);
     head_dim = engine->config.head_dim;
@@ -268,16 +276,16 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
       for (int s = 0; s < kSteps; ++s) {
         const int32_t t = token(f, s);
         EXPECT_EQ(engine->Feed(alone, {&t, 1}), batched[s][batch_row(f)])
-            << KvDtypeName(dtype) << " fork " << f << " step " << s;
+            << arithmetic << " fork " << f << " step " << s;
       }
     }
     const int32_t two = 2;
     for (int s = 0; s < kSteps; ++s) {
       const std::vector<float> alone = engine->Feed(stranger, {&two, 1});
       for (int f = 0; f < kStrangerForks; ++f) {
-        EXPECT_EQ(alone, batched[s][f]) << KvDtypeName(dtype) << " stranger fork " << f << " step " << s;
+        EXPECT_EQ(alone, batched[s][f]) << arithmetic << " stranger fork " << f << " step " << s;
       }
-      EXPECT_EQ(alone, batched[s][kStrangerForks + 2]) << KvDtypeName(dtype) << " stranger step " << s;
+      EXPECT_EQ(alone, batched[s][kStrangerForks + 2]) << arithmetic << " stranger step " << s;
     }
   }
 }
