@@ -90,6 +90,25 @@ size_t PagePayloadBytes(const KvGeometry& g, int n_tokens) {
   return static_cast<size_t>(g.n_layers) * 2 * g.n_kv_heads * g.slot_offset(n_tokens);
 }
 
+namespace {
+
+// Writes the header of a page of `n_tokens` slots whose payload (already
+// laid out) is `payload`, payload_bytes long, at `out`.
+void PutPageHeader(const KvGeometry& g, int n_tokens, const uint8_t* payload, size_t payload_bytes,
+                   uint8_t* out) {
+  PutLe32(out + kMagicOffset, kPageMagic);
+  PutLe32(out + kVersionOffset, kPageFormatVersion);
+  const int fields[] = {g.n_layers, g.n_kv_heads, g.head_dim, g.page_tokens,
+                        static_cast<int>(g.dtype)};
+  for (int i = 0; i < 5; ++i) PutLe32(out + kGeometryOffset + 4 * i, static_cast<uint32_t>(fields[i]));
+  PutLe32(out + kTokensOffset, static_cast<uint32_t>(n_tokens));
+  PutLe64(out + kPayloadBytesOffset, payload_bytes);
+  PutLe32(out + kPayloadCrcOffset, Crc32c(payload, payload_bytes));
+  PutLe32(out + kHeaderCrcOffset, Crc32c(out, kHeaderCrcOffset));
+}
+
+}  // namespace
+
 std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
   ABSL_RAW_CHECK(ValidateGeometry(g).ok(), "EncodePage: invalid geometry");
   ABSL_RAW_CHECK(n_tokens >= 1 && n_tokens <= g.page_tokens, "EncodePage: n_tokens out of range");
@@ -102,17 +121,18 @@ std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
     std::memcpy(payload, page + offset, bytes);
     payload += bytes;
   });
-
-  PutLe32(out + kMagicOffset, kPageMagic);
-  PutLe32(out + kVersionOffset, kPageFormatVersion);
-  const int fields[] = {g.n_layers, g.n_kv_heads, g.head_dim, g.page_tokens,
-                        static_cast<int>(g.dtype)};
-  for (int i = 0; i < 5; ++i) PutLe32(out + kGeometryOffset + 4 * i, static_cast<uint32_t>(fields[i]));
-  PutLe32(out + kTokensOffset, static_cast<uint32_t>(n_tokens));
-  PutLe64(out + kPayloadBytesOffset, payload_bytes);
-  PutLe32(out + kPayloadCrcOffset, Crc32c(out + kPageHeaderBytes, payload_bytes));
-  PutLe32(out + kHeaderCrcOffset, Crc32c(out, kHeaderCrcOffset));
+  PutPageHeader(g, n_tokens, out + kPageHeaderBytes, payload_bytes, out);
   return encoded;
+}
+
+PageEncoding EncodePageParts(const KvGeometry& g, const uint8_t* page, int n_tokens) {
+  if (n_tokens != g.page_tokens) return PageEncoding(EncodePage(g, page, n_tokens));
+  ABSL_RAW_CHECK(ValidateGeometry(g).ok(), "EncodePageParts: invalid geometry");
+  const size_t payload_bytes = PagePayloadBytes(g, n_tokens);
+  std::string header(kPageHeaderBytes, '\0');
+  PutPageHeader(g, n_tokens, page, payload_bytes, reinterpret_cast<uint8_t*>(header.data()));
+  return PageEncoding(std::move(header),
+                      std::string_view(reinterpret_cast<const char*>(page), payload_bytes));
 }
 
 namespace {
@@ -130,6 +150,12 @@ absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded) {
   }
   return ReadHeaderWithPayloadOf(reinterpret_cast<const uint8_t*>(encoded.data()),
                                  encoded.size() - kPageHeaderBytes);
+}
+
+absl::StatusOr<EncodedPageInfo> ReadPageHeaderOfParts(const PageEncoding& encoded) {
+  if (encoded.header().size() != kPageHeaderBytes) return ReadPageHeader(encoded.header());
+  return ReadHeaderWithPayloadOf(reinterpret_cast<const uint8_t*>(encoded.header().data()),
+                                 encoded.payload().size());
 }
 
 absl::StatusOr<EncodedPageInfo> CheckSplitPage(const KvGeometry& g, std::string_view header,

@@ -21,10 +21,12 @@
 #ifndef KVSESSION_CACHE_PAGE_CODEC_H_
 #define KVSESSION_CACHE_PAGE_CODEC_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -60,6 +62,41 @@ inline size_t EncodedPageBytes(const KvGeometry& g, int n_tokens) {
 // g.page_bytes() long. Requires a valid geometry.
 std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens);
 
+// An encoded page in two parts, so a full page is written from its pool
+// page without a copy: header() is the kPageHeaderBytes-byte header,
+// payload() the bytes after it. It either owns the whole encoding (a
+// string, as EncodePage returns: the constructor is implicit, so a caller
+// that encodes to a string passes it as it is) or owns only the header and
+// views a payload it does not own, which must outlive it unchanged
+// (EncodePageParts of a full page views the pool page itself).
+class PageEncoding {
+ public:
+  PageEncoding(std::string encoded)  // NOLINT(google-explicit-constructor)
+      : owned_(std::move(encoded)), whole_(true) {}
+  PageEncoding(std::string header, std::string_view payload)
+      : owned_(std::move(header)), payload_(payload), whole_(false) {}
+
+  // The first kPageHeaderBytes bytes (fewer if a whole encoding is shorter).
+  std::string_view header() const {
+    return std::string_view(owned_).substr(0, whole_ ? kPageHeaderBytes : owned_.size());
+  }
+  std::string_view payload() const {
+    return whole_ ? std::string_view(owned_).substr(std::min(owned_.size(), kPageHeaderBytes)) : payload_;
+  }
+  size_t size() const { return header().size() + payload().size(); }
+
+ private:
+  std::string owned_;         // the whole encoding, or the header alone
+  std::string_view payload_;  // when !whole_: the viewed payload
+  bool whole_;
+};
+
+// The bytes of EncodePage(g, page, n_tokens) as a PageEncoding: a full
+// page's payload is `page` itself (the payload has the in-RAM layout), so
+// only its checksum is computed, and `page` must outlive the result
+// unchanged; a partial page's slots are gathered into an owned encoding.
+PageEncoding EncodePageParts(const KvGeometry& g, const uint8_t* page, int n_tokens);
+
 // What a well-formed encoded page says about itself.
 struct EncodedPageInfo {
   KvGeometry geometry;
@@ -71,6 +108,8 @@ struct EncodedPageInfo {
 // the payload checksum: cheap, for pages just encoded. DATA_LOSS on any
 // mismatch.
 absl::StatusOr<EncodedPageInfo> ReadPageHeader(std::string_view encoded);
+// The same checks of an encoding in parts.
+absl::StatusOr<EncodedPageInfo> ReadPageHeaderOfParts(const PageEncoding& encoded);
 
 // For a page read in two parts (PageFiles::ReadInto): `header` is the
 // kPageHeaderBytes-byte header, `payload` the payload_bytes after it. The

@@ -58,6 +58,37 @@ TEST_P(PageCodecTest, RoundTripsFullAndPartialPages) {
   }
 }
 
+TEST_P(PageCodecTest, PartsAreEncodePagesBytesAndAFullPagesPayloadIsThePageItself) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::vector<uint8_t> page = PatternPage(g, 7);
+  for (int n = 1; n <= g.page_tokens; ++n) {
+    const std::string whole = EncodePage(g, page.data(), n);
+    const PageEncoding parts = EncodePageParts(g, page.data(), n);
+    EXPECT_EQ(parts.header().size(), kPageHeaderBytes) << n;
+    EXPECT_EQ(parts.size(), whole.size()) << n;
+    EXPECT_EQ(std::string(parts.header()) + std::string(parts.payload()), whole) << n;
+    absl::StatusOr<EncodedPageInfo> info = ReadPageHeaderOfParts(parts);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->n_tokens, n);
+  }
+  // Written without a copy: the full page's payload is the caller's memory.
+  const PageEncoding full = EncodePageParts(g, page.data(), g.page_tokens);
+  EXPECT_EQ(static_cast<const void*>(full.payload().data()), static_cast<const void*>(page.data()));
+  EXPECT_EQ(full.payload().size(), g.page_bytes());
+}
+
+TEST_P(PageCodecTest, AnEncodingPassedAsAStringIsItsOwnParts) {
+  const KvGeometry g = Geometry(GetParam());
+  const std::string whole = EncodePage(g, PatternPage(g, 3).data(), 2);
+  const PageEncoding parts = whole;
+  EXPECT_EQ(parts.header(), std::string_view(whole).substr(0, kPageHeaderBytes));
+  EXPECT_EQ(parts.payload(), std::string_view(whole).substr(kPageHeaderBytes));
+  // A payload one byte short is caught by the header check, as for a string.
+  const PageEncoding short_payload(std::string(parts.header()), parts.payload().substr(1));
+  EXPECT_TRUE(absl::IsDataLoss(ReadPageHeaderOfParts(short_payload).status()));
+  EXPECT_TRUE(absl::IsDataLoss(ReadPageHeaderOfParts(PageEncoding(whole.substr(0, 10))).status()));
+}
+
 TEST_P(PageCodecTest, HeaderHasTheDocumentedLayout) {
   const KvGeometry g = Geometry(GetParam());
   const std::vector<uint8_t> page = PatternPage(g, 2);

@@ -64,13 +64,19 @@ absl::Status PageFiles::CreateDir() const {
 }
 
 absl::Status PageFiles::Write(const PageHash& hash, std::string_view encoded, bool sync) const {
+  return Write(hash, encoded, std::string_view(), sync);
+}
+
+absl::Status PageFiles::Write(const PageHash& hash, std::string_view header, std::string_view payload,
+                              bool sync) const {
   const std::string path = PathOf(hash);
   const std::string temporary =
       absl::StrCat(dir_, "/", hash.hex(), ".", next_temporary_.fetch_add(1), kTemporarySuffix);
   const rocksdb::IOOptions io;
   std::unique_ptr<rocksdb::FSWritableFile> file;
   rocksdb::IOStatus s = fs_->NewWritableFile(temporary, rocksdb::FileOptions(), &file, nullptr);
-  if (s.ok()) s = file->Append(rocksdb::Slice(encoded.data(), encoded.size()), io, nullptr);
+  if (s.ok()) s = file->Append(rocksdb::Slice(header.data(), header.size()), io, nullptr);
+  if (s.ok() && !payload.empty()) s = file->Append(rocksdb::Slice(payload.data(), payload.size()), io, nullptr);
   if (s.ok() && sync) s = file->Sync(io, nullptr);
   if (file != nullptr) {
     rocksdb::IOStatus closed = file->Close(io, nullptr);

@@ -68,6 +68,10 @@ class PageFiles {
   // name; `sync` syncs the file before the rename. The rename is durable
   // only after SyncDir.
   absl::Status Write(const PageHash& hash, std::string_view encoded, bool sync) const;
+  // The same, for an encoding in two parts: `header`, then `payload` (a
+  // full page's pool page, written without a copy).
+  absl::Status Write(const PageHash& hash, std::string_view header, std::string_view payload,
+                     bool sync) const;
   // Syncs the directory, making earlier Writes' renames and Removes durable.
   absl::Status SyncDir() const;
 

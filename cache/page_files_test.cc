@@ -87,6 +87,16 @@ TEST_F(PageFilesTest, AWrittenPageReadsBackWholeAndSplit) {
                   .ok());
 }
 
+TEST_F(PageFilesTest, APageWrittenInPartsIsTheFileOfItsWholeEncoding) {
+  const std::string encoded = EncodedPageOf(record_, 1);
+  const std::string_view header = std::string_view(encoded).substr(0, kPageHeaderBytes);
+  const std::string_view payload = std::string_view(encoded).substr(kPageHeaderBytes);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 1), header, payload, /*sync=*/true).ok());
+  EXPECT_EQ(*files_.Read(HashOf(record_, 1)), encoded);
+  EXPECT_TRUE(files_.Holds(HashOf(record_, 1), header, encoded.size()));
+  EXPECT_EQ(Names(dir_), std::vector<std::string>{FileNameOf(HashOf(record_, 1))});  // no temporary left
+}
+
 TEST_F(PageFilesTest, ReadIntoRefusesAFileOfAnotherLength) {
   const std::string encoded = EncodedPageOf(record_, 0);
   ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());

@@ -395,9 +395,9 @@ absl::Status SessionStore::CheckFloor() const {
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::AddPage(const PageHash& hash, std::string_view encoded,
+absl::Status SessionStore::AddPage(const PageHash& hash, const PageEncoding& encoded,
                                    rocksdb::WriteBatch* batch, MutationFiles* files) {
-  const std::string_view header = encoded.substr(0, kPageHeaderBytes);
+  const std::string_view header = encoded.header();
   if (page_files_.Holds(hash, header, encoded.size())) {
     // Staged (StagePage): whole, and of this very encoding.
     ++files->staged_used;
@@ -406,7 +406,8 @@ absl::Status SessionStore::AddPage(const PageHash& hash, std::string_view encode
     if (files->written.empty()) {
       if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
     }
-    if (absl::Status s = page_files_.Write(hash, encoded, options_.sync_writes); !s.ok()) {
+    if (absl::Status s = page_files_.Write(hash, header, encoded.payload(), options_.sync_writes);
+        !s.ok()) {
       if (absl::IsResourceExhausted(s)) {
         return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
       }
@@ -431,23 +432,21 @@ absl::Status SessionStore::SettlePageFiles(absl::Status built, const MutationFil
 
 absl::StatusOr<bool> SessionStore::StagePage(
     const PageHash& hash, size_t encoded_bytes,
-    absl::FunctionRef<absl::StatusOr<std::string>()> encode) {
+    absl::FunctionRef<absl::StatusOr<PageEncoding>()> encode) {
   {
     absl::ReaderMutexLock lock(&mu_);
     if (table_.pages.contains(hash)) return false;
   }
   if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
-  absl::StatusOr<std::string> encoded = encode();
+  absl::StatusOr<PageEncoding> encoded = encode();
   if (!encoded.ok()) return encoded.status();
-  if (encoded->size() != encoded_bytes || encoded->size() < kPageHeaderBytes) {
+  if (encoded->size() != encoded_bytes || encoded->header().size() != kPageHeaderBytes) {
     return absl::InvalidArgumentError(absl::StrCat("staged page ", hash.hex(), " is ",
                                                    encoded->size(), " bytes, not ", encoded_bytes));
   }
-  if (page_files_.Holds(hash, std::string_view(*encoded).substr(0, kPageHeaderBytes),
-                        encoded->size())) {
-    return false;
-  }
-  if (absl::Status s = page_files_.Write(hash, *encoded, options_.sync_writes); !s.ok()) {
+  if (page_files_.Holds(hash, encoded->header(), encoded->size())) return false;
+  if (absl::Status s = page_files_.Write(hash, encoded->header(), encoded->payload(), options_.sync_writes);
+      !s.ok()) {
     if (absl::IsResourceExhausted(s)) {
       return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
     }
@@ -592,7 +591,7 @@ absl::Status SessionStore::ReadTable(PageRefTable* table, std::vector<SessionRec
 
 absl::Status SessionStore::PutSession(
     const SessionRecord& record,
-    absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+    absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
     WriteStats* stats) {
   return PutSessions(
       std::span<const SessionRecord>(&record, 1),
@@ -601,7 +600,7 @@ absl::Status SessionStore::PutSession(
 
 absl::Status SessionStore::PutSessions(
     std::span<const SessionRecord> records,
-    absl::FunctionRef<absl::StatusOr<std::string>(int record_index, int page_index)>
+    absl::FunctionRef<absl::StatusOr<PageEncoding>(int record_index, int page_index)>
         encode_missing,
     WriteStats* stats) {
   absl::flat_hash_set<std::string_view> ids;
@@ -656,10 +655,10 @@ absl::Status SessionStore::PutSessions(
           continue;
         }
         const int page_index = static_cast<int>(i);
-        absl::StatusOr<std::string> page = encode_missing(static_cast<int>(r), page_index);
+        absl::StatusOr<PageEncoding> page = encode_missing(static_cast<int>(r), page_index);
         if (!page.ok()) return page.status();
         const int n_tokens = PageTokensAt(g, records[r].kv_length(), page_index);
-        absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(*page);
+        absl::StatusOr<EncodedPageInfo> info = ReadPageHeaderOfParts(*page);
         if (!info.ok() || !(info->geometry == g) || info->n_tokens != n_tokens) {
           return absl::InvalidArgumentError(absl::StrCat(
               "session '", records[r].id(), "': encode_missing(", page_index,
@@ -724,7 +723,7 @@ absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteSt
 
 absl::Status SessionStore::PutCheckpoint(
     const CheckpointRecord& record,
-    absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+    absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
     WriteStats* stats) {
   if (record.id().empty()) return absl::InvalidArgumentError("checkpoint record without an id");
   std::shared_ptr<const VerifiedPages> reference;
@@ -756,10 +755,10 @@ absl::Status SessionStore::PutCheckpoint(
         continue;
       }
       const int page_index = static_cast<int>(i);
-      absl::StatusOr<std::string> page = encode_missing(page_index);
+      absl::StatusOr<PageEncoding> page = encode_missing(page_index);
       if (!page.ok()) return page.status();
       const int n_tokens = PageTokensAt(g, record.session().kv_length(), page_index);
-      absl::StatusOr<EncodedPageInfo> info = ReadPageHeader(*page);
+      absl::StatusOr<EncodedPageInfo> info = ReadPageHeaderOfParts(*page);
       if (!info.ok() || !(info->geometry == g) || info->n_tokens != n_tokens) {
         return absl::InvalidArgumentError(absl::StrCat(
             "checkpoint '", record.id(), "': encode_missing(", page_index, ") is not a page of ",

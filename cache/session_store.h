@@ -102,6 +102,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_geometry.h"
+#include "cache/page_codec.h"
 #include "cache/page_files.h"
 #include "cache/page_hash.h"
 #include "cache/record_validation.h"
@@ -217,11 +218,12 @@ class SessionStore {
   // missing page, so no other writer can add or remove the page meanwhile;
   // its error aborts the write (nothing is written). The returned page
   // must have the record's geometry and PageTokensAt(i) tokens
-  // (INVALID_ARGUMENT otherwise). Pages only the replaced record
-  // referenced are deleted in the same batch.
+  // (INVALID_ARGUMENT otherwise); a full page may be returned as parts
+  // viewing its pool page (EncodePageParts), written without a copy. Pages
+  // only the replaced record referenced are deleted in the same batch.
   absl::Status PutSession(
       const SessionRecord& record,
-      absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+      absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
       WriteStats* stats = nullptr);
 
   // PutSession for several records of distinct ids in one atomic batch
@@ -229,7 +231,7 @@ class SessionStore {
   // i of records[r]; a page shared by several records is encoded once.
   absl::Status PutSessions(
       std::span<const SessionRecord> records,
-      absl::FunctionRef<absl::StatusOr<std::string>(int record_index, int page_index)>
+      absl::FunctionRef<absl::StatusOr<PageEncoding>(int record_index, int page_index)>
           encode_missing,
       WriteStats* stats = nullptr);
 
@@ -246,7 +248,7 @@ class SessionStore {
   // PutSession's does (an imported checkpoint brings its pages along).
   absl::Status PutCheckpoint(
       const CheckpointRecord& record,
-      absl::FunctionRef<absl::StatusOr<std::string>(int page_index)> encode_missing,
+      absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
       WriteStats* stats = nullptr);
   // NOT_FOUND if there is no such checkpoint.
   absl::Status DeleteCheckpoint(const std::string& id, WriteStats* stats = nullptr);
@@ -295,7 +297,7 @@ class SessionStore {
   // full, or under the free-space floor), INTERNAL (I/O), encode()'s own;
   // on error no file is left.
   absl::StatusOr<bool> StagePage(const PageHash& hash, size_t encoded_bytes,
-                                 absl::FunctionRef<absl::StatusOr<std::string>()> encode);
+                                 absl::FunctionRef<absl::StatusOr<PageEncoding>()> encode);
   // Ends the staging of pages StagePage wrote: the files of those the
   // store does not hold (no record came to reference them) are deleted.
   void DiscardStaged(std::span<const PageHash> hashes);
@@ -371,7 +373,7 @@ class SessionStore {
   // so that a mutation failing before its batch removes them (staged files
   // stay: they are their stager's). The first page of a mutation checks
   // the free-space floor.
-  absl::Status AddPage(const PageHash& hash, std::string_view encoded, rocksdb::WriteBatch* batch,
+  absl::Status AddPage(const PageHash& hash, const PageEncoding& encoded, rocksdb::WriteBatch* batch,
                        MutationFiles* files) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // For a mutation that wrote or used page files: syncs their directory
   // (with sync_writes) if `built` is OK, else removes the files it wrote;

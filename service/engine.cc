@@ -313,7 +313,7 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
   if (job->admitted) CloseChatTurn(*job, reason);
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
   std::shared_ptr<Job> shared(std::move(job));
-  io_->Submit([this, shared, status, reason, final_text] {
+  auto persist_and_reply = [this, shared, status, reason, final_text] {
     absl::Status st = status;
     SessionInfo released;
     absl::Status persisted = sessions_->PersistAndRelease(shared->session, &released);
@@ -328,7 +328,15 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
     shared->listener->OnDone(st, st.ok() || reason == FinishReason::kCancelled ? reason : FinishReason::kError,
                              shared->usage, final_text, released);
     in_flight_.fetch_sub(1);
-  });
+  };
+  // After the job's staged pages are files (page_staging.h), so the persist
+  // does not write them again.
+  if (shared->staging) {
+    shared->staging->AfterStaged(
+        [this, persist = std::move(persist_and_reply)]() mutable { io_->Submit(std::move(persist)); });
+  } else {
+    io_->Submit(std::move(persist_and_reply));
+  }
 }
 
 void Engine::CloseChatTurn(Job& job, FinishReason reason) {

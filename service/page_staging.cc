@@ -1,5 +1,7 @@
 #include "service/page_staging.h"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +19,7 @@ struct PageStaging::State {
   int pending ABSL_GUARDED_BY(mu) = 0;  // submitted tasks not yet run
   bool finished ABSL_GUARDED_BY(mu) = false;
   std::vector<PageHash> staged ABSL_GUARDED_BY(mu);  // files StagePage wrote
+  std::function<void()> after_staged ABSL_GUARDED_BY(mu);  // AfterStaged's, until run
 
   // After the final persist and the last task: DiscardStaged, once.
   void DiscardIfDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -39,33 +42,51 @@ void PageStaging::Stage(const Session& session, int first, int end) {
     PageHash hash;
     PageId id;
   };
-  std::vector<Page> pages;
-  pages.reserve(static_cast<size_t>(end - first));
+  // Pages dealt in turn to one task per executor thread.
+  const int tasks = std::clamp(state_->io->threads(), 1, end - first);
+  std::vector<std::vector<Page>> dealt(static_cast<size_t>(tasks));
   for (int i = first; i < end; ++i) {
     const PageId id = session.kv->page_table()[i];
     state_->pool->AddRef(id);
-    pages.push_back({session.page_hashes->hashes()[i], id});
+    dealt[static_cast<size_t>((i - first) % tasks)].push_back({session.page_hashes->hashes()[i], id});
   }
   {
     absl::MutexLock lock(&state_->mu);
-    ++state_->pending;
+    state_->pending += tasks;
   }
-  state_->io->Submit([state = state_, pages = std::move(pages)] {
-    const KvGeometry& g = state->pool->geometry();
-    const size_t bytes = EncodedPageBytes(g, g.page_tokens);
-    std::vector<PageHash> wrote;
-    for (const Page& p : pages) {
-      absl::StatusOr<bool> staged = state->store->StagePage(p.hash, bytes, [&] {
-        return absl::StatusOr<std::string>(EncodePage(g, state->pool->data(p.id), g.page_tokens));
-      });
-      state->pool->Release(p.id);
-      if (staged.ok() && *staged) wrote.push_back(p.hash);
+  for (std::vector<Page>& pages : dealt) {
+    state_->io->Submit([state = state_, pages = std::move(pages)] {
+      const KvGeometry& g = state->pool->geometry();
+      const size_t bytes = EncodedPageBytes(g, g.page_tokens);
+      std::vector<PageHash> wrote;
+      for (const Page& p : pages) {
+        absl::StatusOr<bool> staged = state->store->StagePage(p.hash, bytes, [&] {
+          return absl::StatusOr<PageEncoding>(EncodePageParts(g, state->pool->data(p.id), g.page_tokens));
+        });
+        state->pool->Release(p.id);
+        if (staged.ok() && *staged) wrote.push_back(p.hash);
+      }
+      std::function<void()> then;
+      {
+        absl::MutexLock lock(&state->mu);
+        state->staged.insert(state->staged.end(), wrote.begin(), wrote.end());
+        if (--state->pending == 0) then = std::exchange(state->after_staged, nullptr);
+        state->DiscardIfDone();
+      }
+      if (then) then();
+    });
+  }
+}
+
+void PageStaging::AfterStaged(std::function<void()> then) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (state_->pending > 0) {
+      state_->after_staged = std::move(then);
+      return;
     }
-    absl::MutexLock lock(&state->mu);
-    state->staged.insert(state->staged.end(), wrote.begin(), wrote.end());
-    --state->pending;
-    state->DiscardIfDone();
-  });
+  }
+  then();
 }
 
 void PageStaging::Finish() {

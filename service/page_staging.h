@@ -6,22 +6,28 @@
 // compute; staged, all but the last step's are written during compute.
 //
 // Each Stage call takes a pool reference on its pages (so copy-on-write
-// keeps them as they are) and submits one task to the TaskExecutor, which
-// encodes each page and calls SessionStore::StagePage, then gives the
-// references back. Finish, called after the job's final persist, ends the
-// staging: once the job's last staging task has run, the pages it staged
-// that no record came to reference are deleted (DiscardStaged). Staging
-// is an optimisation only: a failed StagePage (disk full) is ignored, and
-// the final persist writes whatever is not staged, with its own errors.
+// keeps them as they are) and submits them to the TaskExecutor as one
+// task per executor thread (pages dealt in turn), so the files are
+// written, and synced, side by side; a task encodes each page and calls
+// SessionStore::StagePage, then gives the references back. AfterStaged
+// runs the job's final persist once every staging task has run, so the
+// persist finds the last step's pages whole instead of writing them
+// itself, one after another under the store's lock (a 512-token prompt is
+// one step: all 32 of its pages are the last step's). Finish, called
+// after that persist, ends the staging: the pages it staged that no
+// record came to reference are deleted (DiscardStaged). Staging is an
+// optimisation only: a failed StagePage (disk full) is ignored, and the
+// final persist writes whatever is not staged, with its own errors.
 //
 // Ownership and threads: borrows the store, the pool and the executor,
 // which must outlive every task (the engine drains its executor before
 // they go). Stage is called from the engine's thread, Finish from any
-// thread, once, after the last Stage; the shared state the tasks update
-// is guarded by a mutex.
+// thread, once, after the last Stage, and so is AfterStaged, before
+// Finish; the shared state the tasks update is guarded by a mutex.
 #ifndef KVSESSION_SERVICE_PAGE_STAGING_H_
 #define KVSESSION_SERVICE_PAGE_STAGING_H_
 
+#include <functional>
 #include <memory>
 
 #include "cache/kv_geometry.h"
@@ -39,6 +45,11 @@ class PageStaging {
   // Stages full pages [first, end) of the session's KV, under the hashes
   // of its page hash chain (the ones its record will list).
   void Stage(const Session& session, int first, int end);
+  // Runs `then` once every task the Stage calls so far submitted has run:
+  // at once, on the caller's thread, when none is pending, else on the
+  // executor thread that ran the last of them. Once per job, before
+  // Finish; `then` must not block on the executor's other tasks.
+  void AfterStaged(std::function<void()> then);
   // The job's final persist is done: discard what no record took.
   void Finish();
 

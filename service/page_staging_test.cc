@@ -7,8 +7,12 @@
 
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 
 #include "service/service_test_env.h"
 #include "service/task_executor.h"
@@ -90,6 +94,41 @@ TEST_F(PageStagingTest, PagesNoRecordTookAreDeletedAtFinishOnceTheLastTaskRan) {
   staging.Finish();
   io.reset();  // runs the task
   EXPECT_EQ(PageFiles(env_.dir()), before);
+  env_.sessions().Discard(s);
+}
+
+TEST_F(PageStagingTest, AfterStagedRunsOnceEveryStagedPageIsAFile) {
+  KVS_REQUIRE_SHARED_MODEL();
+  std::shared_ptr<Session> s = FilledSession();
+  auto io = std::make_unique<TaskExecutor>(2);
+  PageStaging staging(&env_.store(), &env_.pool(), io.get());
+  staging.Stage(*s, 0, 3);
+  staging.Stage(*s, 3, 4);
+  absl::Notification ran;
+  std::set<std::string> seen;
+  staging.AfterStaged([&] {
+    seen = PageFiles(env_.dir());
+    ran.Notify();
+  });
+  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(seen.count(FileOf(s->page_hashes->hashes()[i]))) << i;
+  for (const std::string& name : seen) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  // The persist it runs uses those files.
+  ASSERT_TRUE(env_.sessions().PersistAndRelease(s).ok());
+  staging.Finish();
+  io.reset();
+  EXPECT_EQ(static_cast<int64_t>(PageFiles(env_.dir()).size()), env_.store().Stats().pages);
+}
+
+TEST_F(PageStagingTest, AfterStagedWithNothingPendingRunsAtOnceOnTheCallersThread) {
+  KVS_REQUIRE_SHARED_MODEL();
+  std::shared_ptr<Session> s = FilledSession();
+  auto io = std::make_unique<TaskExecutor>(1);
+  PageStaging staging(&env_.store(), &env_.pool(), io.get());
+  std::thread::id ran_on;
+  staging.AfterStaged([&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  staging.Finish();
   env_.sessions().Discard(s);
 }
 

@@ -10,12 +10,12 @@
 
 namespace kvs {
 
-absl::StatusOr<std::string> SessionPersistence::EncodeResidentPage(const Session& s, int kv_length,
+absl::StatusOr<PageEncoding> SessionPersistence::EncodeResidentPage(const Session& s, int kv_length,
                                                                    int i) const {
   if (!s.kv || i >= s.kv->num_pages()) {
     return absl::DataLossError(absl::StrCat("session ", s.id, ": page ", i, " is not in RAM"));
   }
-  return EncodePage(context_->geometry, pool_->data(s.kv->page_table()[i]),
+  return EncodePageParts(context_->geometry, pool_->data(s.kv->page_table()[i]),
                     PageTokensAt(context_->geometry, kv_length, i));
 }
 

@@ -45,7 +45,9 @@ class SessionPersistence {
   absl::StatusOr<KvSequence> LoadKv(const Session& session) const;
 
  private:
-  absl::StatusOr<std::string> EncodeResidentPage(const Session& session, int kv_length, int i) const;
+  // Page i as parts: a full page's payload is its pool page (the session
+  // is acquired, so the page does not change while the store writes it).
+  absl::StatusOr<PageEncoding> EncodeResidentPage(const Session& session, int kv_length, int i) const;
 
   PagePool* const pool_;
   SessionStore* const store_;

@@ -28,6 +28,8 @@ class TaskExecutor {
   TaskExecutor& operator=(const TaskExecutor&) = delete;
 
   void Submit(std::function<void()> task);
+  // How many threads run the tasks (how many may run at once).
+  int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
   void Loop();
