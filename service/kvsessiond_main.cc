@@ -72,7 +72,7 @@ ABSL_FLAG(std::string, port_file, "", "write the bound port to this file once se
 ABSL_FLAG(int, threads, 0, "compute threads (0: one per core)");
 ABSL_FLAG(int, io_threads, 2,
           "threads for requests' disk I/O (KV loads, fork, snapshot), and as many for persisting "
-          "finished jobs");
+          "finished jobs and writing a prefill's pages as they fill");
 ABSL_FLAG(std::string, kv_type, "f16",
           "KV cache element type, in RAM and on disk: f16, bf16, q8_0 (half of f16's bytes; head_dim a multiple of 32) or f32");
 ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
