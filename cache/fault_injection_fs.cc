@@ -17,6 +17,7 @@ struct FaultInjectionFileSystem::State {
   Fault fault ABSL_GUARDED_BY(mu) = Fault::kNone;
   int64_t space_left ABSL_GUARDED_BY(mu) = -1;  // -1: no limit
   int64_t failures ABSL_GUARDED_BY(mu) = 0;
+  std::vector<std::string> created ABSL_GUARDED_BY(mu);  // NewWritableFile's names
 
   // OK, or the error of a write of `bytes` bytes (which then uses them up).
   IOStatus Check(uint64_t bytes) {
@@ -149,6 +150,11 @@ int64_t FaultInjectionFileSystem::failures() const {
   return state_->failures;
 }
 
+std::vector<std::string> FaultInjectionFileSystem::CreatedFiles() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->created;
+}
+
 IOStatus FaultInjectionFileSystem::NewWritableFile(const std::string& f,
                                                    const rocksdb::FileOptions& options,
                                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
@@ -156,7 +162,11 @@ IOStatus FaultInjectionFileSystem::NewWritableFile(const std::string& f,
   if (IOStatus s = state_->Check(0); !s.ok()) return s;
   std::unique_ptr<rocksdb::FSWritableFile> file;
   IOStatus s = target()->NewWritableFile(f, options, &file, dbg);
-  if (s.ok()) *r = std::make_unique<FaultyWritableFile>(std::move(file), state_);
+  if (s.ok()) {
+    *r = std::make_unique<FaultyWritableFile>(std::move(file), state_);
+    absl::MutexLock lock(&state_->mu);
+    state_->created.push_back(f);
+  }
   return s;
 }
 

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rocksdb/file_system.h"
 
@@ -57,6 +58,9 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   void Heal();
   // Calls failed so far.
   int64_t failures() const;
+  // The path of every file created for writing so far (NewWritableFile),
+  // in order: how a test counts the writes of one kind of file.
+  std::vector<std::string> CreatedFiles() const;
 
   struct State;  // shared with the files it opens
 

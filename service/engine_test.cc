@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/synchronization/notification.h"
+#include "cache/fault_injection_fs.h"
 #include "service/service_test_env.h"
 #include "service/task_executor.h"
 
@@ -55,9 +56,9 @@ class RecordingListener : public JobListener {
 
 class EngineTest : public ::testing::Test {
  protected:
-  void Start(int max_batch_tokens, int threads = 1) {
-    env_ = std::make_unique<ServiceTestEnv>();
-    io_ = std::make_unique<TaskExecutor>(1);
+  void Start(int max_batch_tokens, int threads = 1, int io_threads = 1, StoreOptions store = {}) {
+    env_ = std::make_unique<ServiceTestEnv>(256, 16, std::move(store));
+    io_ = std::make_unique<TaskExecutor>(io_threads);
     EngineOptions options;
     options.threads = threads;
     options.max_batch_tokens = max_batch_tokens;
@@ -156,6 +157,31 @@ TEST_F(EngineTest, AChunkedPrefillStagesItsPagesAndStoresExactlyThemOneFileEach)
   EXPECT_EQ(env_->store().Stats().pages, 7);
   EXPECT_EQ(files, 7);
   EXPECT_TRUE(env_->store().Verify()->ok());
+}
+
+TEST_F(EngineTest, AOneStepPrefillWritesEachPageFileOnceAndIsAnsweredWhenAllAreStored) {
+  KVS_REQUIRE_SHARED_MODEL();
+  // Two I/O threads, so the final persist could run beside the staging of
+  // the step's pages; it waits for them instead of writing them again.
+  auto fs = std::make_shared<FaultInjectionFileSystem>();
+  StoreOptions store;
+  store.file_system = fs;
+  Start(/*max_batch_tokens=*/512, /*threads=*/1, /*io_threads=*/2, store);
+  const std::string id = env_->MakeSession(0);
+  std::vector<int32_t> input(100);
+  for (int i = 0; i < 100; ++i) input[i] = 40 + i;
+  auto job = Submit(id, input, std::nullopt);
+  job->done.WaitForNotification();
+  ASSERT_TRUE(job->status.ok()) << job->status;
+  // 100 KV positions: 6 full pages (staged) and a partial one (the persist's).
+  int page_writes = 0;
+  for (const std::string& path : fs->CreatedFiles()) page_writes += path.ends_with(".kvpage.tmp");
+  EXPECT_EQ(page_writes, 7);
+  EXPECT_EQ(env_->store().Stats().pages, 7);
+  EXPECT_TRUE(env_->store().Verify()->ok());
+  int prefill_steps = 0;
+  for (const StepReport& r : Steps()) prefill_steps += r.prefill_chunks > 0;
+  EXPECT_EQ(prefill_steps, 1);
 }
 
 TEST_F(EngineTest, AFinishedCallIsNoLongerCountedAsActiveWhenItIsAnswered) {
