@@ -87,6 +87,16 @@ class EngineTest : public ::testing::Test {
     engine_->Submit(*s, std::move(input), 0, std::move(gen), listener, listener->handle);
     return listener;
   }
+  // A new session (BOS only) takes 100 tokens as one job, answered OK: 100
+  // KV positions, 6 full pages of 16 and a partial one.
+  void PrefillAHundredTokensAfterBos() {
+    const std::string id = env_->MakeSession(0);
+    std::vector<int32_t> input(100);
+    for (int i = 0; i < 100; ++i) input[i] = 40 + i;
+    auto job = Submit(id, input, std::nullopt);
+    job->done.WaitForNotification();
+    ASSERT_TRUE(job->status.ok()) << job->status;
+  }
   static GenerateOptions Greedy(int max_tokens) {
     GenerateOptions g;
     g.max_tokens = max_tokens;
@@ -140,12 +150,7 @@ TEST_F(EngineTest, APrefillIsCutIntoChunksOfTheStepBudget) {
 TEST_F(EngineTest, AChunkedPrefillStagesItsPagesAndStoresExactlyThemOneFileEach) {
   KVS_REQUIRE_SHARED_MODEL();
   Start(/*max_batch_tokens=*/16);
-  const std::string id = env_->MakeSession(0);
-  std::vector<int32_t> input(100);
-  for (int i = 0; i < 100; ++i) input[i] = 40 + i;
-  auto job = Submit(id, input, std::nullopt);
-  job->done.WaitForNotification();
-  ASSERT_TRUE(job->status.ok()) << job->status;
+  ASSERT_NO_FATAL_FAILURE(PrefillAHundredTokensAfterBos());
   engine_->Stop();
   engine_.reset();
   io_.reset();  // runs the staging tasks that may still be queued
@@ -167,12 +172,7 @@ TEST_F(EngineTest, AOneStepPrefillWritesEachPageFileOnceAndIsAnsweredWhenAllAreS
   StoreOptions store;
   store.file_system = fs;
   Start(/*max_batch_tokens=*/512, /*threads=*/1, /*io_threads=*/2, store);
-  const std::string id = env_->MakeSession(0);
-  std::vector<int32_t> input(100);
-  for (int i = 0; i < 100; ++i) input[i] = 40 + i;
-  auto job = Submit(id, input, std::nullopt);
-  job->done.WaitForNotification();
-  ASSERT_TRUE(job->status.ok()) << job->status;
+  ASSERT_NO_FATAL_FAILURE(PrefillAHundredTokensAfterBos());
   // 100 KV positions: 6 full pages (staged) and a partial one (the persist's).
   int page_writes = 0;
   for (const std::string& path : fs->CreatedFiles()) page_writes += path.ends_with(".kvpage.tmp");
