@@ -450,19 +450,12 @@ class AmxTilePasses {
     }
   }
 
-  // Accumulator tile kAcc += the weights' three BF16 parts (tiles 4-6)
-  // times a value slice, part after part.
-  template <int kAcc>
-  static void ThreePartProducts(const uint16_t* value_slice) {
-    _tile_loadd(7, value_slice, 64);
-    _tile_dpbf16ps(kAcc, 4, 7);
-    _tile_dpbf16ps(kAcc, 5, 7);
-    _tile_dpbf16ps(kAcc, 6, 7);
-  }
-
   // O of group g += the chunk's weights . values (attention_amx.h's
   // order), four value slices at a time in four accumulators (tiles 0-3),
-  // so their products do not wait for each other.
+  // so their products do not wait for each other. The tile numbers are
+  // written out: GCC's AMX intrinsics are macros that paste their arguments
+  // into the instruction text, so they take literals only (a template
+  // parameter compiles with clang and fails with GCC's assembler).
   void ChunkProducts(int g) {
     float* o = acc_[g].rows;
     constexpr int kSlices = hd / 16;
@@ -494,11 +487,23 @@ class AmxTilePasses {
           _tile_loadd(5, weight_[1], 64);
           _tile_loadd(6, weight_[2], 64);
         }
-        ThreePartProducts<0>(values_.tile[c]);
-        ThreePartProducts<1>(values_.tile[c + 1]);
+        _tile_loadd(7, values_.tile[c], 64);
+        _tile_dpbf16ps(0, 4, 7);
+        _tile_dpbf16ps(0, 5, 7);
+        _tile_dpbf16ps(0, 6, 7);
+        _tile_loadd(7, values_.tile[c + 1], 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(1, 5, 7);
+        _tile_dpbf16ps(1, 6, 7);
         if (four) {
-          ThreePartProducts<2>(values_.tile[c + 2]);
-          ThreePartProducts<3>(values_.tile[c + 3]);
+          _tile_loadd(7, values_.tile[c + 2], 64);
+          _tile_dpbf16ps(2, 4, 7);
+          _tile_dpbf16ps(2, 5, 7);
+          _tile_dpbf16ps(2, 6, 7);
+          _tile_loadd(7, values_.tile[c + 3], 64);
+          _tile_dpbf16ps(3, 4, 7);
+          _tile_dpbf16ps(3, 5, 7);
+          _tile_dpbf16ps(3, 6, 7);
         }
       }
       _tile_stored(0, o + 16 * c, hd * 4);
