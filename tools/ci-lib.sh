@@ -76,6 +76,25 @@ ci_ctest_failures() {
   ' "$2" >>"$KVS_CI_FAILURES"
 }
 
+# ci_build_failure JOB LOG: appends to $KVS_CI_FAILURES (when set) that
+# JOB stopped before its tests (setup, configure or build failed), with at
+# most 24 lines of LOG from the first that names an error (a compiler's
+# "error:", the assembler's "Error:", ninja's "FAILED:", "CMake Error", apt's
+# "E: ") or else LOG's last 24 lines: a broken build is named at the end.
+ci_build_failure() {
+  [ -n "${KVS_CI_FAILURES:-}" ] || return 0
+  local from
+  from=$(grep -n -m1 -E 'error:|Error:|^FAILED:|CMake Error|^E: ' "$2" | cut -d: -f1)
+  {
+    echo "-- $1: stopped before its tests ran"
+    if [ -n "$from" ]; then
+      tail -n +"$from" "$2" | head -n 24 | cut -c1-300 | sed 's/^/   /'
+    else
+      tail -n 24 "$2" | cut -c1-300 | sed 's/^/   /'
+    fi
+  } >>"$KVS_CI_FAILURES"
+}
+
 # ci_report JOB PASSED FAILED SECONDS
 ci_report() {
   echo "job $1: $2 passed, $3 failed, $4 s wall"
