@@ -95,6 +95,17 @@ ci_build_failure() {
   } >>"$KVS_CI_FAILURES"
 }
 
+# ci_job_failures JOB LOG: what failed in LOG, a job's whole log: its
+# tests' failures (ci_ctest_failures) when ctest ran, else that the job
+# stopped before its tests (ci_build_failure).
+ci_job_failures() {
+  if grep -qE '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$2"; then
+    ci_ctest_failures "$1" "$2"
+  else
+    ci_build_failure "$1" "$2"
+  fi
+}
+
 # ci_report JOB PASSED FAILED SECONDS
 ci_report() {
   echo "job $1: $2 passed, $3 failed, $4 s wall"
