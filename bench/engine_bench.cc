@@ -93,7 +93,9 @@ EngineBench::EngineBench(const Model& model, ThreadPool* pool, MatmulPath matmul
     : c_(model.config()),
       t_(c_, model.weights(), pool, kChunk, max_context, matmul),
       pages_(t_.kv_geometry(page_tokens, dtype), pool_pages),
-      logits_(static_cast<size_t>(8) * c_.vocab_size) {}
+      logits_(static_cast<size_t>(8) * c_.vocab_size) {
+  Die(pages_.KeepWarm(std::min<int64_t>(pool_pages, (kWarmTokens + page_tokens - 1) / page_tokens)), "KeepWarm");
+}
 
 double EngineBench::Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) {
   const auto start = Clock::now();

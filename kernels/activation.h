@@ -6,7 +6,10 @@
 
 namespace kvs {
 
-// SwiGLU: gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).
+// SwiGLU: gate[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)),
+// by the active kernel level (kernel_table.h): libm's expf at the scalar
+// level, simd_exp.h's at AVX2 and AVX-512 (within a few ulps of the
+// scalar level's values). Each value depends only on gate[i] and up[i].
 void SiluMul(float* gate, const float* up, int64_t n);
 
 // x[i] += y[i].

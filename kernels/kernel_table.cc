@@ -17,6 +17,7 @@ KernelTable BuildTable(KernelIsa isa) {
   FillScalarPackedQ8_0(&t);
   FillScalarTopLogits(&t);
   FillScalarSoftmaxDenominator(&t);
+  FillScalarActivation(&t);
   if (isa == KernelIsa::kAvx2) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
@@ -24,6 +25,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx2PackedQ8_0(&t);
     FillAvx2TopLogits(&t);
     FillAvx2SoftmaxDenominator(&t);
+    FillAvx2Activation(&t);
   } else if (isa == KernelIsa::kAvx512) {
     const bool bf16 = DetectedCpuFeatures().avx512bf16;
     FillAvx512Matmul(&t);
@@ -34,6 +36,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512PackedQ8_0(&t);
     FillAvx512TopLogits(&t);
     FillAvx512SoftmaxDenominator(&t);
+    FillAvx512Activation(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
       if (AmxAttentionAvailable()) FillAmxAttention(&t);

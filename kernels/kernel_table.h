@@ -117,6 +117,8 @@ using LogitsAboveFn = int (*)(const float* x, int64_t n, float floor, int max_ou
 // level gives the same bits).
 using SoftmaxDenominatorFn = double (*)(const float* x, int64_t n, float max);
 using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
+// SwiGLU of the feed-forward block (activation.h SiluMul).
+using SiluMulFn = void (*)(float* gate, const float* up, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
 
 struct KernelTable {
@@ -154,6 +156,7 @@ struct KernelTable {
   TopKFn top_k;
   LogitsAboveFn logits_above;
   SoftmaxDenominatorFn softmax_denominator;
+  SiluMulFn silu_mul;
 };
 
 // The table of the active level (ActiveKernelIsa()).
@@ -174,12 +177,14 @@ void FillScalarAttention(KernelTable* t);        // attention.cc
 void FillScalarPackedQ8_0(KernelTable* t);       // packed_q8_0.cc
 void FillScalarTopLogits(KernelTable* t);        // top_logits.cc
 void FillScalarSoftmaxDenominator(KernelTable* t);  // softmax_denominator.cc
+void FillScalarActivation(KernelTable* t);       // activation.cc
 void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
 void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
 void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
 void FillAvx2PackedQ8_0(KernelTable* t);         // packed_q8_0_avx2.cc
 void FillAvx2TopLogits(KernelTable* t);          // top_logits_avx2.cc
 void FillAvx2SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx2.cc
+void FillAvx2Activation(KernelTable* t);         // activation_avx2.cc
 void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
@@ -188,6 +193,7 @@ void FillAvx512Bf16Attention(KernelTable* t);    // attention_avx512_bf16.cc (ne
 void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAvx512TopLogits(KernelTable* t);        // top_logits_avx512.cc
 void FillAvx512SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx512.cc
+void FillAvx512Activation(KernelTable* t);       // activation_avx512.cc
 void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
 void FillAmxAttention(KernelTable* t);           // attention_amx.cc (needs AmxBf16Available())
 

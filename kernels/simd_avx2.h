@@ -46,6 +46,7 @@ struct Avx2 {
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c
   static float First(F v) { return _mm256_cvtss_f32(v); }
 

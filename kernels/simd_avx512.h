@@ -49,6 +49,7 @@ struct Avx512 {
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c
   static float First(F v) { return _mm512_cvtss_f32(v); }
 
