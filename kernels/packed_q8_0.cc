@@ -57,7 +57,7 @@ void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t 
     const uint8_t* group_rows[16];
     const int n_rows = rows - 16 * g < 16 ? static_cast<int>(rows - 16 * g) : 16;
     for (int n = 0; n < n_rows; ++n) group_rows[n] = rows_data + (16 * g + n) * row_bytes;
-    PackQ8_0GroupScalar(group_rows, n_rows, cols, out + g * group_bytes, nullptr, 0);
+    PackQ8_0Group(group_rows, n_rows, cols, out + g * group_bytes);
   }
 }
 

@@ -41,12 +41,15 @@ size_t PackedQ8_0GroupBytes(int64_t cols);
 size_t PackedQ8_0Bytes(int64_t rows, int64_t cols);
 
 // Packs `rows` Q8_0 rows (GGUF layout, `row_bytes` apart) into `out`
-// (PackedQ8_0Bytes, 64-byte aligned).
+// (PackedQ8_0Bytes; 64-byte aligned for the kernels' speed, any address
+// works), a group at a time by PackQ8_0Group
+// (the active level's packer: the same bytes on every level; with the
+// scalar one, a 0.6B model's load spent about a second packing).
 void PackQ8_0(const uint8_t* rows_data, size_t row_bytes, int64_t rows, int64_t cols, uint8_t* out);
 
 // Packs up to 16 Q8_0 rows, row n at rows[n] (n < n_rows), into one group
-// (PackedQ8_0GroupBytes(cols) bytes at `out`, 64-byte aligned); rows
-// [n_rows, 16) are zero. The same bytes as PackQ8_0 gives that group, by
+// (PackedQ8_0GroupBytes(cols) bytes at `out`: any address, 64-byte
+// aligned for speed); rows [n_rows, 16) are zero. The same bytes as PackQ8_0 gives that group, by
 // the active kernel table's packer (SIMD at the AVX2 and AVX-512 levels):
 // fast enough to pack a KV cache's Q8_0 keys on every attention call
 // (kernels/attention_q8_0_scores.h). While it packs, it asks for the lines

@@ -225,9 +225,9 @@ void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t
       // u[c + 4] the same for rows 4-7.
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(wq + c * 64 + 32 * half),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wq + c * 64 + 32 * half),
                            _mm256_permute2x128_si256(u[c], u[c + 4], 0x20));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(wq + (c + 4) * 64 + 32 * half),
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wq + (c + 4) * 64 + 32 * half),
                            _mm256_permute2x128_si256(u[c], u[c + 4], 0x31));
       }
     }

@@ -257,8 +257,8 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
     uint8_t* wq = quants + b * 512;
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      _mm512_store_si512(wq + c * 64, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
-      _mm512_store_si512(wq + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
+      _mm512_storeu_si512(wq + c * 64, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
+      _mm512_storeu_si512(wq + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
     }
     for (int n = 0; n < n_rows; ++n) std::memcpy(scales + b * 16 + n, rows[n] + at, 2);
   }
