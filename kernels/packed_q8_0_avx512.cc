@@ -73,7 +73,7 @@ inline void GroupTile(const uint8_t* group, int64_t nb, const uint8_t* x, size_t
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
   const uint8_t* quants = group + ScalesBytes(nb);
   const float* dx = reinterpret_cast<const float*>(x + scales_offset);
-  const size_t dx_stride = x_stride / sizeof(float);
+  const size_t dx_stride = x_stride / sizeof(float);  // x_stride % 4 == 0 (MatmulAvx512)
 #pragma GCC unroll 4
   for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -137,7 +137,9 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                   const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
                   int64_t y_stride, int64_t ask_end) {
   const int64_t nb = cols / 32;
-  if (nb > kMaxBlocks) {
+  // Rows of quants and F32 scales are whole floats apart (ActivationBytes:
+  // cols + 4 * cols / 32), which GroupTile's one scale pointer needs.
+  if (nb > kMaxBlocks || x_row_bytes % sizeof(float) != 0) {
     return MatmulPackedQ8_0Scalar(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y,
                                   y_stride);
   }
