@@ -44,6 +44,10 @@
 //                        own, cold, as one AttentionUpdateRuns call
 //                        ("shared") and as a call per fork ("one-by-one",
 //                        the same bits): G multiply-adds/s
+//   silu_mul             a prefill step's SwiGLU, 64 rows of 3,072 (per
+//                        level: libm's expf at the scalar one): values/s
+//   rms_norm             64 rows of 1,024, then their 64 x 24 heads of
+//                        128 (a Qwen3 layer's norms of 64 rows): values/s
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
@@ -60,11 +64,13 @@
 
 #include "cache/kv_geometry.h"
 #include "cache/page_pool.h"
+#include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
 #include "kernels/ggml_types.h"
 #include "kernels/matmul.h"
+#include "kernels/norm.h"
 #include "kernels/packed_q8_0.h"
 #include "kernels/quant_blocks.h"
 #include "model/huge_page_arena.h"
@@ -239,6 +245,40 @@ void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows,
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes.size()));
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * nx * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
+}
+
+// A prefill step's SwiGLU: 64 rows of 3,072 gate and up values.
+void SiluMulRows(benchmark::State& state, KernelIsa isa) {
+  if (!UseIsa(state, isa)) return;
+  constexpr int kRows = 64, kWidth = 3072;
+  const std::vector<float> gate = RandomFloats(static_cast<size_t>(kRows) * kWidth);
+  const std::vector<float> up = RandomFloats(gate.size());
+  std::vector<float> work(gate.size());
+  for (auto _ : state) {
+    state.PauseTiming();
+    work = gate;
+    state.ResumeTiming();
+    for (int r = 0; r < kRows; ++r) SiluMul(work.data() + r * kWidth, up.data() + r * kWidth, kWidth);
+    benchmark::DoNotOptimize(work.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kWidth);
+}
+
+// A Qwen3 layer's norms of 64 rows: each row's 1,024 values, then its 24
+// heads of 128 (the q/k norms), in place.
+void RmsNormRows(benchmark::State& state) {
+  constexpr int kRows = 64, kDim = 1024, kHeads = 24, kHeadDim = 128;
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(kRows) * kHeads * kHeadDim);
+  const std::vector<float> w = RandomFloats(kDim);
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    for (int r = 0; r < kRows; ++r) RmsNorm(x.data() + r * kDim, w.data(), 1e-6f, kDim, out.data() + r * kDim);
+    for (int h = 0; h < kRows * kHeads; ++h) {
+      RmsNorm(x.data() + h * kHeadDim, w.data(), 1e-6f, kHeadDim, out.data() + h * kHeadDim);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * (kDim + kHeads * kHeadDim));
 }
 
 // One decode row: `heads` query heads of one GQA group over 4,096 keys.
@@ -597,6 +637,11 @@ void RegisterAll() {
       }
     }
   }
+  for (KernelIsa isa : isas) {
+    configure(benchmark::RegisterBenchmark((std::string("silu_mul/") + KernelIsaName(isa) + "/64x3072").c_str(),
+                                           SiluMulRows, isa));
+  }
+  configure(benchmark::RegisterBenchmark("rms_norm/64x1024+64x24x128", RmsNormRows));
   for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
     for (int page_tokens : {16, 32, 64}) {
       const std::string read = std::string("read_paged/") + KvDtypeName(dtype) + "/4096keys/" +
