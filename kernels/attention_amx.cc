@@ -160,31 +160,9 @@ inline __m512i InterleaveHigh(__m512i a, __m512i b) {
 
 // out[c][r] = in[r][c] for a 16 x 16 F32 block (rows 64 bytes apart).
 inline void Transpose16x16(const float* in, __m512 (&out)[16]) {
-  __m512 t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    const __m512 a = _mm512_load_ps(in + 32 * i), b = _mm512_load_ps(in + 32 * i + 16);
-    t[2 * i] = _mm512_unpacklo_ps(a, b);
-    t[2 * i + 1] = _mm512_unpackhi_ps(a, b);
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  // u[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3.
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), w0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88),
-                 w1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
-    out[k] = _mm512_shuffle_f32x4(v0, v1, 0x88);
-    out[8 + k] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
-    out[4 + k] = _mm512_shuffle_f32x4(w0, w1, 0x88);
-    out[12 + k] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
-  }
+  __m512 rows[16];
+  for (int r = 0; r < 16; ++r) rows[r] = _mm512_load_ps(in + 16 * r);
+  V::Transpose16x16(rows, out);
 }
 
 // ------------------------------------------------------------ operands

@@ -335,9 +335,12 @@ constexpr int kPrefetchBlocks = 4;
 // How one pass (the K blocks of a score pass, or the V blocks of a value
 // pass) asks for its blocks ahead of use. Only when lines arrive changes,
 // never a result.
-//  - Whole blocks (prefill's tiles): at each block's start (AtBlock), all
-//    the lines of the block kPrefetchBlocks ahead.
-//  - Streamed (a decode row's GQA group: little arithmetic per byte): the
+//  - Whole blocks (tiles over an F32 cache): at each block's start
+//    (AtBlock), all the lines of the block kPrefetchBlocks ahead.
+//  - Streamed (a decode row's GQA group: little arithmetic per byte; and
+//    the tiles that convert their blocks, a Step per micro-tile call: a
+//    block's lines at once filled the line-fill buffers and stalled the
+//    loads, 13% of an f16 value pass's samples): the
 //    first kStreamAheadBlocks blocks at once, then, while block b is read,
 //    the lines of block b + kStreamAheadBlocks, a few per Step as the
 //    loop's arithmetic goes. Whole blocks left a cold decode row at its

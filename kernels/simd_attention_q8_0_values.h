@@ -41,9 +41,14 @@ namespace {
 // bound by loads rather than FMAs: kvs-bench-kernels attention_prefill on
 // Zen 3, 8-18% less time per type. The AVX-512 code was already kept in
 // registers; no result changes.
+// The asm works on a copy: with an element of the caller's array as its
+// operand, GCC 12 keeps the array in memory and stores the element after
+// every use.
 template <class F>
 inline void PinInRegister(F& x) {
-  asm("" : "+v"(x));
+  F r = x;
+  asm("" : "+v"(r));
+  x = r;
 }
 
 // True for vector operations with BF16 pair products (V::DotPairs).

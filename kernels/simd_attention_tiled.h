@@ -11,8 +11,10 @@
 // order). Only the order in which the queries' independent operations run
 // changes: a tile of up to kAttentionTileQueries queries shares each K and V
 // vector loaded (and converted to F32) in registers, kScoreQ queries x
-// kScoreK keys or kValueQ queries x kValueChunks value vectors at a time.
-// So its results are bit-identical to the per-query kernel's for every row
+// kScoreK keys or kValueQ queries x kValueChunks value vectors at a time;
+// at 16 lanes, tiles of more than kStreamQueries queries make the same
+// partial sums and TransposeSum's tree with the queries in lanes instead
+// (simd_attention_lane_scores.h: no shuffles per key). So its results are bit-identical to the per-query kernel's for every row
 // count, and the two may be mixed freely (a decode row of one query head
 // per KV head stays on the per-query kernel); attention_isa_test checks
 // the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
@@ -20,7 +22,8 @@
 // TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, keys in
 // pairs where the CPU has BF16 products), the pairs the per-query kernel
 // makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
-// decode row's GQA group, whole blocks otherwise) changes no result.
+// decode row's GQA group and for tiles that convert their blocks, whole
+// blocks for large tiles over an F32 cache) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -35,6 +38,7 @@
 #include "kernels/attention_tile.h"
 #include "kernels/kernel_table.h"
 #include "kernels/simd_attention.h"
+#include "kernels/simd_attention_lane_scores.h"
 
 namespace kvs {
 namespace {
@@ -147,8 +151,16 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     const size_t key_bytes = RowBytes<kT>(hd);
     const size_t block_bytes = static_cast<size_t>(block_keys) * key_bytes;
     const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-    BlockPrefetch prefetch(k, used_blocks, block_bytes, StreamsBlocks(tile.count));
-    const int lines = prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
+    // Tiles beyond a decode row's group at 16 lanes: the queries in lanes
+    // (simd_attention_lane_scores.h), transposed into the part vectors,
+    // the blocks streamed a Step per micro-tile call.
+    const bool in_lanes = kScoresInLanes<V> && !StreamsBlocks(tile.count);
+    BlockPrefetch prefetch(k, used_blocks, block_bytes, StreamsBlocks(tile.count) || in_lanes);
+    const int lines = in_lanes ? 0 : prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
+    const int group_lines = in_lanes ? prefetch.LinesPerStep((block_keys + L - 1) / L * kLaneScoreCalls) : 0;
+    if constexpr (kScoresInLanes<V>) {
+      if (in_lanes) QueryLanes<V, hd>(tile.q, tile.count, reinterpret_cast<float*>(part));
+    }
     for (int b = 0; b < used_blocks; ++b) {
       prefetch.AtBlock(b);
       const int first = b * block_keys;
@@ -167,6 +179,18 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
         }
       };
       for (; j + L <= nb; j += L) {
+        if constexpr (kScoresInLanes<V>) {
+          if (in_lanes) {
+            const float* rows = reinterpret_cast<const float*>(kb + j * key_bytes);
+            if constexpr (kT != KvDtype::kF32) {
+              ConvertRows<V, kT, hd>(kb, j, j + L, converted);
+              rows = converted;
+            }
+            LaneScoresGroup<V, hd>(reinterpret_cast<const float*>(part), tile.count, rows, scale,
+                                   scores + first + j, stride, prefetch, group_lines);
+            continue;
+          }
+        }
         if (ConvertsBlocks<kT>(tile.count)) {
           ConvertRows<V, kT, hd>(kb, j, j + L, converted);
           score_group.template operator()<KvDtype::kF32>(converted);
@@ -262,9 +286,15 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
   constexpr bool kPairs = kBf16Dot<V>;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<KvDtype::kQ8_0>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-  const bool streamed = StreamsBlocks(tile.count), convert = !streamed;
-  BlockPrefetch prefetch(v, used_blocks, block_bytes, streamed);
-  const int lines = prefetch.LinesPerStep((kPairs ? (block_keys + 1) / 2 : block_keys) * ((kChunks + VC - 1) / VC));
+  // Tiles that convert their chunks stream the blocks a Step per
+  // micro-tile call, as TileValuesF32.
+  const bool convert = !StreamsBlocks(tile.count);
+  BlockPrefetch prefetch(v, used_blocks, block_bytes, true);
+  const int lines =
+      convert ? 0 : prefetch.LinesPerStep((kPairs ? (block_keys + 1) / 2 : block_keys) * ((kChunks + VC - 1) / VC));
+  const int chunks_per_block = (block_keys + kQ8_0ValueKeys - 1) / kQ8_0ValueKeys;
+  const int call_lines =
+      convert ? prefetch.LinesPerStep(chunks_per_block * (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC)) : 0;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kBlocks * kQ8_0ValueKeys];
   const Q8_0Weight<V>* ws[kAttentionTileQueries];
@@ -278,6 +308,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
     for (int c0 = 0; c0 < kChunks; c0 += VC) {
       if (convert) {
         ValueMicroTileQ8_0<V, hd, kQ, VC, false, false>(ws + s0, a + s0, converted, 0, t0, t1, c0, prefetch, lines);
+        prefetch.Step(call_lines);
       } else {
         ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, a + s0, vb, j0, t0, t1, c0, prefetch, lines);
       }
@@ -328,8 +359,14 @@ void TileValuesF32(const AttentionTile& tile, const void* const* v, int block_ke
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<kT>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
-  BlockPrefetch prefetch(v, used_blocks, block_bytes, StreamsBlocks(tile.count));
-  const int lines = prefetch.LinesPerStep(block_keys * ((kChunks + VC - 1) / VC));
+  // Tiles that convert their blocks stream them too, a Step after each
+  // micro-tile call rather than a block's lines at once (a burst of
+  // prefetches fills the line-fill buffers and stalls the loads).
+  const bool steps_per_call = ConvertsBlocks<kT>(tile.count);
+  BlockPrefetch prefetch(v, used_blocks, block_bytes, StreamsBlocks(tile.count) || steps_per_call);
+  const int calls_per_block = (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC);
+  const int lines = steps_per_call ? 0 : prefetch.LinesPerStep(block_keys * ((kChunks + VC - 1) / VC));
+  const int call_lines = steps_per_call ? prefetch.LinesPerStep(calls_per_block) : 0;
   const float* p[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
   for (int b = 0; b < used_blocks; ++b) {
@@ -348,11 +385,17 @@ void TileValuesF32(const AttentionTile& tile, const void* const* v, int block_ke
       for (int s = 0; s < tile.count; ++s) ps[s] = p[s] + base;
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) {
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, VQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) {
+          ValueMicroTile<V, kU, kChunks, VQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
+          prefetch.Step(call_lines);
+        }
       }
       auto rest = [&](auto queries) {  // the tile's last queries, together
         constexpr int kQ = decltype(queries)::value;
-        for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kU, kChunks, kQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
+        for (int c0 = 0; c0 < kChunks; c0 += VC) {
+          ValueMicroTile<V, kU, kChunks, kQ, VC>(ps + s0, a + s0, vb, j0 - base, j1 - base, c0, prefetch, lines);
+          prefetch.Step(call_lines);
+        }
       };
       switch (tile.count - s0) {
         case 5: if constexpr (VQ > 5) rest(std::integral_constant<int, 5>{}); break;

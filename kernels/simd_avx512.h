@@ -52,6 +52,14 @@ struct Avx512 {
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }  // a * b + c
   static float First(F v) { return _mm512_cvtss_f32(v); }
+  // a * *b + c, *b broadcast by the FMA itself (VFMADD231PS m32{1to16}:
+  // GCC does not fold a broadcast into an FMA whose other operands it
+  // reuses, and a separate broadcast costs a decoded instruction per FMA
+  // pair). Inline assembly, so ASan does not check the load.
+  static F FmaBroadcast(F a, const float* b, F c) {
+    asm("vfmadd231ps %[b]%{1to16%}, %[a], %[c]" : [c] "+v"(c) : [a] "v"(a), [b] "m"(*b));
+    return c;
+  }
 
   // Sum of the lanes in a fixed order: halves, then quarters, then pairs.
   static float Sum(F v) {
@@ -150,6 +158,32 @@ struct Avx512 {
     const F p01 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
     const F p23 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_f32x4(p01, p23, 0x88), _mm512_shuffle_f32x4(p01, p23, 0xDD));
+  }
+  // out[c] lane r = in[r] lane c: a 16 x 16 transpose in registers.
+  static void Transpose16x16(const F (&in)[16], F (&out)[16]) {
+    F t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(in[2 * i], in[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(in[2 * i], in[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    // u[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3.
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const F v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), w0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
+      const F v1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+      out[k] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+      out[8 + k] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+      out[4 + k] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+      out[12 + k] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+    }
   }
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
