@@ -159,6 +159,7 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
     const int lines = in_lanes ? 0 : prefetch.LinesPerStep(block_keys / AttentionTileShape<V>::kScoreK);
     const int group_lines = in_lanes ? prefetch.LinesPerStep((block_keys + L - 1) / L * kLaneScoreCalls) : 0;
     if constexpr (kScoresInLanes<V>) {
+      static_assert(QueryLaneFloats(hd) + V::kLanes <= kAttentionTilePartFloats, "the part vectors hold the queries");
       if (in_lanes) QueryLanes<V, hd>(tile.q, tile.count, reinterpret_cast<float*>(part));
     }
     for (int b = 0; b < used_blocks; ++b) {
