@@ -14,16 +14,17 @@
 // kScoreK keys or kValueQ queries x kValueChunks value vectors at a time;
 // at 16 lanes, tiles of more than kStreamQueries queries make the same
 // partial sums and TransposeSum's tree with the queries in lanes instead
-// (simd_attention_lane_scores.h: no shuffles per key). So its results are bit-identical to the per-query kernel's for every row
-// count, and the two may be mixed freely (a decode row of one query head
-// per KV head stays on the per-query kernel); attention_isa_test checks
-// the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
+// (simd_attention_lane_scores.h: no shuffles per key). So its results are
+// bit-identical to the per-query kernel's for every row count, and the two
+// may be mixed freely (a decode row of one query head per KV head stays on
+// the per-query kernel); attention_isa_test checks the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
 // whole tile, whose bits are the same for any tile, and Q8_0 values
 // TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, keys in
 // pairs where the CPU has BF16 products), the pairs the per-query kernel
 // makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
-// decode row's GQA group and for tiles that convert their blocks, whole
-// blocks for large tiles over an F32 cache) changes no result.
+// decode row's GQA group, for the lane scores and for tiles that convert
+// their blocks; whole blocks for the other passes of large tiles, an F32
+// cache's values) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -365,7 +366,8 @@ void TileValuesF32(const AttentionTile& tile, const void* const* v, int block_ke
   // prefetches fills the line-fill buffers and stalls the loads).
   const bool steps_per_call = ConvertsBlocks<kT>(tile.count);
   BlockPrefetch prefetch(v, used_blocks, block_bytes, StreamsBlocks(tile.count) || steps_per_call);
-  const int calls_per_block = (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC);
+  const int calls_per_block = (block_keys + kConvertKeys - 1) / kConvertKeys * ((tile.count + VQ - 1) / VQ) *
+                              ((kChunks + VC - 1) / VC);
   const int lines = steps_per_call ? 0 : prefetch.LinesPerStep(block_keys * ((kChunks + VC - 1) / VC));
   const int call_lines = steps_per_call ? prefetch.LinesPerStep(calls_per_block) : 0;
   const float* p[kAttentionTileQueries];
