@@ -22,6 +22,8 @@
 // operand each, and one 16 x 16 transpose per 16 queries and 16 keys
 // (docs/performance.md, "Attention's F32 tiles: the queries in lanes").
 //
+// Contract: pure functions; the caller owns every buffer (the transposed
+// queries live in the tile's part vectors, simd_attention_tiled.h).
 // Include only from AVX-512 translation units, after simd_attention.h
 // (anonymous namespace: the ODR rule in cpu_features.h).
 #ifndef KVSESSION_KERNELS_SIMD_ATTENTION_LANE_SCORES_H_
