@@ -19,11 +19,13 @@ namespace {
 // folds keys [0, n) given in two calls, the first of `first_call` keys:
 // one step per call, except the SIMD fallback (head sizes that are not 1,
 // 2, 4, 8 or 16 vectors, unless the AMX kernels take them), which steps
-// block by block. Call with `isa` active.
+// block by block for F32, F16 and BF16 caches (a Q8_0 cache's fallback
+// keeps one step: its BF16 weights depend on the max). Call with `isa`
+// active.
 std::vector<int> StepEnds(KernelIsa isa, KvDtype dtype, int hd, int n, int first_call, int block) {
   const int lanes = isa == KernelIsa::kAvx512 ? 16 : 8;
   const int vectors = hd / lanes;
-  const bool fallback = isa != KernelIsa::kScalar && !AttentionUsesAmx(dtype, hd) &&
+  const bool fallback = isa != KernelIsa::kScalar && dtype != KvDtype::kQ8_0 && !AttentionUsesAmx(dtype, hd) &&
                         (hd % lanes != 0 || (vectors != 1 && vectors != 2 && vectors != 4 && vectors != 8 &&
                                              vectors != 16));
   std::vector<int> ends;

@@ -12,9 +12,12 @@
 // (AttentionBlocksFixed); other sizes take the
 // fallback, which goes block by block through AttentionUpdateWith (scores
 // by the same BlockScores, the visible values converted to F32 once per
-// block and call), kFallbackRows rows at a time. Every query (row r, head h)
-// is computed on its own, so its result depends only on its own inputs, not
-// on how many rows or heads share the call.
+// block and call), kFallbackRows rows at a time; a Q8_0 cache's fallback
+// keeps one step per query (AttentionBlocksQ8_0OneStep), since its BF16
+// weights depend on the max they are taken against (docs/performance.md,
+// "Q8_0 caches on heads without a fixed kernel"). Every query (row r, head
+// h) is computed on its own, so its result depends only on its own inputs,
+// not on how many rows or heads share the call.
 //
 // Include only from SIMD translation units: everything is in an anonymous
 // namespace (the ODR rule in cpu_features.h).
@@ -475,6 +478,63 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
 // Rows the fallback folds per step (the size of its visibility array).
 constexpr int kFallbackRows = 64;
 
+// The fallback for a Q8_0 cache: each query's whole visible context in one
+// online-softmax step, as AttentionBlocksFixed (the scores of every block,
+// one rescale, then the values block by block with the weights of
+// attention_q8_0_values.h). Block by block steps would round each weight to
+// BF16 against that block's running max instead of the context's, ~1e-3
+// from the reference on a unit-scale head (docs/performance.md, "Q8_0
+// caches on heads without a fixed kernel"). The values are read as int8
+// quants in place. scratch: n_blocks * block_keys scores, then block_keys *
+// head_dim / 32 weights (within AttentionBlocksScratchFloats: the tile's
+// part floats exceed them).
+template <class V>
+void AttentionBlocksQ8_0OneStep(const float* q, int64_t q_row_stride, int rows, int heads, const void* const* k,
+                                const void* const* v, int n_blocks, int block_keys, int head_dim,
+                                const int* visible, float scale, float* max, float* sum, float* acc,
+                                float* scratch) {
+  using F = typename V::F;
+  const int total = n_blocks * block_keys, blocks_per_row = head_dim / kKvQ8_0BlockValues;
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, head_dim);
+  float* scores = scratch;
+  float* weights = scratch + total;
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[r] < total ? visible[r] : total;
+    if (n <= 0) continue;
+    for (int h = 0; h < heads; ++h) {
+      const int i = r * heads + h;
+      const float* qi = q + r * q_row_stride + h * head_dim;
+      for (int b = 0; b * block_keys < n; ++b) {
+        const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
+        BlockScores<V, KvDtype::kQ8_0>(qi, k[b], nb, head_dim, scale, scores + b * block_keys);
+      }
+      float block_max = scores[0];
+      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
+      const float new_max = block_max > max[i] ? block_max : max[i];
+      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
+      const float block_sum = ExpInPlace<V>(scores, n, new_max);
+      float* acc_i = acc + static_cast<size_t>(i) * head_dim;
+      for (int d = 0; d < head_dim; d += V::kLanes) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+      for (int b = 0; b * block_keys < n; ++b) {
+        const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
+        const uint8_t* rows_b = static_cast<const uint8_t*>(v[b]);
+        RowWeightsQ8_0<V>(scores + b * block_keys, rows_b, nb, head_dim, weights);
+        for (int d = 0; d < head_dim; d += V::kLanes) {
+          const size_t at = static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 + d % kKvQ8_0BlockValues;
+          F a = V::Load(acc_i + d);
+          for (int j = 0; j < nb; ++j) {
+            const F quants = V::LoadI8(reinterpret_cast<const int8_t*>(rows_b + j * row_bytes + at));
+            a = V::Fma(V::Set1(weights[j * blocks_per_row + d / kKvQ8_0BlockValues]), quants, a);
+          }
+          V::Store(acc_i + d, a);
+        }
+      }
+      sum[i] = sum[i] * correction + block_sum;
+      max[i] = new_max;
+    }
+  }
+}
+
 // AttentionUpdateBlocks for head_dim = 1, 2, 4, 8 or 16 vectors
 // (register-resident accumulators); other sizes go block by block through
 // AttentionUpdateWith, kFallbackRows rows at a time (scratch: also
@@ -499,6 +559,11 @@ void AttentionBlocksWith(KvDtype dtype, const float* q, int64_t q_row_stride, in
   KVS_ATTENTION_FIXED(8)
   KVS_ATTENTION_FIXED(16)
 #undef KVS_ATTENTION_FIXED
+  if (dtype == KvDtype::kQ8_0) {
+    AttentionBlocksQ8_0OneStep<V>(q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, head_dim, visible, scale,
+                                  max, sum, acc, scratch);
+    return;
+  }
   // Fallback: block by block, kFallbackRows rows at a time (any row count).
   int vis[kFallbackRows];
   for (int r0 = 0; r0 < rows; r0 += kFallbackRows) {
