@@ -37,7 +37,8 @@
 //   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
-//                        keys causally: G multiply-adds/s (QK and PV)
+//                        keys causally: G multiply-adds/s (QK and PV);
+//                        /96hd: heads of 96, the vector levels' fallback
 //   attention_forks      a fan-out step's attention for one (layer, head):
 //                        8 forks x 2 heads over a 512- and a 4,096-token
 //                        prompt's shared pages and 8 keys each of their
@@ -511,10 +512,13 @@ void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 }
 
 // One prefill call: 16 rows x 2 heads over 4,096 keys in 16-token pages (one
-// (layer, head) of the pool's layout, so pages are contiguous here).
-void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype) {
+// (layer, head) of the pool's layout, so pages are contiguous here). Heads
+// of 128 values take the tiled kernel; heads of 96 the fallback
+// (simd_attention.h AttentionBlocksOneStep) on both vector levels.
+void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int head_dim) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kKeys = 4096, kPageTokens = 16, kHeadDim = 128, kHeads = 2, kRows = 16;
+  constexpr int kKeys = 4096, kPageTokens = 16, kHeads = 2, kRows = 16;
+  const int kHeadDim = head_dim;
   constexpr int kPages = kKeys / kPageTokens;
   const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(kKeys) * kHeadDim);
   std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
@@ -612,7 +616,8 @@ void RegisterAll() {
       }
       const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/32queries/4096keys";
-      configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype));
+      configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype, 128));
+      configure(benchmark::RegisterBenchmark((prefill + "/96hd").c_str(), AttentionPrefill, isa, dtype, 96));
       for (int prompt : {512, 4096}) {
         for (bool shared : {true, false}) {
           const std::string forks = std::string("attention_forks/") + KvDtypeName(dtype) + "/" +

@@ -15,26 +15,13 @@
 namespace kvs {
 namespace {
 
-// The ends of the online-softmax steps in which a kernel of level `isa`
-// folds keys [0, n) given in two calls, the first of `first_call` keys:
-// one step per call, except the SIMD fallback (head sizes that are not 1,
-// 2, 4, 8 or 16 vectors, unless the AMX kernels take them), which steps
-// block by block for F32, F16 and BF16 caches (a Q8_0 cache's fallback
-// keeps one step: its BF16 weights depend on the max). Call with `isa`
-// active.
-std::vector<int> StepEnds(KernelIsa isa, KvDtype dtype, int hd, int n, int first_call, int block) {
-  const int lanes = isa == KernelIsa::kAvx512 ? 16 : 8;
-  const int vectors = hd / lanes;
-  const bool fallback = isa != KernelIsa::kScalar && dtype != KvDtype::kQ8_0 && !AttentionUsesAmx(dtype, hd) &&
-                        (hd % lanes != 0 || (vectors != 1 && vectors != 2 && vectors != 4 && vectors != 8 &&
-                                             vectors != 16));
+// The ends of the online-softmax steps in which every kernel folds keys
+// [0, n) given in two calls, the first of `first_call` keys: one step per
+// call, whatever the head size or the paging.
+std::vector<int> StepEnds(int n, int first_call) {
   std::vector<int> ends;
-  if (fallback) {
-    for (int end = block; end < n + block; end += block) ends.push_back(std::min(end, n));
-  } else {
-    if (first_call < n) ends.push_back(first_call);
-    ends.push_back(n);
-  }
+  if (first_call < n) ends.push_back(first_call);
+  ends.push_back(n);
   return ends;
 }
 
@@ -97,7 +84,7 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
             }
             // Two calls: the first 3 blocks, then the rest.
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(isa, dtype, hd, visible[r], 3 * block, block), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(visible[r], 3 * block), v, vc.data(), hd);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
@@ -110,9 +97,8 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
 }
 
 // The fallback kernel (head sizes that are not 1, 2, 4, 8 or 16 vectors)
-// takes its rows in chunks; a call with more rows than one chunk (64) must
-// still give every row its own causal attention.
-TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryLevel) {
+// with a prefill's many rows: every row gets its own causal attention.
+TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionOnEveryLevel) {
   const int block = 16, n_blocks = 10, rows = 150, heads = 2;
   const int keys = block * n_blocks;
   for (KernelIsa isa : AllKernelIsas()) {
@@ -159,11 +145,67 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesHandleMoreRowsThanOneChunkOnEveryL
               s[j] = d * scale;
             }
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(isa, dtype, hd, visible[r], keys, block), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(visible[r], keys), v, vc.data(), hd);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Pages are how the server stores keys, not part of the arithmetic: the
+// same keys folded as pages of 16 or of 32 keys give the same bits, on
+// every level, cache type and head size (fixed kernels, the fallback, and
+// the tiled kernel for a prefill's many rows). Pages of 16 keep the q8_0
+// value kernels' key pairs (keys 2i and 2i + 1) as pages of 32 do. The AMX
+// kernels are outside this: their value products take a page's keys (up
+// to 32) as one reduction in the tile unit's own order (attention_amx.h),
+// so with --amx-attention the page size is part of the arithmetic.
+TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) {
+  const int keys = 96, heads = 2;
+  for (KernelIsa isa : AllKernelIsas()) {
+    if (!KernelIsaSupported(isa)) continue;
+    ScopedKernelIsa active(isa);
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
+      for (int hd : {40, 64, 96, 128, 160}) {
+        if (!KvDtypeFitsHeadDim(dtype, hd) || AttentionUsesAmx(dtype, hd)) continue;
+        for (int rows : {3, 40}) {
+          std::mt19937 rng(hd * 7 + rows);
+          std::normal_distribution<float> nd(0, 1);
+          std::vector<float> k(keys * hd), v(keys * hd), q(rows * heads * hd);
+          for (float& x : k) x = nd(rng);
+          for (float& x : v) x = nd(rng);
+          for (float& x : q) x = 2 * nd(rng);  // peaked weights: a rescale shows in the bits
+          const size_t rb = KvBytes(dtype, hd);
+          std::vector<uint8_t> kc(keys * rb), vc(keys * rb);
+          StoreKv(dtype, k.data(), kc.data(), k.size());
+          StoreKv(dtype, v.data(), vc.data(), v.size());
+          std::vector<int> visible(rows);
+          for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;
+          const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+          std::vector<std::vector<float>> outs;
+          for (int page : {16, 32}) {
+            const int n_blocks = keys / page;
+            std::vector<const void*> kb(n_blocks), vb(n_blocks);
+            for (int b = 0; b < n_blocks; ++b) {
+              kb[b] = kc.data() + static_cast<size_t>(b) * page * rb;
+              vb[b] = vc.data() + static_cast<size_t>(b) * page * rb;
+            }
+            std::vector<float> m(rows * heads), l(rows * heads), acc(rows * heads * hd), out(rows * heads * hd);
+            std::vector<float> scratch(AttentionBlocksScratchFloats(keys, page, hd, heads));
+            AttentionInit(rows * heads, hd, m.data(), l.data(), acc.data());
+            AttentionUpdateBlocks(dtype, q.data(), heads * hd, rows, heads, kb.data(), vb.data(), n_blocks, page,
+                                  hd, visible.data(), scale, m.data(), l.data(), acc.data(), scratch.data());
+            AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+            outs.push_back(out);
+          }
+          for (size_t i = 0; i < outs[0].size(); ++i) {
+            ASSERT_EQ(outs[0][i], outs[1][i]) << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd
+                                              << " rows " << rows << " value " << i;
           }
         }
       }

@@ -9,14 +9,11 @@
 // attention_q8_0_scores.h), one rescale, then one pass over the values
 // (Q8_0 values by simd_attention_q8_0_values.h). Head sizes of 1, 2, 4, 8
 // or 16 vectors keep the value accumulator in registers
-// (AttentionBlocksFixed); other sizes take the
-// fallback, which goes block by block through AttentionUpdateWith (scores
-// by the same BlockScores, the visible values converted to F32 once per
-// block and call), kFallbackRows rows at a time; a Q8_0 cache's fallback
-// keeps one step per query (AttentionBlocksQ8_0OneStep), since its BF16
-// weights depend on the max they are taken against (docs/performance.md,
-// "Q8_0 caches on heads without a fixed kernel"). Every query (row r, head
-// h) is computed on its own, so its result depends only on its own inputs,
+// (AttentionBlocksFixed); other sizes take the fallback
+// (AttentionBlocksOneStep: the same single step, the values read in place
+// 4 vectors at a time; docs/performance.md, "Q8_0 caches on heads without
+// a fixed kernel"). Every kernel, tiles included, takes the step in
+// SoftmaxStep. Every query (row r, head h) is computed on its own, so its result depends only on its own inputs,
 // not on how many rows or heads share the call.
 //
 // Include only from SIMD translation units: everything is in an anonymous
@@ -30,6 +27,7 @@
 #include <type_traits>
 
 #include "kernels/attention_q8_0_scores.h"
+#include "kernels/attention_tile.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/simd_attention_q8_0_values.h"
@@ -228,79 +226,49 @@ float ExpInPlace(float* p, int n, float max) {
   return V::Sum(total);
 }
 
-// acc[0, hd) = acc * correction + sum_{j < n} p[j] * v[j * hd + .].
+// The largest of p[0, n), n >= 1: the value a scalar loop finds (a +0 may
+// come back as -0 or the reverse, which no result sees: the max is only
+// subtracted from scores before e^x).
 template <class V>
-void AccumulateValues(const float* p, const float* v, int n, int hd, float correction, float* acc) {
-  using F = typename V::F;
-  for (int d = 0; d < hd; d += V::kLanes) {
-    const int width = hd - d < V::kLanes ? hd - d : V::kLanes;
-    const float* vd = v + d;
-    F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
-    int j = 0;
-    if (width == V::kLanes) {
-      for (; j + 4 <= n; j += 4) {
-        s0 = V::Fma(V::Set1(p[j]), V::Load(vd + static_cast<size_t>(j) * hd), s0);
-        s1 = V::Fma(V::Set1(p[j + 1]), V::Load(vd + static_cast<size_t>(j + 1) * hd), s1);
-        s2 = V::Fma(V::Set1(p[j + 2]), V::Load(vd + static_cast<size_t>(j + 2) * hd), s2);
-        s3 = V::Fma(V::Set1(p[j + 3]), V::Load(vd + static_cast<size_t>(j + 3) * hd), s3);
-      }
-    }
-    for (; j < n; ++j) s0 = V::Fma(V::Set1(p[j]), V::LoadPartial(vd + static_cast<size_t>(j) * hd, width), s0);
-    const F sum = V::Add(V::Add(s0, s1), V::Add(s2, s3));
-    V::StorePartial(acc + d, V::Fma(V::LoadPartial(acc + d, width), V::Set1(correction), sum), width);
+float MaxOf(const float* p, int n) {
+  constexpr int L = V::kLanes;
+  if (n < L) {
+    float m = p[0];
+    for (int j = 1; j < n; ++j) m = p[j] > m ? p[j] : m;
+    return m;
   }
+  typename V::F m = V::Load(p);
+  int j = L;
+  for (; j + L <= n; j += L) m = V::Max(m, V::Load(p + j));
+  m = V::Max(m, V::Load(p + n - L));  // the tail, overlapping
+  alignas(64) float lanes[L];
+  V::Store(lanes, m);
+  float out = lanes[0];
+  for (int t = 1; t < L; ++t) out = lanes[t] > out ? lanes[t] : out;
+  return out;
 }
 
-// Folds one block of n_keys keys into the state of rows * heads queries
-// (the fallback's step; visible[r] keys of the block for row r). K is read
-// in place; other types' values are converted to F32 once for the whole
-// group.
-// scratch: AttentionScratchFloats(n_keys, head_dim) floats.
-template <class V, KvDtype kT>
-void AttentionUpdateWith(const float* q, int64_t q_row_stride, int rows, int heads, const void* k,
-                         const void* v, int n_keys, int head_dim, const int* visible, float scale,
-                         float* max, float* sum, float* acc, float* scratch) {
-  int max_visible = 0;
-  for (int r = 0; r < rows; ++r) max_visible = visible[r] > max_visible ? visible[r] : max_visible;
-  if (max_visible > n_keys) max_visible = n_keys;
-  if (max_visible == 0) return;
+// One query's online-softmax step over its scores[0, n), n >= 1: the
+// scores become e^(score - new max), and max and sum move to the new max.
+// Returns the factor the query's acc must be multiplied by (~0 on its
+// first step). Every kernel takes its step here, so they agree on its bits.
+template <class V>
+float SoftmaxStep(float* scores, int n, float& max, float& sum) {
+  const float block_max = MaxOf<V>(scores, n);
+  const float new_max = block_max > max ? block_max : max;
+  const float correction = V::First(Exp<V>(V::Set1(max - new_max)));
+  sum = sum * correction + ExpInPlace<V>(scores, n, new_max);
+  max = new_max;
+  return correction;
+}
 
-  float* scores = scratch;
-  const float* vf = static_cast<const float*>(v);
-  if constexpr (kT == KvDtype::kQ8_0) {  // the visible quants, once for the whole group
-    float* vbuf = scratch + n_keys;
-    ConvertQuantsQ8_0<V>(v, max_visible, head_dim, vbuf);
-    vf = vbuf;
-  } else if constexpr (kT != KvDtype::kF32) {  // the visible values, once for the whole group
-    float* vbuf = scratch + n_keys;
-    ConvertRows<V, kT>(v, max_visible, head_dim, vbuf);
-    vf = vbuf;
-  }
-  // q8_0: each query's weights (attention_q8_0_values.h), after the values.
-  float* weights = scratch + n_keys + static_cast<size_t>(n_keys) * head_dim;
-
-  for (int r = 0; r < rows; ++r) {
-    const int n = visible[r] < n_keys ? visible[r] : n_keys;
-    if (n <= 0) continue;
-    for (int h = 0; h < heads; ++h) {
-      const int i = r * heads + h;
-      const float* qi = q + r * q_row_stride + h * head_dim;
-      BlockScores<V, kT>(qi, k, n, head_dim, scale, scores);
-      float block_max = scores[0];
-      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
-      const float new_max = block_max > max[i] ? block_max : max[i];
-      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first block
-      const float block_sum = ExpInPlace<V>(scores, n, new_max);
-      if constexpr (kT == KvDtype::kQ8_0) {
-        RowWeightsQ8_0<V>(scores, v, n, head_dim, weights);
-        AccumulateValuesQ8_0<V>(weights, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
-      } else {
-        AccumulateValues<V>(scores, vf, n, head_dim, correction, acc + static_cast<size_t>(i) * head_dim);
-      }
-      sum[i] = sum[i] * correction + block_sum;
-      max[i] = new_max;
-    }
-  }
+// acc[0, hd) *= factor (hd need not be a multiple of kLanes).
+template <class V>
+void ScaleRow(float* acc, int hd, float factor) {
+  const typename V::F f = V::Set1(factor);
+  int d = 0;
+  for (; d + V::kLanes <= hd; d += V::kLanes) V::Store(acc + d, V::Mul(V::Load(acc + d), f));
+  if (d < hd) V::StorePartial(acc + d, V::Mul(V::LoadPartial(acc + d, hd - d), f), hd - d);
 }
 
 // acc[0, kChunks * kLanes) += sum_{j < n} p[j] * v_j, the values read in
@@ -447,15 +415,8 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
     }
     for (int h = 0; h < heads; ++h) {
       const int i = r * heads + h;
-      float* scores = scratch + static_cast<size_t>(h) * n;
-      float block_max = scores[0];
-      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
-      const float new_max = block_max > max[i] ? block_max : max[i];
-      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));  // ~0 on the first call
-      sum[i] = sum[i] * correction + ExpInPlace<V>(scores, n, new_max);
-      max[i] = new_max;
-      float* acc_i = acc + static_cast<size_t>(i) * hd;
-      for (int d = 0; d < hd; d += V::kLanes) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+      const float correction = SoftmaxStep<V>(scratch + static_cast<size_t>(h) * n, n, max[i], sum[i]);
+      ScaleRow<V>(acc + static_cast<size_t>(i) * hd, hd, correction);
     }
     for (int b = 0; b < kPrefetchBlocks && b < used_blocks; ++b) PrefetchBlock(v[b], block_bytes);
     for (int b = 0; b * block_keys < n; ++b) {
@@ -475,70 +436,140 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
   }
 }
 
-// Rows the fallback folds per step (the size of its visibility array).
-constexpr int kFallbackRows = 64;
-
-// The fallback for a Q8_0 cache: each query's whole visible context in one
-// online-softmax step, as AttentionBlocksFixed (the scores of every block,
-// one rescale, then the values block by block with the weights of
-// attention_q8_0_values.h). Block by block steps would round each weight to
-// BF16 against that block's running max instead of the context's, ~1e-3
-// from the reference on a unit-scale head (docs/performance.md, "Q8_0
-// caches on heads without a fixed kernel"). The values are read as int8
-// quants in place. scratch: n_blocks * block_keys scores, then block_keys *
-// head_dim / 32 weights (within AttentionBlocksScratchFloats: the tile's
-// part floats exceed them).
-template <class V>
-void AttentionBlocksQ8_0OneStep(const float* q, int64_t q_row_stride, int rows, int heads, const void* const* k,
-                                const void* const* v, int n_blocks, int block_keys, int head_dim,
-                                const int* visible, float scale, float* max, float* sum, float* acc,
-                                float* scratch) {
+// acc[d0, d0 + kC * kLanes) += the values of keys [0, n) of the block at
+// vb, key by key in order, read in place: p[j] * v_j, or for a q8_0 cache
+// the BF16-rounded weights of attention_q8_0_values.h times the int8
+// quants (weights[j * hd / 32 + value block], from RowWeightsQ8_0).
+template <class V, KvDtype kT, int kC>
+void OneStepValueVectors(const float* p, const float* weights, const void* vb, int n, int hd, int d0, float* acc) {
   using F = typename V::F;
-  const int total = n_blocks * block_keys, blocks_per_row = head_dim / kKvQ8_0BlockValues;
-  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, head_dim);
-  float* scores = scratch;
-  float* weights = scratch + total;
-  for (int r = 0; r < rows; ++r) {
-    const int n = visible[r] < total ? visible[r] : total;
-    if (n <= 0) continue;
-    for (int h = 0; h < heads; ++h) {
-      const int i = r * heads + h;
-      const float* qi = q + r * q_row_stride + h * head_dim;
-      for (int b = 0; b * block_keys < n; ++b) {
-        const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
-        BlockScores<V, KvDtype::kQ8_0>(qi, k[b], nb, head_dim, scale, scores + b * block_keys);
+  constexpr int L = V::kLanes;
+  F a[kC];
+#pragma GCC unroll 4
+  for (int c = 0; c < kC; ++c) a[c] = V::Load(acc + d0 + c * L);
+  for (int j = 0; j < n; ++j) {
+    if constexpr (kT == KvDtype::kQ8_0) {  // L divides a q8_0 block's 32 values
+      const float* wj = weights + static_cast<size_t>(j) * (hd / kKvQ8_0BlockValues);
+#pragma GCC unroll 4
+      for (int c = 0; c < kC; ++c) {
+        const int d = d0 + c * L;
+        const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(vb, j, d, hd) + 2 + d % kKvQ8_0BlockValues);
+        a[c] = V::Fma(V::Set1(wj[d / kKvQ8_0BlockValues]), V::LoadI8(quants), a[c]);
       }
-      float block_max = scores[0];
-      for (int j = 1; j < n; ++j) block_max = scores[j] > block_max ? scores[j] : block_max;
-      const float new_max = block_max > max[i] ? block_max : max[i];
-      const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
-      const float block_sum = ExpInPlace<V>(scores, n, new_max);
-      float* acc_i = acc + static_cast<size_t>(i) * head_dim;
-      for (int d = 0; d < head_dim; d += V::kLanes) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
-      for (int b = 0; b * block_keys < n; ++b) {
-        const int nb = n - b * block_keys < block_keys ? n - b * block_keys : block_keys;
-        const uint8_t* rows_b = static_cast<const uint8_t*>(v[b]);
-        RowWeightsQ8_0<V>(scores + b * block_keys, rows_b, nb, head_dim, weights);
-        for (int d = 0; d < head_dim; d += V::kLanes) {
-          const size_t at = static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 + d % kKvQ8_0BlockValues;
-          F a = V::Load(acc_i + d);
-          for (int j = 0; j < nb; ++j) {
-            const F quants = V::LoadI8(reinterpret_cast<const int8_t*>(rows_b + j * row_bytes + at));
-            a = V::Fma(V::Set1(weights[j * blocks_per_row + d / kKvQ8_0BlockValues]), quants, a);
-          }
-          V::Store(acc_i + d, a);
-        }
+    } else {
+      const F pj = V::Set1(p[j]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kC; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kT>(vb, j, d0 + c * L, hd), a[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < kC; ++c) V::Store(acc + d0 + c * L, a[c]);
+}
+
+// Keys whose q8_0 value weights the fallback makes at a time, per query.
+inline constexpr int kOneStepWeightKeys = 64;
+
+// Calls fn(std::integral_constant<int, kC>{}, d0) over the whole vectors of
+// a row of hd values, kC = 4 vectors at a time, then the 1 to 3 left;
+// returns where they end (hd rounded down to a multiple of L).
+template <int L, class Fn>
+int ForVectorGroups(int hd, Fn&& fn) {
+  int d = 0;
+  for (; d + 4 * L <= hd; d += 4 * L) fn(std::integral_constant<int, 4>{}, d);
+  switch ((hd - d) / L) {
+    case 3: fn(std::integral_constant<int, 3>{}, d); break;
+    case 2: fn(std::integral_constant<int, 2>{}, d); break;
+    case 1: fn(std::integral_constant<int, 1>{}, d); break;
+    default: break;
+  }
+  return hd / L * L;
+}
+
+// acc[0, hd) += the values of keys [0, n) of the block at vb, key by key in
+// order (weights: scratch for kOneStepWeightKeys keys' q8_0 weights).
+template <class V, KvDtype kT>
+void OneStepValues(const float* p, const void* vb, int n, int hd, float* weights, float* acc) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  if constexpr (kT == KvDtype::kQ8_0) {  // rows of weights, then the quants of those rows
+    const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+    for (int j0 = 0; j0 < n; j0 += kOneStepWeightKeys) {
+      const int count = n - j0 < kOneStepWeightKeys ? n - j0 : kOneStepWeightKeys;
+      const void* rows = static_cast<const uint8_t*>(vb) + j0 * row_bytes;
+      RowWeightsQ8_0<V>(p + j0, rows, count, hd, weights);
+      ForVectorGroups<L>(hd, [&](auto c, int d) {
+        OneStepValueVectors<V, kT, decltype(c)::value>(nullptr, weights, rows, count, hd, d, acc);
+      });
+    }
+  } else {
+    const int d = ForVectorGroups<L>(
+        hd, [&](auto c, int d0) { OneStepValueVectors<V, kT, decltype(c)::value>(p, nullptr, vb, n, hd, d0, acc); });
+    if (d < hd) {  // the last values, less than a vector
+      const int width = hd - d;
+      F a = V::LoadPartial(acc + d, width);
+      for (int j = 0; j < n; ++j) a = V::Fma(V::Set1(p[j]), LoadKvPartial<V, kT>(vb, j, d, hd, width), a);
+      V::StorePartial(acc + d, a, width);
+    }
+  }
+}
+
+// The fallback for heads without a fixed kernel (any head_dim; a multiple
+// of 32 for a q8_0 cache): each query's whole visible context in one
+// online-softmax step, as AttentionBlocksFixed (the scores of every block,
+// one rescale, then the values block by block, read in place, 4 vectors at
+// a time). So a result does not depend on how the keys are paged, as
+// AttentionUpdateBlocks states; block by block steps would rescale (and
+// for a q8_0 cache round each BF16 weight) against each block's running
+// max (docs/performance.md, "Q8_0 caches on heads without a fixed
+// kernel"). Up to kAttentionTileQueries queries go through each block
+// together, so it is read from memory once for the group, not once per
+// query; each query still takes its keys in order, so its bits are those
+// of a query alone. scratch: kAttentionTileQueries rows of the group's
+// most visible keys, then (q8_0) kOneStepWeightKeys * head_dim / 32
+// weights (within AttentionBlocksScratchFloats: AttentionTileScratchFloats'
+// part floats hold them).
+template <class V, KvDtype kT>
+void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int heads, const void* const* k,
+                            const void* const* v, int n_blocks, int block_keys, int head_dim, const int* visible,
+                            float scale, float* max, float* sum, float* acc, float* scratch) {
+  static_assert(kOneStepWeightKeys * kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues <= kAttentionTilePartFloats);
+  const int total = n_blocks * block_keys, queries = rows * heads;
+  auto visible_keys = [&](int i) { return visible[i / heads] < total ? visible[i / heads] : total; };
+  for (int i0 = 0; i0 < queries; i0 += kAttentionTileQueries) {
+    const int i1 = queries - i0 < kAttentionTileQueries ? queries : i0 + kAttentionTileQueries;
+    int stride = 0;
+    for (int i = i0; i < i1; ++i) stride = visible_keys(i) > stride ? visible_keys(i) : stride;
+    if (stride <= 0) continue;
+    float* weights = scratch + static_cast<size_t>(kAttentionTileQueries) * stride;
+    auto query_scores = [&](int i) { return scratch + static_cast<size_t>(i - i0) * stride; };
+    const int used_blocks = (stride + block_keys - 1) / block_keys;
+    for (int b = 0; b < used_blocks; ++b) {  // the group's scores, block by block
+      for (int i = i0; i < i1; ++i) {
+        const int nb = visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
+        if (nb <= 0) continue;
+        const float* qi = q + (i / heads) * q_row_stride + (i % heads) * head_dim;
+        BlockScores<V, kT>(qi, k[b], nb, head_dim, scale, query_scores(i) + b * block_keys);
       }
-      sum[i] = sum[i] * correction + block_sum;
-      max[i] = new_max;
+    }
+    for (int i = i0; i < i1; ++i) {
+      if (visible_keys(i) <= 0) continue;
+      ScaleRow<V>(acc + static_cast<size_t>(i) * head_dim, head_dim,
+                  SoftmaxStep<V>(query_scores(i), visible_keys(i), max[i], sum[i]));
+    }
+    for (int b = 0; b < used_blocks; ++b) {  // then its values, block by block
+      for (int i = i0; i < i1; ++i) {
+        const int nb = visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
+        if (nb <= 0) continue;
+        OneStepValues<V, kT>(query_scores(i) + b * block_keys, v[b], nb, head_dim, weights,
+                             acc + static_cast<size_t>(i) * head_dim);
+      }
     }
   }
 }
 
 // AttentionUpdateBlocks for head_dim = 1, 2, 4, 8 or 16 vectors
-// (register-resident accumulators); other sizes go block by block through
-// AttentionUpdateWith, kFallbackRows rows at a time (scratch: also
-// AttentionScratchFloats(block_keys, head_dim)).
+// (register-resident accumulators); other sizes take
+// AttentionBlocksOneStep.
 template <class V>
 void AttentionBlocksWith(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,
                          const void* const* k, const void* const* v, int n_blocks, int block_keys,
@@ -559,31 +590,10 @@ void AttentionBlocksWith(KvDtype dtype, const float* q, int64_t q_row_stride, in
   KVS_ATTENTION_FIXED(8)
   KVS_ATTENTION_FIXED(16)
 #undef KVS_ATTENTION_FIXED
-  if (dtype == KvDtype::kQ8_0) {
-    AttentionBlocksQ8_0OneStep<V>(q, q_row_stride, rows, heads, k, v, n_blocks, block_keys, head_dim, visible, scale,
-                                  max, sum, acc, scratch);
-    return;
-  }
-  // Fallback: block by block, kFallbackRows rows at a time (any row count).
-  int vis[kFallbackRows];
-  for (int r0 = 0; r0 < rows; r0 += kFallbackRows) {
-    const int chunk = rows - r0 < kFallbackRows ? rows - r0 : kFallbackRows;
-    const size_t state = static_cast<size_t>(r0) * heads;
-    for (int b = 0; b < n_blocks; ++b) {
-      int any = 0;
-      for (int r = 0; r < chunk; ++r) {
-        const int left = visible[r0 + r] - b * block_keys;
-        vis[r] = left < 0 ? 0 : (left > block_keys ? block_keys : left);
-        any |= vis[r];
-      }
-      if (!any) continue;
-      WithKvDtype(dtype, [&](auto t) {
-        AttentionUpdateWith<V, decltype(t)::value>(q + r0 * q_row_stride, q_row_stride, chunk, heads, k[b], v[b],
-                                                   block_keys, head_dim, vis, scale, max + state, sum + state,
-                                                   acc + state * head_dim, scratch);
-      });
-    }
-  }
+  WithKvDtype(dtype, [&](auto t) {
+    AttentionBlocksOneStep<V, decltype(t)::value>(q, q_row_stride, rows, heads, k, v, n_blocks, block_keys,
+                                                  head_dim, visible, scale, max, sum, acc, scratch);
+  });
 }
 
 // The table entries every instruction set fills the same way.

@@ -13,9 +13,9 @@
 //                     (ConvertChunkQ8_0). Where V::kBf16Dot, two keys at a
 //                     time by VDPBF16PS (V::DotPairs), keys 2i and 2i+1
 //                     of the chunk, a lone last key paired with zeros.
-// AccumulateInPlaceQ8_0 is the per-query kernel's value pass and
-// AccumulateValuesQ8_0 the fallback's (other head sizes: F32 products at
-// every level). Chunks start at even keys of a block and every kernel of a
+// AccumulateInPlaceQ8_0 is the per-query kernel's value pass;
+// RowWeightsQ8_0 gives the fallback (other head sizes: F32 products at
+// every level) its weights. Chunks start at even keys of a block and every kernel of a
 // level makes the same pairs, so their bits agree (attention_q8_0_values.h).
 //
 // Include only from SIMD translation units, through simd_attention.h
@@ -237,45 +237,6 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
     ChunkScalesQ8_0<V, hd>(v, t0, count, scales);
     ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, w);
     ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, as, v, t0, 0, count, 0, none, 0);
-  }
-}
-
-// The fallback's values (any head_dim, a multiple of 32): acc[0, hd) =
-// acc * correction + sum_{j < n} w[j * hd / 32 + d / 32] * quants[j * hd + d],
-// quants converted to F32 (ConvertQuantsQ8_0), F32 products at every level.
-template <class V>
-void AccumulateValuesQ8_0(const float* w, const float* quants, int n, int hd, float correction, float* acc) {
-  using F = typename V::F;
-  const int blocks = hd / kKvQ8_0BlockValues;
-  for (int d = 0; d < hd; d += V::kLanes) {
-    const float* qd = quants + d;
-    const float* wd = w + d / kKvQ8_0BlockValues;
-    F s0 = V::Zero(), s1 = V::Zero(), s2 = V::Zero(), s3 = V::Zero();
-    int j = 0;
-    for (; j + 4 <= n; j += 4) {
-      s0 = V::Fma(V::Set1(wd[j * blocks]), V::Load(qd + static_cast<size_t>(j) * hd), s0);
-      s1 = V::Fma(V::Set1(wd[(j + 1) * blocks]), V::Load(qd + static_cast<size_t>(j + 1) * hd), s1);
-      s2 = V::Fma(V::Set1(wd[(j + 2) * blocks]), V::Load(qd + static_cast<size_t>(j + 2) * hd), s2);
-      s3 = V::Fma(V::Set1(wd[(j + 3) * blocks]), V::Load(qd + static_cast<size_t>(j + 3) * hd), s3);
-    }
-    for (; j < n; ++j) s0 = V::Fma(V::Set1(wd[j * blocks]), V::Load(qd + static_cast<size_t>(j) * hd), s0);
-    const F sum = V::Add(V::Add(s0, s1), V::Add(s2, s3));
-    V::Store(acc + d, V::Fma(V::Load(acc + d), V::Set1(correction), sum));
-  }
-}
-
-// The fallback's conversion: rows x hd q8_0 values' quants as F32 (out:
-// rows * hd floats).
-template <class V>
-void ConvertQuantsQ8_0(const void* src, int rows, int hd, float* out) {
-  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
-  for (int j = 0; j < rows; ++j) {
-    const uint8_t* row = static_cast<const uint8_t*>(src) + j * row_bytes;
-    for (int d = 0; d < hd; d += V::kLanes) {
-      const int8_t* quants = reinterpret_cast<const int8_t*>(
-          row + static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 + d % kKvQ8_0BlockValues);
-      V::Store(out + static_cast<size_t>(j) * hd + d, V::LoadI8(quants));
-    }
   }
 }
 

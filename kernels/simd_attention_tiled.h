@@ -443,45 +443,16 @@ void TileValues(const AttentionTile& tile, const void* const* v, int block_keys,
   }
 }
 
-// The largest of p[0, n), n >= 1: the value the per-query kernel's scalar
-// loop finds (a +0 may come back as -0 or the reverse, which no result
-// sees: the max is only subtracted from scores before e^x).
-template <class V>
-float MaxOf(const float* p, int n) {
-  constexpr int L = V::kLanes;
-  if (n < L) {
-    float m = p[0];
-    for (int j = 1; j < n; ++j) m = p[j] > m ? p[j] : m;
-    return m;
-  }
-  typename V::F m = V::Load(p);
-  int j = L;
-  for (; j + L <= n; j += L) m = V::Max(m, V::Load(p + j));
-  m = V::Max(m, V::Load(p + n - L));  // the tail, overlapping
-  alignas(64) float lanes[L];
-  V::Store(lanes, m);
-  float out = lanes[0];
-  for (int t = 1; t < L; ++t) out = lanes[t] > out ? lanes[t] : out;
-  return out;
-}
-
 // The one online-softmax step of every query of the tile, as
 // AttentionBlocksFixed does it per query: its scores (row s of `scores`)
 // become e^(score - new max), and its sum and acc are rescaled to the new
 // max.
 template <class V, int hd>
 void TileSoftmax(const AttentionTile& tile, float* scores, size_t stride, float* max, float* sum, float* acc) {
-  constexpr int L = V::kLanes;
   for (int s = 0; s < tile.count; ++s) {
     const int i = tile.state[s], n = tile.n[s];
-    float* sc = scores + s * stride;
-    const float block_max = MaxOf<V>(sc, n);
-    const float new_max = block_max > max[i] ? block_max : max[i];
-    const float correction = V::First(Exp<V>(V::Set1(max[i] - new_max)));
-    sum[i] = sum[i] * correction + ExpInPlace<V>(sc, n, new_max);
-    max[i] = new_max;
-    float* acc_i = acc + static_cast<size_t>(i) * hd;
-    for (int d = 0; d < hd; d += L) V::Store(acc_i + d, V::Mul(V::Load(acc_i + d), V::Set1(correction)));
+    const float correction = SoftmaxStep<V>(scores + s * stride, n, max[i], sum[i]);
+    ScaleRow<V>(acc + static_cast<size_t>(i) * hd, hd, correction);
   }
 }
 
