@@ -13,8 +13,9 @@
 // (AttentionBlocksOneStep: the same single step, the values read in place
 // 4 vectors at a time; docs/performance.md, "Q8_0 caches on heads without
 // a fixed kernel"). Every kernel, tiles included, takes the step in
-// SoftmaxStep. Every query (row r, head h) is computed on its own, so its result depends only on its own inputs,
-// not on how many rows or heads share the call.
+// SoftmaxStep. Every query (row r, head h) is computed on its own, so its
+// result depends only on its own inputs, not on how many rows or heads
+// share the call.
 //
 // Include only from SIMD translation units: everything is in an anonymous
 // namespace (the ODR rule in cpu_features.h).
