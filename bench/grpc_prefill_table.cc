@@ -101,11 +101,11 @@ std::string TextOfTokens(const Tokenizer& tok, int tokens, int variant) {
 // The in-process side: what `kvsession run` does to prefill.
 class InProcess {
  public:
-  InProcess(const Model& model, int threads, int max_tokens)
+  InProcess(const Model& model, int threads, int max_tokens, KvDtype kv_dtype)
       : model_(model),
         pool_(threads),
         transformer_(model.config(), model.weights(), &pool_, kChunk, max_tokens + kChunk, MatmulPath::kFast),
-        pages_(transformer_.kv_geometry(kPageTokens, KvDtype::kF16), (max_tokens + kChunk) / kPageTokens + 2),
+        pages_(transformer_.kv_geometry(kPageTokens, kv_dtype), (max_tokens + kChunk) / kPageTokens + 2),
         logits_(model.config().vocab_size) {}
 
   int threads() const { return pool_.size(); }
@@ -152,7 +152,7 @@ int RunGrpcPrefillTable(const GrpcPrefillOptions& o) {
     return 1;
   }
   const int longest = *std::max_element(o.lengths.begin(), o.lengths.end());
-  InProcess local(**model, threads, longest + 8);
+  InProcess local(**model, threads, longest + 8, o.kv_dtype);
 
   const std::string dir = (std::filesystem::temp_directory_path() /
                            ("kvs_bench_grpc_prefill_" + std::to_string(::getpid()))).string();
@@ -160,7 +160,8 @@ int RunGrpcPrefillTable(const GrpcPrefillOptions& o) {
   ServerProcess server;
   std::vector<std::string> flags = {"--threads", std::to_string(threads), "--max-context",
                                     std::to_string(std::max(4096, longest + 64)),
-                                    "--max-tokens-per-generate", "100000"};
+                                    "--max-tokens-per-generate", "100000", "--kv-type",
+                                    KvDtypeName(o.kv_dtype)};
   flags.insert(flags.end(), o.server_flags.begin(), o.server_flags.end());
   if (!server.Start(o.model, dir + "/data", flags)) {
     std::cerr << "kvsessiond did not start:\n" << server.log();
@@ -207,10 +208,10 @@ int RunGrpcPrefillTable(const GrpcPrefillOptions& o) {
   std::filesystem::remove_all(dir);
 
   std::printf("prefill over gRPC (CreateSession with the text, a real kvsessiond) vs in-process "
-              "(kvsession run's loop)\n%s\nCPU %s, kernels %s, %d threads on both sides (server: %d), "
+              "(kvsession run's loop)\n%s\nCPU %s, kernels %s, KV %s, %d threads on both sides (server: %d), "
               "medians of %d, A/B alternating\n\n",
-              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), threads,
-              info->threads(), o.repeats);
+              (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), KvDtypeName(o.kv_dtype),
+              threads, info->threads(), o.repeats);
   std::printf("| prompt tokens | in-process tok/s | gRPC tok/s | gRPC time / in-process | target | "
               "CPU s in-process | server CPU s: compute | server CPU s: other (persist, gRPC) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");

@@ -2,8 +2,8 @@
 // a real kvsessiond over gRPC (CreateSession with the text, answered once the
 // session is durable) against the same prefill in this process (what
 // `kvsession run` does: a thread pool, chunks of 512 tokens), with the same
-// model file and thread count, alternating A/B in one run (issue 11: within
-// 10% of in-process at 512 and 2,000 tokens).
+// model file, thread count and KV type, alternating A/B in one run (issue
+// 11: within 10% of in-process at 512 and 2,000 tokens).
 //
 // Besides wall time it prints CPU seconds, which other load on a shared
 // machine disturbs far less: the server's compute threads (engine and pool,
@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_dtype.h"
+
 namespace kvs {
 
 struct GrpcPrefillOptions {
@@ -22,6 +24,7 @@ struct GrpcPrefillOptions {
   int threads = 0;  // 0: one per core (both sides)
   int repeats = 3;  // medians over these
   std::vector<int> lengths = {512, 2000};
+  KvDtype kv_dtype = KvDtype::kF16;  // both sides' KV type (the server's --kv-type)
   std::vector<std::string> server_flags;  // extra kvsessiond flags
 };
 

@@ -24,12 +24,14 @@
 //
 //   build/bin/kvs-bench-service --model M.gguf --table grpc-prefill
 //       [--threads N] [--repeats 3] [--lengths 512,2000]
+//       [--kv-type f16|bf16|q8_0|f32]   (both sides' KV type; default f16)
 // prints instead the prefill over gRPC against in-process (grpc_prefill_table.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -38,6 +40,7 @@
 #include "client/cli_args.h"
 #include "bench/grpc_prefill_table.h"
 #include "client/kvsession_client.h"
+#include "kernels/kv_dtype.h"
 #include "tests/server_process.h"
 
 namespace kvs {
@@ -82,6 +85,12 @@ int RunTable(const CliArgs& args) {
   o.model = *args.Get("model");
   o.threads = static_cast<int>(args.GetInt("threads", 0).value_or(0));
   o.repeats = static_cast<int>(args.GetInt("repeats", 3).value_or(3));
+  const std::optional<KvDtype> kv_dtype = KvDtypeFromName(args.GetOr("kv-type", "f16"));
+  if (!kv_dtype) {
+    std::cerr << "--kv-type must be f16, bf16, q8_0 or f32\n";
+    return 2;
+  }
+  o.kv_dtype = *kv_dtype;
   if (args.Has("lengths")) {
     o.lengths.clear();
     std::stringstream list(args.GetOr("lengths", ""));

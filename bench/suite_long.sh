@@ -8,7 +8,7 @@
 #      session back after a restart, page cache warm and cold, against the
 #      disk's read bandwidth measured in the same run) and --table
 #      grpc-prefill (prefill over gRPC against in-process, 512 and 2,000
-#      tokens, f16 KV on both sides).
+#      tokens, with the same --kv-type on both sides).
 # Each table states its targets and whether this run meets them.
 #
 #   bench/suite_long.sh --model M.gguf [--kv-type f16|bf16|q8_0|f32]
@@ -49,4 +49,4 @@ echo "## Restore after a restart"
 "$bin/kvs-bench-service" --model "$model" --kv-type "$kv_type" --table restore --repeats 5
 echo
 echo "## Prefill over gRPC against in-process"
-"$bin/kvs-bench-service" --model "$model" --table grpc-prefill --repeats 3
+"$bin/kvs-bench-service" --model "$model" --kv-type "$kv_type" --table grpc-prefill --repeats 3
