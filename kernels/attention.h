@@ -69,12 +69,11 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
 // one rescale and one pass over the values. Block b holds block_keys keys
 // (the last may be partly filled); visible[r] counts the keys row r sees
 // from the start of block 0. Keys and values are read in place (F16, BF16
-// and Q8_0 converted in registers, exactly). On the scalar and vector
-// levels the bits do not depend on how the keys are split into blocks
-// (blocks of an even number of keys for Q8_0, whose value products pair
-// keys 2i and 2i + 1); the AMX kernels (attention_amx.h) take up to 32 of
-// a block's keys as one value product, so there the block size is part of
-// the arithmetic.
+// and Q8_0 converted in registers, exactly). The bits do not depend on
+// how the keys are split into blocks (blocks of an even number of keys
+// for Q8_0, whose vector value products pair keys 2i and 2i + 1; the AMX
+// kernels take keys [32c, 32c + 32) of the sequence as one value product,
+// across blocks: attention_amx.h).
 //   scratch: AttentionBlocksScratchFloats(n_blocks * block_keys, block_keys,
 //   head_dim, heads) floats.
 void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

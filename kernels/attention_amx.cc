@@ -198,6 +198,17 @@ struct QueryTiles {
   }
 };
 
+// Key j of a sequence held in blocks of block_keys keys (v[j /
+// block_keys], row j % block_keys): the value pass takes its chunks of 32
+// keys across blocks, so a chunk does not depend on the paging.
+struct KeyInBlocks {
+  const void* block;
+  int row;
+};
+inline KeyInBlocks KeyAt(const void* const* v, int block_keys, int j) {
+  return {v[j / block_keys], j % block_keys};
+}
+
 // A chunk's values as B operands of the value products: for slice c
 // (values [16 c, 16 c + 16) of the head), 16 rows (key pairs) x 16 values
 // x 2 BF16 (key 2k's value, key 2k + 1's); zeros past the chunk's keys.
@@ -206,16 +217,36 @@ struct ValueTiles {
   static constexpr int kSlices = hd / 16;
   alignas(64) uint16_t tile[kSlices][16 * 32];
 
-  // Keys [j0, j0 + count) of block `vb`; a prefetch Step of `lines` per
-  // pair of keys.
-  void Load(const void* vb, int j0, int count, BlockPrefetch& prefetch, int lines) {
+  // Keys [j0, j0 + count) of the sequence in blocks `v` of block_keys
+  // keys, which may span blocks; prefetch.AtBlock(b) as the first key of
+  // block b is read, and a Step of `lines` per pair of keys.
+  void Load(const void* const* v, int block_keys, int j0, int count, BlockPrefetch& prefetch, int lines) {
     const __m512i zero = _mm512_setzero_si512();
+    int block = j0 / block_keys, row = j0 % block_keys;  // the next key's place, advanced key by key
+    auto next_key = [&] {
+      if (row == 0) prefetch.AtBlock(block);
+      const KeyInBlocks key{v[block], row};
+      if (++row == block_keys) {
+        row = 0;
+        ++block;
+      }
+      return key;
+    };
     for (int k = 0; k < kChunkKeys / 2; ++k) {
       const int a = 2 * k, b = 2 * k + 1;
-      if (a < count) prefetch.Step(lines);
+      if (a >= count) {  // past the chunk's keys: zero pairs
+        for (int d = 0; d < hd; d += 32) {
+          _mm512_store_si512(tile[d / 16] + 32 * k, zero);
+          _mm512_store_si512(tile[d / 16 + 1] + 32 * k, zero);
+        }
+        continue;
+      }
+      const KeyInBlocks ka = next_key();
+      const KeyInBlocks kb = b < count ? next_key() : ka;
+      prefetch.Step(lines);
       for (int d = 0; d < hd; d += 32) {
-        const __m512i wa = a < count ? LoadBf16Words<kT, hd>(vb, j0 + a, d) : zero;
-        const __m512i wb = b < count ? LoadBf16Words<kT, hd>(vb, j0 + b, d) : zero;
+        const __m512i wa = LoadBf16Words<kT, hd>(ka.block, ka.row, d);
+        const __m512i wb = b < count ? LoadBf16Words<kT, hd>(kb.block, kb.row, d) : zero;
         _mm512_store_si512(tile[d / 16] + 32 * k, InterleaveLow(wa, wb));
         _mm512_store_si512(tile[d / 16 + 1] + 32 * k, InterleaveHigh(wa, wb));
       }
@@ -264,8 +295,12 @@ class AmxTilePasses {
     }
   }
 
-  // The chunks of a block are [32 c, 32 c + 32) whoever calls; a query's
-  // weight for a key it does not see is 0.
+  // The chunks are the keys [32 c, 32 c + 32) of the sequence `v` holds,
+  // whoever calls and however it is paged (a chunk may span blocks), so
+  // the bits do not depend on block_keys; a query's weight for a key it
+  // does not see is 0. Callers that fold a sequence in parts (the runs'
+  // shared blocks, then each run's own) start every part at a multiple of
+  // kChunkKeys.
   void Values(const AttentionTile& tile, const void* const* v, int block_keys, const float* weights, size_t stride,
               float* acc) {
     const int nq = GroupSize(tile.count), groups = Groups(tile.count);
@@ -276,18 +311,13 @@ class AmxTilePasses {
     BlockPrefetch prefetch(v, used_blocks, block_bytes, StreamsBlocks(tile.count));
     // A prefetch Step per key pair the conversion reads.
     const int lines = prefetch.LinesPerStep((block_keys + 1) / 2);
-    for (int b = 0; b < used_blocks; ++b) {
-      prefetch.AtBlock(b);
-      const int first = b * block_keys;
-      const int nb = tile.n_max - first < block_keys ? tile.n_max - first : block_keys;
-      for (int j0 = 0; j0 < nb; j0 += kChunkKeys) {
-        const int count = nb - j0 < kChunkKeys ? nb - j0 : kChunkKeys;
-        values_.Load(v[b], j0, count, prefetch, lines);
-        for (int g = 0; g < groups; ++g) {
-          ChunkWeights(tile, g, nq, v[b], first, j0, count, weights, stride);
-          StoresBeforeTileLoads();  // the values, the weights and the gathered acc rows
-          ChunkProducts(g);
-        }
+    for (int j0 = 0; j0 < tile.n_max; j0 += kChunkKeys) {
+      const int count = tile.n_max - j0 < kChunkKeys ? tile.n_max - j0 : kChunkKeys;
+      values_.Load(v, block_keys, j0, count, prefetch, lines);
+      for (int g = 0; g < groups; ++g) {
+        ChunkWeights(tile, g, nq, v, block_keys, j0, count, weights, stride);
+        StoresBeforeTileLoads();  // the values, the weights and the gathered acc rows
+        ChunkProducts(g);
       }
     }
     for (int g = 0; g < groups; ++g) acc_[g].Scatter(tile, g, acc);
@@ -385,13 +415,12 @@ class AmxTilePasses {
     }
   }
 
-  // The A operands of group g for keys [j0, j0 + count) of the block that
-  // starts at key `first`: each query's weights for the keys it sees
-  // (e^(score - max), its row of `weights`), 0 for the others. BF16
-  // caches: the weights' three BF16 parts; Q8_0: per value block, the
-  // weight times the block's scale rounded to BF16
-  // (attention_q8_0_values.h).
-  void ChunkWeights(const AttentionTile& tile, int g, int nq, const void* vb, int first, int j0, int count,
+  // The A operands of group g for keys [j0, j0 + count) of the sequence
+  // in blocks `v`: each query's weights for the keys it sees (e^(score -
+  // max), its row of `weights`), 0 for the others. BF16 caches: the
+  // weights' three BF16 parts; Q8_0: per value block, the weight times the
+  // block's scale rounded to BF16 (attention_q8_0_values.h).
+  void ChunkWeights(const AttentionTile& tile, int g, int nq, const void* const* v, int block_keys, int j0, int count,
                     const float* weights, size_t stride) {
     const int n = QueriesIn(tile.count, g);
     if (n < nq) {  // the rows of a group's missing queries (another group wrote them)
@@ -400,19 +429,34 @@ class AmxTilePasses {
     alignas(64) float scale[kT == KvDtype::kQ8_0 ? kValueBlocks : 1][kChunkKeys];
     if constexpr (kT == KvDtype::kQ8_0) {
       const size_t row_bytes = RowBytes<kT>(hd);
-      const uint8_t* base = static_cast<const uint8_t*>(vb) + static_cast<size_t>(j0) * row_bytes;
-      for (int blk = 0; blk < kValueBlocks; ++blk) {
-        for (int t = 0; t < kChunkKeys; t += 16) {
-          V::Store(scale[blk] + t, V::GatherHalves(base + t * row_bytes + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
-                                                   static_cast<int>(row_bytes), count - t));
+      for (int t = 0; t < kChunkKeys; t += 16) {
+        const int keys = count - t < 16 ? count - t : 16;
+        const KeyInBlocks first = keys > 0 ? KeyAt(v, block_keys, j0 + t) : KeyInBlocks{nullptr, 0};
+        if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a gather per value block
+          const uint8_t* base = static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
+          for (int blk = 0; blk < kValueBlocks; ++blk) {
+            V::Store(scale[blk] + t, V::GatherHalves(base + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
+                                                     static_cast<int>(row_bytes), keys));
+          }
+          continue;
+        }
+        for (int i = 0; i < 16; ++i) {  // keys across blocks (or none): one by one, 0 past the chunk
+          for (int blk = 0; blk < kValueBlocks; ++blk) scale[blk][t + i] = 0.0f;
+          if (i >= keys) continue;
+          const KeyInBlocks key = KeyAt(v, block_keys, j0 + t + i);
+          for (int blk = 0; blk < kValueBlocks; ++blk) {
+            uint16_t half;
+            std::memcpy(&half, KvQ8_0Block(key.block, key.row, blk * kKvQ8_0BlockValues, hd), 2);
+            scale[blk][t + i] = V::HalfToFloat(half);
+          }
         }
       }
     }
     for (int i = 0; i < n; ++i) {
       const int s = g * kGroup + i;
-      int seen = tile.n[s] - first - j0;
+      int seen = tile.n[s] - j0;
       seen = seen < 0 ? 0 : seen > count ? count : seen;
-      const float* w = weights + s * stride + first + j0;
+      const float* w = weights + s * stride + j0;
       const __m512 lo = seen > 0 ? V::LoadPartial(w, seen < 16 ? seen : 16) : V::Zero();
       const __m512 hi = seen > 16 ? V::LoadPartial(w + 16, seen - 16) : V::Zero();
       if constexpr (kT == KvDtype::kQ8_0) {
@@ -547,11 +591,14 @@ void AttentionBlocksAmx(KvDtype dtype, const float* q, int64_t q_row_stride, int
 
 // A group of runs that start with the same page (AttentionRunsTiled's
 // Group): shared leading blocks fold as one tile (AttentionRunsTiledWith),
-// else a call per run.
+// else a call per run. The shared part ends at a multiple of kChunkKeys
+// keys (the blocks past it count as each run's own), so the value pass
+// makes the chunks a call per run makes (AmxTilePasses::Values).
 void AttentionRunsGroupAmx(KvDtype dtype, const float* q, int64_t q_row_stride, const AttentionRun* runs, int n_runs,
                            int heads, int block_keys, int head_dim, const int* visible, float scale, float* max,
                            float* sum, float* acc, float* scratch) {
-  const int shared_blocks = AttentionSharedBlocks(runs, n_runs, block_keys, visible);
+  int shared_blocks = AttentionSharedBlocks(runs, n_runs, block_keys, visible);
+  while (shared_blocks > 0 && shared_blocks * block_keys % kChunkKeys != 0) --shared_blocks;
   if (shared_blocks == 0) {
     kernel_table::AttentionRunsOneByOne(AttentionBlocksAmx<AttentionBlocksTiled<V>>, dtype, q, q_row_stride, runs,
                                         n_runs, heads, block_keys, head_dim, visible, scale, max, sum, acc, scratch);

@@ -31,11 +31,13 @@
 //     each chunk of keys, C += p1.v, p2.v, p3.v. Q8_0 values: the weights
 //     of attention_q8_0_values.h (p times the value block's scale, rounded
 //     to BF16) times the int8 quants, one product, C += w.q.
-// A chunk is the keys [32c, 32c + 32) of a block (the block's keys when it
-// holds fewer than 32), whatever the query sees: a key the query does not
-// see has weight 0, which leaves its accumulators' bits unchanged (as does
-// a chunk it sees none of). So a query's result depends only on its own
-// query, keys, values and visible count, as attention.h requires.
+// A chunk is the keys [32c, 32c + 32) of the sequence, across pages when a
+// page holds fewer (or a number not a multiple of 32), whatever the query
+// sees: a key the query does not see has weight 0, which leaves its
+// accumulators' bits unchanged (as does a chunk it sees none of). So a
+// query's result depends only on its own query, keys, values and visible
+// count, as attention.h requires, and not on the page size: forks that
+// share a prompt's pages share them in parts of whole chunks.
 //
 // Precision: within ~1e-6 relative of the F32 kernels (another summation
 // order, as between instruction sets); tests hold it to the scalar

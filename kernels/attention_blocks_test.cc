@@ -158,13 +158,13 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
 }
 
 // Pages are how the server stores keys, not part of the arithmetic: the
-// same keys folded as pages of 16 or of 32 keys give the same bits, on
+// same keys folded as pages of 16, 32 or 48 keys give the same bits, on
 // every level, cache type and head size (fixed kernels, the fallback, and
-// the tiled kernel for a prefill's many rows). Pages of 16 keep the q8_0
-// value kernels' key pairs (keys 2i and 2i + 1) as pages of 32 do. The AMX
-// kernels are outside this: their value products take a page's keys (up
-// to 32) as one reduction in the tile unit's own order (attention_amx.h),
-// so with --amx-attention the page size is part of the arithmetic.
+// the tiled kernel for a prefill's many rows). Even pages keep the q8_0
+// vector value kernels' key pairs (keys 2i and 2i + 1). With
+// KVS_AMX_ATTENTION=1 (the kernels_amx_attention test) the AMX kernels'
+// value products take keys [32c, 32c + 32) of the sequence whatever the
+// pages: two pages of 16, or parts of two pages of 48.
 TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) {
   const int keys = 96, heads = 2;
   for (KernelIsa isa : AllKernelIsas()) {
@@ -172,7 +172,7 @@ TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) 
     ScopedKernelIsa active(isa);
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0}) {
       for (int hd : {40, 64, 96, 128, 160}) {
-        if (!KvDtypeFitsHeadDim(dtype, hd) || AttentionUsesAmx(dtype, hd)) continue;
+        if (!KvDtypeFitsHeadDim(dtype, hd)) continue;
         for (int rows : {3, 40}) {
           std::mt19937 rng(hd * 7 + rows);
           std::normal_distribution<float> nd(0, 1);
@@ -188,7 +188,7 @@ TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) 
           for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
           std::vector<std::vector<float>> outs;
-          for (int page : {16, 32}) {
+          for (int page : {16, 32, 48}) {
             const int n_blocks = keys / page;
             std::vector<const void*> kb(n_blocks), vb(n_blocks);
             for (int b = 0; b < n_blocks; ++b) {
@@ -203,9 +203,11 @@ TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) 
             AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
             outs.push_back(out);
           }
-          for (size_t i = 0; i < outs[0].size(); ++i) {
-            ASSERT_EQ(outs[0][i], outs[1][i]) << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd
-                                              << " rows " << rows << " value " << i;
+          for (size_t p = 1; p < outs.size(); ++p) {
+            for (size_t i = 0; i < outs[0].size(); ++i) {
+              ASSERT_EQ(outs[0][i], outs[p][i]) << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd
+                                                << " rows " << rows << " pages " << p << " value " << i;
+            }
           }
         }
       }
