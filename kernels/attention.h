@@ -70,10 +70,12 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
 // (the last may be partly filled); visible[r] counts the keys row r sees
 // from the start of block 0. Keys and values are read in place (F16, BF16
 // and Q8_0 converted in registers, exactly). The bits do not depend on
-// how the keys are split into blocks (blocks of an even number of keys
-// for Q8_0, whose vector value products pair keys 2i and 2i + 1; the AMX
-// kernels take keys [32c, 32c + 32) of the sequence as one value product,
-// across blocks: attention_amx.h).
+// how the keys are split into blocks of a multiple of 16 keys (the
+// default page): the vector levels score keys in groups of their lanes
+// within a block and pair Q8_0 keys 2i and 2i + 1, and the AMX kernels
+// take keys [32c, 32c + 32) of the sequence as one value product, across
+// blocks (attention_amx.h). Other block sizes are correct too, with bits
+// of their own (pages of 8 or 24 differ in the last bits on AVX-512).
 //   scratch: AttentionBlocksScratchFloats(n_blocks * block_keys, block_keys,
 //   head_dim, heads) floats.
 void AttentionUpdateBlocks(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

@@ -158,10 +158,11 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
 }
 
 // Pages are how the server stores keys, not part of the arithmetic: the
-// same keys folded as pages of 16, 32 or 48 keys give the same bits, on
-// every level, cache type and head size (fixed kernels, the fallback, and
-// the tiled kernel for a prefill's many rows). Even pages keep the q8_0
-// vector value kernels' key pairs (keys 2i and 2i + 1). With
+// same keys folded as pages of 16, 32 or 48 keys (multiples of 16, as
+// attention.h states) give the same bits, on every level, cache type and
+// head size (fixed kernels, the fallback, and the tiled kernel for a
+// prefill's many rows). Such pages keep the vector levels' key groups
+// and the q8_0 value kernels' key pairs (keys 2i and 2i + 1). With
 // KVS_AMX_ATTENTION=1 (the kernels_amx_attention test) the AMX kernels'
 // value products take keys [32c, 32c + 32) of the sequence whatever the
 // pages: two pages of 16, or parts of two pages of 48.
