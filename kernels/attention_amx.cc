@@ -433,7 +433,8 @@ class AmxTilePasses {
         const int keys = count - t < 16 ? count - t : 16;
         const KeyInBlocks first = keys > 0 ? KeyAt(v, block_keys, j0 + t) : KeyInBlocks{nullptr, 0};
         if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a gather per value block
-          const uint8_t* base = static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
+          const uint8_t* base =
+              static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
           for (int blk = 0; blk < kValueBlocks; ++blk) {
             V::Store(scale[blk] + t, V::GatherHalves(base + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
                                                      static_cast<int>(row_bytes), keys));

@@ -15,8 +15,9 @@
 //                     of the chunk, a lone last key paired with zeros.
 // AccumulateInPlaceQ8_0 is the per-query kernel's value pass;
 // RowWeightsQ8_0 gives the fallback (other head sizes: F32 products at
-// every level) its weights. Chunks start at even keys of a block and every kernel of a
-// level makes the same pairs, so their bits agree (attention_q8_0_values.h).
+// every level) its weights. Chunks start at even keys of a block and
+// every kernel of a level makes the same pairs, so their bits agree
+// (attention_q8_0_values.h).
 //
 // Include only from SIMD translation units, through simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
