@@ -314,8 +314,9 @@ class AmxTilePasses {
     for (int j0 = 0; j0 < tile.n_max; j0 += kChunkKeys) {
       const int count = tile.n_max - j0 < kChunkKeys ? tile.n_max - j0 : kChunkKeys;
       values_.Load(v, block_keys, j0, count, prefetch, lines);
+      if constexpr (kT == KvDtype::kQ8_0) ChunkScales(v, block_keys, j0, count);
       for (int g = 0; g < groups; ++g) {
-        ChunkWeights(tile, g, nq, v, block_keys, j0, count, weights, stride);
+        ChunkWeights(tile, g, nq, j0, count, weights, stride);
         StoresBeforeTileLoads();  // the values, the weights and the gathered acc rows
         ChunkProducts(g);
       }
@@ -415,43 +416,46 @@ class AmxTilePasses {
     }
   }
 
-  // The A operands of group g for keys [j0, j0 + count) of the sequence
-  // in blocks `v`: each query's weights for the keys it sees (e^(score -
-  // max), its row of `weights`), 0 for the others. BF16 caches: the
-  // weights' three BF16 parts; Q8_0: per value block, the weight times the
-  // block's scale rounded to BF16 (attention_q8_0_values.h).
-  void ChunkWeights(const AttentionTile& tile, int g, int nq, const void* const* v, int block_keys, int j0, int count,
-                    const float* weights, size_t stride) {
+  // scale_[b][t]: the F32 scale of value block b of key j0 + t of the
+  // sequence in blocks `v` (Q8_0), for t < count; 0 beyond. Once per chunk,
+  // for every group.
+  void ChunkScales(const void* const* v, int block_keys, int j0, int count) {
+    const size_t row_bytes = RowBytes<kT>(hd);
+    for (int t = 0; t < kChunkKeys; t += 16) {
+      const int keys = count - t < 16 ? count - t : 16;
+      const KeyInBlocks first = keys > 0 ? KeyAt(v, block_keys, j0 + t) : KeyInBlocks{nullptr, 0};
+      if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a gather per value block
+        const uint8_t* base =
+            static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
+        for (int blk = 0; blk < kValueBlocks; ++blk) {
+          V::Store(scale_[blk] + t, V::GatherHalves(base + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
+                                                    static_cast<int>(row_bytes), keys));
+        }
+        continue;
+      }
+      for (int i = 0; i < 16; ++i) {  // keys across blocks (or none): one by one, 0 past the chunk
+        for (int blk = 0; blk < kValueBlocks; ++blk) scale_[blk][t + i] = 0.0f;
+        if (i >= keys) continue;
+        const KeyInBlocks key = KeyAt(v, block_keys, j0 + t + i);
+        for (int blk = 0; blk < kValueBlocks; ++blk) {
+          uint16_t half;
+          std::memcpy(&half, KvQ8_0Block(key.block, key.row, blk * kKvQ8_0BlockValues, hd), 2);
+          scale_[blk][t + i] = V::HalfToFloat(half);
+        }
+      }
+    }
+  }
+
+  // The A operands of group g for keys [j0, j0 + count) of the sequence:
+  // each query's weights for the keys it sees (e^(score - max), its row of
+  // `weights`), 0 for the others. BF16 caches: the weights' three BF16
+  // parts; Q8_0: per value block, the weight times the block's scale
+  // (scale_, ChunkScales) rounded to BF16 (attention_q8_0_values.h).
+  void ChunkWeights(const AttentionTile& tile, int g, int nq, int j0, int count, const float* weights,
+                    size_t stride) {
     const int n = QueriesIn(tile.count, g);
     if (n < nq) {  // the rows of a group's missing queries (another group wrote them)
       for (int t = 0; t < kWeightTiles; ++t) std::memset(weight_[t] + n * kChunkKeys, 0, sizeof(uint16_t) * (nq - n) * kChunkKeys);
-    }
-    alignas(64) float scale[kT == KvDtype::kQ8_0 ? kValueBlocks : 1][kChunkKeys];
-    if constexpr (kT == KvDtype::kQ8_0) {
-      const size_t row_bytes = RowBytes<kT>(hd);
-      for (int t = 0; t < kChunkKeys; t += 16) {
-        const int keys = count - t < 16 ? count - t : 16;
-        const KeyInBlocks first = keys > 0 ? KeyAt(v, block_keys, j0 + t) : KeyInBlocks{nullptr, 0};
-        if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a gather per value block
-          const uint8_t* base =
-              static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
-          for (int blk = 0; blk < kValueBlocks; ++blk) {
-            V::Store(scale[blk] + t, V::GatherHalves(base + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
-                                                     static_cast<int>(row_bytes), keys));
-          }
-          continue;
-        }
-        for (int i = 0; i < 16; ++i) {  // keys across blocks (or none): one by one, 0 past the chunk
-          for (int blk = 0; blk < kValueBlocks; ++blk) scale[blk][t + i] = 0.0f;
-          if (i >= keys) continue;
-          const KeyInBlocks key = KeyAt(v, block_keys, j0 + t + i);
-          for (int blk = 0; blk < kValueBlocks; ++blk) {
-            uint16_t half;
-            std::memcpy(&half, KvQ8_0Block(key.block, key.row, blk * kKvQ8_0BlockValues, hd), 2);
-            scale[blk][t + i] = V::HalfToFloat(half);
-          }
-        }
-      }
     }
     for (int i = 0; i < n; ++i) {
       const int s = g * kGroup + i;
@@ -462,7 +466,7 @@ class AmxTilePasses {
       const __m512 hi = seen > 16 ? V::LoadPartial(w + 16, seen - 16) : V::Zero();
       if constexpr (kT == KvDtype::kQ8_0) {
         for (int blk = 0; blk < kValueBlocks; ++blk) {
-          const __m512 x_lo = V::Mul(lo, V::Load(scale[blk])), x_hi = V::Mul(hi, V::Load(scale[blk] + 16));
+          const __m512 x_lo = V::Mul(lo, V::Load(scale_[blk])), x_hi = V::Mul(hi, V::Load(scale_[blk] + 16));
           _mm512_store_si512(weight_[blk] + i * kChunkKeys, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x_hi, x_lo)));
         }
       } else {
@@ -542,6 +546,7 @@ class AmxTilePasses {
   ValueTiles<kT, hd> values_;
   AccRows<hd> acc_[2];
   alignas(64) uint16_t weight_[kWeightTiles][kGroup * kChunkKeys];
+  alignas(64) float scale_[kT == KvDtype::kQ8_0 ? kValueBlocks : 1][kChunkKeys];  // Q8_0: ChunkScales
 };
 
 // ------------------------------------------------------------ entries
