@@ -30,6 +30,12 @@
 //                        against read_bandwidth, warm against cold; ".../pool":
 //                        the pages in a PagePool's slabs, as kvsessiond
 //                        holds them, instead of one mapping
+//   attention_heads      one thread's share of a decode row at 16,384 keys:
+//                        4 KV heads x 2 query heads, pages of 16 in the
+//                        pool's layout, cold; an AttentionUpdateBlocks call
+//                        per KV head ("per-head") against one
+//                        AttentionUpdateHeads call ("together", the same
+//                        bits): bytes/s of K and V
 //   read_paged           the bytes attention_paged cold reads, only summed
 //                        (AVX2 loads, each block's lines prefetched 2
 //                        blocks ahead, as a decode row's stream does): the
@@ -402,6 +408,55 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
 }
 
+// One thread's share of a decode row at a long context: 4 of the 8 KV
+// heads of a layer (a GQA group of 2 heads each) over 16,384 keys in
+// pages of 16, in the pool's layout, cold (each call the next layer and
+// half of the heads). "per-head" is an AttentionUpdateBlocks call per KV
+// head, as kvsession decoded before; "together" one AttentionUpdateHeads
+// call, which takes the heads in turn over spans of pages (the same
+// bits): bytes/s of K and V.
+void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool together) {
+  if (!UseIsa(state, isa)) return;
+  constexpr int kKeys = 16384, kHeads = 2, kKvHeads = 4, kHeadDim = PagedKv::kHeadDim;
+  constexpr int kPages = kKeys / PagedKv::kPageTokens, kQueries = kHeads * kKvHeads;
+  PagedKv kv(dtype, kPages);
+  if (!kv.ok()) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  const std::vector<float> q = RandomFloats(kQueries * kHeadDim);
+  std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim), out(kQueries * kHeadDim);
+  std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, PagedKv::kPageTokens, kHeadDim, kHeads));
+  std::vector<const void*> k(kKvHeads * kPages), v(kKvHeads * kPages);
+  const int visible = kKeys;
+  int call = 0;
+  for (auto _ : state) {
+    const int layer = call % PagedKv::kLayers, first_head = call / PagedKv::kLayers % 2 * kKvHeads;
+    ++call;
+    for (int h = 0; h < kKvHeads; ++h) {
+      for (int p = 0; p < kPages; ++p) {
+        k[h * kPages + p] = kv.block(p, 0, layer, first_head + h);
+        v[h * kPages + p] = kv.block(p, 1, layer, first_head + h);
+      }
+    }
+    AttentionInit(kQueries, kHeadDim, m.data(), l.data(), acc.data());
+    if (together) {
+      AttentionUpdateHeads(dtype, q.data(), kHeads, kKvHeads, k.data(), v.data(), kPages, PagedKv::kPageTokens,
+                           kHeadDim, visible, 0.088f, m.data(), l.data(), acc.data(), scratch.data());
+    } else {
+      for (int h = 0; h < kKvHeads; ++h) {
+        const int i = h * kHeads;
+        AttentionUpdateBlocks(dtype, q.data() + i * kHeadDim, 0, 1, kHeads, k.data() + h * kPages,
+                              v.data() + h * kPages, kPages, PagedKv::kPageTokens, kHeadDim, &visible, 0.088f,
+                              m.data() + i, l.data() + i, acc.data() + i * kHeadDim, scratch.data());
+      }
+    }
+    AttentionFinish(1, kQueries, kHeadDim, l.data(), acc.data(), out.data(), kQueries * kHeadDim);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * kKvHeads * kPages * kv.block_bytes()));
+}
+
 // Sums the bytes of `n` blocks of `bytes` each, asking for block b + 2's
 // lines into L2 while block b is read (BlockPrefetch's streamed distance
 // and hint).
@@ -639,6 +694,11 @@ void RegisterAll() {
         const std::string pool = std::string("attention_paged/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                  (cold ? "/cold" : "/warm") + "/4096keys/2heads/16tokens/pool";
         configure(benchmark::RegisterBenchmark(pool.c_str(), AttentionPaged, isa, dtype, cold, 16, true));
+      }
+      for (bool together : {false, true}) {
+        const std::string heads = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                  "/cold/16384keys/4kvheads/" + (together ? "together" : "per-head");
+        configure(benchmark::RegisterBenchmark(heads.c_str(), AttentionHeads, isa, dtype, together));
       }
     }
   }

@@ -259,6 +259,13 @@ void AttentionRunsScalar(KvDtype dtype, const float* q, int64_t q_row_stride, co
                                       block_keys, head_dim, visible, scale, max, sum, acc, scratch);
 }
 
+void AttentionHeadsScalar(KvDtype dtype, const float* q, int heads, int kv_heads, const void* const* k_blocks,
+                          const void* const* v_blocks, int n_blocks, int block_keys, int head_dim, int visible,
+                          float scale, float* max, float* sum, float* acc, float* scratch) {
+  kernel_table::AttentionHeadsOneByOne(AttentionBlocksScalar, dtype, q, heads, kv_heads, k_blocks, v_blocks,
+                                       n_blocks, block_keys, head_dim, visible, scale, max, sum, acc, scratch);
+}
+
 }  // namespace
 
 namespace kernel_table {
@@ -277,10 +284,23 @@ void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float*
   }
 }
 
+void AttentionHeadsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float* q, int heads, int kv_heads,
+                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks, int block_keys,
+                            int head_dim, int visible, float scale, float* max, float* sum, float* acc,
+                            float* scratch) {
+  for (int h = 0; h < kv_heads; ++h) {
+    const size_t state = static_cast<size_t>(h) * heads;
+    blocks(dtype, q + state * head_dim, 0, 1, heads, k_blocks + static_cast<size_t>(h) * n_blocks,
+           v_blocks + static_cast<size_t>(h) * n_blocks, n_blocks, block_keys, head_dim, &visible, scale,
+           max + state, sum + state, acc + state * head_dim, scratch);
+  }
+}
+
 void FillScalarAttention(KernelTable* t) {
   t->attention_blocks = AttentionBlocksScalar;
   t->attention_blocks_per_query = AttentionBlocksScalar;
   t->attention_runs = AttentionRunsScalar;
+  t->attention_heads = AttentionHeadsScalar;
   t->store_f16 = StoreF16Scalar;
   t->load_f16 = LoadF16Scalar;
 }
@@ -336,6 +356,20 @@ void AttentionUpdateRuns(KvDtype dtype, const float* q, int64_t q_row_stride, co
   kernel_table::AttentionRunsOneByOne(kernel_table::ActiveKernelTable().attention_blocks_per_query, dtype, q,
                                       q_row_stride, runs, n_runs, heads, block_keys, head_dim, visible, scale, max,
                                       sum, acc, scratch);
+}
+
+void AttentionUpdateHeads(KvDtype dtype, const float* q, int heads, int kv_heads, const void* const* k_blocks,
+                          const void* const* v_blocks, int n_blocks, int block_keys, int head_dim, int visible,
+                          float scale, float* max, float* sum, float* acc, float* scratch) {
+  const kernel_table::KernelTable& table = kernel_table::ActiveKernelTable();
+  if (TiledAttentionInUse()) {
+    table.attention_heads(dtype, q, heads, kv_heads, k_blocks, v_blocks, n_blocks, block_keys, head_dim, visible,
+                          scale, max, sum, acc, scratch);
+    return;
+  }
+  kernel_table::AttentionHeadsOneByOne(table.attention_blocks_per_query, dtype, q, heads, kv_heads, k_blocks,
+                                       v_blocks, n_blocks, block_keys, head_dim, visible, scale, max, sum, acc,
+                                       scratch);
 }
 
 void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int rows, int heads,

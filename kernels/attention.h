@@ -102,6 +102,21 @@ void AttentionUpdateRuns(KvDtype dtype, const float* q, int64_t q_row_stride, co
                          int n_runs, int heads, int block_keys, int head_dim, const int* visible,
                          float scale, float* max, float* sum, float* acc, float* scratch);
 
+// AttentionUpdateBlocks for one row (a decode step) of kv_heads KV heads
+// at once: query head j of KV head h at q + (h * heads + j) * head_dim,
+// its state index h * heads + j (max, sum, acc + index * head_dim); KV
+// head h's blocks at k_blocks + h * n_blocks and v_blocks + h * n_blocks;
+// the row sees `visible` keys. The kernel takes the heads in turn over
+// spans of a few blocks, so where the heads' blocks of a page lie side by
+// side (the pool's layout: cache/kv_geometry.h) one thread reads them as
+// one run. Every query gets the bits of an AttentionUpdateBlocks call per
+// head.
+//   scratch: AttentionBlocksScratchFloats(n_blocks * block_keys,
+//   block_keys, head_dim, heads) floats.
+void AttentionUpdateHeads(KvDtype dtype, const float* q, int heads, int kv_heads, const void* const* k_blocks,
+                          const void* const* v_blocks, int n_blocks, int block_keys, int head_dim, int visible,
+                          float scale, float* max, float* sum, float* acc, float* scratch);
+
 // How many leading blocks AttentionUpdateRuns folds as one tile: blocks
 // that every run has as the same K and V pages and that every row sees
 // whole, leaving each row at least one key after them; 0 for a single run.

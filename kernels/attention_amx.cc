@@ -1,9 +1,9 @@
 // The AMX attention kernels (attention_amx.h states the arithmetic): a
 // tile's two passes over the keys as TDPBF16PS products, run by the tiled
-// drivers of simd_attention_tiled.h and simd_attention_runs.h, whose
-// online softmax (TileSoftmax) they share. Compiled with the AVX-512,
-// AVX512-BF16 and AMX flags; the table entries are set only when
-// AmxBf16Available().
+// drivers of simd_attention_tiled.h, simd_attention_runs.h and
+// simd_attention_heads.h, whose online softmax (TileSoftmax) they share.
+// Compiled with the AVX-512, AVX512-BF16 and AMX flags; the table entries
+// are set only when AmxBf16Available().
 //
 // A tile holds up to kAttentionTileQueries = 32 queries, in groups of at
 // most 16 (AMX's rows or columns): a tile of n <= 16 queries is one group
@@ -39,6 +39,7 @@
 #include "kernels/simd_avx512_bf16.h"
 #include "kernels/simd_attention.h"
 #include "kernels/simd_attention_tiled.h"
+#include "kernels/simd_attention_heads.h"
 #include "kernels/simd_attention_runs.h"
 
 namespace kvs {
@@ -633,6 +634,31 @@ void AttentionRunsAmx(KvDtype dtype, const float* q, int64_t q_row_stride, const
                                                visible, scale, max, sum, acc, scratch);
 }
 
+// AttentionHeadsFn: the AMX tiles, a decode row's KV heads in turn
+// (AttentionHeadsTiledWith), where AmxAttentionTakes and the heads' queries
+// fill one tile; else the AVX-512 kernel's entry.
+void AttentionHeadsAmx(KvDtype dtype, const float* q, int heads, int kv_heads, const void* const* k,
+                       const void* const* v, int n_blocks, int block_keys, int head_dim, int visible, float scale,
+                       float* max, float* sum, float* acc, float* scratch) {
+  if (!AmxAttentionInUse() || !AmxAttentionTakes(dtype, head_dim)) {
+    AttentionHeadsTiled<V>(dtype, q, heads, kv_heads, k, v, n_blocks, block_keys, head_dim, visible, scale, max, sum,
+                           acc, scratch);
+    return;
+  }
+  if (kv_heads * heads > kAttentionTileQueries) {
+    kernel_table::AttentionHeadsOneByOne(AttentionBlocksAmx<AttentionBlocksTiled<V>>, dtype, q, heads, kv_heads, k, v,
+                                         n_blocks, block_keys, head_dim, visible, scale, max, sum, acc, scratch);
+    return;
+  }
+  WithAmxHead(head_dim, [&](auto head) {
+    WithAmxDtype(dtype, [&](auto t) {
+      AmxTilePasses<decltype(t)::value, decltype(head)::value> passes(scratch);
+      AttentionHeadsTiledWith<V>(passes, q, heads, kv_heads, k, v, n_blocks, block_keys, visible, scale, max, sum,
+                                 acc, scratch);
+    });
+  });
+}
+
 }  // namespace
 }  // namespace kvs
 
@@ -642,6 +668,7 @@ void FillAmxAttention(KernelTable* t) {
   t->attention_blocks = AttentionBlocksAmx<AttentionBlocksTiled<V>>;
   t->attention_blocks_per_query = AttentionBlocksAmx<AttentionBlocksWith<V>>;
   t->attention_runs = AttentionRunsAmx;
+  t->attention_heads = AttentionHeadsAmx;
   t->amx_attention = true;
 }
 

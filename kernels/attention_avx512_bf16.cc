@@ -8,6 +8,7 @@
 #include "kernels/simd_avx512_bf16.h"
 #include "kernels/simd_attention.h"
 #include "kernels/simd_attention_tiled.h"
+#include "kernels/simd_attention_heads.h"
 #include "kernels/simd_attention_runs.h"
 
 namespace kvs::kernel_table {
@@ -15,6 +16,7 @@ namespace kvs::kernel_table {
 void FillAvx512Bf16Attention(KernelTable* t) {
   FillTiledAttentionEntries<Avx512Bf16>(t);
   t->attention_runs = AttentionRunsTiled<Avx512Bf16>;
+  t->attention_heads = AttentionHeadsTiled<Avx512Bf16>;
 }
 
 }  // namespace kvs::kernel_table

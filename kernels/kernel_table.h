@@ -96,6 +96,17 @@ void AttentionRunsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float*
                            const AttentionRun* runs, int n_runs, int heads, int block_keys, int head_dim,
                            const int* visible, float scale, float* max, float* sum, float* acc,
                            float* scratch);
+// One row's queries of several KV heads (attention.h
+// AttentionUpdateHeads).
+using AttentionHeadsFn = void (*)(KvDtype dtype, const float* q, int heads, int kv_heads,
+                                  const void* const* k_blocks, const void* const* v_blocks, int n_blocks,
+                                  int block_keys, int head_dim, int visible, float scale, float* max, float* sum,
+                                  float* acc, float* scratch);
+// An AttentionHeadsFn made of one `blocks` call per KV head.
+void AttentionHeadsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float* q, int heads, int kv_heads,
+                            const void* const* k_blocks, const void* const* v_blocks, int n_blocks, int block_keys,
+                            int head_dim, int visible, float scale, float* max, float* sum, float* acc,
+                            float* scratch);
 // Packed Q8_0 weights (packed_q8_0.h, which states the arguments, among
 // them `ask_end`, and the arithmetic every such kernel shares bit for bit).
 using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
@@ -137,6 +148,9 @@ struct KernelTable {
   // Runs whose leading blocks are the same pages (forks of one prompt)
   // share one tile over those blocks; the same bits as a call per run.
   AttentionRunsFn attention_runs;
+  // A decode row's KV heads in turn over spans of pages; the same bits as
+  // a call per head.
+  AttentionHeadsFn attention_heads;
   FloatToHalfFn store_f16;  // F32 -> F16, round to nearest even
   HalfToFloatFn load_f16;   // F16 -> F32, exact
   // Packed Q8_0: whether models pack their Q8_0 weights at this level

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/attention_tile.h"
 #include "kernels/dequantize.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
@@ -104,7 +105,9 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
     matmul_scratch_[t].resize(MatmulScratchFloats(widest));
     attention_scratch_[t].resize(AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
                                  static_cast<size_t>(group_rows) * (2 + c.head_dim));
-    attention_blocks_[t].resize(2 * max_pages_);
+    // Room for a lone decode row's K and V lists too (AttentionOneRow), so
+    // decode steps never allocate.
+    attention_blocks_[t].resize(2 * static_cast<size_t>(max_pages_) * OneRowHeadsPerTask());
   }
 }
 
@@ -253,6 +256,7 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
 }
 
 void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n_rows) {
+  if (n_rows == 1) return AttentionOneRow(layer, items[0]);
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -348,6 +352,52 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
     float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                  static_cast<size_t>(task.kv_head) * group * c.head_dim;
     AttentionFinish(task.rows, group, c.head_dim, l, acc, out, c.q_dim());
+  });
+}
+
+int Transformer::OneRowHeadsPerTask() const {
+  // An equal share of the KV heads per thread, as many as one tile of
+  // queries and a task's state rows hold.
+  const int threads = pool_->size();
+  const int share = (config_.n_kv_heads + threads - 1) / threads;
+  return std::max(1, std::min({share, kAttentionTileQueries / config_.group_size(), kQueryBlockRows}));
+}
+
+void Transformer::AttentionOneRow(int layer, const ForwardItem& item) {
+  const ModelConfig& c = config_;
+  const int group = c.group_size();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const KvSequence& kv = *item.kv;
+  const int T = kv.geometry().page_tokens;
+  const int n_pages = row_pos_[0] / T + 1;
+  const int per_task = OneRowHeadsPerTask();
+  const int tasks = (c.n_kv_heads + per_task - 1) / per_task;
+  for (std::vector<const void*>& list : attention_blocks_) {
+    const size_t needed = 2 * static_cast<size_t>(per_task) * n_pages;
+    if (list.size() < needed) list.resize(needed);
+  }
+  pool_->Run(tasks, [&](int task_index, int thread) {
+    const int h0 = task_index * per_task, kv_heads = std::min(per_task, c.n_kv_heads - h0);
+    const int nq = kv_heads * group;
+    float* scratch = attention_scratch_[thread].data();
+    float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim,
+                                                      c.group_size());
+    float* l = m + nq;
+    float* acc = l + nq;
+    AttentionInit(nq, c.head_dim, m, l, acc);
+    // Head h's K blocks, then its V blocks, per head in turn.
+    const void** k_blocks = attention_blocks_[thread].data();
+    const void** v_blocks = k_blocks + static_cast<size_t>(kv_heads) * n_pages;
+    for (int h = 0; h < kv_heads; ++h) {
+      for (int p = 0; p < n_pages; ++p) {
+        k_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kKey, h0 + h);
+        v_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kValue, h0 + h);
+      }
+    }
+    const size_t first_query = static_cast<size_t>(h0) * group * c.head_dim;
+    AttentionUpdateHeads(kv.geometry().dtype, q_.data() + first_query, group, kv_heads, k_blocks, v_blocks, n_pages, T,
+                         c.head_dim, row_pos_[0] + 1, scale, m, l, acc, scratch);
+    AttentionFinish(1, nq, c.head_dim, l, acc, att_.data() + first_query, c.q_dim());
   });
 }
 

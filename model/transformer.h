@@ -146,6 +146,12 @@ class Transformer {
   // thread pool.
   void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride);
   void Attention(int layer, std::span<const ForwardItem> items, int n_rows);
+  // Attention of a batch of one row (a lone decode step): tasks of several
+  // KV heads (AttentionUpdateHeads), so one thread reads those heads'
+  // blocks of a page as one run. The same bits as Attention's tasks.
+  void AttentionOneRow(int layer, const ForwardItem& item);
+  // KV heads per task of AttentionOneRow.
+  int OneRowHeadsPerTask() const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
