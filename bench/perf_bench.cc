@@ -28,6 +28,8 @@
 //     (a, a, a, a, b, ...), one after the other in each run: attention
 //     shares a prompt's pages only between consecutive rows, which is why
 //     the service groups them (service/decode_row_order.h);
+//   - sessions that share no pages decoded together, a row each: the two
+//     --long prompts, and 8 prompts of 512 tokens;
 //   - peak RSS (of the model and the benchmarks, before the bandwidth probe).
 // Greedy argmax stands in for sampling (sampling cost is not what is
 // measured here).
@@ -209,7 +211,28 @@ int Main(int argc, char** argv) {
       (group ? grouped : interleaved).push_back(bench.Decode(seqs, 32));
     }
   }
+  // Sessions that share no pages, a decode row each, decoded together:
+  // the two --long prompts, and 8 prompts of 512 tokens.
+  std::vector<double> two_long, eight_short;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<KvSequence> seqs;
+    seqs.push_back(long_seq.Fork());
+    seqs.push_back(root_b.Fork());
+    two_long.push_back(bench.Decode(seqs, 32));
+  }
   root_b = KvSequence(&bench.pages());
+  {
+    std::vector<KvSequence> roots;
+    for (int i = 0; i < 8; ++i) {
+      roots.emplace_back(&bench.pages());
+      bench.Prefill(roots.back(), RandomTokens(512, vocab, 10 + i));
+    }
+    for (int r = 0; r < runs; ++r) {
+      std::vector<KvSequence> seqs;
+      for (KvSequence& root : roots) seqs.push_back(root.Fork());
+      eight_short.push_back(bench.Decode(seqs, 32));
+    }
+  }
 
   // Peak RSS of the engine work, before the bandwidth probe's 2 GiB buffer.
   struct rusage usage;
@@ -242,6 +265,10 @@ int Main(int argc, char** argv) {
               Median(interleaved));
   std::printf("| 2 prompts of %d tokens x 4 forks x 32 tokens, rows grouped by prompt | %.1f tok/s | %.2fx "
               "interleaved |\n", long_ctx, Median(grouped), Median(grouped) / Median(interleaved));
+  std::printf("| 2 sessions of %d tokens, a row each, decoded together x 32 tokens | %.1f tok/s | %.2fx one "
+              "stream at that context |\n", long_ctx, Median(two_long), Median(two_long) / Median(decode_long));
+  std::printf("| 8 sessions of 512 tokens, a row each, decoded together x 32 tokens | %.1f tok/s | |\n",
+              Median(eight_short));
   std::printf("| peak RSS | %.0f MiB | model, KV cache and workspaces |\n", usage.ru_maxrss / 1024.0);
   return 0;
 }

@@ -105,9 +105,9 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
     matmul_scratch_[t].resize(MatmulScratchFloats(widest));
     attention_scratch_[t].resize(AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
                                  static_cast<size_t>(group_rows) * (2 + c.head_dim));
-    // Room for a lone decode row's K and V lists too (AttentionOneRow), so
+    // Room for a lone row's K and V lists too (AttentionLoneRows), so
     // decode steps never allocate.
-    attention_blocks_[t].resize(2 * static_cast<size_t>(max_pages_) * OneRowHeadsPerTask());
+    attention_blocks_[t].resize(2 * static_cast<size_t>(max_pages_) * LoneRowHeadsPerTask());
   }
 }
 
@@ -255,8 +255,27 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   }
 }
 
+bool Transformer::ContinuesForkGroup(std::span<const ForwardItem> items, int r) const {
+  const int a = row_item_[r - 1], b = row_item_[r];
+  if (a == b || item_row_begin_[a + 1] - item_row_begin_[a] != 1 ||
+      item_row_begin_[b + 1] - item_row_begin_[b] != 1) {
+    return false;
+  }
+  const std::vector<PageId>& pa = items[a].kv->page_table();
+  const std::vector<PageId>& pb = items[b].kv->page_table();
+  return !pa.empty() && !pb.empty() && pa[0] == pb[0];
+}
+
 void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n_rows) {
-  if (n_rows == 1) return AttentionOneRow(layer, items[0]);
+  // A batch of lone rows (one decode row, or several decode rows of which
+  // no two side by side are forks of one prompt) takes its KV heads in
+  // shares.
+  bool lone_rows = true;
+  for (int r = 0; r < n_rows && lone_rows; ++r) {
+    const int item = row_item_[r];
+    lone_rows = item_row_begin_[item + 1] - item_row_begin_[item] == 1 && (r == 0 || !ContinuesForkGroup(items, r));
+  }
+  if (lone_rows) return AttentionLoneRows(layer, items, n_rows);
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -265,16 +284,7 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   // of decode rows that start on the same page (forks of one prompt, side
   // by side: service/decode_row_order.h), so the group's shared pages are
   // folded once (AttentionUpdateRuns); a group longer than a block is cut.
-  auto same_prompt = [&](int r) {  // row r continues row r - 1's group
-    const int a = row_item_[r - 1], b = row_item_[r];
-    if (a == b || item_row_begin_[a + 1] - item_row_begin_[a] != 1 ||
-        item_row_begin_[b + 1] - item_row_begin_[b] != 1) {
-      return false;
-    }
-    const std::vector<PageId>& pa = items[a].kv->page_table();
-    const std::vector<PageId>& pb = items[b].kv->page_table();
-    return !pa.empty() && !pb.empty() && pa[0] == pb[0];
-  };
+  auto same_prompt = [&](int r) { return ContinuesForkGroup(items, r); };
   attention_tasks_.clear();
   for (int r = 0; r < n_rows;) {
     int end = std::min(n_rows, r + kQueryBlockRows);
@@ -355,7 +365,7 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   });
 }
 
-int Transformer::OneRowHeadsPerTask() const {
+int Transformer::LoneRowHeadsPerTask() const {
   // An equal share of the KV heads per thread, as many as one tile of
   // queries and a task's state rows hold.
   const int threads = pool_->size();
@@ -363,21 +373,21 @@ int Transformer::OneRowHeadsPerTask() const {
   return std::max(1, std::min({share, kAttentionTileQueries / config_.group_size(), kQueryBlockRows}));
 }
 
-void Transformer::AttentionOneRow(int layer, const ForwardItem& item) {
+void Transformer::AttentionLoneRows(int layer, std::span<const ForwardItem> items, int n_rows) {
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const KvSequence& kv = *item.kv;
-  const int T = kv.geometry().page_tokens;
-  const int n_pages = row_pos_[0] / T + 1;
-  const int per_task = OneRowHeadsPerTask();
-  const int tasks = (c.n_kv_heads + per_task - 1) / per_task;
-  for (std::vector<const void*>& list : attention_blocks_) {
-    const size_t needed = 2 * static_cast<size_t>(per_task) * n_pages;
-    if (list.size() < needed) list.resize(needed);
-  }
-  pool_->Run(tasks, [&](int task_index, int thread) {
-    const int h0 = task_index * per_task, kv_heads = std::min(per_task, c.n_kv_heads - h0);
+  const int per_task = LoneRowHeadsPerTask();
+  const int shares = (c.n_kv_heads + per_task - 1) / per_task;
+  // Task t: row t / shares, its KV heads from (t % shares) * per_task. The
+  // per-thread lists hold a task's K and V pointers: 2 * per_task *
+  // max_pages_ (sized at construction, so a decode step never allocates).
+  pool_->Run(n_rows * shares, [&](int task_index, int thread) {
+    const int row = task_index / shares;
+    const int h0 = task_index % shares * per_task, kv_heads = std::min(per_task, c.n_kv_heads - h0);
+    const KvSequence& kv = *items[row_item_[row]].kv;
+    const int T = kv.geometry().page_tokens;
+    const int n_pages = row_pos_[row] / T + 1;
     const int nq = kv_heads * group;
     float* scratch = attention_scratch_[thread].data();
     float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim,
@@ -394,9 +404,9 @@ void Transformer::AttentionOneRow(int layer, const ForwardItem& item) {
         v_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kValue, h0 + h);
       }
     }
-    const size_t first_query = static_cast<size_t>(h0) * group * c.head_dim;
-    AttentionUpdateHeads(kv.geometry().dtype, q_.data() + first_query, group, kv_heads, k_blocks, v_blocks, n_pages, T,
-                         c.head_dim, row_pos_[0] + 1, scale, m, l, acc, scratch);
+    const size_t first_query = static_cast<size_t>(row) * c.q_dim() + static_cast<size_t>(h0) * group * c.head_dim;
+    AttentionUpdateHeads(kv.geometry().dtype, q_.data() + first_query, group, kv_heads, k_blocks, v_blocks, n_pages,
+                         T, c.head_dim, row_pos_[row] + 1, scale, m, l, acc, scratch);
     AttentionFinish(1, nq, c.head_dim, l, acc, att_.data() + first_query, c.q_dim());
   });
 }

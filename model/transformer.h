@@ -146,12 +146,18 @@ class Transformer {
   // thread pool.
   void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride);
   void Attention(int layer, std::span<const ForwardItem> items, int n_rows);
-  // Attention of a batch of one row (a lone decode step): tasks of several
-  // KV heads (AttentionUpdateHeads), so one thread reads those heads'
-  // blocks of a page as one run. The same bits as Attention's tasks.
-  void AttentionOneRow(int layer, const ForwardItem& item);
-  // KV heads per task of AttentionOneRow.
-  int OneRowHeadsPerTask() const;
+  // Whether batch row r continues row r - 1's fork group: both are decode
+  // rows (items of one row each) that start on the same page, so
+  // Attention folds their shared pages once.
+  bool ContinuesForkGroup(std::span<const ForwardItem> items, int r) const;
+  // Attention of a batch of lone rows (items of one row each, no row
+  // continuing a fork group: several sessions' decode steps): a task per (row, share
+  // of its KV heads) (AttentionUpdateHeads), so one thread reads those
+  // heads' blocks of a page as one run. The same bits as Attention's
+  // tasks.
+  void AttentionLoneRows(int layer, std::span<const ForwardItem> items, int n_rows);
+  // KV heads per task of AttentionLoneRows.
+  int LoneRowHeadsPerTask() const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;

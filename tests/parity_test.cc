@@ -290,6 +290,78 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
   }
 }
 
+// Sessions that share no pages, decoding in one batch (a row each: the
+// engine's lone-rows attention, each row's KV heads in shares), get the
+// bits each gets alone and the bits of the same rows in a batch with a
+// fork group (which takes attention's tasks per KV head instead). Their
+// contexts cross the kernel's spans of 256 keys.
+TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
+  int head_dim = 0;  // known after the f16 pass
+  const std::pair<KvDtype, bool> arithmetics[] = {
+      {KvDtype::kF16, false}, {KvDtype::kQ8_0, false}, {KvDtype::kQ8_0, true}, {KvDtype::kBF16, true}};
+  for (auto [dtype, amx_attention] : arithmetics) {
+    if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
+    ScopedAmxAttention amx(amx_attention);
+    if (amx_attention && !amx.supported()) continue;
+    const std::string arithmetic = std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : "");
+    auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
+    ASSERT_NE(engine, nullptr);
+    head_dim = engine->config.head_dim;
+    const int vocab = engine->vocab();
+    constexpr int kSessions = 3, kSteps = 3;
+    const int lengths[kSessions] = {3, 70, std::min(300, static_cast<int>(engine->config.context_length) - 8)};
+    std::vector<KvSequence> sessions;
+    for (int i = 0; i < kSessions; ++i) {
+      std::vector<int32_t> prompt(lengths[i]);
+      for (int t = 0; t < lengths[i]; ++t) prompt[t] = static_cast<int32_t>((t * 31 + i * 7 + 3) % vocab);
+      sessions.emplace_back(engine->pages.get());
+      engine->Feed(sessions.back(), prompt);
+    }
+    // Step s: session i feeds token (i * 11 + s * 5 + 1); forks of session 0
+    // feed token 2 (the fork group of the second batch).
+    auto token = [&](int i, int s) { return static_cast<int32_t>((i * 11 + s * 5 + 1) % vocab); };
+    // logits[batch][step][session]; batch 0: the sessions alone in a batch,
+    // batch 1: the sessions then two forks of session 0's prompt.
+    std::vector<std::vector<std::vector<float>>> logits[2];
+    for (int batch = 0; batch < 2; ++batch) {
+      std::vector<KvSequence> seqs;
+      for (KvSequence& s : sessions) seqs.push_back(s.Fork());
+      std::vector<KvSequence> group;
+      if (batch == 1) {
+        group.push_back(sessions[0].Fork());
+        group.push_back(sessions[0].Fork());
+      }
+      for (int s = 0; s < kSteps; ++s) {
+        std::vector<int32_t> next(kSessions);
+        const int32_t two = 2;
+        std::vector<ForwardItem> items;
+        for (int i = 0; i < kSessions; ++i) {
+          next[i] = token(i, s);
+          items.push_back({&seqs[i], {&next[i], 1}});
+        }
+        for (KvSequence& g : group) items.push_back({&g, {&two, 1}});
+        for (const ForwardItem& item : items) ASSERT_TRUE(item.kv->PrepareAppend(1).ok());
+        std::vector<float> out(items.size() * static_cast<size_t>(vocab));
+        ASSERT_TRUE(engine->transformer->Forward(items, out.data()).ok());
+        logits[batch].emplace_back();
+        for (int i = 0; i < kSessions; ++i) {
+          logits[batch][s].emplace_back(out.begin() + static_cast<size_t>(i) * vocab,
+                                        out.begin() + static_cast<size_t>(i + 1) * vocab);
+        }
+      }
+    }
+    for (int i = 0; i < kSessions; ++i) {
+      KvSequence alone = sessions[i].Fork();
+      for (int s = 0; s < kSteps; ++s) {
+        const int32_t t = token(i, s);
+        const std::vector<float> expected = engine->Feed(alone, {&t, 1});
+        EXPECT_EQ(expected, logits[0][s][i]) << arithmetic << " session " << i << " step " << s << ", sessions only";
+        EXPECT_EQ(expected, logits[1][s][i]) << arithmetic << " session " << i << " step " << s << ", with forks";
+      }
+    }
+  }
+}
+
 TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
   auto engine = TestEngine::Load(model_path_, KvDtype::kF32, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
