@@ -128,5 +128,31 @@ double EngineBench::Decode(std::vector<KvSequence>& seqs, int steps) {
   return b * steps / SecondsSince(start);
 }
 
+double EngineBench::DecodeBesidePrefill(std::vector<KvSequence>& seqs, KvSequence& prefill,
+                                        const std::vector<int32_t>& tokens, int chunk, int steps) {
+  const int b = static_cast<int>(seqs.size());
+  std::vector<int32_t> next(b);
+  std::vector<ForwardItem> items(b + 1);
+  for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
+  const auto start = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    // The chunk first, as the service's step puts decode rows first and
+    // the order does not matter to attention; its last row's logits.
+    const std::span<const int32_t> part(tokens.data() + static_cast<size_t>(s) * chunk, chunk);
+    items[0] = {&prefill, part};
+    Die(prefill.PrepareAppend(chunk), "PrepareAppend");
+    for (int i = 0; i < b; ++i) {
+      items[i + 1] = {&seqs[i], {&next[i], 1}};
+      Die(seqs[i].PrepareAppend(1), "PrepareAppend");
+    }
+    Die(t_.Forward(items, logits_.data()), "Forward");
+    for (int i = 0; i < b; ++i) {
+      const float* l = &logits_[static_cast<size_t>(i + 1) * c_.vocab_size];
+      next[i] = static_cast<int32_t>(Argmax(l, c_.vocab_size));
+    }
+  }
+  return (b + chunk) * steps / SecondsSince(start);
+}
+
 }  // namespace bench
 }  // namespace kvs

@@ -56,6 +56,12 @@ class EngineBench {
   // `steps` greedy decode steps of every sequence in `seqs` in one batch;
   // returns aggregate tok/s.
   double Decode(std::vector<KvSequence>& seqs, int steps);
+  // `steps` steps of one batch each: a prefill chunk of `chunk` tokens of
+  // `prefill` (tokens [s * chunk, (s + 1) * chunk) at step s; `tokens`
+  // holds steps * chunk) beside a greedy decode row of every sequence in
+  // `seqs` (at most 7); returns the batch rows per second.
+  double DecodeBesidePrefill(std::vector<KvSequence>& seqs, KvSequence& prefill, const std::vector<int32_t>& tokens,
+                             int chunk, int steps);
 
  private:
   const ModelConfig& c_;

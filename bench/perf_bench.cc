@@ -29,7 +29,8 @@
 //     shares a prompt's pages only between consecutive rows, which is why
 //     the service groups them (service/decode_row_order.h);
 //   - sessions that share no pages decoded together, a row each: the two
-//     --long prompts, and 8 prompts of 512 tokens;
+//     --long prompts, alone and beside a new prompt's prefill (64 tokens a
+//     step), and 8 prompts of 512 tokens;
 //   - peak RSS (of the model and the benchmarks, before the bandwidth probe).
 // Greedy argmax stands in for sampling (sampling cost is not what is
 // measured here).
@@ -213,12 +214,22 @@ int Main(int argc, char** argv) {
   }
   // Sessions that share no pages, a decode row each, decoded together:
   // the two --long prompts, and 8 prompts of 512 tokens.
-  std::vector<double> two_long, eight_short;
+  std::vector<double> two_long, eight_short, beside_prefill;
   for (int r = 0; r < runs; ++r) {
     std::vector<KvSequence> seqs;
     seqs.push_back(long_seq.Fork());
     seqs.push_back(root_b.Fork());
     two_long.push_back(bench.Decode(seqs, 32));
+  }
+  // The same two rows beside a new prompt's prefill, 64 tokens a step.
+  constexpr int kBesideChunk = 64, kBesideSteps = 16;
+  const std::vector<int32_t> beside_tokens = RandomTokens(kBesideChunk * kBesideSteps, vocab, 4);
+  for (int r = 0; r < runs; ++r) {
+    std::vector<KvSequence> seqs;
+    seqs.push_back(long_seq.Fork());
+    seqs.push_back(root_b.Fork());
+    KvSequence fresh(&bench.pages());
+    beside_prefill.push_back(bench.DecodeBesidePrefill(seqs, fresh, beside_tokens, kBesideChunk, kBesideSteps));
   }
   root_b = KvSequence(&bench.pages());
   {
@@ -269,6 +280,8 @@ int Main(int argc, char** argv) {
               "stream at that context |\n", long_ctx, Median(two_long), Median(two_long) / Median(decode_long));
   std::printf("| 8 sessions of 512 tokens, a row each, decoded together x 32 tokens | %.1f tok/s | |\n",
               Median(eight_short));
+  std::printf("| 2 sessions of %d tokens, a row each, beside a prefill of 64 tokens a step, x %d steps | %.1f "
+              "rows/s | |\n", long_ctx, kBesideSteps, Median(beside_prefill));
   std::printf("| peak RSS | %.0f MiB | model, KV cache and workspaces |\n", usage.ru_maxrss / 1024.0);
   return 0;
 }

@@ -1,7 +1,8 @@
 // The tiled kernel for one row's queries of several KV heads at once
 // (AttentionUpdateHeads in attention.h): a decode row of a session that
-// shares no pages with the batch's other rows (Transformer::
-// AttentionLoneRows), whose reads of a long context bound it.
+// shares no pages with its neighbours in the batch (a lone row:
+// Transformer::AttentionLoneTask), whose reads of a long context bound
+// it.
 //
 // Why: a page holds the blocks of one layer's KV heads side by side
 // (cache/kv_geometry.h), so heads [h0, h0 + n) of a page are one run of

@@ -105,7 +105,7 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
     matmul_scratch_[t].resize(MatmulScratchFloats(widest));
     attention_scratch_[t].resize(AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
                                  static_cast<size_t>(group_rows) * (2 + c.head_dim));
-    // Room for a lone row's K and V lists too (AttentionLoneRows), so
+    // Room for a lone row's K and V lists too (AttentionLoneTask), so
     // decode steps never allocate.
     attention_blocks_[t].resize(2 * static_cast<size_t>(max_pages_) * LoneRowHeadsPerTask());
   }
@@ -266,34 +266,38 @@ bool Transformer::ContinuesForkGroup(std::span<const ForwardItem> items, int r) 
   return !pa.empty() && !pb.empty() && pa[0] == pb[0];
 }
 
+bool Transformer::IsLoneRow(std::span<const ForwardItem> items, int n_rows, int r) const {
+  const int item = row_item_[r];
+  return item_row_begin_[item + 1] - item_row_begin_[item] == 1 && (r == 0 || !ContinuesForkGroup(items, r)) &&
+         (r + 1 == n_rows || !ContinuesForkGroup(items, r + 1));
+}
+
 void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n_rows) {
-  // A batch of lone rows (one decode row, or several decode rows of which
-  // no two side by side are forks of one prompt) takes its KV heads in
-  // shares.
-  bool lone_rows = true;
-  for (int r = 0; r < n_rows && lone_rows; ++r) {
-    const int item = row_item_[r];
-    lone_rows = item_row_begin_[item + 1] - item_row_begin_[item] == 1 && (r == 0 || !ContinuesForkGroup(items, r));
-  }
-  if (lone_rows) return AttentionLoneRows(layer, items, n_rows);
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Blocks of up to kQueryBlockRows consecutive batch rows (of one item or
-  // several), per KV head. A block ends early rather than split a group
-  // of decode rows that start on the same page (forks of one prompt, side
-  // by side: service/decode_row_order.h), so the group's shared pages are
-  // folded once (AttentionUpdateRuns); a group longer than a block is cut.
+  // several) that are not lone rows, per KV head. A block ends early
+  // rather than split a group of decode rows that start on the same page
+  // (forks of one prompt, side by side: service/decode_row_order.h), so
+  // the group's shared pages are folded once (AttentionUpdateRuns); a
+  // group longer than a block is cut.
   auto same_prompt = [&](int r) { return ContinuesForkGroup(items, r); };
+  auto lone = [&](int r) { return IsLoneRow(items, n_rows, r); };
   attention_tasks_.clear();
   for (int r = 0; r < n_rows;) {
-    int end = std::min(n_rows, r + kQueryBlockRows);
+    if (lone(r)) {
+      ++r;
+      continue;
+    }
+    int end = r + 1;
+    while (end < n_rows && end - r < kQueryBlockRows && !lone(end)) ++end;
     if (end < n_rows && same_prompt(end)) {
       int group_begin = end - 1;
       while (group_begin > r && same_prompt(group_begin)) --group_begin;
       if (group_begin > r) end = group_begin;
     }
-    attention_tasks_.push_back({r, end - r, 0});
+    attention_tasks_.push_back({r, end - r, 0, 1, false});
     r = end;
   }
   // Tasks head by head: the threads go through one KV head's pages
@@ -308,13 +312,25 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
       attention_tasks_.push_back(t);
     }
   }
+  // Then the lone rows (decode steps of sessions that share no pages with
+  // their neighbours), each in shares of its KV heads: the pool hands out
+  // tasks in order, so the small ones come last and even out the threads.
+  const int per_task = LoneRowHeadsPerTask();
+  for (int r = 0; r < n_rows; ++r) {
+    if (!lone(r)) continue;
+    for (int h0 = 0; h0 < c.n_kv_heads; h0 += per_task) {
+      attention_tasks_.push_back({r, 1, h0, std::min(per_task, c.n_kv_heads - h0), true});
+    }
+  }
   const KvGeometry& g = items[0].kv->geometry();
   const int T = g.page_tokens;
   // Room for every item's K and V page pointers in each thread's list (it
   // grows only when a batch needs more than any before it).
+  // Lone rows' lists were sized at construction.
   size_t block_pointers = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (item_row_begin_[i + 1] > item_row_begin_[i]) {
+    const int rows = item_row_begin_[i + 1] - item_row_begin_[i];
+    if (rows > 1 || (rows == 1 && !lone(item_row_begin_[i]))) {
       block_pointers += 2 * static_cast<size_t>(row_pos_[item_row_begin_[i + 1] - 1] / T + 1);
     }
   }
@@ -323,6 +339,7 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   }
   pool_->Run(static_cast<int>(attention_tasks_.size()), [&](int task_index, int thread) {
     const AttentionTask& task = attention_tasks_[task_index];
+    if (task.lone_row) return AttentionLoneTask(layer, items, task, thread);
     const int nq = task.rows * group;
     float* scratch = attention_scratch_[thread].data();
     float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size());
@@ -373,42 +390,38 @@ int Transformer::LoneRowHeadsPerTask() const {
   return std::max(1, std::min({share, kAttentionTileQueries / config_.group_size(), kQueryBlockRows}));
 }
 
-void Transformer::AttentionLoneRows(int layer, std::span<const ForwardItem> items, int n_rows) {
+void Transformer::AttentionLoneTask(int layer, std::span<const ForwardItem> items, const AttentionTask& task,
+                                    int thread) {
   const ModelConfig& c = config_;
   const int group = c.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const int per_task = LoneRowHeadsPerTask();
-  const int shares = (c.n_kv_heads + per_task - 1) / per_task;
-  // Task t: row t / shares, its KV heads from (t % shares) * per_task. The
-  // per-thread lists hold a task's K and V pointers: 2 * per_task *
-  // max_pages_ (sized at construction, so a decode step never allocates).
-  pool_->Run(n_rows * shares, [&](int task_index, int thread) {
-    const int row = task_index / shares;
-    const int h0 = task_index % shares * per_task, kv_heads = std::min(per_task, c.n_kv_heads - h0);
-    const KvSequence& kv = *items[row_item_[row]].kv;
-    const int T = kv.geometry().page_tokens;
-    const int n_pages = row_pos_[row] / T + 1;
-    const int nq = kv_heads * group;
-    float* scratch = attention_scratch_[thread].data();
-    float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim,
-                                                      c.group_size());
-    float* l = m + nq;
-    float* acc = l + nq;
-    AttentionInit(nq, c.head_dim, m, l, acc);
-    // Head h's K blocks, then its V blocks, per head in turn.
-    const void** k_blocks = attention_blocks_[thread].data();
-    const void** v_blocks = k_blocks + static_cast<size_t>(kv_heads) * n_pages;
-    for (int h = 0; h < kv_heads; ++h) {
-      for (int p = 0; p < n_pages; ++p) {
-        k_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kKey, h0 + h);
-        v_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kValue, h0 + h);
-      }
+  const int row = task.row_begin, h0 = task.kv_head, kv_heads = task.kv_heads;
+  const KvSequence& kv = *items[row_item_[row]].kv;
+  const int T = kv.geometry().page_tokens;
+  const int n_pages = row_pos_[row] / T + 1;
+  const int nq = kv_heads * group;
+  float* scratch = attention_scratch_[thread].data();
+  float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim,
+                                                    c.group_size());
+  float* l = m + nq;
+  float* acc = l + nq;
+  AttentionInit(nq, c.head_dim, m, l, acc);
+  // Head h's K blocks, then its V blocks, per head in turn: 2 * kv_heads *
+  // n_pages pointers, within the 2 * LoneRowHeadsPerTask() * max_pages_
+  // each thread's list holds from construction (a decode step never
+  // allocates).
+  const void** k_blocks = attention_blocks_[thread].data();
+  const void** v_blocks = k_blocks + static_cast<size_t>(kv_heads) * n_pages;
+  for (int h = 0; h < kv_heads; ++h) {
+    for (int p = 0; p < n_pages; ++p) {
+      k_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kKey, h0 + h);
+      v_blocks[h * n_pages + p] = kv.block(p, layer, KvPart::kValue, h0 + h);
     }
-    const size_t first_query = static_cast<size_t>(row) * c.q_dim() + static_cast<size_t>(h0) * group * c.head_dim;
-    AttentionUpdateHeads(kv.geometry().dtype, q_.data() + first_query, group, kv_heads, k_blocks, v_blocks, n_pages,
-                         T, c.head_dim, row_pos_[row] + 1, scale, m, l, acc, scratch);
-    AttentionFinish(1, nq, c.head_dim, l, acc, att_.data() + first_query, c.q_dim());
-  });
+  }
+  const size_t first_query = static_cast<size_t>(row) * c.q_dim() + static_cast<size_t>(h0) * group * c.head_dim;
+  AttentionUpdateHeads(kv.geometry().dtype, q_.data() + first_query, group, kv_heads, k_blocks, v_blocks, n_pages, T,
+                       c.head_dim, row_pos_[row] + 1, scale, m, l, acc, scratch);
+  AttentionFinish(1, nq, c.head_dim, l, acc, att_.data() + first_query, c.q_dim());
 }
 
 absl::Status Transformer::CheckReserved(std::span<const ForwardItem> items) {

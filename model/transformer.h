@@ -102,11 +102,14 @@ class Transformer {
   absl::Status Forward(std::span<const ForwardItem> items, float* logits);
 
  private:
-  // A block of consecutive batch rows (queries) for one KV head.
+  // A block of consecutive batch rows (queries) for one KV head, or a lone
+  // row (AttentionLoneTask) for a share of its KV heads.
   struct AttentionTask {
     int row_begin;  // batch row of the first query
-    int rows;
-    int kv_head;
+    int rows;       // 1 for a lone row
+    int kv_head;    // the first KV head
+    int kv_heads;   // 1 for a row block
+    bool lone_row;
   };
 
   // One matrix product of a group that shares its input.
@@ -150,13 +153,16 @@ class Transformer {
   // rows (items of one row each) that start on the same page, so
   // Attention folds their shared pages once.
   bool ContinuesForkGroup(std::span<const ForwardItem> items, int r) const;
-  // Attention of a batch of lone rows (items of one row each, no row
-  // continuing a fork group: several sessions' decode steps): a task per (row, share
-  // of its KV heads) (AttentionUpdateHeads), so one thread reads those
-  // heads' blocks of a page as one run. The same bits as Attention's
-  // tasks.
-  void AttentionLoneRows(int layer, std::span<const ForwardItem> items, int n_rows);
-  // KV heads per task of AttentionLoneRows.
+  // Whether batch row r is a lone row: its item's only row, in no fork
+  // group (a decode step of a session that shares no pages with its
+  // neighbours in the batch).
+  bool IsLoneRow(std::span<const ForwardItem> items, int n_rows, int r) const;
+  // A lone row's attention for KV heads [task.kv_head, task.kv_head +
+  // task.kv_heads) in one AttentionUpdateHeads call, so one thread reads
+  // those heads' blocks of a page as one run. The same bits as a task per
+  // KV head.
+  void AttentionLoneTask(int layer, std::span<const ForwardItem> items, const AttentionTask& task, int thread);
+  // KV heads per task of a lone row.
   int LoneRowHeadsPerTask() const;
 
   const ModelConfig& config_;

@@ -290,11 +290,12 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
   }
 }
 
-// Sessions that share no pages, decoding in one batch (a row each: the
-// engine's lone-rows attention, each row's KV heads in shares), get the
-// bits each gets alone and the bits of the same rows in a batch with a
-// fork group (which takes attention's tasks per KV head instead). Their
-// contexts cross the kernel's spans of 256 keys.
+// Sessions that share no pages, decoding in one batch (a row each: lone
+// rows, each row's KV heads in shares), get the bits each gets alone, in a
+// batch of their own, with a fork group beside them, and with a prefill
+// chunk beside them (both of which take attention's tasks per row block
+// and KV head in the same pass). Their contexts cross the kernel's spans
+// of 256 keys.
 TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
   int head_dim = 0;  // known after the f16 pass
   const std::pair<KvDtype, bool> arithmetics[] = {
@@ -321,9 +322,12 @@ TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
     // feed token 2 (the fork group of the second batch).
     auto token = [&](int i, int s) { return static_cast<int32_t>((i * 11 + s * 5 + 1) % vocab); };
     // logits[batch][step][session]; batch 0: the sessions alone in a batch,
-    // batch 1: the sessions then two forks of session 0's prompt.
-    std::vector<std::vector<std::vector<float>>> logits[2];
-    for (int batch = 0; batch < 2; ++batch) {
+    // batch 1: the sessions then two forks of session 0's prompt, batch 2:
+    // a prefill chunk of 5 tokens of a new session, then the sessions.
+    constexpr int kBatches = 3;
+    const std::vector<int32_t> chunk = {5, 6, 7, 8, 9};
+    std::vector<std::vector<std::vector<float>>> logits[kBatches];
+    for (int batch = 0; batch < kBatches; ++batch) {
       std::vector<KvSequence> seqs;
       for (KvSequence& s : sessions) seqs.push_back(s.Fork());
       std::vector<KvSequence> group;
@@ -331,22 +335,29 @@ TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
         group.push_back(sessions[0].Fork());
         group.push_back(sessions[0].Fork());
       }
+      if (batch == 2) group.emplace_back(engine->pages.get());
       for (int s = 0; s < kSteps; ++s) {
         std::vector<int32_t> next(kSessions);
         const int32_t two = 2;
         std::vector<ForwardItem> items;
+        if (batch == 2) items.push_back({&group[0], chunk});  // its last row's logits only
+        const int first = static_cast<int>(items.size());
         for (int i = 0; i < kSessions; ++i) {
           next[i] = token(i, s);
           items.push_back({&seqs[i], {&next[i], 1}});
         }
-        for (KvSequence& g : group) items.push_back({&g, {&two, 1}});
-        for (const ForwardItem& item : items) ASSERT_TRUE(item.kv->PrepareAppend(1).ok());
-        std::vector<float> out(items.size() * static_cast<size_t>(vocab));
+        if (batch == 1) {
+          for (KvSequence& g : group) items.push_back({&g, {&two, 1}});
+        }
+        for (const ForwardItem& item : items) {
+          ASSERT_TRUE(item.kv->PrepareAppend(static_cast<int>(item.tokens.size())).ok());
+        }
+        std::vector<float> out(static_cast<size_t>(Transformer::OutputRows(items)) * vocab);
         ASSERT_TRUE(engine->transformer->Forward(items, out.data()).ok());
         logits[batch].emplace_back();
         for (int i = 0; i < kSessions; ++i) {
-          logits[batch][s].emplace_back(out.begin() + static_cast<size_t>(i) * vocab,
-                                        out.begin() + static_cast<size_t>(i + 1) * vocab);
+          logits[batch][s].emplace_back(out.begin() + static_cast<size_t>(first + i) * vocab,
+                                        out.begin() + static_cast<size_t>(first + i + 1) * vocab);
         }
       }
     }
@@ -357,6 +368,8 @@ TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
         const std::vector<float> expected = engine->Feed(alone, {&t, 1});
         EXPECT_EQ(expected, logits[0][s][i]) << arithmetic << " session " << i << " step " << s << ", sessions only";
         EXPECT_EQ(expected, logits[1][s][i]) << arithmetic << " session " << i << " step " << s << ", with forks";
+        EXPECT_EQ(expected, logits[2][s][i]) << arithmetic << " session " << i << " step " << s
+                                             << ", with a prefill chunk";
       }
     }
   }
