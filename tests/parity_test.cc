@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "cache/kv_sequence.h"
@@ -56,6 +57,25 @@ class ParityTest : public ::testing::TestWithParam<Case> {
     native_ = LoadReference(native_path);
     ASSERT_FALSE(reference_.empty());
     ASSERT_EQ(native_.size(), reference_.size());
+  }
+
+  // Calls fn(engine, arithmetic) once per arithmetic a decode batch can
+  // take: f16, q8_0, and q8_0 and bf16 with the AMX attention (where the
+  // CPU has AMX-BF16; q8_0 where the head fits its blocks), each on a
+  // fresh engine with pages of 4 tokens.
+  void ForEachDecodeArithmetic(const std::function<void(TestEngine*, const std::string&)>& fn) {
+    int head_dim = 0;  // known after the f16 pass
+    const std::pair<KvDtype, bool> arithmetics[] = {
+        {KvDtype::kF16, false}, {KvDtype::kQ8_0, false}, {KvDtype::kQ8_0, true}, {KvDtype::kBF16, true}};
+    for (auto [dtype, amx_attention] : arithmetics) {
+      if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
+      ScopedAmxAttention amx(amx_attention);
+      if (amx_attention && !amx.supported()) continue;
+      auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
+      ASSERT_NE(engine, nullptr);
+      head_dim = engine->config.head_dim;
+      fn(engine.get(), std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : ""));
+    }
   }
 
   // One teacher-forced step: the largest |ours - reference| over the
@@ -225,17 +245,7 @@ TEST_P(ParityTest, ForksMatchTheirParentAndThenFreshRuns) {
 // and bf16 caches also with the AMX attention chosen (on a CPU with
 // AMX-BF16: kernels/attention_amx.h).
 TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
-  int head_dim = 0;  // known after the f16 pass
-  const std::pair<KvDtype, bool> arithmetics[] = {
-      {KvDtype::kF16, false}, {KvDtype::kQ8_0, false}, {KvDtype::kQ8_0, true}, {KvDtype::kBF16, true}};
-  for (auto [dtype, amx_attention] : arithmetics) {
-    if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
-    ScopedAmxAttention amx(amx_attention);
-    if (amx_attention && !amx.supported()) continue;
-    const std::string arithmetic = std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : "");
-    auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
-    ASSERT_NE(engine, nullptr);
-    head_dim = engine->config.head_dim;
+  ForEachDecodeArithmetic([&](TestEngine* engine, const std::string& arithmetic) {
     const ReferenceLine& line = *std::max_element(
         reference_.begin(), reference_.end(),
         [](const auto& a, const auto& b) { return a.prompt_ids.size() < b.prompt_ids.size(); });
@@ -287,7 +297,7 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
       }
       EXPECT_EQ(alone, batched[s][kStrangerForks + 2]) << arithmetic << " stranger step " << s;
     }
-  }
+  });
 }
 
 // Sessions that share no pages, decoding in one batch (a row each: lone
@@ -297,17 +307,7 @@ TEST_P(ParityTest, ForksDecodingInOneBatchGetTheBitsEachGetsAlone) {
 // and KV head in the same pass). Their contexts cross the kernel's spans
 // of 256 keys.
 TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
-  int head_dim = 0;  // known after the f16 pass
-  const std::pair<KvDtype, bool> arithmetics[] = {
-      {KvDtype::kF16, false}, {KvDtype::kQ8_0, false}, {KvDtype::kQ8_0, true}, {KvDtype::kBF16, true}};
-  for (auto [dtype, amx_attention] : arithmetics) {
-    if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
-    ScopedAmxAttention amx(amx_attention);
-    if (amx_attention && !amx.supported()) continue;
-    const std::string arithmetic = std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : "");
-    auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
-    ASSERT_NE(engine, nullptr);
-    head_dim = engine->config.head_dim;
+  ForEachDecodeArithmetic([&](TestEngine* engine, const std::string& arithmetic) {
     const int vocab = engine->vocab();
     constexpr int kSessions = 3, kSteps = 3;
     const int lengths[kSessions] = {3, 70, std::min(300, static_cast<int>(engine->config.context_length) - 8)};
@@ -372,7 +372,7 @@ TEST_P(ParityTest, SessionsDecodingInOneBatchGetTheBitsEachGetsAlone) {
                                              << ", with a prefill chunk";
       }
     }
-  }
+  });
 }
 
 TEST_P(ParityTest, BatchedSequencesEqualSeparateRuns) {
