@@ -107,12 +107,7 @@ State Attend(const Case& c, const Pages& pages, int n_pages, const std::vector<f
   return st;
 }
 
-class AttentionHeadsTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << KernelIsaName(GetParam()) << " not supported here";
-  }
-};
+class AttentionHeadsTest : public KernelIsaTest {};
 
 TEST_P(AttentionHeadsTest, ADecodeRowOfSeveralKvHeadsGetsTheBitsOfACallPerHead) {
   ScopedKernelIsa active(GetParam());

@@ -122,12 +122,7 @@ std::vector<Sequence> Forks(int prompt_blocks, const std::vector<int>& own, cons
   return batch;
 }
 
-class AttentionRunsTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << KernelIsaName(GetParam()) << " not supported here";
-  }
-};
+class AttentionRunsTest : public KernelIsaTest {};
 
 TEST_P(AttentionRunsTest, ForksDecodingTogetherGetTheBitsOfACallPerFork) {
   ScopedKernelIsa active(GetParam());

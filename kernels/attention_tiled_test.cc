@@ -71,12 +71,7 @@ std::vector<float> Attend(KvDtype dtype, const Shape& s, const std::vector<float
   return out;
 }
 
-class AttentionTiledTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << KernelIsaName(GetParam()) << " not supported here";
-  }
-};
+class AttentionTiledTest : public KernelIsaTest {};
 
 TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResult) {
   std::mt19937 rng(11);

@@ -11,6 +11,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
+#include "gtest/gtest.h"
 #include "kernels/ggml_types.h"
 
 namespace kvs {
@@ -30,6 +31,15 @@ class ScopedKernelIsa {
  private:
   KernelIsa previous_;
   bool supported_ = false;
+};
+
+// The fixture of a test parameterized by kernel level: skips a level the
+// CPU does not have.
+class KernelIsaTest : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << KernelIsaName(GetParam()) << " not supported here";
+  }
 };
 
 inline const std::vector<KernelIsa>& AllKernelIsas() {

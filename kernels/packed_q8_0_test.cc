@@ -66,12 +66,7 @@ TEST(PackedQ8_0Test, LayoutHoldsQuantsPlus128InVnniOrderAndF16Scales) {
 }
 
 // Runs for each level that packs (AVX2, AVX-512), where the CPU has it.
-class PackedQ8_0KernelTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << "no " << KernelIsaName(GetParam()) << " here";
-  }
-};
+class PackedQ8_0KernelTest : public KernelIsaTest {};
 
 INSTANTIATE_TEST_SUITE_P(PackingLevels, PackedQ8_0KernelTest, ::testing::Values(KernelIsa::kAvx2, KernelIsa::kAvx512),
                          [](const ::testing::TestParamInfo<KernelIsa>& info) { return std::string(KernelIsaName(info.param)); });

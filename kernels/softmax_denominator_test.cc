@@ -85,12 +85,7 @@ double Denominator(const std::vector<float>& x, float max) {
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
 
-class SoftmaxDenominatorTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << "no " << KernelIsaName(GetParam()) << " here";
-  }
-};
+class SoftmaxDenominatorTest : public KernelIsaTest {};
 
 INSTANTIATE_TEST_SUITE_P(Levels, SoftmaxDenominatorTest, ::testing::ValuesIn(AllKernelIsas()),
                          [](const auto& info) { return std::string(KernelIsaName(info.param)); });

@@ -47,12 +47,7 @@ std::vector<std::vector<float>> Cases() {
   return cases;
 }
 
-class TopLogitsTest : public ::testing::TestWithParam<KernelIsa> {
- protected:
-  void SetUp() override {
-    if (!KernelIsaSupported(GetParam())) GTEST_SKIP() << "no " << KernelIsaName(GetParam()) << " here";
-  }
-};
+class TopLogitsTest : public KernelIsaTest {};
 
 INSTANTIATE_TEST_SUITE_P(Levels, TopLogitsTest,
                          ::testing::Values(KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512),
