@@ -33,6 +33,11 @@ constexpr int kChunk = EngineBench::kChunk;
 constexpr int kPageTokens = EngineBench::kPageTokens;
 constexpr int kDecodeSteps = 32;
 constexpr int kLongest = 16384;
+// The fan-out row: kFanOutBranches forks of a kFanOutPrompt-token prompt
+// decode kFanOutTokens tokens each, against one stream.
+constexpr int kFanOutPrompt = 512;
+constexpr int kFanOutBranches = 8;
+constexpr int kFanOutTokens = 64;
 
 void PrintRow(const std::string& what, const std::string& ours, const std::string& llama,
               const std::string& target, const char* verdict) {
@@ -142,19 +147,20 @@ int RunLongSuite(const LongSuiteOptions& o) {
   ctx_long = KvSequence(&runner.pages());  // frees its pages before the fan-out
   ctx4096 = KvSequence(&runner.pages());
 
-  // 8 forks x 64 tokens on a 512-token prompt, against one stream.
+  // kFanOutBranches forks x kFanOutTokens on a kFanOutPrompt-token prompt,
+  // against one stream.
   KvSequence root(&runner.pages());
-  runner.Prefill(root, RandomTokens(512, vocab, 1));
+  runner.Prefill(root, RandomTokens(kFanOutPrompt, vocab, 1));
   auto fan_out = [&](int branches) {
     std::vector<double> rates;
     for (int r = 0; r < runs; ++r) {
       std::vector<KvSequence> seqs;
       for (int i = 0; i < branches; ++i) seqs.push_back(root.Fork());
-      rates.push_back(runner.Decode(seqs, 64));
+      rates.push_back(runner.Decode(seqs, kFanOutTokens));
     }
     return Median(rates);
   };
-  const double one_stream = fan_out(1), eight = fan_out(8);
+  const double one_stream = fan_out(1), eight = fan_out(kFanOutBranches);
 
   const double bandwidth = MeasureReadBandwidth(pool, runs);
   bench::LlamaCppFigures llama = bench::IssueElevenFigures();
@@ -175,6 +181,13 @@ int RunLongSuite(const LongSuiteOptions& o) {
   // The decode rate the measured bandwidth allows at `context`: every
   // step reads the weights and the context's KV once.
   auto ceiling = [&](int context) { return bandwidth * 1e9 / (weight_bytes + kv_per_token * context); };
+  // The aggregate rate it allows the fan-out row: a step reads the weights
+  // once for all the forks, the prompt's pages once (the forks fold them
+  // as one tile: AttentionUpdateRuns) and each fork's own KV, on average
+  // (kFanOutTokens - 1) / 2 tokens over the row's steps.
+  const double fan_out_ceiling =
+      kFanOutBranches * bandwidth * 1e9 /
+      (weight_bytes + kv_per_token * (kFanOutPrompt + kFanOutBranches * (kFanOutTokens - 1) / 2.0));
   // A decode rate as a percentage of that ceiling.
   auto share = [&](double tok_s, int context) { return 100 * tok_s / ceiling(context); };
 
@@ -231,12 +244,23 @@ int RunLongSuite(const LongSuiteOptions& o) {
   } else {
     decode_row("decode, context 16,384", decode_longest, kLongest, llama.tg16384, 2.5);
   }
-  PrintRow("8 forks x 64 tokens, 512-token prompt",
-           absl::StrFormat("%.1f tok/s aggregate (%.2fx one stream of %.1f)", eight, eight / one_stream, one_stream),
+  // 5x llama.cpp can ask more of the fan-out row than the bus carries: its
+  // forks share one read of the weights a step, so their ceiling is about
+  // kFanOutBranches times one stream's, not 5 times llama.cpp's.
+  const bool five_own = eight >= 5 * one_stream;
+  const char* fan_out_verdict = five_own && eight >= 5 * llama.batched8 ? "met"
+                                : five_own && 5 * llama.batched8 > fan_out_ceiling
+                                    ? "missed (5x llama.cpp is above the bandwidth ceiling)"
+                                    : "missed";
+  PrintRow(absl::StrFormat("%d forks x %d tokens, %d-token prompt", kFanOutBranches, kFanOutTokens, kFanOutPrompt),
+           absl::StrFormat("%.1f tok/s aggregate (%.2fx one stream of %.1f; %.0f%% of bandwidth)", eight,
+                           eight / one_stream, one_stream, 100 * eight / fan_out_ceiling),
            llama.batched8 > 0 ? absl::StrFormat("%.1f tok/s, batched-bench B=8 (%.2fx)", llama.batched8,
                                                 eight / llama.batched8)
                               : std::string(none),
-           ">= 5x one stream and >= 5x llama.cpp", Met(eight >= 5 * one_stream && eight >= 5 * llama.batched8));
+           absl::StrFormat(">= 5x one stream and >= 5x llama.cpp: %.1f tok/s; the bandwidth allows %.1f",
+                           5 * (one_stream > llama.batched8 ? one_stream : llama.batched8), fan_out_ceiling),
+           fan_out_verdict);
   if (o.kv_dtype != KvDtype::kF16) {
     PrintRow(absl::StrFormat("KV bytes per token, %s", KvDtypeName(o.kv_dtype)),
              absl::StrFormat("%.0f bytes (%.3fx f16's %.0f): %.0f tokens per GiB", kv_per_token,
