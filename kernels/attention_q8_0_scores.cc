@@ -51,34 +51,51 @@ void ScoresQ8_0(const uint8_t* queries, int nq, int head_dim, const void* const*
   int chunk_groups = group_bytes >= kPackedChunkBytes ? 1 : static_cast<int>(kPackedChunkBytes / group_bytes);
   if (nq <= kFewQueries && chunk_groups > kFewQueriesChunkGroups) chunk_groups = kFewQueriesChunkGroups;
   const int chunk_keys = 16 * chunk_groups;
-  alignas(64) uint8_t packed[kPackedChunkBytes];  // at least one group: head_dim <= kQ8_0ScoresMaxHeadDim
   PrefetchKeys(k_blocks, block_keys, row_bytes, 0, 16 * kAheadGroups < n_keys ? 16 * kAheadGroups : n_keys);
+  // Group g0's rows (up to 16, not past c1) into rows[], their count
+  // returned; the group kAheadGroups on is asked for: its rows in their
+  // first block while this group is read (*ahead, *ahead_bytes), any in a
+  // next block now.
+  auto group_rows = [&](int g0, int c1, const uint8_t** rows, const uint8_t** ahead, size_t* ahead_bytes) {
+    *ahead = nullptr;
+    *ahead_bytes = 0;
+    const int a0 = g0 + 16 * kAheadGroups, a1 = n_keys - a0 < 16 ? n_keys : a0 + 16;
+    if (a0 < n_keys) {
+      const int in_block_end = (a0 / block_keys + 1) * block_keys < a1 ? (a0 / block_keys + 1) * block_keys : a1;
+      *ahead = static_cast<const uint8_t*>(k_blocks[a0 / block_keys]) + static_cast<size_t>(a0 % block_keys) * row_bytes;
+      *ahead_bytes = static_cast<size_t>(in_block_end - a0) * row_bytes;
+      PrefetchKeys(k_blocks, block_keys, row_bytes, in_block_end, a1);
+    }
+    // Walked from the group's first key (one division per group: per key,
+    // they were 8% of a warm decode row).
+    const int n_rows = c1 - g0 < 16 ? c1 - g0 : 16;
+    int block = g0 / block_keys, in_block = g0 % block_keys;
+    for (int n = 0; n < n_rows; ++n) {
+      rows[n] = static_cast<const uint8_t*>(k_blocks[block]) + static_cast<size_t>(in_block) * row_bytes;
+      if (++in_block == block_keys) {
+        ++block;
+        in_block = 0;
+      }
+    }
+    return n_rows;
+  };
+  const uint8_t* rows[16];
+  const uint8_t* ahead;
+  size_t ahead_bytes;
+  const kernel_table::ScoresQ8_0RowsFn from_rows = kernel_table::ActiveKernelTable().scores_q8_0_rows;
+  if (from_rows != nullptr && nq <= kernel_table::kScoresQ8_0RowsMaxQueries) {
+    for (int g0 = 0; g0 < n_keys; g0 += 16) {
+      const int n_rows = group_rows(g0, n_keys, rows, &ahead, &ahead_bytes);
+      from_rows(rows, n_rows, head_dim, queries, QueryQ8_0Bytes(head_dim), head_dim, nq, scores + g0,
+                static_cast<int64_t>(stride), ahead, ahead_bytes);
+    }
+    return;
+  }
+  alignas(64) uint8_t packed[kPackedChunkBytes];  // at least one group: head_dim <= kQ8_0ScoresMaxHeadDim
   for (int c0 = 0; c0 < n_keys; c0 += chunk_keys) {
     const int c1 = n_keys - c0 < chunk_keys ? n_keys : c0 + chunk_keys;
     for (int g0 = c0; g0 < c1; g0 += 16) {
-      // The group kAheadGroups on: its rows in their first block are asked
-      // for while this group is packed, any in a next block now.
-      const uint8_t* ahead = nullptr;
-      size_t ahead_bytes = 0;
-      const int a0 = g0 + 16 * kAheadGroups, a1 = n_keys - a0 < 16 ? n_keys : a0 + 16;
-      if (a0 < n_keys) {
-        const int in_block_end = (a0 / block_keys + 1) * block_keys < a1 ? (a0 / block_keys + 1) * block_keys : a1;
-        ahead = static_cast<const uint8_t*>(k_blocks[a0 / block_keys]) + static_cast<size_t>(a0 % block_keys) * row_bytes;
-        ahead_bytes = static_cast<size_t>(in_block_end - a0) * row_bytes;
-        PrefetchKeys(k_blocks, block_keys, row_bytes, in_block_end, a1);
-      }
-      // The group's rows, walked from its first key (one division per
-      // group: per key, they were 8% of a warm decode row).
-      const uint8_t* rows[16];
-      const int n_rows = c1 - g0 < 16 ? c1 - g0 : 16;
-      int block = g0 / block_keys, in_block = g0 % block_keys;
-      for (int n = 0; n < n_rows; ++n) {
-        rows[n] = static_cast<const uint8_t*>(k_blocks[block]) + static_cast<size_t>(in_block) * row_bytes;
-        if (++in_block == block_keys) {
-          ++block;
-          in_block = 0;
-        }
-      }
+      const int n_rows = group_rows(g0, c1, rows, &ahead, &ahead_bytes);
       PackQ8_0Group(rows, n_rows, head_dim, packed + static_cast<size_t>((g0 - c0) / 16) * group_bytes, ahead,
                     ahead_bytes);
     }

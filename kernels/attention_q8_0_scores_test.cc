@@ -57,7 +57,7 @@ TEST(AttentionQ8_0ScoresTest, EveryLevelGivesEachScoreTheBitsOfTheStatedArithmet
           std::memcpy(paged.data() + at, kc.data() + b * bytes, have);
           blocks[b] = paged.data() + at;
         }
-        for (int nq : {1, 2, 3, 17, 32}) {
+        for (int nq : {1, 2, 3, 4, 5, 17, 32}) {
           std::vector<float> q(static_cast<size_t>(nq) * hd);
           for (float& x : q) x = 3 * nd(rng);
           const size_t qb = QueryQ8_0Bytes(hd);
@@ -80,6 +80,47 @@ TEST(AttentionQ8_0ScoresTest, EveryLevelGivesEachScoreTheBitsOfTheStatedArithmet
           float one[64];
           QueryScoresQ8_0(q.data(), hd, blocks[1], block_keys, scale, one);
           for (int key = 0; key < block_keys; ++key) ASSERT_EQ(scores[block_keys + key], one[key]);
+        }
+      }
+    }
+  }
+}
+
+// Keys at the ends of the int8 range (-128, which no store writes but a
+// page read from elsewhere may hold, and 127) against queries rounded to
+// +-127, pairs of one sign: where a saturating int16 step or a sign flip
+// of -128 would show. Every level, a decode row's few queries and a
+// prefill tile's many, the bits of the stated arithmetic.
+TEST(AttentionQ8_0ScoresTest, KeysAtTheEndsOfTheInt8RangeGetTheStatedBitsOnEveryLevel) {
+  const int hd = 128, n_keys = 37;
+  const size_t rb = KvBytes(KvDtype::kQ8_0, hd), qb = QueryQ8_0Bytes(hd);
+  std::vector<uint8_t> kc(n_keys * rb);
+  for (int key = 0; key < n_keys; ++key) {
+    for (int b = 0; b < hd / 32; ++b) {
+      uint8_t* block = kc.data() + key * rb + b * kKvQ8_0BlockBytes;
+      const uint16_t d = Fp32ToFp16(0.5f + 0.25f * static_cast<float>((key + b) % 3));
+      std::memcpy(block, &d, 2);
+      for (int i = 0; i < 32; ++i) {
+        const bool low = key % 3 == 0 || (key % 3 == 1 && i % 4 < 2);
+        block[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(low ? -128 : 127));
+      }
+    }
+  }
+  const void* blocks[1] = {kc.data()};
+  for (KernelIsa isa : AllKernelIsas()) {
+    if (!KernelIsaSupported(isa)) continue;
+    ScopedKernelIsa active(isa);
+    for (int nq : {1, 2, 4, 17}) {
+      std::vector<float> q(static_cast<size_t>(nq) * hd);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = (i / hd) % 2 == 0 ? -1.0f : (i % 8 < 4 ? 1.0f : -1.0f);
+      std::vector<uint8_t> rounded(nq * qb);
+      for (int j = 0; j < nq; ++j) QuantizeQueryQ8_0(q.data() + j * hd, hd, 0.125f, rounded.data() + j * qb);
+      std::vector<float> scores(nq * n_keys);
+      ScoresQ8_0(rounded.data(), nq, hd, blocks, n_keys, n_keys, scores.data(), n_keys);
+      for (int j = 0; j < nq; ++j) {
+        for (int key = 0; key < n_keys; ++key) {
+          ASSERT_EQ(StatedScore(rounded.data() + j * qb, kc.data() + key * rb, hd), scores[j * n_keys + key])
+              << KernelIsaName(isa) << " nq " << nq << " query " << j << " key " << key;
         }
       }
     }

@@ -120,6 +120,14 @@ using PackedQ8_0MinCallRowsFn = int64_t (*)(int nx);
 // PackQ8_0Group; every level gives the same bytes).
 using PackQ8_0GroupFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
                                  const uint8_t* ahead, size_t ahead_bytes);
+// Scores of up to 16 Q8_0 key rows against nq <= kScoresQ8_0RowsMaxQueries
+// rounded queries, straight from the rows: the bits of PackQ8_0Group
+// followed by the level's packed kernel (attention_q8_0_scores.h states
+// the arithmetic and the arguments). nullptr where the level packs.
+inline constexpr int kScoresQ8_0RowsMaxQueries = 4;
+using ScoresQ8_0RowsFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
+                                  size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                                  const uint8_t* ahead, size_t ahead_bytes);
 // The best logits (top_logits.h Argmax, TopK and LogitsAbove).
 using ArgmaxFn = int64_t (*)(const float* x, int64_t n);
 using TopKFn = int (*)(const float* x, int64_t n, int k, TopLogit* out);
@@ -162,6 +170,10 @@ struct KernelTable {
   PackedQ8_0MatmulFn packed_q8_0_wide;
   PackedQ8_0MinCallRowsFn packed_q8_0_min_call_rows;  // for packed_q8_0
   PackQ8_0GroupFn pack_q8_0_group;
+  // A decode row's few queries against Q8_0 keys without packing them
+  // (AVX2, which has no u8 x s8 dot product: the packed layout's bias and
+  // its store and reload cost as much as the products); nullptr: pack.
+  ScoresQ8_0RowsFn scores_q8_0_rows;
   bool amx;
   // Whether the attention entries are the AMX kernels (attention_amx.h),
   // which take F16, BF16 and Q8_0 caches with heads of a multiple of 32.

@@ -21,6 +21,11 @@
 // weights' read from memory overlaps the tiles' arithmetic instead of
 // adding to it (kvs-bench-kernels gemm_packed/Q8_0/avx2/nx8/151936x1024,
 // weights from memory, on Zen 3: 34-43 ms -> 29-35 ms per call).
+//
+// ScoresRowsAvx2 (the table's scores_q8_0_rows) is the same arithmetic for
+// a decode row's few queries against Q8_0 key rows that are read once: it
+// transposes each half-group's slices in registers as the packer does and
+// multiplies them there, without the packed buffer.
 #include <immintrin.h>
 
 #include <cstring>
@@ -178,11 +183,42 @@ void MatmulAvx2(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, i
   }
 }
 
-// PackQ8_0Group: per block and half-group of 8 rows, the rows' 32 quants
-// are an 8 x 8 matrix of 4-byte slices, transposed (unpacks of 32 and 64
-// bits, then 128-bit lanes across two registers) so that slice kk of the
-// 8 rows is one register: bytes 0-31 (rows 0-7) or 32-63 (rows 8-15) of
-// slice kk. Missing rows are zero quants (stored as 128) with scale 0, as
+// Half-group `half` of up to 16 rows (rows[n], n < n_rows; missing rows
+// zero): the 32 quants at byte `at` of rows 8 half .. 8 half + 7 are an
+// 8 x 8 matrix of 4-byte slices, transposed (unpacks of 32 and 64 bits,
+// then 128-bit lanes across two registers) so that w[kk], lane n, holds
+// quants 4kk..4kk+3 of row 8 half + n, signed as stored.
+__attribute__((always_inline)) inline void TransposeHalf(const uint8_t* const* rows, int n_rows, int half, size_t at, __m256i (&w)[8]) {
+  __m256i z[8], t[8], u[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    const int n = 8 * half + i;
+    z[i] = n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at)) : _mm256_setzero_si256();
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(z[i], z[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(z[i], z[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // u[c] (c < 4): slice c of rows 0-3 of the half, then slice c + 4;
+  // u[c + 4] the same for rows 4-7.
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    w[c] = _mm256_permute2x128_si256(u[c], u[c + 4], 0x20);
+    w[c + 4] = _mm256_permute2x128_si256(u[c], u[c + 4], 0x31);
+  }
+}
+
+// PackQ8_0Group: per block and half-group, TransposeHalf's slice kk of the
+// 8 rows plus 128 is bytes 0-31 (rows 0-7) or 32-63 (rows 8-15) of slice
+// kk. Missing rows are zero quants (stored as 128) with scale 0, as
 // PackQ8_0GroupScalar.
 void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out, const uint8_t* ahead,
                    size_t ahead_bytes) {
@@ -201,37 +237,104 @@ void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t
     }
     uint8_t* wq = quants + b * 512;
     for (int half = 0; half < 2; ++half) {
-      __m256i z[8], t[8], u[8];
+      __m256i w[8];
+      TransposeHalf(rows, n_rows, half, at + 2, w);
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const int n = 8 * half + i;
-        z[i] = n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at + 2))
-                          : _mm256_setzero_si256();
-        z[i] = _mm256_xor_si256(z[i], flip);
-      }
-#pragma GCC unroll 4
-      for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_epi32(z[i], z[i + 1]);
-        t[i + 1] = _mm256_unpackhi_epi32(z[i], z[i + 1]);
-      }
-#pragma GCC unroll 2
-      for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
-        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
-        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
-        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
-      }
-      // u[c] (c < 4): slice c of rows 0-3 of the half, then slice c + 4;
-      // u[c + 4] the same for rows 4-7.
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wq + c * 64 + 32 * half),
-                           _mm256_permute2x128_si256(u[c], u[c + 4], 0x20));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wq + (c + 4) * 64 + 32 * half),
-                           _mm256_permute2x128_si256(u[c], u[c + 4], 0x31));
+      for (int kk = 0; kk < 8; ++kk) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(wq + kk * 64 + 32 * half), _mm256_xor_si256(w[kk], flip));
       }
     }
     for (int n = 0; n < n_rows; ++n) std::memcpy(scales + b * 16 + n, rows[n] + at, 2);
+  }
+}
+
+// ScoresQ8_0Rows for J queries: per block and half-group, the transposed
+// slices go straight into HalfTile's products (|k| against sign(x, k), the
+// same exact int32 sums) and its scaled sums (fma(float(isum), d_k * d_x,
+// acc), blocks in order), so every lane has MatmulAvx2's bits for that key
+// and query without the packed buffer's bias, stores and reloads. A half
+// with no rows is skipped; only rows < n_rows are written.
+template <int J>
+void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const int8_t* const* x,
+                    const float* const* dx, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int halves = n_rows > 8 ? 2 : 1;
+  const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  __m256 acc[2][J];
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) acc[h][j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
+    for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T2);  // into L2 (BlockPrefetch)
+    }
+    for (int h = 0; h < halves; ++h) {
+      __m256i w[8];
+      TransposeHalf(rows, n_rows, h, at + 2, w);
+      __m256i isum[J];
+#pragma GCC unroll 8
+      for (int kk = 0; kk < 8; ++kk) {
+        const __m256i mag = _mm256_abs_epi8(w[kk]);
+#pragma GCC unroll 4
+        for (int j = 0; j < J; ++j) {
+          const __m256i xs = Slice(x[j] + 32 * b + 4 * kk);
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(xs, w[kk])), ones);
+          isum[j] = kk == 0 ? dot : _mm256_add_epi32(isum[j], dot);
+          asm("" : "+x"(isum[j]));  // a chain in registers, as HalfTile's
+        }
+      }
+      // The 8 rows' F16 scales, built in registers: 2-byte stores read
+      // back as one vector stall on store forwarding.
+      auto scale = [&](int i) -> uint32_t {
+        const int n = 8 * h + i;
+        uint16_t d = 0;
+        if (n < n_rows) std::memcpy(&d, rows[n] + at, 2);
+        return d;
+      };
+      __m128i d16 = _mm_cvtsi32_si128(static_cast<int>(scale(0) | scale(1) << 16));
+      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(2) | scale(3) << 16), 1);
+      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(4) | scale(5) << 16), 2);
+      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(6) | scale(7) << 16), 3);
+      const __m256 dw = _mm256_cvtph_ps(d16);
+#pragma GCC unroll 4
+      for (int j = 0; j < J; ++j) {
+        acc[h][j] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(dx[j][b])), acc[h][j]);
+      }
+    }
+  }
+  for (int h = 0; h < halves; ++h) {
+    const int lanes = n_rows - 8 * h < 8 ? n_rows - 8 * h : 8;
+    for (int j = 0; j < J; ++j) {
+      float* out = y + j * y_stride + 8 * h;
+      if (lanes == 8) {
+        _mm256_storeu_ps(out, acc[h][j]);
+      } else {
+        _mm256_maskstore_ps(out, LaneMask(0, lanes), acc[h][j]);
+      }
+    }
+  }
+}
+
+void ScoresRowsAvx2(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
+                    size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                    const uint8_t* ahead, size_t ahead_bytes) {
+  if (n_rows <= 0 || nq <= 0) return;
+  const int8_t* x[kScoresQ8_0RowsMaxQueries];
+  const float* dx[kScoresQ8_0RowsMaxQueries];
+  for (int j = 0; j < nq; ++j) {
+    x[j] = reinterpret_cast<const int8_t*>(queries + static_cast<size_t>(j) * query_bytes);
+    dx[j] = reinterpret_cast<const float*>(queries + static_cast<size_t>(j) * query_bytes + scales_offset);
+  }
+  const int64_t nb = head_dim / 32;
+  switch (nq) {
+    case 1: return ScoresRowsTile<1>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    case 2: return ScoresRowsTile<2>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    case 3: return ScoresRowsTile<3>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    default: return ScoresRowsTile<4>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
   }
 }
 
@@ -239,6 +342,7 @@ void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t
 
 void FillAvx2PackedQ8_0(KernelTable* t) {
   t->pack_q8_0_group = PackGroupAvx2;
+  t->scores_q8_0_rows = ScoresRowsAvx2;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx2;
   t->packed_q8_0_wide = MatmulAvx2;

@@ -79,7 +79,8 @@ inline const int8_t* Q8_0Quants(const void* rows, int row, int d) {
 
 // scales[b][t] = the F32 scale of value block b of row row0 + t, for
 // t < count; 0 for t >= count (rows past the chunk are never read): one
-// gather per block and vector (16 scalar stores read back as a vector
+// V::GatherHalves per block and vector (a gather at AVX-512, scalar loads
+// combined in registers at AVX2; 16 scalar stores read back as a vector
 // stalled on store forwarding: a quarter of a decode row's value time).
 template <class V, int hd>
 inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scales)[kQ8_0ValueKeys]) {
