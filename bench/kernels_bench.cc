@@ -69,6 +69,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/cpu_name.h"
 #include "cache/kv_geometry.h"
 #include "cache/page_pool.h"
 #include "kernels/activation.h"
@@ -721,6 +722,8 @@ void RegisterAll() {
 
 int main(int argc, char** argv) {
   kvs::RegisterAll();
+  benchmark::AddCustomContext("cpu", kvs::CpuModelName());
+  benchmark::AddCustomContext("default kernels", kvs::ActiveKernelsName());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
