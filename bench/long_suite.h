@@ -14,14 +14,20 @@
 // kvsession's rows (llama_cpp_figures.h); targets stated against llama.cpp
 // are judged on that column.
 //
-//   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--threads N]
-//       [--quick] [--kv-type f16|bf16|q8_0|f32] [--amx-attention]
+//   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--rounds 1]
+//       [--threads N] [--quick] [--kv-type f16|bf16|q8_0|f32] [--amx-attention]
 //       [--llama-cpp LLAMA_CPP/build/bin --llama-model TWIN.gguf]
 //
 // With another --kv-type than f16 the table gains a row for the KV bytes
 // per token against f16's (the sessions a GiB holds).
 //
-// Medians of --runs. Takes minutes (a 16,384-token context is prefilled).
+// Medians of --runs. With --rounds R, every row is measured R times,
+// kvsession's rows and llama.cpp's run alternating round by round (on a
+// shared machine the speed drifts over the minutes a suite takes); each
+// figure is then the median over the rounds, each ratio the median of the
+// rounds' ratios (the figure targets are judged on), and each verdict says
+// in how many rounds the target held. Takes minutes per round (a
+// 16,384-token context is prefilled; --quick skips it).
 #ifndef KVSESSION_BENCH_LONG_SUITE_H_
 #define KVSESSION_BENCH_LONG_SUITE_H_
 
@@ -34,6 +40,7 @@ namespace kvs {
 struct LongSuiteOptions {
   std::string model;
   int runs = 3;
+  int rounds = 1;      // kvsession's rows, then llama.cpp's, this many times
   int threads = 0;     // 0: one per core
   bool quick = false;  // skip decode at 16,384
   KvDtype kv_dtype = KvDtype::kF16;

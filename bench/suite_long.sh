@@ -12,7 +12,7 @@
 # Each table states its targets and whether this run meets them.
 #
 #   bench/suite_long.sh --model M.gguf [--kv-type f16|bf16|q8_0|f32]
-#       [--amx-attention] [--quick] [--runs N] [--threads N]
+#       [--amx-attention] [--quick] [--runs N] [--rounds N] [--threads N]
 #       [--llama-cpp LLAMA_CPP/build/bin --llama-model TWIN.gguf]
 #
 # The binaries come from build/bin (BIN=DIR for others). Exit code: the
@@ -28,13 +28,13 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) model=$2; suite_args+=("$1" "$2"); shift 2 ;;
     --kv-type) kv_type=$2; suite_args+=("$1" "$2"); shift 2 ;;
-    --runs | --threads | --llama-cpp | --llama-model) suite_args+=("$1" "$2"); shift 2 ;;
+    --runs | --rounds | --threads | --llama-cpp | --llama-model) suite_args+=("$1" "$2"); shift 2 ;;
     --amx-attention | --quick) suite_args+=("$1"); shift ;;
     *) echo "suite_long.sh: unknown argument (see the header for usage)" >&2; exit 2 ;;
   esac
 done
 if [[ -z "$model" ]]; then
-  echo "usage: bench/suite_long.sh --model M.gguf [--kv-type T] [--amx-attention] [--quick] [--runs N]" \
+  echo "usage: bench/suite_long.sh --model M.gguf [--kv-type T] [--amx-attention] [--quick] [--runs N] [--rounds N]" \
        "[--threads N] [--llama-cpp DIR --llama-model TWIN.gguf]" >&2
   exit 2
 fi

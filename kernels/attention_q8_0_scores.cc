@@ -47,10 +47,6 @@ void ScoresQ8_0(const uint8_t* queries, int nq, int head_dim, const void* const*
                 int n_keys, float* scores, size_t stride) {
   if (nq <= 0 || n_keys <= 0) return;
   const size_t row_bytes = KvBytes(KvDtype::kQ8_0, head_dim);
-  const size_t group_bytes = PackedQ8_0GroupBytes(head_dim);
-  int chunk_groups = group_bytes >= kPackedChunkBytes ? 1 : static_cast<int>(kPackedChunkBytes / group_bytes);
-  if (nq <= kFewQueries && chunk_groups > kFewQueriesChunkGroups) chunk_groups = kFewQueriesChunkGroups;
-  const int chunk_keys = 16 * chunk_groups;
   PrefetchKeys(k_blocks, block_keys, row_bytes, 0, 16 * kAheadGroups < n_keys ? 16 * kAheadGroups : n_keys);
   // Group g0's rows (up to 16, not past c1) into rows[], their count
   // returned; the group kAheadGroups on is asked for: its rows in their
@@ -91,6 +87,11 @@ void ScoresQ8_0(const uint8_t* queries, int nq, int head_dim, const void* const*
     }
     return;
   }
+  // Packed: chunks of keys packed into `packed`, then multiplied there.
+  const size_t group_bytes = PackedQ8_0GroupBytes(head_dim);
+  int chunk_groups = group_bytes >= kPackedChunkBytes ? 1 : static_cast<int>(kPackedChunkBytes / group_bytes);
+  if (nq <= kFewQueries && chunk_groups > kFewQueriesChunkGroups) chunk_groups = kFewQueriesChunkGroups;
+  const int chunk_keys = 16 * chunk_groups;
   alignas(64) uint8_t packed[kPackedChunkBytes];  // at least one group: head_dim <= kQ8_0ScoresMaxHeadDim
   for (int c0 = 0; c0 < n_keys; c0 += chunk_keys) {
     const int c1 = n_keys - c0 < chunk_keys ? n_keys : c0 + chunk_keys;
