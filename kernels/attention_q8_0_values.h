@@ -22,7 +22,7 @@
 // only (about 1e-6 relative).
 //
 // Precision: BF16 keeps 8 significant bits of the weight (relative error at
-// most 2^-9), below a Q8_0 value's own rounding (half a step of max|v|/127
+// most 2^-8), below a Q8_0 value's own rounding (half a step of max|v|/127
 // per block). On the reference models the mean KL against the f16 cache
 // moved by at most 2% (docs/performance.md, "KV types").
 //

@@ -48,7 +48,7 @@ std::vector<uint8_t> Q8_0Row(int hd, uint16_t scale, const std::vector<int8_t>& 
 // With every score equal (zero keys), each visible key's probability is
 // exactly 1, so a query's output is sum_j RoundToBf16(scale_j) * quant_jd
 // over its n keys, divided by n. The scales are F16 values BF16 cannot
-// hold (11 significant bits), so an unrounded weight misses by up to 2^-9.
+// hold (11 significant bits), so an unrounded weight misses by up to 2^-8.
 TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesByItsScaleRoundedToBf16) {
   const bool tiled_before = TiledAttentionInUse();
   for (KernelIsa isa : AllKernelIsas()) {
