@@ -440,7 +440,8 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
 // acc[d0, d0 + kC * kLanes) += the values of keys [0, n) of the block at
 // vb, key by key in order, read in place: p[j] * v_j, or for a q8_0 cache
 // the BF16-rounded weights of attention_q8_0_values.h times the int8
-// quants (weights[j * hd / 32 + value block], from RowWeightsQ8_0).
+// quants (weights[value block * kOneStepWeightKeys + j], from
+// RowWeightsQ8_0).
 template <class V, KvDtype kT, int kC>
 void OneStepValueVectors(const float* p, const float* weights, const void* vb, int n, int hd, int d0, float* acc) {
   using F = typename V::F;
@@ -450,12 +451,12 @@ void OneStepValueVectors(const float* p, const float* weights, const void* vb, i
   for (int c = 0; c < kC; ++c) a[c] = V::Load(acc + d0 + c * L);
   for (int j = 0; j < n; ++j) {
     if constexpr (kT == KvDtype::kQ8_0) {  // L divides a q8_0 block's 32 values
-      const float* wj = weights + static_cast<size_t>(j) * (hd / kKvQ8_0BlockValues);
 #pragma GCC unroll 4
       for (int c = 0; c < kC; ++c) {
         const int d = d0 + c * L;
         const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(vb, j, d, hd) + 2 + d % kKvQ8_0BlockValues);
-        a[c] = V::Fma(V::Set1(wj[d / kKvQ8_0BlockValues]), V::LoadI8(quants), a[c]);
+        const float w = weights[d / kKvQ8_0BlockValues * kOneStepWeightKeys + j];
+        a[c] = V::Fma(V::Set1(w), V::LoadI8(quants), a[c]);
       }
     } else {
       const F pj = V::Set1(p[j]);
@@ -467,8 +468,10 @@ void OneStepValueVectors(const float* p, const float* weights, const void* vb, i
   for (int c = 0; c < kC; ++c) V::Store(acc + d0 + c * L, a[c]);
 }
 
-// Keys whose q8_0 value weights the fallback makes at a time, per query.
-inline constexpr int kOneStepWeightKeys = 64;
+// Queries the fallback rounds and scores together against a q8_0 cache
+// (ScoresQ8_0 reads each key once for them; a key's score does not depend
+// on the batch).
+inline constexpr int kOneStepQ8_0Queries = 8;
 
 // Calls fn(std::integral_constant<int, kC>{}, d0) over the whole vectors of
 // a row of hd values, kC = 4 vectors at a time, then the 1 to 3 left;
@@ -525,7 +528,9 @@ void OneStepValues(const float* p, const void* vb, int n, int hd, float* weights
 // kernel"). Up to kAttentionTileQueries queries go through each block
 // together, so it is read from memory once for the group, not once per
 // query; each query still takes its keys in order, so its bits are those
-// of a query alone. scratch: kAttentionTileQueries rows of the group's
+// of a query alone. Against a q8_0 cache the group's queries are rounded
+// once and scored kOneStepQ8_0Queries at a time by ScoresQ8_0 over all
+// their keys (the same bits as one query and one block at a time). scratch: kAttentionTileQueries rows of the group's
 // most visible keys, then (q8_0) kOneStepWeightKeys * head_dim / 32
 // weights (within AttentionBlocksScratchFloats: AttentionTileScratchFloats'
 // part floats hold them).
@@ -544,12 +549,27 @@ void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int 
     float* weights = scratch + static_cast<size_t>(kAttentionTileQueries) * stride;
     auto query_scores = [&](int i) { return scratch + static_cast<size_t>(i - i0) * stride; };
     const int used_blocks = (stride + block_keys - 1) / block_keys;
-    for (int b = 0; b < used_blocks; ++b) {  // the group's scores, block by block
-      for (int i = i0; i < i1; ++i) {
-        const int nb = visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
-        if (nb <= 0) continue;
-        const float* qi = q + (i / heads) * q_row_stride + (i % heads) * head_dim;
-        BlockScores<V, kT>(qi, k[b], nb, head_dim, scale, query_scores(i) + b * block_keys);
+    if constexpr (kT == KvDtype::kQ8_0) {  // a few queries rounded once, scored together over all their keys
+      alignas(64) uint8_t rounded[kOneStepQ8_0Queries * QueryQ8_0Bytes(kKvQ8_0MaxHeadDim)];
+      const size_t query_bytes = QueryQ8_0Bytes(head_dim);
+      for (int j0 = i0; j0 < i1; j0 += kOneStepQ8_0Queries) {
+        const int j1 = i1 - j0 < kOneStepQ8_0Queries ? i1 : j0 + kOneStepQ8_0Queries;
+        int n = 0;  // the most keys one of them sees (the others' extra scores are never read)
+        for (int i = j0; i < j1; ++i) {
+          QuantizeQueryQ8_0(q + (i / heads) * q_row_stride + (i % heads) * head_dim, head_dim, scale,
+                            rounded + (i - j0) * query_bytes);
+          n = visible_keys(i) > n ? visible_keys(i) : n;
+        }
+        if (n > 0) ScoresQ8_0(rounded, j1 - j0, head_dim, k, block_keys, n, query_scores(j0), stride);
+      }
+    } else {
+      for (int b = 0; b < used_blocks; ++b) {  // the group's scores, block by block
+        for (int i = i0; i < i1; ++i) {
+          const int nb = visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
+          if (nb <= 0) continue;
+          const float* qi = q + (i / heads) * q_row_stride + (i % heads) * head_dim;
+          BlockScores<V, kT>(qi, k[b], nb, head_dim, scale, query_scores(i) + b * block_keys);
+        }
       }
     }
     for (int i = i0; i < i1; ++i) {

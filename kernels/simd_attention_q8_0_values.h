@@ -242,18 +242,28 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   }
 }
 
-// The fallback's weights: weights[j * hd / 32 + b] = Q8_0ValueWeight(p[j],
-// the scale of block b of row j) for j < n.
+// Keys whose q8_0 value weights the fallback makes at a time, per query.
+inline constexpr int kOneStepWeightKeys = 64;
+
+// The fallback's weights: weights[b * kOneStepWeightKeys + j] =
+// Q8_0ValueWeight(p[j], the scale of block b of row j) for j < n <=
+// kOneStepWeightKeys (rows of hd values from src), V::kLanes keys at a
+// time; lanes past n get 0.
 template <class V>
 void RowWeightsQ8_0(const float* p, const void* src, int n, int hd, float* weights) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  static_assert(kOneStepWeightKeys % L == 0, "whole vectors of weights");
   const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
   const int blocks = hd / kKvQ8_0BlockValues;
-  for (int j = 0; j < n; ++j) {
-    const uint8_t* row = static_cast<const uint8_t*>(src) + j * row_bytes;
+  const uint8_t* rows = static_cast<const uint8_t*>(src);
+  for (int j = 0; j < n; j += L) {
+    const int m = n - j;
+    const F pv = m >= L ? V::Load(p + j) : V::LoadPartial(p + j, m);
     for (int b = 0; b < blocks; ++b) {
-      uint16_t half;
-      std::memcpy(&half, row + static_cast<size_t>(b) * kKvQ8_0BlockBytes, 2);
-      weights[j * blocks + b] = Q8_0ValueWeight(p[j], V::HalfToFloat(half));
+      const F scales = V::GatherHalves(rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
+                                       static_cast<int>(row_bytes), m);
+      V::Store(weights + b * kOneStepWeightKeys + j, V::RoundToBf16(V::Mul(pv, scales)));
     }
   }
 }
