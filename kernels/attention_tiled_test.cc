@@ -89,8 +89,8 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
   shapes.push_back({128, 2, 16, 256, 600, 584});      // long pages
   shapes.push_back({128, 2, 33, 16, 300, 0});         // rows that see nothing in the first call
   shapes.push_back({16, 4, 12, 16, 70, 58});          // one vector per head
-  // Heads without a fixed kernel at some level (the fallback: AVX2 from
-  // 256 values, AVX-512 at 96, 160, 192, 224 and 512), every cache type:
+  // Heads without a fixed kernel at some level (the fallback: all of them
+  // at AVX2, 96, 160, 192, 224 and 512 at AVX-512), every cache type:
   // a q8_0 cache's weights are rounded against the context's max, as the
   // reference rounds them, not a block's.
   for (int hd : {96, 160, 192, 224, 256, 512}) shapes.push_back({hd, 2, 4, 16, 50, 40});
