@@ -530,10 +530,11 @@ void OneStepValues(const float* p, const void* vb, int n, int hd, float* weights
 // query; each query still takes its keys in order, so its bits are those
 // of a query alone. Against a q8_0 cache the group's queries are rounded
 // once and scored kOneStepQ8_0Queries at a time by ScoresQ8_0 over all
-// their keys (the same bits as one query and one block at a time). scratch: kAttentionTileQueries rows of the group's
-// most visible keys, then (q8_0) kOneStepWeightKeys * head_dim / 32
-// weights (within AttentionBlocksScratchFloats: AttentionTileScratchFloats'
-// part floats hold them).
+// their keys (the same bits as one query and one block at a time).
+// scratch: kAttentionTileQueries rows of the group's most visible keys,
+// then (q8_0) kOneStepWeightKeys * head_dim / 32 weights (within
+// AttentionBlocksScratchFloats: AttentionTileScratchFloats' part floats
+// hold them).
 template <class V, KvDtype kT>
 void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int heads, const void* const* k,
                             const void* const* v, int n_blocks, int block_keys, int head_dim, const int* visible,
