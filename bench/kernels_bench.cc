@@ -19,7 +19,8 @@
 //                        gemm_fast keep the GGUF rows, for A/B in one run
 //   attention            one decode query row of a GQA group of 2 or 4 heads
 //                        (head_dim 128) over 4096 keys in pages of 256, for
-//                        F32 and F16 caches: bytes/s of K and V
+//                        every cache type: bytes/s of K and V; /96hd: 2
+//                        heads of 96, the vector levels' fallback
 //   attention_paged      the same row as decode sees it: pages of 16, 32
 //                        and 64 tokens of a 28-layer, 8-KV-head model (page
 //                        stride 1.8 MB at 16 tokens, f16), 4096 keys; each
@@ -290,9 +291,9 @@ void RmsNormRows(benchmark::State& state) {
 }
 
 // One decode row: `heads` query heads of one GQA group over 4,096 keys.
-void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads) {
+void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads, int head_dim) {
   if (!UseIsa(state, isa)) return;
-  const int n_keys = 4096, page = 256, head_dim = 128;
+  const int n_keys = 4096, page = 256;
   const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(n_keys) * head_dim);
   std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
@@ -668,8 +669,11 @@ void RegisterAll() {
       for (int heads : {2, 4}) {
         const std::string name = std::string("attention/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                  "/4096keys/" + std::to_string(heads) + "heads";
-        configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype, heads));
+        configure(benchmark::RegisterBenchmark(name.c_str(), Attention, isa, dtype, heads, 128));
       }
+      configure(benchmark::RegisterBenchmark(
+          (std::string("attention/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) + "/4096keys/2heads/96hd").c_str(),
+          Attention, isa, dtype, 2, 96));
       const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/32queries/4096keys";
       configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype, 128));

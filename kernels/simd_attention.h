@@ -437,35 +437,52 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
   }
 }
 
-// acc[d0, d0 + kC * kLanes) += the values of keys [0, n) of the block at
-// vb, key by key in order, read in place: p[j] * v_j, or for a q8_0 cache
-// the BF16-rounded weights of attention_q8_0_values.h times the int8
-// quants (weights[value block * kOneStepWeightKeys + j], from
-// RowWeightsQ8_0).
-template <class V, KvDtype kT, int kC>
-void OneStepValueVectors(const float* p, const float* weights, const void* vb, int n, int hd, int d0, float* acc) {
+// For each of kQ queries q: acc[q][d0, d0 + kC * kLanes) += the values of
+// keys [0, n) of the block at vb, key by key in order, read in place:
+// p[q][j] * v_j, or for a q8_0 cache the BF16-rounded weights of
+// attention_q8_0_values.h times the int8 quants (weights[q][value block *
+// kOneStepWeightKeys + j], from RowWeightsQ8_0). Each value vector is
+// loaded and converted once for the kQ queries; each query's sums are
+// those it gets alone (the same products, in the same order).
+template <class V, KvDtype kT, int kC, int kQ>
+void OneStepValueVectors(const float* const* p, const float* const* weights, const void* vb, int n, int hd, int d0,
+                         float* const* acc) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  F a[kC];
+  F a[kQ][kC];
 #pragma GCC unroll 4
-  for (int c = 0; c < kC; ++c) a[c] = V::Load(acc + d0 + c * L);
+  for (int q = 0; q < kQ; ++q) {
+#pragma GCC unroll 4
+    for (int c = 0; c < kC; ++c) a[q][c] = V::Load(acc[q] + d0 + c * L);
+  }
   for (int j = 0; j < n; ++j) {
     if constexpr (kT == KvDtype::kQ8_0) {  // L divides a q8_0 block's 32 values
 #pragma GCC unroll 4
       for (int c = 0; c < kC; ++c) {
         const int d = d0 + c * L;
         const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(vb, j, d, hd) + 2 + d % kKvQ8_0BlockValues);
-        const float w = weights[d / kKvQ8_0BlockValues * kOneStepWeightKeys + j];
-        a[c] = V::Fma(V::Set1(w), V::LoadI8(quants), a[c]);
+        const F x = V::LoadI8(quants);
+        const int w = d / kKvQ8_0BlockValues * kOneStepWeightKeys + j;
+#pragma GCC unroll 4
+        for (int q = 0; q < kQ; ++q) a[q][c] = V::Fma(V::Set1(weights[q][w]), x, a[q][c]);
       }
     } else {
-      const F pj = V::Set1(p[j]);
+      F pj[kQ];
 #pragma GCC unroll 4
-      for (int c = 0; c < kC; ++c) a[c] = V::Fma(pj, LoadKvLanes<V, kT>(vb, j, d0 + c * L, hd), a[c]);
+      for (int q = 0; q < kQ; ++q) pj[q] = V::Set1(p[q][j]);
+#pragma GCC unroll 4
+      for (int c = 0; c < kC; ++c) {
+        const F x = LoadKvLanes<V, kT>(vb, j, d0 + c * L, hd);
+#pragma GCC unroll 4
+        for (int q = 0; q < kQ; ++q) a[q][c] = V::Fma(pj[q], x, a[q][c]);
+      }
     }
   }
 #pragma GCC unroll 4
-  for (int c = 0; c < kC; ++c) V::Store(acc + d0 + c * L, a[c]);
+  for (int q = 0; q < kQ; ++q) {
+#pragma GCC unroll 4
+    for (int c = 0; c < kC; ++c) V::Store(acc[q] + d0 + c * L, a[q][c]);
+  }
 }
 
 // Queries the fallback rounds and scores together against a q8_0 cache
@@ -489,30 +506,44 @@ int ForVectorGroups(int hd, Fn&& fn) {
   return hd / L * L;
 }
 
-// acc[0, hd) += the values of keys [0, n) of the block at vb, key by key in
-// order (weights: scratch for kOneStepWeightKeys keys' q8_0 weights).
-template <class V, KvDtype kT>
-void OneStepValues(const float* p, const void* vb, int n, int hd, float* weights, float* acc) {
+// Queries whose values the fallback takes through a block together
+// (OneStepValueVectors: 2 x 4 accumulators, 4 values and 2 weights fit
+// AVX2's 16 registers).
+inline constexpr int kOneStepValueQueries = 2;
+
+// For each of kQ queries q: acc[q][0, hd) += the values of keys [0, n) of
+// the block at vb, key by key in order (weights: scratch for kQ *
+// kOneStepWeightKeys * hd / 32 q8_0 weights).
+template <class V, KvDtype kT, int kQ>
+void OneStepValues(const float* const* p, const void* vb, int n, int hd, float* weights, float* const* acc) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   if constexpr (kT == KvDtype::kQ8_0) {  // rows of weights, then the quants of those rows
     const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+    const size_t weight_floats = static_cast<size_t>(kOneStepWeightKeys) * (hd / kKvQ8_0BlockValues);
+    float* query_weights[kQ];
+    for (int q = 0; q < kQ; ++q) query_weights[q] = weights + q * weight_floats;
     for (int j0 = 0; j0 < n; j0 += kOneStepWeightKeys) {
       const int count = n - j0 < kOneStepWeightKeys ? n - j0 : kOneStepWeightKeys;
       const void* rows = static_cast<const uint8_t*>(vb) + j0 * row_bytes;
-      RowWeightsQ8_0<V>(p + j0, rows, count, hd, weights);
+      const float* chunk_p[kQ];
+      for (int q = 0; q < kQ; ++q) chunk_p[q] = p[q] + j0;
+      RowWeightsQ8_0<V, kQ>(chunk_p, rows, count, hd, query_weights);
       ForVectorGroups<L>(hd, [&](auto c, int d) {
-        OneStepValueVectors<V, kT, decltype(c)::value>(nullptr, weights, rows, count, hd, d, acc);
+        OneStepValueVectors<V, kT, decltype(c)::value, kQ>(nullptr, query_weights, rows, count, hd, d, acc);
       });
     }
   } else {
-    const int d = ForVectorGroups<L>(
-        hd, [&](auto c, int d0) { OneStepValueVectors<V, kT, decltype(c)::value>(p, nullptr, vb, n, hd, d0, acc); });
+    const int d = ForVectorGroups<L>(hd, [&](auto c, int d0) {
+      OneStepValueVectors<V, kT, decltype(c)::value, kQ>(p, nullptr, vb, n, hd, d0, acc);
+    });
     if (d < hd) {  // the last values, less than a vector
       const int width = hd - d;
-      F a = V::LoadPartial(acc + d, width);
-      for (int j = 0; j < n; ++j) a = V::Fma(V::Set1(p[j]), LoadKvPartial<V, kT>(vb, j, d, hd, width), a);
-      V::StorePartial(acc + d, a, width);
+      for (int q = 0; q < kQ; ++q) {
+        F a = V::LoadPartial(acc[q] + d, width);
+        for (int j = 0; j < n; ++j) a = V::Fma(V::Set1(p[q][j]), LoadKvPartial<V, kT>(vb, j, d, hd, width), a);
+        V::StorePartial(acc[q] + d, a, width);
+      }
     }
   }
 }
@@ -530,16 +561,19 @@ void OneStepValues(const float* p, const void* vb, int n, int hd, float* weights
 // query; each query still takes its keys in order, so its bits are those
 // of a query alone. Against a q8_0 cache the group's queries are rounded
 // once and scored kOneStepQ8_0Queries at a time by ScoresQ8_0 over all
-// their keys (the same bits as one query and one block at a time).
+// their keys (the same bits as one query and one block at a time). Two
+// queries that see the same keys of a block take its values together
+// (kOneStepValueQueries), each value converted once for both.
 // scratch: kAttentionTileQueries rows of the group's most visible keys,
-// then (q8_0) kOneStepWeightKeys * head_dim / 32 weights (within
+// then (q8_0) 2 * kOneStepWeightKeys * head_dim / 32 weights (within
 // AttentionBlocksScratchFloats: AttentionTileScratchFloats' part floats
 // hold them).
 template <class V, KvDtype kT>
 void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int heads, const void* const* k,
                             const void* const* v, int n_blocks, int block_keys, int head_dim, const int* visible,
                             float scale, float* max, float* sum, float* acc, float* scratch) {
-  static_assert(kOneStepWeightKeys * kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues <= kAttentionTilePartFloats);
+  static_assert(kOneStepValueQueries * kOneStepWeightKeys * kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues <=
+                kAttentionTilePartFloats);
   const int total = n_blocks * block_keys, queries = rows * heads;
   auto visible_keys = [&](int i) { return visible[i / heads] < total ? visible[i / heads] : total; };
   for (int i0 = 0; i0 < queries; i0 += kAttentionTileQueries) {
@@ -578,12 +612,27 @@ void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int 
       ScaleRow<V>(acc + static_cast<size_t>(i) * head_dim, head_dim,
                   SoftmaxStep<V>(query_scores(i), visible_keys(i), max[i], sum[i]));
     }
-    for (int b = 0; b < used_blocks; ++b) {  // then its values, block by block
-      for (int i = i0; i < i1; ++i) {
-        const int nb = visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
-        if (nb <= 0) continue;
-        OneStepValues<V, kT>(query_scores(i) + b * block_keys, v[b], nb, head_dim, weights,
-                             acc + static_cast<size_t>(i) * head_dim);
+    auto block_keys_of = [&](int i, int b) {
+      return visible_keys(i) - b * block_keys < block_keys ? visible_keys(i) - b * block_keys : block_keys;
+    };
+    for (int b = 0; b < used_blocks; ++b) {  // then its values, block by block, two queries at a time
+      for (int i = i0; i < i1;) {
+        const int nb = block_keys_of(i, b);
+        if (nb <= 0) {
+          ++i;
+          continue;
+        }
+        if (i + 1 < i1 && block_keys_of(i + 1, b) == nb) {  // (a GQA group's heads; a prompt's rows)
+          const float* p[2] = {query_scores(i) + b * block_keys, query_scores(i + 1) + b * block_keys};
+          float* accs[2] = {acc + static_cast<size_t>(i) * head_dim, acc + static_cast<size_t>(i + 1) * head_dim};
+          OneStepValues<V, kT, kOneStepValueQueries>(p, v[b], nb, head_dim, weights, accs);
+          i += 2;
+        } else {
+          const float* p[1] = {query_scores(i) + b * block_keys};
+          float* accs[1] = {acc + static_cast<size_t>(i) * head_dim};
+          OneStepValues<V, kT, 1>(p, v[b], nb, head_dim, weights, accs);
+          ++i;
+        }
       }
     }
   }

@@ -245,12 +245,12 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
 // Keys whose q8_0 value weights the fallback makes at a time, per query.
 inline constexpr int kOneStepWeightKeys = 64;
 
-// The fallback's weights: weights[b * kOneStepWeightKeys + j] =
-// Q8_0ValueWeight(p[j], the scale of block b of row j) for j < n <=
-// kOneStepWeightKeys (rows of hd values from src), V::kLanes keys at a
-// time; lanes past n get 0.
-template <class V>
-void RowWeightsQ8_0(const float* p, const void* src, int n, int hd, float* weights) {
+// The fallback's weights for kQ queries over the same n <= kOneStepWeightKeys
+// rows of hd values from src: weights[q][b * kOneStepWeightKeys + j] =
+// Q8_0ValueWeight(p[q][j], the scale of block b of row j), V::kLanes keys
+// at a time, each scale loaded once for the kQ queries; lanes past n get 0.
+template <class V, int kQ>
+void RowWeightsQ8_0(const float* const* p, const void* src, int n, int hd, float* const* weights) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   static_assert(kOneStepWeightKeys % L == 0, "whole vectors of weights");
@@ -259,11 +259,14 @@ void RowWeightsQ8_0(const float* p, const void* src, int n, int hd, float* weigh
   const uint8_t* rows = static_cast<const uint8_t*>(src);
   for (int j = 0; j < n; j += L) {
     const int m = n - j;
-    const F pv = m >= L ? V::Load(p + j) : V::LoadPartial(p + j, m);
+    F pv[kQ];
+    for (int q = 0; q < kQ; ++q) pv[q] = m >= L ? V::Load(p[q] + j) : V::LoadPartial(p[q] + j, m);
     for (int b = 0; b < blocks; ++b) {
       const F scales = V::GatherHalves(rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
                                        static_cast<int>(row_bytes), m);
-      V::Store(weights + b * kOneStepWeightKeys + j, V::RoundToBf16(V::Mul(pv, scales)));
+      for (int q = 0; q < kQ; ++q) {
+        V::Store(weights[q] + b * kOneStepWeightKeys + j, V::RoundToBf16(V::Mul(pv[q], scales)));
+      }
     }
   }
 }
