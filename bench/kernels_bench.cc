@@ -46,6 +46,9 @@
 //                        keys in pages of 16, the rows seeing the last 16
 //                        keys causally: G multiply-adds/s (QK and PV);
 //                        /96hd: heads of 96, the vector levels' fallback
+//   attention_group      a decode row of one KV head's GQA group of 2, 4, 7
+//                        (Qwen2.5-0.5B) or 8 query heads of 64 over 4,096
+//                        keys in pages of 16, warm: G multiply-adds/s
 //   attention_forks      a fan-out step's attention for one (layer, head):
 //                        8 forks x 2 heads over a 512- and a 4,096-token
 //                        prompt's shared pages and 8 keys each of their
@@ -572,10 +575,10 @@ void AttentionForks(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 // (layer, head) of the pool's layout, so pages are contiguous here). Heads
 // of 128 values take the tiled kernel; heads of 96 the fallback
 // (simd_attention.h AttentionBlocksOneStep) on both vector levels.
-void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int head_dim) {
+void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int head_dim, int rows, int heads) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kKeys = 4096, kPageTokens = 16, kHeads = 2, kRows = 16;
-  const int kHeadDim = head_dim;
+  constexpr int kKeys = 4096, kPageTokens = 16;
+  const int kHeadDim = head_dim, kHeads = heads, kRows = rows;
   constexpr int kPages = kKeys / kPageTokens;
   const std::vector<float> kv_f32 = RandomFloats(static_cast<size_t>(kKeys) * kHeadDim);
   std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
@@ -588,15 +591,16 @@ void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int
     vb[p] = v.data() + p * block_bytes;
   }
   const std::vector<float> q = RandomFloats(kRows * kHeads * kHeadDim);
-  constexpr int kQueries = kRows * kHeads;
+  const int kQueries = kRows * kHeads;
   std::vector<float> m(kQueries), l(kQueries), acc(kQueries * kHeadDim), out(kQueries * kHeadDim);
   std::vector<float> scratch(AttentionBlocksScratchFloats(kKeys, kPageTokens, kHeadDim, kHeads * kRows));
-  int visible[kRows];
+  std::vector<int> visible(kRows);
   for (int r = 0; r < kRows; ++r) visible[r] = kKeys - kRows + 1 + r;
   for (auto _ : state) {
     AttentionInit(kQueries, kHeadDim, m.data(), l.data(), acc.data());
     AttentionUpdateBlocks(dtype, q.data(), kHeads * kHeadDim, kRows, kHeads, kb.data(), vb.data(), kPages,
-                          kPageTokens, kHeadDim, visible, 0.088f, m.data(), l.data(), acc.data(), scratch.data());
+                          kPageTokens, kHeadDim, visible.data(), 0.088f, m.data(), l.data(), acc.data(),
+                          scratch.data());
     AttentionFinish(kRows, kHeads, kHeadDim, l.data(), acc.data(), out.data(), kHeads * kHeadDim);
     benchmark::DoNotOptimize(out.data());
   }
@@ -676,8 +680,13 @@ void RegisterAll() {
           Attention, isa, dtype, 2, 96));
       const std::string prefill = std::string("attention_prefill/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/32queries/4096keys";
-      configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype, 128));
-      configure(benchmark::RegisterBenchmark((prefill + "/96hd").c_str(), AttentionPrefill, isa, dtype, 96));
+      configure(benchmark::RegisterBenchmark(prefill.c_str(), AttentionPrefill, isa, dtype, 128, 16, 2));
+      configure(benchmark::RegisterBenchmark((prefill + "/96hd").c_str(), AttentionPrefill, isa, dtype, 96, 16, 2));
+      for (int group : {2, 4, 7, 8}) {
+        const std::string name = std::string("attention_group/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                 "/4096keys/" + std::to_string(group) + "heads/64hd";
+        configure(benchmark::RegisterBenchmark(name.c_str(), AttentionPrefill, isa, dtype, 64, 1, group));
+      }
       for (int prompt : {512, 4096}) {
         for (bool shared : {true, false}) {
           const std::string forks = std::string("attention_forks/") + KvDtypeName(dtype) + "/" +

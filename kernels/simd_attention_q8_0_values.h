@@ -126,13 +126,15 @@ inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) 
   constexpr int L = V::kLanes;
   if constexpr (kBf16Dot<V>) {
     for (int t = 0; t < count; t += 2) {
+#pragma GCC unroll 16
       for (int d = 0; d < hd; d += L) {
         const int8_t* odd = t + 1 < count ? Q8_0Quants<hd>(rows, row0 + t + 1, d) : nullptr;
         V::StorePairs(out + (t / 2 * (hd / L) + d / L) * L, V::PairLanes(Q8_0Quants<hd>(rows, row0 + t, d), odd));
       }
     }
   } else {
-    for (int t = 0; t < count; ++t) {
+    for (int t = 0; t < count; ++t) {  // (unrolled: each vector's address is then a constant offset)
+#pragma GCC unroll 16
       for (int d = 0; d < hd; d += L) V::Store(out + t * hd + d, V::LoadI8(Q8_0Quants<hd>(rows, row0 + t, d)));
     }
   }
