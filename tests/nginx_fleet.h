@@ -162,9 +162,11 @@ class NginxFleet {
         *error = "cannot fork nginx";
         return false;
       }
+      // nginx writes its pid file once its sockets are bound: a connection
+      // before that may reach another process that took the port meanwhile.
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (std::chrono::steady_clock::now() < until && nginx_->Running()) {
-        if (Accepts(proxy_port_)) return true;
+        if (std::filesystem::exists(d / "nginx.pid") && Accepts(proxy_port_) && nginx_->Running()) return true;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       StopNginx();  // e.g. the port was taken meanwhile: another one
