@@ -118,6 +118,25 @@ void ByteVocabulary(int vocab_size, GgufWriter* w) {
 
 }  // namespace
 
+std::vector<float> Llama3RopeDivisors(const Llama3RopeScaling& scaling, float base, int rope_dim) {
+  const double low_freq_wavelength = scaling.original_context / scaling.low_freq_factor;
+  const double high_freq_wavelength = scaling.original_context / scaling.high_freq_factor;
+  std::vector<float> divisors(rope_dim / 2);
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    const double wavelength = 2 * M_PI * std::pow(static_cast<double>(base), 2.0 * i / rope_dim);
+    double divisor = 1.0;
+    if (wavelength > low_freq_wavelength) {
+      divisor = scaling.factor;
+    } else if (wavelength >= high_freq_wavelength) {
+      const double smooth = (scaling.original_context / wavelength - scaling.low_freq_factor) /
+                            (scaling.high_freq_factor - scaling.low_freq_factor);
+      divisor = 1.0 / ((1.0 - smooth) / scaling.factor + smooth);
+    }
+    divisors[i] = static_cast<float>(divisor);
+  }
+  return divisors;
+}
+
 absl::Status WriteSynthModel(const SynthSpec& s, const std::string& path) {
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
     return absl::InvalidArgumentError(absl::StrCat("cannot synthesize architecture '", s.arch, "'"));
@@ -166,6 +185,11 @@ absl::Status WriteSynthModel(const SynthSpec& s, const std::string& path) {
     w.AddTensor(name, GgmlType::kF32, {n}, bytes);
   };
 
+  if (s.llama3_rope) {
+    const std::vector<float> divisors = Llama3RopeDivisors(*s.llama3_rope, s.rope_freq_base, head_dim);
+    w.AddTensor("rope_freqs.weight", GgmlType::kF32, {static_cast<int64_t>(divisors.size())},
+                std::string(reinterpret_cast<const char*>(divisors.data()), divisors.size() * 4));
+  }
   const float out_std = s.init_std / std::sqrt(2.0f * s.n_layers);
   matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
   for (int l = 0; l < s.n_layers; ++l) {

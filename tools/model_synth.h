@@ -10,16 +10,33 @@
 // The vocabulary (tokenizer.* metadata) is copied from another GGUF
 // (`vocab_from`), padded with "<|synth_N|>" filler tokens up to vocab_size;
 // without one, a tiny byte vocabulary is generated.
+//
+// Llama 3 RoPE scaling (SynthSpec::llama3_rope) is written the way
+// llama.cpp's converter writes it: a `rope_freqs.weight` vector of one
+// divisor per rotated pair.
 #ifndef KVSESSION_TOOLS_MODEL_SYNTH_H_
 #define KVSESSION_TOOLS_MODEL_SYNTH_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/ggml_types.h"
 
 namespace kvs {
+
+// Llama 3's long-context RoPE scaling (Hugging Face's rope_type "llama3"):
+// pairs whose wavelength exceeds original_context / low_freq_factor turn
+// `factor` times slower, pairs shorter than original_context /
+// high_freq_factor keep their frequency, and those between blend the two.
+struct Llama3RopeScaling {
+  float factor = 32.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_context = 8192;
+};
 
 struct SynthSpec {
   std::string arch = "llama";  // llama | qwen2 | qwen3
@@ -39,7 +56,12 @@ struct SynthSpec {
   uint64_t seed = 1;
   float init_std = 0.02f;
   std::string vocab_from;  // GGUF to copy the tokenizer from ("" = byte vocab)
+  std::optional<Llama3RopeScaling> llama3_rope;  // nullopt: unscaled RoPE
 };
+
+// The per-pair divisors of the RoPE frequencies base^(-2i/rope_dim),
+// i < rope_dim / 2, that `scaling` gives.
+std::vector<float> Llama3RopeDivisors(const Llama3RopeScaling& scaling, float base, int rope_dim);
 
 absl::Status WriteSynthModel(const SynthSpec& spec, const std::string& path);
 

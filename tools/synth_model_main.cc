@@ -2,20 +2,24 @@
 // and weight type with random weights (tools/model_synth.h), loadable by
 // kvsession and by llama.cpp (same metadata keys and tensor names).
 //
-//   kvs-synth-model --out M.gguf [--preset qwen3-0.6b] [--arch qwen3]
+//   kvs-synth-model --out M.gguf [--preset qwen3-0.6b|qwen2.5-0.5b|llama3.2-1b] [--arch qwen3]
 //       [--layers 28 --dim 1024 --heads 16 --kv-heads 8 --head-dim 128
 //        --ffn 3072 --vocab 151936 --context 40960 --type q8_0 --tied]
 //       [--vocab-from ../shared/vocab/ggml-vocab-gpt-2.gguf] [--seed 1]
 //
-// --preset qwen3-0.6b gives the Qwen3-0.6B shape used by the benchmarks:
-// 28 layers, dim 1024, 16 heads, 8 KV heads, head_dim 128, ffn 3072, tied
-// embeddings, Q8_0, vocabulary 151936, rope base 1e6.
+// --preset NAME starts from a published model's shape (tools/model_presets.h:
+// Qwen3-0.6B, the benchmarks' model; Qwen2.5-0.5B; Llama 3.2 1B), Q8_0;
+// the other flags override it (for example --vocab 50257 --vocab-from a
+// smaller vocabulary, or --type).
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_join.h"
 #include "client/cli_args.h"
+#include "tools/model_presets.h"
 #include "tools/model_synth.h"
 
 namespace kvs {
@@ -40,30 +44,20 @@ int Main(int argc, char** argv) {
                               "name", "rope-base"},
                              {"tied"});
   if (!args.ok() || !args->Has("out")) {
-    std::cerr << "usage: kvs-synth-model --out M.gguf [--preset qwen3-0.6b] [--arch A --layers N "
+    std::cerr << "usage: kvs-synth-model --out M.gguf [--preset qwen3-0.6b|qwen2.5-0.5b|llama3.2-1b] [--arch A --layers N "
                  "--dim D --heads H --kv-heads K --head-dim HD --ffn F --vocab V --context C "
                  "--type q8_0 --tied --vocab-from V.gguf --seed S]\n";
     if (!args.ok()) std::cerr << args.status().message() << "\n";
     return 2;
   }
   SynthSpec spec;
-  if (args->GetOr("preset", "") == "qwen3-0.6b") {
-    spec.arch = "qwen3";
-    spec.name = "synthetic-qwen3-0.6b";
-    spec.n_layers = 28;
-    spec.dim = 1024;
-    spec.n_heads = 16;
-    spec.n_kv_heads = 8;
-    spec.head_dim = 128;
-    spec.ffn_dim = 3072;
-    spec.vocab_size = 151936;
-    spec.context_length = 40960;
-    spec.rope_freq_base = 1e6f;
-    spec.weight_type = GgmlType::kQ8_0;
-    spec.tied_embeddings = true;
-  } else if (args->Has("preset")) {
-    std::cerr << "unknown --preset (known: qwen3-0.6b)\n";
-    return 2;
+  if (args->Has("preset")) {
+    std::optional<SynthSpec> preset = FindModelPreset(args->GetOr("preset", ""));
+    if (!preset) {
+      std::cerr << "unknown --preset (known: " << absl::StrJoin(ModelPresetNames(), ", ") << ")\n";
+      return 2;
+    }
+    spec = *preset;
   }
   spec.arch = args->GetOr("arch", spec.arch);
   spec.name = args->GetOr("name", spec.name);
