@@ -2,8 +2,6 @@
 // RocksDB directly or one page file (as bit rot or a bad writer would),
 // reopens, and checks
 // that the damage is reported as DATA_LOSS where it is and nowhere else.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -14,6 +12,7 @@
 #include "cache/session_store.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -70,8 +69,6 @@ class CorruptionTest : public testing::Test {
  protected:
   // Three sessions a, b, c with no page in common, and a checkpoint of c.
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "corruption_test.", getpid());
-    std::filesystem::remove_all(dir_);
     Reopen();
     for (const char* id : {"a", "b", "c"}) {
       SessionRecord r;
@@ -95,7 +92,6 @@ class CorruptionTest : public testing::Test {
   }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // Opens and loads the store; corrupt_ is what LoadAll found unreadable.
@@ -141,7 +137,8 @@ class CorruptionTest : public testing::Test {
     }
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"corruption_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
   std::map<std::string, SessionRecord> records_;
   std::vector<SessionRecord> sessions_;

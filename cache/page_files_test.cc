@@ -5,7 +5,6 @@
 #include "cache/page_files.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -54,16 +54,11 @@ std::string FileNameOf(const PageHash& hash) { return absl::StrCat(hash.hex(), "
 
 class PageFilesTest : public testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "page_files_test.", getpid());
-    fs::remove_all(dir_);
-    ASSERT_TRUE(files_.CreateDir().ok());
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { ASSERT_TRUE(files_.CreateDir().ok()); }
 
-  std::string dir_;
-  PageFiles files_{absl::StrCat(testing::TempDir(), "page_files_test.", getpid()),
-                   rocksdb::FileSystem::Default().get()};
+  ScratchDir scratch_{"page_files_test"};
+  const std::string dir_ = scratch_.file("pages");  // made by CreateDir
+  PageFiles files_{dir_, rocksdb::FileSystem::Default().get()};
   const SessionRecord record_ = Session("s", 12, 100);
 };
 
@@ -135,14 +130,9 @@ TEST_F(PageFilesTest, TheListingSeparatesPagesFromOtherFiles) {
 class StorePageFilesTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "store_page_files_test.", getpid());
-    fs::remove_all(dir_);
     Open();
   }
-  void TearDown() override {
-    store_.reset();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { store_.reset(); }
   void Open(StoreOptions options = {}) {
     store_.reset();
     absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, options);
@@ -166,7 +156,8 @@ class StorePageFilesTest : public testing::Test {
   }
   std::string pages_dir() const { return dir_ + "/pages"; }
 
-  std::string dir_;
+  ScratchDir scratch_{"store_page_files_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
 };
 

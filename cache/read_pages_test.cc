@@ -1,8 +1,6 @@
 // SessionStore::ReadPages, the restore path: many pages at once, straight
 // into their destinations, over a real RocksDB and real page files; bit
 // rot in a page file is DATA_LOSS naming the page.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -13,6 +11,7 @@
 #include "cache/session_store.h"
 #include "cache/store_test_records.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -39,8 +38,6 @@ std::vector<uint8_t> RamPage(const SessionRecord& r, int page) {
 class ReadPagesTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "read_pages_test.", getpid());
-    std::filesystem::remove_all(dir_);
     Reopen();
     record_ = Session("s", 16 * 9 + 5);  // 9 full pages and a partial one
     ASSERT_TRUE(store_
@@ -53,7 +50,6 @@ class ReadPagesTest : public testing::Test {
   }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
   void Reopen() {
     store_.reset();
@@ -74,7 +70,8 @@ class ReadPagesTest : public testing::Test {
     return reads;
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"read_pages_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
   SessionRecord record_;
 };

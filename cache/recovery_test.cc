@@ -16,6 +16,7 @@
 #include "cache/session_store.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -133,13 +134,8 @@ bool SameState(const State& a, const State& b) {
 
 class RecoveryTest : public testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "recovery_test.", getpid());
-    std::filesystem::remove_all(dir_);
-  }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // (Re)opens the store and loads it; returns its sessions by id.
@@ -229,7 +225,8 @@ class RecoveryTest : public testing::Test {
     return acked;
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"recovery_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
   std::vector<CheckpointRecord> checkpoints_;
 };

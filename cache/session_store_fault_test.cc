@@ -2,8 +2,6 @@
 // (cache/fault_injection_fs.h): a failed write changes nothing, reads keep
 // working, writes resume by themselves once the disk takes them again, and
 // a reopen shows exactly the acknowledged state.
-#include <unistd.h>
-
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -15,6 +13,7 @@
 #include "cache/store_test_records.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -47,14 +46,11 @@ bool SameRecord(const google::protobuf::Message& a, const google::protobuf::Mess
 class SessionStoreFaultTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "session_store_fault_test.", getpid());
-    std::filesystem::remove_all(dir_);
     fs_ = std::make_shared<FaultInjectionFileSystem>();
     Open(fs_);
   }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   void Open(std::shared_ptr<rocksdb::FileSystem> fs) {
@@ -102,7 +98,8 @@ class SessionStoreFaultTest : public testing::Test {
     EXPECT_EQ(a.checkpoints, b.checkpoints);
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"session_store_fault_test"};
+  const std::string dir_ = scratch_.string();
   std::shared_ptr<FaultInjectionFileSystem> fs_;
   std::unique_ptr<SessionStore> store_;
   std::vector<SessionRecord> loaded_sessions_;

@@ -3,8 +3,6 @@
 // atomic multi-record writes.
 #include "cache/session_store.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <numeric>
 #include <thread>
@@ -14,6 +12,7 @@
 #include "cache/page_codec.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -74,8 +73,6 @@ bool SameRecord(const google::protobuf::Message& a, const google::protobuf::Mess
 class SessionStoreTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = absl::StrCat(testing::TempDir(), "session_store_test.", getpid());
-    std::filesystem::remove_all(dir_);
     absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, {});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
@@ -85,7 +82,6 @@ class SessionStoreTest : public testing::Test {
   }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   absl::Status Put(const SessionRecord& r, WriteStats* stats = nullptr) {
@@ -105,7 +101,8 @@ class SessionStoreTest : public testing::Test {
     }
   }
 
-  std::string dir_;
+  ScratchDir scratch_{"session_store_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
   Encoder encoder_;
 };

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/gguf_writer.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -19,14 +20,6 @@ using ::testing::HasSubstr;
 
 class GgufFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("gguf_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& bytes) {
     std::string path = (dir_ / name).string();
     std::ofstream(path, std::ios::binary).write(bytes.data(), bytes.size());
@@ -60,7 +53,8 @@ class GgufFileTest : public ::testing::Test {
     return p + name.size() + 4 + 8 * n_dims + 4;
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"gguf_test"};
+  const std::filesystem::path dir_ = scratch_.path();
 };
 
 TEST_F(GgufFileTest, RoundTripsMetadataAndTensors) {

@@ -6,8 +6,6 @@
 #include "model/tokenizer.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,6 +28,7 @@
 #include "model/pretokenizer.h"
 #include "model/spm_tokenizer.h"
 #include "model/utf8.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -682,23 +681,8 @@ TEST(Utf8, StreamDecoderReplacesInvalidBytes) {
 // ---------------------------------------------------------------------------
 // Small hand-made vocabularies (no shared data needed).
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            absl::StrCat("kvs_tokenizer_test_", ::getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  fs::path file(std::string_view name) const { return path_ / std::string(name); }
-
- private:
-  fs::path path_;
-};
-
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerFromWriter(const GgufWriter& writer,
-                                                               const TempDir& dir,
+                                                               const ScratchDir& dir,
                                                                std::unique_ptr<GgufFile>* gguf) {
   const fs::path path = dir.file("vocab.gguf");
   if (absl::Status status = writer.WriteFile(path.string()); !status.ok()) return status;
@@ -738,7 +722,7 @@ GgufWriter TinyBpeWriter(std::string pre) {
 }
 
 TEST(HandMadeVocab, BpeMergesByRank) {
-  TempDir dir;
+  ScratchDir dir("kvs_tokenizer_test");
   std::unique_ptr<GgufFile> gguf;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       TokenizerFromWriter(TinyBpeWriter("gpt-2"), dir, &gguf);
@@ -768,7 +752,7 @@ TEST(HandMadeVocab, EndOfGenerationComesFromTextsAndFimKeys) {
   writer.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 3, 3, 3});
   writer.AddStringArray("tokenizer.ggml.merges", {});
   writer.AddUint32("tokenizer.ggml.fim_sep_token_id", 3);
-  TempDir dir;
+  ScratchDir dir("kvs_tokenizer_test");
   std::unique_ptr<GgufFile> gguf;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = TokenizerFromWriter(writer, dir, &gguf);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
@@ -808,7 +792,7 @@ TEST(HandMadeVocab, SpmMergesByScoreAndFallsBackToBytes) {
   writer.AddStringArray("tokenizer.ggml.tokens", tokens);
   writer.AddInt32Array("tokenizer.ggml.token_type", types);
   writer.AddFloat32Array("tokenizer.ggml.scores", scores);
-  TempDir dir;
+  ScratchDir dir("kvs_tokenizer_test");
   std::unique_ptr<GgufFile> gguf;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = TokenizerFromWriter(writer, dir, &gguf);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
@@ -828,7 +812,7 @@ TEST(HandMadeVocab, UnknownModelIsInvalidArgument) {
   GgufWriter writer;
   writer.AddString("tokenizer.ggml.model", "bert");
   writer.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
-  TempDir dir;
+  ScratchDir dir("kvs_tokenizer_test");
   std::unique_ptr<GgufFile> gguf;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = TokenizerFromWriter(writer, dir, &gguf);
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument);
@@ -837,7 +821,7 @@ TEST(HandMadeVocab, UnknownModelIsInvalidArgument) {
 }
 
 TEST(HandMadeVocab, UnknownPreIsInvalidArgument) {
-  TempDir dir;
+  ScratchDir dir("kvs_tokenizer_test");
   std::unique_ptr<GgufFile> gguf;
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       TokenizerFromWriter(TinyBpeWriter("no-such-pre"), dir, &gguf);
@@ -850,7 +834,7 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
   {
     GgufWriter writer = TinyBpeWriter("gpt-2");
     writer.AddUint32("tokenizer.ggml.bos_token_id", 100000);  // out of range
-    TempDir dir;
+    ScratchDir dir("kvs_tokenizer_test");
     std::unique_ptr<GgufFile> gguf;
     const absl::Status status = TokenizerFromWriter(writer, dir, &gguf).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -859,7 +843,7 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
   {
     GgufWriter writer = TinyBpeWriter("gpt-2");
     writer.AddUint32("tokenizer.ggml.bos_token_id", 0xFFFFFFFF);  // "none"
-    TempDir dir;
+    ScratchDir dir("kvs_tokenizer_test");
     std::unique_ptr<GgufFile> gguf;
     absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = TokenizerFromWriter(writer, dir, &gguf);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
@@ -870,7 +854,7 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
     writer.AddString("tokenizer.ggml.model", "llama");
     writer.AddStringArray("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>"});
     writer.AddFloat32Array("tokenizer.ggml.scores", {0.0f, 0.0f});  // one short
-    TempDir dir;
+    ScratchDir dir("kvs_tokenizer_test");
     std::unique_ptr<GgufFile> gguf;
     const absl::Status status = TokenizerFromWriter(writer, dir, &gguf).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -881,7 +865,7 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
     writer.AddString("tokenizer.ggml.model", "gpt2");
     writer.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "a"});  // duplicate
     writer.AddStringArray("tokenizer.ggml.merges", {"a b"});
-    TempDir dir;
+    ScratchDir dir("kvs_tokenizer_test");
     std::unique_ptr<GgufFile> gguf;
     const absl::Status status = TokenizerFromWriter(writer, dir, &gguf).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -890,7 +874,7 @@ TEST(HandMadeVocab, InconsistentVocabulariesAreInvalidArgument) {
   {
     GgufWriter writer;
     writer.AddString("general.name", "no tokenizer");
-    TempDir dir;
+    ScratchDir dir("kvs_tokenizer_test");
     std::unique_ptr<GgufFile> gguf;
     EXPECT_EQ(TokenizerFromWriter(writer, dir, &gguf).status().code(),
               absl::StatusCode::kInvalidArgument);

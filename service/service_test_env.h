@@ -1,6 +1,6 @@
 // Test-only: a real service stack in one process for the service/ unit
 // tests: the trained aidreams260K model from ../shared, a page pool, a
-// RocksDB session store in a fresh temporary directory, a SessionManager,
+// RocksDB session store in a fresh ScratchDir (tests/scratch_dir.h), a SessionManager,
 // and a forward pass to fill sessions' KV without the engine.
 //
 // Tests skip (GTEST_SKIP) when ../shared is absent. Not thread-safe; one per
@@ -8,9 +8,6 @@
 #ifndef KVSESSION_SERVICE_SERVICE_TEST_ENV_H_
 #define KVSESSION_SERVICE_SERVICE_TEST_ENV_H_
 
-#include <unistd.h>
-
-#include <atomic>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -24,6 +21,7 @@
 #include "model/thread_pool.h"
 #include "model/transformer.h"
 #include "service/session_manager.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 
@@ -36,9 +34,6 @@ class ServiceTestEnv {
 
   // A stack with a pool of `max_pages` pages of `page_tokens` tokens.
   explicit ServiceTestEnv(int64_t max_pages = 256, int page_tokens = 16, StoreOptions store_options = {}) {
-    static std::atomic<int> counter{0};
-    dir_ = absl::StrCat(testing::TempDir(), "kvs_service_test.", getpid(), ".", counter++);
-    std::filesystem::remove_all(dir_);
     auto model = Model::Load(ModelPath());
     EXPECT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
@@ -53,7 +48,6 @@ class ServiceTestEnv {
   ~ServiceTestEnv() {
     sessions_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   // A new SessionManager over the same store (a restart: KV only on disk).
@@ -106,7 +100,8 @@ class ServiceTestEnv {
   ServiceLimits& limits() { return limits_; }
 
  private:
-  std::string dir_;
+  ScratchDir scratch_{"kvs_service_test"};
+  const std::string dir_ = scratch_.string();
   std::unique_ptr<Model> model_;
   ServiceLimits limits_;
   std::unique_ptr<ThreadPool> threads_;

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/subprocess.h"
 
 namespace kvs {
@@ -18,10 +19,7 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(SharedDir() + "/models")) GTEST_SKIP() << "../shared not present";
-    tmp_ = std::filesystem::temp_directory_path() / ("cli_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tmp_);
   }
-  void TearDown() override { std::filesystem::remove_all(tmp_); }
 
   ProcessResult Kvsession(std::vector<std::string> args) {
     args.insert(args.begin(), BinaryPath("kvsession"));
@@ -29,7 +27,8 @@ class CliTest : public ::testing::Test {
   }
   std::string Model(const std::string& name) { return SharedDir() + "/models/" + name; }
 
-  std::filesystem::path tmp_;
+  ScratchDir scratch_{"cli_test"};
+  const std::filesystem::path tmp_ = scratch_.path();
 };
 
 TEST_F(CliTest, GreedyRunReproducesLlamaCppOnAidreams) {

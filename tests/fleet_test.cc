@@ -5,8 +5,6 @@
 // itself; a killed replica's sessions are UNAVAILABLE until it is back and
 // then continue exactly, and the other replicas are unaffected
 // (docs/fleet.md).
-#include <unistd.h>
-
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -21,6 +19,7 @@
 #include "proto/route_key.h"
 #include "tests/nginx_fleet.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/subprocess.h"
 
 namespace kvs {
@@ -55,11 +54,6 @@ class FleetTest : public ::testing::Test {
     if (NginxFleet::NginxBinary().empty()) {
       GTEST_SKIP() << "nginx is not installed (tools/setup installs Debian's nginx): fleet tests skipped";
     }
-    dir_ = std::filesystem::temp_directory_path() /
-           ("fleet_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     fleet_ = std::make_unique<NginxFleet>(dir_, model_);
     std::string error;
     ASSERT_TRUE(fleet_->Start(kReplicas, &error)) << error;
@@ -73,7 +67,6 @@ class FleetTest : public ::testing::Test {
   }
   void TearDown() override {
     fleet_.reset();
-    std::filesystem::remove_all(dir_);
   }
 
   static int IndexOf(const std::string& replica) {
@@ -102,7 +95,8 @@ class FleetTest : public ::testing::Test {
   }
 
   std::string model_;
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"fleet_test"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::unique_ptr<NginxFleet> fleet_;
   std::unique_ptr<KvSessionClient> proxy_;
   std::vector<std::unique_ptr<KvSessionClient>> direct_;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention_amx.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/server_process.h"
 
 namespace kvs {
@@ -25,15 +26,9 @@ class KvTypeServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath(kModel))) GTEST_SKIP() << "../shared absent";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kv_type_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
     if (server_ && server_->Running()) server_->Kill();
-    std::filesystem::remove_all(dir_);
   }
 
   static std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
@@ -88,7 +83,8 @@ class KvTypeServiceTest : public ::testing::Test {
     return sizes;
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"kv_type_test"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<KvSessionClient> client_;
 };

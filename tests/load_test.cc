@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/subprocess.h"
 
 namespace kvs {
@@ -16,19 +17,14 @@ using ::testing::HasSubstr;
 
 class LoadToolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    tmp_ = std::filesystem::temp_directory_path() / ("load_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tmp_);
-  }
-  void TearDown() override { std::filesystem::remove_all(tmp_); }
-
   ProcessResult KvsLoad(std::vector<std::string> args) {
     args.insert(args.begin(), BinaryPath("kvs-load"));
     return RunProcess(args, tmp_.string());
   }
   static std::string Model() { return SharedDir() + "/models/aidreams260K.gguf"; }
 
-  std::filesystem::path tmp_;
+  ScratchDir scratch_{"load_test"};
+  const std::filesystem::path tmp_ = scratch_.path();
 };
 
 // 16 clients for 20 s, 3 kills -9 at random moments (plus the final check):

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/server_process.h"
 #include "tests/subprocess.h"
 
@@ -32,11 +33,6 @@ class MigrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath(kModel))) GTEST_SKIP() << "../shared absent";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("migration_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     Start(a_, a_client_, "a");
     Start(b_, b_client_, "b");
   }
@@ -44,7 +40,6 @@ class MigrationTest : public ::testing::Test {
     for (auto* s : {&a_, &b_}) {
       if (*s && (*s)->Running()) (*s)->Kill();
     }
-    std::filesystem::remove_all(dir_);
   }
 
   void Start(std::unique_ptr<ServerProcess>& server, std::unique_ptr<KvSessionClient>& client,
@@ -91,7 +86,8 @@ class MigrationTest : public ::testing::Test {
     return RunProcess(args, dir_.string());
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"migration_test"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::unique_ptr<ServerProcess> a_, b_;
   std::unique_ptr<KvSessionClient> a_client_, b_client_;
 };

@@ -14,6 +14,7 @@
 #include "model/model_weights.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
+#include "tests/scratch_dir.h"
 #include "tools/model_synth.h"
 
 namespace kvs {
@@ -23,14 +24,6 @@ using ::testing::HasSubstr;
 
 class ModelLoadTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("model_load_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   std::string Synth(const SynthSpec& spec, const std::string& name) {
     std::string path = (dir_ / name).string();
     absl::Status s = WriteSynthModel(spec, path);
@@ -65,7 +58,8 @@ class ModelLoadTest : public ::testing::Test {
     f.write(static_cast<const char*>(bytes), n);
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"model_load"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::unique_ptr<GgufFile> file_;
 };
 

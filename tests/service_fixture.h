@@ -4,8 +4,6 @@
 #ifndef KVSESSION_TESTS_SERVICE_FIXTURE_H_
 #define KVSESSION_TESTS_SERVICE_FIXTURE_H_
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -15,6 +13,7 @@
 #include "client/kvsession_client.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/server_process.h"
 
 namespace kvs {
@@ -33,15 +32,9 @@ class ServiceFixture : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath("aidreams260K.gguf"))) GTEST_SKIP() << "../shared absent";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("service_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
     if (server_ && server_->Running()) server_->Stop();
-    std::filesystem::remove_all(dir_);
   }
 
   // Starts a server on `model` (a file in ../shared/models, or a path) and
@@ -77,7 +70,8 @@ class ServiceFixture : public ::testing::Test {
     return r.ok() ? *r : GenerateResult();
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"service_test"};
+  const std::filesystem::path dir_ = scratch_.path();  // the test's own directory
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<KvSessionClient> client_;
 };

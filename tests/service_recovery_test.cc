@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/scratch_dir.h"
 #include "tests/server_process.h"
 
 namespace kvs {
@@ -26,16 +27,10 @@ class RecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath("tiny-llama-gqa.gguf"))) GTEST_SKIP() << "../shared absent";
-    dir_ = std::filesystem::temp_directory_path() /
-           ("recovery_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     data_ = (dir_ / "data").string();
   }
   void TearDown() override {
     if (server_ && server_->Running()) server_->Kill();
-    std::filesystem::remove_all(dir_);
   }
 
   void Start(const std::string& model = "tiny-llama-gqa.gguf") {
@@ -66,7 +61,8 @@ class RecoveryTest : public ::testing::Test {
     return r.ok() ? r->ids : std::vector<int32_t>();
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"recovery_test"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::string data_;
   std::unique_ptr<ServerProcess> server_;
   std::unique_ptr<KvSessionClient> client_;

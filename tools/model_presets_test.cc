@@ -4,8 +4,6 @@
 // from the preset table.
 #include "tools/model_presets.h"
 
-#include <unistd.h>
-
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -17,6 +15,7 @@
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "tests/scratch_dir.h"
 
 namespace kvs {
 namespace {
@@ -40,14 +39,6 @@ constexpr PublishedShape kPublished[] = {
 
 class ModelPresetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("model_presets_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   // Writes `spec` cut to one layer, a 512-token byte vocabulary and Q4_0
   // weights (every other dimension as the preset has it), and loads it.
   void WriteOneLayerAndLoad(SynthSpec spec, ModelConfig* config, std::unique_ptr<ModelWeights>* weights) {
@@ -79,7 +70,8 @@ class ModelPresetTest : public ::testing::Test {
     return w ? w->rope_inv_freq : std::vector<float>{};
   }
 
-  std::filesystem::path dir_;
+  ScratchDir scratch_{"model_presets"};
+  const std::filesystem::path dir_ = scratch_.path();
   std::unique_ptr<GgufFile> file_;
 };
 
