@@ -90,9 +90,7 @@ class CorruptionTest : public testing::Test {
     ASSERT_TRUE(store_->PutCheckpoint(cp).ok());
     store_.reset();
   }
-  void TearDown() override {
-    store_.reset();
-  }
+  void TearDown() override { store_.reset(); }
 
   // Opens and loads the store; corrupt_ is what LoadAll found unreadable.
   void Reopen() {

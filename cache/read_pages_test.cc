@@ -48,9 +48,7 @@ class ReadPagesTest : public testing::Test {
                                  })
                     .ok());
   }
-  void TearDown() override {
-    store_.reset();
-  }
+  void TearDown() override { store_.reset(); }
   void Reopen() {
     store_.reset();
     absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, {});

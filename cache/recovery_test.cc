@@ -134,9 +134,7 @@ bool SameState(const State& a, const State& b) {
 
 class RecoveryTest : public testing::Test {
  protected:
-  void TearDown() override {
-    store_.reset();
-  }
+  void TearDown() override { store_.reset(); }
 
   // (Re)opens the store and loads it; returns its sessions by id.
   State Reopen() {

@@ -49,9 +49,7 @@ class SessionStoreFaultTest : public testing::Test {
     fs_ = std::make_shared<FaultInjectionFileSystem>();
     Open(fs_);
   }
-  void TearDown() override {
-    store_.reset();
-  }
+  void TearDown() override { store_.reset(); }
 
   void Open(std::shared_ptr<rocksdb::FileSystem> fs) {
     store_.reset();

@@ -80,9 +80,7 @@ class SessionStoreTest : public testing::Test {
     std::vector<CheckpointRecord> checkpoints;
     ASSERT_TRUE(store_->LoadAll(&sessions, &checkpoints).ok());
   }
-  void TearDown() override {
-    store_.reset();
-  }
+  void TearDown() override { store_.reset(); }
 
   absl::Status Put(const SessionRecord& r, WriteStats* stats = nullptr) {
     return store_->PutSession(r, [&](int page) { return encoder_(r, page); }, stats);

@@ -66,19 +66,8 @@ void SetMessages(const std::vector<v1::ChatMessage>& messages, v1::Input* input)
   for (const auto& m : messages) *input->mutable_messages()->add_messages() = m;
 }
 
-class ChatServiceTest : public ServiceFixture {
+class ChatServiceTest : public Qwen3ChatFixture {
  protected:
-  static void SetUpTestSuite() { model_path_ = WriteQwen3ChatModel("chat_service_test"); }
-  static void TearDownTestSuite() {
-    if (!model_path_.empty()) std::filesystem::remove(model_path_);
-  }
-
-  void SetUp() override {
-    ServiceFixture::SetUp();
-    if (IsSkipped()) return;
-    if (model_path_.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
-  }
-
   void StartChatServer() { StartServer(model_path_, {"--kv-cache-mb", "64"}); }
 
   v1::Session CreateChat(const std::vector<v1::ChatMessage>& messages) {
@@ -133,11 +122,7 @@ class ChatServiceTest : public ServiceFixture {
     EXPECT_TRUE(info.ok()) << info.status();
     return info.ok() ? info->engine().prefill_tokens() + info->engine().cached_tokens() : 0;
   }
-
-  static std::string model_path_;
 };
-
-std::string ChatServiceTest::model_path_;
 
 // Never let a random model end a turn by itself.
 const std::map<int32_t, float> kNoEnd = {{kImEnd, -100}, {kEndOfText, -100}};

@@ -37,17 +37,11 @@ std::string Question(int i) {
   return q + "?";
 }
 
-class ChatSlideTest : public ServiceFixture {
+class ChatSlideTest : public Qwen3ChatFixture {
  protected:
-  static void SetUpTestSuite() { model_path_ = WriteQwen3ChatModel("chat_slide_test"); }
-  static void TearDownTestSuite() {
-    if (!model_path_.empty()) std::filesystem::remove(model_path_);
-  }
-
   void SetUp() override {
-    ServiceFixture::SetUp();
+    Qwen3ChatFixture::SetUp();
     if (IsSkipped()) return;
-    if (model_path_.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
     StartSlideServer();
   }
 
@@ -135,11 +129,7 @@ class ChatSlideTest : public ServiceFixture {
       }
     }
   }
-
-  static std::string model_path_;
 };
-
-std::string ChatSlideTest::model_path_;
 
 TEST_F(ChatSlideTest, AChatSlidesByWholeTurnsKeepingItsSystemTurnAndIntactMarkup) {
   const v1::Session s = CreateChat();

@@ -65,9 +65,7 @@ class FleetTest : public ::testing::Test {
       ASSERT_TRUE(direct_[i]->WaitForServer(std::chrono::seconds(10)));
     }
   }
-  void TearDown() override {
-    fleet_.reset();
-  }
+  void TearDown() override { fleet_.reset(); }
 
   static int IndexOf(const std::string& replica) {
     for (int i = 0; i < kReplicas; ++i) {

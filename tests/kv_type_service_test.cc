@@ -27,9 +27,7 @@ class KvTypeServiceTest : public ::testing::Test {
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath(kModel))) GTEST_SKIP() << "../shared absent";
   }
-  void TearDown() override {
-    if (server_ && server_->Running()) server_->Kill();
-  }
+  void TearDown() override { if (server_ && server_->Running()) server_->Kill(); }
 
   static std::string ModelPath(const std::string& name) { return SharedDir() + "/models/" + name; }
   std::string Data(const std::string& name) const { return (dir_ / name).string(); }

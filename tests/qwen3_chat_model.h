@@ -2,10 +2,10 @@
 // template (../shared/vocab/ggml-vocab-qwen3.gguf), for chat tests over the
 // real kvsessiond, and the Qwen3 token ids they name.
 //
-// WriteQwen3ChatModel writes it to a temporary file (a test suite does it
-// once, in SetUpTestSuite, and removes it in TearDownTestSuite). Returns
-// the path, or "" when ../shared has no Qwen3 vocabulary (the suite then
-// skips) or writing failed (reported as a test failure).
+// WriteQwen3ChatModel writes it to a temporary file. Returns the path, or ""
+// when ../shared has no Qwen3 vocabulary (the suite then skips) or writing
+// failed (reported as a test failure). Qwen3ChatFixture does it once per
+// test suite and removes the file after the suite.
 #ifndef KVSESSION_TESTS_QWEN3_CHAT_MODEL_H_
 #define KVSESSION_TESTS_QWEN3_CHAT_MODEL_H_
 
@@ -53,6 +53,27 @@ inline std::string WriteQwen3ChatModel(const std::string& tag) {
   }
   return path;
 }
+
+// A ServiceFixture whose suite shares one Qwen3 chat model (model_path_,
+// written in SetUpTestSuite, removed in TearDownTestSuite). Each test skips
+// when ../shared is absent or has no Qwen3 vocabulary; a derived SetUp calls
+// this one first and returns if IsSkipped().
+class Qwen3ChatFixture : public ServiceFixture {
+ protected:
+  static void SetUpTestSuite() { model_path_ = WriteQwen3ChatModel("qwen3_chat_model"); }
+  static void TearDownTestSuite() {
+    if (!model_path_.empty()) std::filesystem::remove(model_path_);
+    model_path_.clear();
+  }
+
+  void SetUp() override {
+    ServiceFixture::SetUp();
+    if (IsSkipped()) return;
+    if (model_path_.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
+  }
+
+  static inline std::string model_path_;
+};
 
 }  // namespace kvs
 

@@ -33,9 +33,7 @@ class ServiceFixture : public ::testing::Test {
   void SetUp() override {
     if (!std::filesystem::exists(ModelPath("aidreams260K.gguf"))) GTEST_SKIP() << "../shared absent";
   }
-  void TearDown() override {
-    if (server_ && server_->Running()) server_->Stop();
-  }
+  void TearDown() override { if (server_ && server_->Running()) server_->Stop(); }
 
   // Starts a server on `model` (a file in ../shared/models, or a path) and
   // connects a client.

@@ -29,9 +29,7 @@ class RecoveryTest : public ::testing::Test {
     if (!std::filesystem::exists(ModelPath("tiny-llama-gqa.gguf"))) GTEST_SKIP() << "../shared absent";
     data_ = (dir_ / "data").string();
   }
-  void TearDown() override {
-    if (server_ && server_->Running()) server_->Kill();
-  }
+  void TearDown() override { if (server_ && server_->Running()) server_->Kill(); }
 
   void Start(const std::string& model = "tiny-llama-gqa.gguf") {
     server_ = std::make_unique<ServerProcess>();
