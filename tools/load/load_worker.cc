@@ -10,7 +10,10 @@ namespace v1 = kvsession::v1;
 namespace {
 
 // Operation mix (relative weights), in the order of Op.
-enum class Op { kCreate, kAppend, kGenerate, kFork, kSnapshot, kRestore, kRestoreSession, kGet, kList, kDelete, kDeleteCheckpoint };
+enum class Op {
+  kCreate, kAppend, kGenerate, kFork, kSnapshot, kRestore, kRestoreSession, kGet, kList, kDelete,
+  kDeleteCheckpoint, kTruncate
+};
 constexpr struct {
   Op op;
   const char* name;
@@ -27,6 +30,7 @@ constexpr struct {
     {Op::kList, "list", 3},
     {Op::kDelete, "delete", 6},
     {Op::kDeleteCheckpoint, "delete-checkpoint", 2},
+    {Op::kTruncate, "truncate", 4},
 };
 constexpr auto kUnavailablePause = std::chrono::milliseconds(10);
 constexpr int kMaxAppendTokens = 8;
@@ -88,16 +92,21 @@ void LoadWorker::RunOne() {
   if (!id) return Create();
   const bool grows = op == Op::kAppend || op == Op::kGenerate || op == Op::kFork;
   if (grows && ledger_.AcknowledgedLength(*id) > options_.max_session_tokens) op = Op::kDelete;
+  if (op == Op::kTruncate) return Truncate(*id);
+  // Every other call on the session runs in a shared section (no Truncate
+  // meanwhile: session_ledger.h); a session being truncated is left alone.
+  if (!ledger_.EnterSession(*id)) return;
   switch (op) {
-    case Op::kAppend: return Append(*id);
-    case Op::kGenerate: return Generate(*id);
-    case Op::kFork: return Fork(*id);
-    case Op::kSnapshot: return Snapshot(*id);
-    case Op::kRestoreSession: return RestoreSession(*id);
-    case Op::kGet: return Get(*id);
-    case Op::kDelete: return Delete(*id);
-    default: return;
+    case Op::kAppend: Append(*id); break;
+    case Op::kGenerate: Generate(*id); break;
+    case Op::kFork: Fork(*id); break;
+    case Op::kSnapshot: Snapshot(*id); break;
+    case Op::kRestoreSession: RestoreSession(*id); break;
+    case Op::kGet: Get(*id); break;
+    case Op::kDelete: Delete(*id); break;
+    default: break;
   }
+  ledger_.LeaveSession(*id);
 }
 
 std::vector<int32_t> LoadWorker::RandomTokens(int min_count, int max_count) {
@@ -298,7 +307,8 @@ void LoadWorker::Get(const std::string& id) {
     return;
   }
   stats_.RecordOk("GetSession", MillisSince(start));
-  // Tokens are only ever added: every position the ledger knows must match.
+  // No Truncate ran meanwhile (the section), so tokens were only added:
+  // every position the ledger knows must match.
   std::vector<int32_t> known = ledger_.KnownPrefix(id, r->token_ids_size());
   for (int i = 0; i < r->token_ids_size(); ++i) {
     if (known[i] != kUnknownToken && known[i] != r->token_ids(i)) {
@@ -307,6 +317,33 @@ void LoadWorker::Get(const std::string& id) {
       return;
     }
   }
+}
+
+void LoadWorker::Truncate(const std::string& id) {
+  if (!ledger_.BeginTruncate(id)) return;
+  // Alone on the session: its acknowledged length cannot change meanwhile.
+  const int32_t min_length = options_.bos_token_id >= 0 ? 1 : 0;
+  const int32_t acked = ledger_.AcknowledgedLength(id);
+  if (acked - 1 < min_length) return ledger_.TruncateRejected(id);
+  const int32_t length = std::uniform_int_distribution<int32_t>(min_length, acked - 1)(rng_);
+  const auto start = Clock::now();
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
+  absl::StatusOr<v1::TruncateResponse> r = client_->Truncate(id, length);
+  SessionLedger::CallEnd end = ledger_.EndCall(ticket);
+  if (!r.ok()) {
+    Classification c = Fail("Truncate", r.status(), {.overlapped_on_session = end.overlapped,
+                                                     .recent_cancel_on_session = end.recent_cancel,
+                                                     .target_deleted = end.deleted});
+    if (IsBusy(r.status()) || c.kind == ErrorKind::kDeletedTarget) return ledger_.TruncateRejected(id);
+    return ledger_.TruncateUnknown(id, length);
+  }
+  stats_.RecordOk("Truncate", MillisSince(start));
+  if (r->session().length() != length) {
+    stats_.RecordWrongResult("Truncate", absl::StrCat("length ", r->session().length(), " after a Truncate to ",
+                                                      length));
+    return ledger_.TruncateUnknown(id, std::min(length, r->session().length()));
+  }
+  ledger_.AckTruncate(id, length);
 }
 
 void LoadWorker::List() {

@@ -1,7 +1,7 @@
 // LoadWorker: one simulated client of the load tool. It loops until told to
 // stop, each time picking an operation at random (Create, Append, Generate,
 // Fork, Snapshot, Restore, GetSession, ListSessions, DeleteSession,
-// DeleteCheckpoint) on sessions and checkpoints shared with every other
+// DeleteCheckpoint, Truncate) on sessions and checkpoints shared with every other
 // worker through the SessionLedger, records what the server acknowledged in
 // the ledger and what it observed in LoadStats (errors classified by
 // error_classifier.h).
@@ -31,7 +31,7 @@ namespace kvs::load {
 
 // Names of the operations a worker picks from ("create", "append",
 // "generate", "fork", "snapshot", "restore", "restore-session", "get",
-// "list", "delete", "delete-checkpoint").
+// "list", "delete", "delete-checkpoint", "truncate").
 std::vector<std::string> OperationNames();
 
 struct WorkloadOptions {
@@ -67,6 +67,8 @@ class LoadWorker {
   void List();
   void Delete(const std::string& id);
   void DeleteCheckpoint();
+  // Cuts the session to a random shorter length, alone on it (session_ledger.h).
+  void Truncate(const std::string& id);
 
   std::vector<int32_t> RandomTokens(int min_count, int max_count);
   double MillisSince(Clock::time_point start) const;

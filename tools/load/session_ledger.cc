@@ -184,6 +184,67 @@ void SessionLedger::DeleteUnknown(const std::string& id) {
   sessions_[id].life = Life::kDeleteUnknown;
 }
 
+bool SessionLedger::EnterSession(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  TrackedSession& s = sessions_[id];  // picked sessions are tracked already
+  if (s.truncating) return false;
+  ++s.sections;
+  return true;
+}
+
+void SessionLedger::LeaveSession(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it != sessions_.end() && it->second.sections > 0) --it->second.sections;
+}
+
+bool SessionLedger::BeginTruncate(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return false;
+  TrackedSession& s = it->second;
+  if (s.life != Life::kLive || s.sections > 0 || s.truncating) return false;
+  s.truncating = true;
+  return true;
+}
+
+void SessionLedger::CutTo(TrackedSession& s, int32_t length) {
+  // Positions from `length` on are no longer required: calls acknowledged
+  // before the cut are checked up to it.
+  length = std::max(length, 0);
+  if (static_cast<int32_t>(s.tokens.size()) > length) s.tokens.resize(length);
+  for (Range& r : s.unchecked) {
+    r.begin = std::min(r.begin, length);
+    r.end = std::min(r.end, length);
+  }
+}
+
+void SessionLedger::AckTruncate(const std::string& id, int32_t length) {
+  absl::MutexLock lock(&mu_);
+  TrackedSession& s = sessions_[id];
+  s.truncating = false;
+  CutTo(s, length);
+  s.tokens.resize(std::max(length, 0), kUnknownToken);
+  // The server said the session is exactly these tokens, with no call of
+  // ours on it: whatever an earlier unacknowledged call did is settled.
+  s.uncertain = false;
+  s.truncated = true;
+  s.unchecked.push_back({length, length});
+}
+
+void SessionLedger::TruncateRejected(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  sessions_[id].truncating = false;
+}
+
+void SessionLedger::TruncateUnknown(const std::string& id, int32_t length) {
+  absl::MutexLock lock(&mu_);
+  TrackedSession& s = sessions_[id];
+  s.truncating = false;
+  CutTo(s, length);
+  s.uncertain = true;
+}
+
 void SessionLedger::AckSnapshot(const std::string& checkpoint_id, int32_t length,
                                 std::vector<int32_t> tokens) {
   absl::MutexLock lock(&mu_);
@@ -289,9 +350,19 @@ void SessionLedger::VerifySession(const std::string& id, TrackedSession& s,
                                     " after restart, first difference at ", intact, ")"));
   }
   if (t.size() > acked && !s.uncertain && s.life == Life::kLive) {
-    ++result.phantom;
-    AddProblem(result, absl::StrCat("session ", id, ": ", t.size(), " tokens after restart, ",
-                                    acked, " acknowledged and no call was in flight"));
+    if (s.truncated) {
+      // Longer than an acknowledged Truncate left it, and nothing since may
+      // have added tokens: the Truncate was lost.
+      result.lost += lost == 0 ? 1 : 0;
+      if (lost == 0) {
+        AddProblem(result, absl::StrCat("session ", id, ": acknowledged Truncate lost (", t.size(),
+                                        " tokens after restart, ", acked, " acknowledged)"));
+      }
+    } else {
+      ++result.phantom;
+      AddProblem(result, absl::StrCat("session ", id, ": ", t.size(), " tokens after restart, ",
+                                      acked, " acknowledged and no call was in flight"));
+    }
   }
 }
 
@@ -319,6 +390,9 @@ VerifyResult SessionLedger::Verify(const ServerView& server) {
     s.uncertain = false;
     s.unchecked.clear();
     s.in_flight = 0;
+    s.sections = 0;
+    s.truncating = false;
+    s.truncated = false;
     ++it;
   }
   for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {

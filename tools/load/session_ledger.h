@@ -8,10 +8,18 @@
 // "uncertain" while an unacknowledged call may have added tokens to it; only
 // then may the server hold more tokens than acknowledged.
 //
+// A Truncate to L forgets positions [L, ...): later calls write them anew.
+// So that acknowledgements reach the ledger in the server's order, a Truncate
+// runs alone on its session: every other call of the tool on a session runs
+// inside a shared section (EnterSession .. LeaveSession, acknowledgement
+// included), a Truncate in the exclusive one (BeginTruncate .. its end).
+//
 // Verify() checks every acknowledged call since the previous Verify():
 //   - a session's Create / Fork branch / Restore, Append and Generate survived
 //     iff the session exists, is at least as long as the call left it, and
 //     every known token up to there matches;
+//   - a Truncate survived iff, besides that, the session is no longer than
+//     acknowledged (unless an unacknowledged call came after it);
 //   - a Delete survived iff the session is NOT_FOUND;
 //   - a Snapshot survived iff its checkpoint is listed with its length, a
 //     DeleteCheckpoint iff it is not listed.
@@ -108,6 +116,20 @@ class SessionLedger {
   void DeleteRejected(const std::string& id);
   void DeleteUnknown(const std::string& id);
 
+  // Sections (see the top): EnterSession is false while a Truncate runs on
+  // the session (the caller then leaves it alone); BeginTruncate is false
+  // unless the session is live with no section and no Truncate on it. A
+  // Truncate then ends in exactly one of Ack (the session now holds exactly
+  // its first `length` tokens), Rejected (nothing changed) and Unknown (it
+  // may or may not have happened: the first `length` tokens are what is
+  // known, and the server may hold more).
+  bool EnterSession(const std::string& id);
+  void LeaveSession(const std::string& id);
+  bool BeginTruncate(const std::string& id);
+  void AckTruncate(const std::string& id, int32_t length);
+  void TruncateRejected(const std::string& id);
+  void TruncateUnknown(const std::string& id, int32_t length);
+
   void AckSnapshot(const std::string& checkpoint_id, int32_t length, std::vector<int32_t> tokens);
   bool BeginDeleteCheckpoint(const std::string& id);
   void AckDeleteCheckpoint(const std::string& id);
@@ -135,6 +157,9 @@ class SessionLedger {
     std::vector<Range> unchecked;  // acknowledged calls since the last Verify
     int in_flight = 0;
     uint64_t call_seq = 0;
+    int sections = 0;         // shared sections open on it
+    bool truncating = false;  // a Truncate holds it alone
+    bool truncated = false;   // an acknowledged Truncate since the last Verify
     std::chrono::steady_clock::time_point last_cancel{};
   };
   struct TrackedCheckpoint {
@@ -148,6 +173,7 @@ class SessionLedger {
   void RemoveLive(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddLiveCheckpoint(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLiveCheckpoint(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CutTo(TrackedSession& s, int32_t length) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void VerifySession(const std::string& id, TrackedSession& s,
                      const std::optional<std::vector<int32_t>>& server, VerifyResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -112,6 +112,64 @@ TEST_F(SessionLedgerTest, ACancelIsRecentForTheNextCallOnTheSession) {
   EXPECT_TRUE(ledger_.EndCall(next).recent_cancel);
 }
 
+TEST_F(SessionLedgerTest, AnAcknowledgedTruncateThenAppendIsCheckedAtItsNewTokens) {
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.AckTruncate("s", 2);
+  EXPECT_EQ(ledger_.AcknowledgedLength("s"), 2);
+  ASSERT_TRUE(ledger_.AckAppend("s", 4, Tokens{20, 21}).ok());  // rewrites positions 2 and 3
+  VerifyResult r = VerifyWith(Tokens{1, 10, 20, 21});
+  EXPECT_EQ(r.checked, 4);  // Create, Append, Truncate, Append
+  EXPECT_EQ(r.lost, 0);
+}
+
+TEST_F(SessionLedgerTest, ASessionStillLongerThanAnAcknowledgedTruncateLostIt) {
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.AckTruncate("s", 3);
+  VerifyResult r = VerifyWith(Tokens{1, 10, 11, 12, 13});
+  EXPECT_EQ(r.lost, 1);
+  EXPECT_EQ(r.phantom, 0);
+}
+
+TEST_F(SessionLedgerTest, TheOldTokensAfterATruncateAndAppendLoseTheCalls) {
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.AckTruncate("s", 3);
+  ASSERT_TRUE(ledger_.AckAppend("s", 5, Tokens{30, 31}).ok());
+  EXPECT_GE(VerifyWith(Tokens{1, 10, 11, 12, 13}).lost, 1);
+}
+
+TEST_F(SessionLedgerTest, AnUnacknowledgedTruncateMayOrMayNotHaveHappened) {
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.TruncateUnknown("s", 3);
+  EXPECT_EQ(VerifyWith(Tokens{1, 10, 11}).lost, 0);
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.TruncateUnknown("s", 2);
+  EXPECT_EQ(VerifyWith(Tokens{1, 10, 11}).lost, 0);  // it did not happen
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.TruncateUnknown("s", 2);
+  EXPECT_EQ(VerifyWith(Tokens{1, 99}).lost, 1);  // a known token changed either way
+}
+
+TEST_F(SessionLedgerTest, ARejectedTruncateChangesNothing) {
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  ledger_.TruncateRejected("s");
+  EXPECT_EQ(ledger_.AcknowledgedLength("s"), 5);
+  EXPECT_EQ(VerifyWith(Tokens{1, 10, 11}).lost, 1);  // the Append is still required
+}
+
+TEST_F(SessionLedgerTest, ATruncateRunsAloneOnItsSession) {
+  ASSERT_TRUE(ledger_.EnterSession("s"));
+  EXPECT_FALSE(ledger_.BeginTruncate("s"));  // a call is in its section
+  ledger_.LeaveSession("s");
+  ASSERT_TRUE(ledger_.BeginTruncate("s"));
+  EXPECT_FALSE(ledger_.EnterSession("s"));  // other calls leave it be
+  EXPECT_FALSE(ledger_.BeginTruncate("s"));
+  ledger_.AckTruncate("s", 2);
+  EXPECT_TRUE(ledger_.EnterSession("s"));
+  ledger_.LeaveSession("s");
+  ASSERT_TRUE(ledger_.BeginDelete("s"));
+  EXPECT_FALSE(ledger_.BeginTruncate("s"));  // not live
+}
+
 TEST(SessionLedger, ACheckpointMissingOrOfAnotherLengthAfterARestartIsLost) {
   SessionLedger ledger;
   ledger.AckSnapshot("c1", 4, {1, 2, 3, 4});
