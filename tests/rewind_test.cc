@@ -3,12 +3,10 @@
 // fresh session created from the same token ids, cut pages go back to the
 // pool, a fork sharing the cut page is unaffected, a truncate survives
 // kill -9, and bad requests get their codes.
-#include <atomic>
-#include <thread>
-
 #include <nlohmann/json.hpp>
 
 #include "gmock/gmock.h"
+#include "tests/running_generate.h"
 #include "tests/service_fixture.h"
 #include "tests/subprocess.h"
 
@@ -219,23 +217,12 @@ TEST_F(RewindTest, BadTruncatesAndForksGetTheirCodesAndChangeNothing) {
   EXPECT_EQ(code(client_->Fork(fork)), absl::StatusCode::kInvalidArgument);
 
   // Busy: a running Generate makes Truncate ABORTED, naming it.
-  std::atomic<bool> started{false}, checked{false};
-  std::thread long_one([&] {
-    v1::GenerateRequest req;
-    req.set_session_id(s.id());
-    req.set_max_tokens(1500);
-    req.set_ignore_eos(true);
-    (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
-      started = true;
-      return !checked;
-    });
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RunningGenerate long_one(*client_, s.id());
+  ASSERT_TRUE(long_one.WaitStarted());
   absl::StatusOr<v1::TruncateResponse> busy = client_->Truncate(s.id(), 2);
   EXPECT_EQ(code(busy), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(busy.status().message()), HasSubstr("busy: a Generate is running"));
-  checked = true;
-  long_one.join();
+  long_one.Stop();
 
   absl::StatusOr<v1::ListSessionsResponse> all = client_->ListSessions(100, "");
   ASSERT_TRUE(all.ok());

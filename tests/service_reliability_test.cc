@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "tests/health_check.h"
+#include "tests/running_generate.h"
 #include "tests/service_fixture.h"
 
 namespace kvs {
@@ -154,20 +155,10 @@ TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
   for (int i = 0; i < 20; ++i) prompt += " once upon a time";
   v1::Session s = Create(prompt);
   ASSERT_GT(s.kv_pages(), 0);
-  std::atomic<bool> started{false};
-  std::thread gen([&] {
-    v1::GenerateRequest req;
-    req.set_session_id(s.id());
-    req.set_max_tokens(300);
-    req.set_ignore_eos(true);
-    (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
-      started = true;
-      return true;
-    });
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RunningGenerate gen(*client_, s.id());
+  ASSERT_TRUE(gen.WaitStarted());
   absl::StatusOr<v1::Session> during = client_->GetSession(s.id());
-  gen.join();
+  gen.Stop();
   ASSERT_TRUE(during.ok());
   EXPECT_EQ(during->state(), v1::SESSION_STATE_BUSY);
   EXPECT_GE(during->kv_pages(), s.kv_pages());

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
+#include "tests/running_generate.h"
 #include "tests/server_process.h"
 #include "tests/service_fixture.h"
 #include "tools/model_synth.h"
@@ -277,18 +278,8 @@ TEST_F(ServiceTest, DeadlineStopsALongAppendAndTheSessionCatchesUpLater) {
 TEST_F(ServiceTest, ASecondGenerateOnABusySessionIsAbortedNamingTheRunningCall) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
-  std::atomic<bool> started{false}, checked{false};
-  std::thread long_one([&] {
-    v1::GenerateRequest req;
-    req.set_session_id(s.id());
-    req.set_max_tokens(1500);
-    req.set_ignore_eos(true);
-    (void)client_->Generate(req, [&](const v1::GenerateResponse&) {
-      started = true;
-      return !checked;  // runs until the checks below are done
-    });
-  });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  RunningGenerate long_one(*client_, s.id());  // runs until the checks below are done
+  ASSERT_TRUE(long_one.WaitStarted());
   v1::GenerateRequest req;
   req.set_session_id(s.id());
   req.set_max_tokens(5);
@@ -302,8 +293,6 @@ TEST_F(ServiceTest, ASecondGenerateOnABusySessionIsAbortedNamingTheRunningCall) 
   fork.set_session_id(s.id());
   fork.set_count(1);
   EXPECT_EQ(client_->Fork(fork).status().code(), absl::StatusCode::kAborted);
-  checked = true;
-  long_one.join();
 }
 
 TEST_F(ServiceTest, BadRequestsGetClearErrorsAndChangeNothing) {

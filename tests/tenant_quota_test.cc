@@ -4,11 +4,11 @@
 // caller's usage, and a SIGHUP reload changes the limits.
 #include <signal.h>
 
-#include <atomic>
 #include <thread>
 
 #include "gtest/gtest.h"
 #include <nlohmann/json.hpp>
+#include "tests/running_generate.h"
 #include "tests/subprocess.h"
 #include "tests/secure_fixture.h"
 
@@ -130,24 +130,14 @@ TEST_F(TenantQuotaTest, MaxGeneratesRefusesASecondConcurrentGenerateOrAppendOfTh
   absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time");
   absl::StatusOr<v1::Session> b = acme_->CreateSession("There was a dog");
   ASSERT_TRUE(a.ok() && b.ok());
-  std::atomic<bool> started{false}, stop{false};
-  std::thread running([&] {
-    v1::GenerateRequest r;
-    r.set_session_id(a->id());
-    r.set_max_tokens(4096);
-    r.set_ignore_eos(true);
-    r.set_context_policy(v1::CONTEXT_POLICY_SLIDE);  // runs until cancelled
-    // Ends CANCELLED when the test stops it; only its start matters here.
-    (void)acme_->Generate(r, [&](const v1::GenerateResponse&) {
-      started = true;
-      return !stop.load();
-    });
-  });
-  for (int i = 0; i < 1000 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (!started) {
-    running.join();
-    FAIL() << "the first Generate did not start";
-  }
+  v1::GenerateRequest r;
+  r.set_session_id(a->id());
+  r.set_max_tokens(4096);
+  r.set_ignore_eos(true);
+  r.set_context_policy(v1::CONTEXT_POLICY_SLIDE);  // runs until cancelled
+  // Ends CANCELLED when the test stops it; only its start matters here.
+  RunningGenerate running(*acme_, r);
+  ASSERT_TRUE(running.WaitStarted()) << "the first Generate did not start";
   EXPECT_EQ(TenantOf(*acme_).generates().usage(), 1);
   v1::GenerateRequest other;
   other.set_session_id(b->id());
@@ -163,8 +153,7 @@ TEST_F(TenantQuotaTest, MaxGeneratesRefusesASecondConcurrentGenerateOrAppendOfTh
   ASSERT_TRUE(c.ok());
   other.set_session_id(c->id());
   EXPECT_TRUE(beta_->Generate(other).ok());
-  stop = true;
-  running.join();
+  running.Stop();
   // The cancelled call gives its slot back once its job has ended.
   for (int i = 0; i < 2000 && TenantOf(*acme_).generates().usage() != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

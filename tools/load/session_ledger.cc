@@ -353,8 +353,8 @@ void SessionLedger::VerifySession(const std::string& id, TrackedSession& s,
     if (s.truncated) {
       // Longer than an acknowledged Truncate left it, and nothing since may
       // have added tokens: the Truncate was lost.
-      result.lost += lost == 0 ? 1 : 0;
-      if (lost == 0) {
+      if (lost == 0) {  // else already counted
+        ++result.lost;
         AddProblem(result, absl::StrCat("session ", id, ": acknowledged Truncate lost (", t.size(),
                                         " tokens after restart, ", acked, " acknowledged)"));
       }
