@@ -10,9 +10,10 @@
 //
 // Owners declare their ScratchDir before anything that keeps files open in
 // it (a SessionStore, a server process): members are destroyed in reverse
-// order, so the directory goes last. Creation or removal failures throw
-// std::filesystem::filesystem_error, which fails the test. Not thread-safe:
-// make and destroy each ScratchDir on one thread (the counter is atomic).
+// order, so the directory goes last. A failure to make the directory throws
+// std::filesystem::filesystem_error (the test fails); a failure to remove it
+// is ignored. Not thread-safe: make and destroy each ScratchDir on one thread
+// (the counter is atomic).
 #ifndef KVSESSION_TESTS_SCRATCH_DIR_H_
 #define KVSESSION_TESTS_SCRATCH_DIR_H_
 
