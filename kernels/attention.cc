@@ -126,6 +126,12 @@ bool AttentionUsesAmx(KvDtype dtype, int head_dim) {
   return AmxAttentionInUse() && kernel_table::ActiveKernelTable().amx_attention && AmxAttentionTakes(dtype, head_dim);
 }
 
+bool Q8_0ValuesInInt16Groups(int head_dim) {
+  const bool fixed_head = head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+  return kernel_table::ActiveKernelTable().q8_0_value_groups && fixed_head &&
+         !AttentionUsesAmx(KvDtype::kQ8_0, head_dim);
+}
+
 void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc) {
   for (int i = 0; i < nq; ++i) {
     max[i] = -std::numeric_limits<float>::infinity();

@@ -15,7 +15,10 @@
 // reference to ~1e-6 relative (a vectorized exp, other summation orders;
 // against a q8_0 cache each key's value weight is rounded to BF16,
 // attention_q8_0_values.h, so a weight within that much of a rounding
-// midpoint may round the other way, a 2^-8 relative step of it).
+// midpoint may round the other way, a 2^-8 relative step of it; where
+// Q8_0ValuesInInt16Groups, the weights are int16 steps of their group's
+// largest instead: each within 1/65534 of the group's largest of the
+// exact weight, where the scalar level's is within 2^-8 of itself).
 // Each query's result depends only on its own query, the keys/values and
 // its visible count, never on the other rows or heads in the call.
 #ifndef KVSESSION_KERNELS_ATTENTION_H_
@@ -72,7 +75,8 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
 // and Q8_0 converted in registers, exactly). The bits do not depend on
 // how the keys are split into blocks of a multiple of 16 keys (the
 // default page): the vector levels score keys in groups of their lanes
-// within a block and pair Q8_0 keys 2i and 2i + 1, and the AMX kernels
+// within a block and fold Q8_0 values a group of keys [16g, 16g + 16) of
+// a block at a time (int16 groups) or key by key, and the AMX kernels
 // take keys [32c, 32c + 32) of the sequence as one value product, across
 // blocks (attention_amx.h). Other block sizes are correct too, with bits
 // of their own (pages of 8 or 24 differ in the last bits on AVX-512).
@@ -150,6 +154,12 @@ bool AmxAttentionInUse();
 // `head_dim` values on AMX: AmxAttentionInUse(), the AVX-512 level, and a
 // cache and head the AMX kernels take (attention_amx.h).
 bool AttentionUsesAmx(KvDtype dtype, int head_dim);
+
+// True when the active kernels fold the values of a q8_0 cache with heads
+// of `head_dim` values in int16 groups (attention_q8_0_values.h: the
+// AVX-512 level with AVX512-BF16, heads of 32, 64, 128 or 256 values, not
+// on AMX); false: BF16 weights.
+bool Q8_0ValuesInInt16Groups(int head_dim);
 
 // Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.
 void AttentionFinish(int rows, int heads, int head_dim, const float* sum, const float* acc,

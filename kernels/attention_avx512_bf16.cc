@@ -1,9 +1,9 @@
-// AVX-512 attention with AVX512-BF16: the kernels of attention_avx512.cc
-// with a Q8_0 cache's values folded two keys at a time by VDPBF16PS
-// (attention_q8_0_values.h). Every attention entry of the table comes from
-// this file, so all of a process's kernels pair the same keys. Compiled
-// with -mavx512bf16 in a file of its own; used only when the CPU has
-// AVX512-BF16.
+// AVX-512 attention for the level with AVX512-BF16: the kernels of
+// attention_avx512.cc with a Q8_0 cache's values folded in int16 groups,
+// two keys at a time by VPDPWSSD (attention_q8_0_values.h). Every
+// attention entry of the table comes from this file, so all of a process's
+// kernels make the same groups. Compiled with -mavx512bf16 in a file of
+// its own (the level's flags); used only when the CPU has AVX512-BF16.
 #include "kernels/kernel_table.h"
 #include "kernels/simd_avx512_bf16.h"
 #include "kernels/simd_attention.h"
@@ -17,6 +17,7 @@ void FillAvx512Bf16Attention(KernelTable* t) {
   FillTiledAttentionEntries<Avx512Bf16>(t);
   t->attention_runs = AttentionRunsTiled<Avx512Bf16>;
   t->attention_heads = AttentionHeadsTiled<Avx512Bf16>;
+  t->q8_0_value_groups = true;
 }
 
 }  // namespace kvs::kernel_table

@@ -84,7 +84,7 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
             }
             // Two calls: the first 3 blocks, then the rest.
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(visible[r], 3 * block), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(visible[r], 3 * block), v, vc.data(), hd, block);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
@@ -145,7 +145,7 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
               s[j] = d * scale;
             }
             const NaiveValueSum want =
-                NaiveValues(dtype, s, StepEnds(visible[r], keys), v, vc.data(), hd);
+                NaiveValues(dtype, s, StepEnds(visible[r], keys), v, vc.data(), hd, block);
             for (int c = 0; c < hd; ++c) {
               ASSERT_NEAR(out[(r * heads + h) * hd + c], want.out[c], 2e-5 + want.slack[c])
                   << KernelIsaName(isa) << " " << KvDtypeName(dtype) << " hd " << hd << " row " << r;
@@ -162,7 +162,7 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
 // attention.h states) give the same bits, on every level, cache type and
 // head size (fixed kernels, the fallback, and the tiled kernel for a
 // prefill's many rows). Such pages keep the vector levels' key groups
-// and the q8_0 value kernels' key pairs (keys 2i and 2i + 1). With
+// and the q8_0 value kernels' groups of keys [16g, 16g + 16). With
 // KVS_AMX_ATTENTION=1 (the kernels_amx_attention test) the AMX kernels'
 // value products take keys [32c, 32c + 32) of the sequence whatever the
 // pages: two pages of 16, or parts of two pages of 48.

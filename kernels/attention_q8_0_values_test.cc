@@ -1,9 +1,11 @@
 // Q8_0 values (attention_q8_0_values.h): each key's value weight is its
-// probability times the block's scale rounded to BF16, on every kernel
+// probability times the block's scale rounded to BF16, or int16 steps of
+// its group's largest where the level folds int16 groups, on every kernel
 // level and every path (per-query, tiled, in pairs or key by key), for odd
 // key counts and blocks.
 #include "kernels/attention_q8_0_values.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -34,6 +36,37 @@ TEST(RoundToBf16Test, TurnsSubnormalsIntoZerosOfTheirSign) {
   EXPECT_EQ(RoundToBf16(0x1p-126f), 0x1p-126f) << "the smallest normal stays";
 }
 
+TEST(Q8_0GroupWeightsTest, GivesTheLargestTheFullScaleAndEveryWeightWithinHalfAStep) {
+  const float x[5] = {0.75f, -0.1f, 0.0f, 0.3333f, 1e-30f};
+  int16_t w[5];
+  const float step = Q8_0GroupWeights(x, 5, w);
+  EXPECT_EQ(step, 0.75f / 32767.0f);
+  EXPECT_EQ(w[0], 32767) << "the largest |x| takes the largest int16";
+  EXPECT_EQ(w[2], 0);
+  EXPECT_EQ(w[4], 0) << "far below a step";
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_LE(std::abs(w[j] * static_cast<double>(step) - x[j]), 0.5 * 0.75 / 32767 * (1 + 1e-6)) << "key " << j;
+  }
+  EXPECT_EQ(w[1], -4369) << "-0.1 / 0.75 * 32767 = -4368.93 rounds to the nearest";
+}
+
+TEST(Q8_0GroupWeightsTest, RoundsTiesToEven) {
+  // m = 32767: the weights are x itself, rounded; 2.5 and 3.5 are ties.
+  const float x[3] = {32767.0f, 2.5f, 3.5f};
+  int16_t w[3];
+  EXPECT_EQ(Q8_0GroupWeights(x, 3, w), 1.0f);
+  EXPECT_EQ(w[1], 2);
+  EXPECT_EQ(w[2], 4);
+}
+
+TEST(Q8_0GroupWeightsTest, GivesAGroupTooSmallToScaleZeroWeightsAndStep) {
+  const float x[2] = {0x1p-100f, 0x1p-130f};  // 32767 / m would overflow F32 for the subnormal
+  int16_t w[2] = {7, 7};
+  EXPECT_EQ(Q8_0GroupWeights(x, 2, w), 0.0f);
+  EXPECT_EQ(w[0], 0);
+  EXPECT_EQ(w[1], 0);
+}
+
 // A q8_0 row of hd values: every block's scale `scale` (F16 bits) and
 // quants from `quants`.
 std::vector<uint8_t> Q8_0Row(int hd, uint16_t scale, const std::vector<int8_t>& quants) {
@@ -47,9 +80,13 @@ std::vector<uint8_t> Q8_0Row(int hd, uint16_t scale, const std::vector<int8_t>& 
 
 // With every score equal (zero keys), each visible key's probability is
 // exactly 1, so a query's output is sum_j RoundToBf16(scale_j) * quant_jd
-// over its n keys, divided by n. The scales are F16 values BF16 cannot
-// hold (11 significant bits), so an unrounded weight misses by up to 2^-8.
-TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesByItsScaleRoundedToBf16) {
+// over its n keys, divided by n; where the level folds int16 groups, the
+// sum over each group (keys [16g, 16g + 16) of a block that the row sees)
+// of step_g * sum_j w_j * quant_jd (Q8_0GroupWeights of the scales). The
+// scales are F16 values BF16 cannot hold (11 significant bits), so an
+// unrounded weight misses by up to 2^-8; an int16 one by at most half a
+// step, which the test also checks against the unrounded sum.
+TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesAsItsContractSays) {
   const bool tiled_before = TiledAttentionInUse();
   for (KernelIsa isa : AllKernelIsas()) {
     if (!KernelIsaSupported(isa)) continue;
@@ -90,11 +127,31 @@ TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesByItsScaleRoundedToBf16
           AttentionUpdateBlocks(KvDtype::kQ8_0, q.data(), heads * hd, rows, heads, kb.data(), vb.data(), n_blocks,
                                 block, hd, visible.data(), 0.1f, m.data(), l.data(), acc.data(), scratch.data());
           AttentionFinish(rows, heads, hd, l.data(), acc.data(), out.data(), heads * hd);
+          const bool groups = Q8_0ValuesInInt16Groups(hd);
           for (int r = 0; r < rows; ++r) {
+            // Key j's weight, times its step where the level folds groups.
+            std::vector<double> weight(visible[r]), step(visible[r], 1.0);
+            double slack = 0;  // int16 groups: half a step per key
+            for (int j = 0; j < visible[r]; ++j) weight[j] = RoundToBf16(scales[j]);
+            if (groups) {
+              for (int g0 = 0; g0 < visible[r];) {  // a group: keys [16g, 16g + 16) of a block
+                const int block_end = (g0 / block + 1) * block;
+                const int g1 = std::min({g0 + kQ8_0ValueGroupKeys - (g0 % block) % kQ8_0ValueGroupKeys,
+                                         block_end, visible[r]});
+                int16_t w[kQ8_0ValueGroupKeys];
+                const float s = Q8_0GroupWeights(scales.data() + g0, g1 - g0, w);
+                for (int j = g0; j < g1; ++j) {
+                  weight[j] = w[j - g0];
+                  step[j] = s;
+                }
+                slack += 0.5 * s * 127 * (g1 - g0);
+                g0 = g1;
+              }
+            }
             for (int d = 0; d < hd; ++d) {
               double want = 0, unrounded = 0;
               for (int j = 0; j < visible[r]; ++j) {
-                want += static_cast<double>(RoundToBf16(scales[j])) * quants[j][d];
+                want += weight[j] * step[j] * quants[j][d];
                 unrounded += static_cast<double>(scales[j]) * quants[j][d];
               }
               want /= visible[r];
@@ -102,8 +159,12 @@ TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesByItsScaleRoundedToBf16
               for (int h = 0; h < heads; ++h) {
                 const float got = out[(r * heads + h) * hd + d];
                 ASSERT_NEAR(got, want, 2e-6 * (1 + std::abs(want)))
-                    << KernelIsaName(isa) << (tiled ? " tiled" : " per-query") << " hd " << hd << " block "
-                    << block << " row " << r << " d " << d << " (unrounded weights give " << unrounded << ")";
+                    << KernelIsaName(isa) << (tiled ? " tiled" : " per-query") << (groups ? " int16 groups" : "")
+                    << " hd " << hd << " block " << block << " row " << r << " d " << d
+                    << " (unrounded weights give " << unrounded << ")";
+                if (groups) {
+                  ASSERT_NEAR(got, unrounded, slack / visible[r] + 2e-6 * (1 + std::abs(want)));
+                }
               }
             }
           }

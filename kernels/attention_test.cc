@@ -14,7 +14,7 @@ namespace {
 
 // Naive causal attention in double for one query over keys [0, n) of a
 // cache of type dtype (values v, bytes vc), folded in online-softmax steps
-// of `step` keys (NaiveValues).
+// of `step` keys, one block each (NaiveValues).
 NaiveValueSum NaiveAttention(KvDtype dtype, const float* q, const std::vector<float>& k,
                              const std::vector<float>& v, const uint8_t* vc, int n, int hd, float scale,
                              int step) {
@@ -26,7 +26,7 @@ NaiveValueSum NaiveAttention(KvDtype dtype, const float* q, const std::vector<fl
   }
   std::vector<int> step_ends;
   for (int end = step; end < n + step; end += step) step_ends.push_back(std::min(end, n));
-  return NaiveValues(dtype, s, step_ends, v, vc, hd);
+  return NaiveValues(dtype, s, step_ends, v, vc, hd, step);
 }
 
 class AttentionTest : public ::testing::TestWithParam<KvDtype> {};

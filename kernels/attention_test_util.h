@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/attention_q8_0_scores.h"
 #include "kernels/attention_q8_0_values.h"
 #include "kernels/fp16.h"
@@ -51,9 +52,12 @@ struct NaiveValueSum {
 // of s[0, step_ends[k]); the last end is n). A product within 1e-5 of a
 // BF16 rounding midpoint may round either way in the kernel (its
 // probability differs from the reference's in the last bits): one BF16
-// step of it goes into slack.
+// step of it goes into slack. Where the active level folds int16 groups
+// (attention.h Q8_0ValuesInInt16Groups), out uses the unrounded weights and
+// slack holds each key's rounding bound instead: half a step of its group
+// (keys [16g, 16g + 16) of a block of `block_keys`) times |quant|.
 inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, const std::vector<int>& step_ends,
-                                 const std::vector<float>& values, const uint8_t* rows, int hd) {
+                                 const std::vector<float>& values, const uint8_t* rows, int hd, int block_keys) {
   const int n = static_cast<int>(s.size());
   NaiveValueSum r{std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0)};
   if (n == 0) return r;
@@ -68,6 +72,11 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
     return r;
   }
   const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+  const int blocks = hd / kKvQ8_0BlockValues;
+  const bool groups = Q8_0ValuesInInt16Groups(hd);
+  // x[j * blocks + b]: key j's p * scale of value block b against the
+  // step's running max; rescale[j] takes it to the final max and sum.
+  std::vector<double> x(static_cast<size_t>(n) * blocks), rescale(n);
   double running = -1e300;
   int step = 0, step_end = 0;
   for (int j = 0; j < n; ++j) {
@@ -75,27 +84,73 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
       step_end = std::min(step_ends[step++], n);
       for (int t = j; t < step_end; ++t) running = std::max(running, s[t]);
     }
-    const double rescale = std::exp(running - mx) / z;
-    for (int b = 0; b < hd / kKvQ8_0BlockValues; ++b) {
-      const uint8_t* block = rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes;
+    rescale[j] = std::exp(running - mx) / z;
+    for (int b = 0; b < blocks; ++b) {
       uint16_t half;
-      std::memcpy(&half, block, 2);
-      const double x = std::exp(s[j] - running) * Fp16ToFp32(half);
-      const double w = RoundToBf16(static_cast<float>(x));
+      std::memcpy(&half, rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes, 2);
+      x[static_cast<size_t>(j) * blocks + b] = std::exp(s[j] - running) * Fp16ToFp32(half);
+    }
+  }
+  if (groups) {
+    for (int g0 = 0; g0 < n;) {  // a group: keys [16g, 16g + 16) of a block
+      const int g1 = std::min({g0 + kQ8_0ValueGroupKeys - g0 % block_keys % kQ8_0ValueGroupKeys,
+                               (g0 / block_keys + 1) * block_keys, n});
+      for (int b = 0; b < blocks; ++b) {
+        double m = 0;
+        for (int j = g0; j < g1; ++j) m = std::max(m, std::abs(x[static_cast<size_t>(j) * blocks + b]));
+        const double half_step = 0.5 * m / kQ8_0GroupWeightMax * (1 + 1e-5);
+        for (int j = g0; j < g1; ++j) {
+          for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
+            const double quant = static_cast<int8_t>(rows[j * row_bytes + b * kKvQ8_0BlockBytes + 2 + d]);
+            r.out[b * kKvQ8_0BlockValues + d] += x[static_cast<size_t>(j) * blocks + b] * rescale[j] * quant;
+            r.slack[b * kKvQ8_0BlockValues + d] += half_step * rescale[j] * std::abs(quant);
+          }
+        }
+      }
+      g0 = g1;
+    }
+    return r;
+  }
+  for (int j = 0; j < n; ++j) {
+    for (int b = 0; b < blocks; ++b) {
+      const uint8_t* block = rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes;
+      const double x_jb = x[static_cast<size_t>(j) * blocks + b];
+      const double w = RoundToBf16(static_cast<float>(x_jb));
       double ambiguous = 0;  // (a zero scale's weight is exactly 0)
-      if (x != 0) {
-        const double step_size = std::ldexp(1.0, std::ilogb(x) - 7);  // a BF16 step at x
-        const double frac = x / step_size - std::floor(x / step_size);
-        if (std::abs(frac - 0.5) * step_size < 1e-5 * std::abs(x)) ambiguous = step_size;
+      if (x_jb != 0) {
+        const double step_size = std::ldexp(1.0, std::ilogb(x_jb) - 7);  // a BF16 step at x
+        const double frac = x_jb / step_size - std::floor(x_jb / step_size);
+        if (std::abs(frac - 0.5) * step_size < 1e-5 * std::abs(x_jb)) ambiguous = step_size;
       }
       for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
         const double quant = static_cast<int8_t>(block[2 + d]);
-        r.out[b * kKvQ8_0BlockValues + d] += w * rescale * quant;
-        r.slack[b * kKvQ8_0BlockValues + d] += ambiguous * rescale * std::abs(quant);
+        r.out[b * kKvQ8_0BlockValues + d] += w * rescale[j] * quant;
+        r.slack[b * kKvQ8_0BlockValues + d] += ambiguous * rescale[j] * std::abs(quant);
       }
     }
   }
   return r;
+}
+
+// The largest |x| of xs.
+inline double MaxAbs(const std::vector<float>& xs) {
+  double m = 0;
+  for (float x : xs) m = std::max(m, static_cast<double>(std::abs(x)));
+  return m;
+}
+
+// How far the active level's attention output over a q8_0 cache with heads
+// of head_dim values may lie from the scalar level's, beyond summation
+// order, when the active level folds int16 groups
+// (Q8_0ValuesInInt16Groups) and the scalar one BF16 weights: a BF16 weight
+// lies within 2^-8 of p * s (8 significant bits), an int16 one within half
+// a step (m / 65534, m its group's largest), so with probabilities summing
+// to 1 the two outputs lie within (2^-8 + 16 / 65534) * max|v| of each
+// other, max|v| the largest |value| in the cache. 0 where the two levels
+// share a contract.
+inline double Q8_0ContractGap(int head_dim, double max_abs_value) {
+  if (!Q8_0ValuesInInt16Groups(head_dim)) return 0;
+  return (0x1p-8 + 16.0 / 65534) * max_abs_value * 1.01;
 }
 
 }  // namespace kvs

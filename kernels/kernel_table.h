@@ -175,6 +175,10 @@ struct KernelTable {
   // its store and reload cost as much as the products); nullptr: pack.
   ScoresQ8_0RowsFn scores_q8_0_rows;
   bool amx;
+  // Whether the vector attention kernels fold Q8_0 values in int16 groups
+  // (attention_q8_0_values.h; the heads attention.h
+  // Q8_0ValuesInInt16Groups names), else with BF16 weights.
+  bool q8_0_value_groups;
   // Whether the attention entries are the AMX kernels (attention_amx.h),
   // which take F16, BF16 and Q8_0 caches with heads of a multiple of 32.
   bool amx_attention;

@@ -1,23 +1,27 @@
 // The SIMD kernels' side of attention_q8_0_values.h: folding the values of
 // a Q8_0 KV cache into a query's accumulator, a chunk of keys at a time.
 //
-// A chunk is up to kQ8_0ValueKeys keys of one block. For each chunk:
+// A chunk is up to kQ8_0ValueKeys keys of one block, starting at a
+// multiple of kQ8_0ValueKeys (where V::kInt16Groups a chunk is the part of
+// a group the query sees). For each chunk:
 //   ChunkScalesQ8_0   the value blocks' F16 scales of its keys, as F32
 //                     (once per chunk, shared by every query);
-//   ChunkWeightsQ8_0  one query's weights w[b][t] = p_t * scale, rounded
-//                     to BF16: F32 values at the levels that emulate the
-//                     BF16 product, BF16 bits where V::kBf16Dot;
+//   ChunkWeightsQ8_0  one query's weights: p_t * scale rounded to BF16
+//                     (kept as F32) at the levels with BF16 weights; where
+//                     V::kInt16Groups the group's int16 weights and one
+//                     step per value block (Q8_0GroupWeights);
 //   ValueMicroTileQ8_0  kQ queries x kC value vectors: acc += w * quants,
 //                     the quants read from the block's rows or from the
 //                     chunk converted once for a large tile
-//                     (ConvertChunkQ8_0). Where V::kBf16Dot, two keys at a
-//                     time by VDPBF16PS (V::DotPairs), keys 2i and 2i+1
-//                     of the chunk, a lone last key paired with zeros.
+//                     (ConvertChunkQ8_0). Where V::kInt16Groups, two keys
+//                     at a time into int32 sums (V::DotPairs: keys 2i and
+//                     2i+1 of the chunk, a lone last key paired with
+//                     zeros), flushed once per call: a call is one whole
+//                     chunk.
 // AccumulateInPlaceQ8_0 is the per-query kernel's value pass;
-// RowWeightsQ8_0 gives the fallback (other head sizes: F32 products at
-// every level) its weights. Chunks start at even keys of a block and
-// every kernel of a level makes the same pairs, so their bits agree
-// (attention_q8_0_values.h).
+// RowWeightsQ8_0 gives the fallback (other head sizes: F32 products with
+// BF16 weights at every level) its weights. Every kernel of a level makes
+// the same chunks, so their bits agree (attention_q8_0_values.h).
 //
 // Include only from SIMD translation units, through simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -52,12 +56,14 @@ inline void PinInRegister(F& x) {
   x = r;
 }
 
-// True for vector operations with BF16 pair products (V::DotPairs).
+// True for vector operations that fold Q8_0 values in int16 groups
+// (attention_q8_0_values.h), key pairs by V::DotPairs.
 template <class V>
-inline constexpr bool kBf16Dot = requires { requires V::kBf16Dot; };
+inline constexpr bool kInt16Groups = requires { requires V::kInt16Groups; };
 
-// Keys per chunk (even: pairs never straddle two chunks).
-constexpr int kQ8_0ValueKeys = 16;
+// Keys per chunk (even: pairs never straddle two chunks; a group of the
+// int16 contract).
+constexpr int kQ8_0ValueKeys = kQ8_0ValueGroupKeys;
 
 // Q8_0 blocks per value row of hd values (hd a multiple of 32).
 template <int hd>
@@ -65,7 +71,7 @@ inline constexpr int kQ8_0Blocks = hd / kKvQ8_0BlockValues;
 
 // A chunk's weights for one query, [block][kQ8_0ValueKeys].
 template <class V>
-using Q8_0Weight = std::conditional_t<kBf16Dot<V>, uint16_t, float>;
+using Q8_0Weight = std::conditional_t<kInt16Groups<V>, int16_t, float>;
 
 // The int8 quants of values [d, d + kLanes) of row `row` (q8_0 rows of hd
 // values from `rows`).
@@ -96,40 +102,55 @@ inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scale
 }
 
 // w[b * kQ8_0ValueKeys + t] = Q8_0ValueWeight(p[t], scales[b][t]) for
-// t < count, +0 beyond (p is read only below count).
+// t < count, +0 beyond (p is read only below count). Where
+// V::kInt16Groups, the group weights of the chunk's count keys instead
+// (Q8_0GroupWeights of p[t] * scales[b][t]), 0 beyond, and steps[b] the
+// block's step; steps is unused at the other levels.
 template <class V, int hd>
 inline void ChunkWeightsQ8_0(const float* p, int count, const float (*scales)[kQ8_0ValueKeys],
-                             Q8_0Weight<V>* w) {
+                             Q8_0Weight<V>* w, float* steps) {
   using F = typename V::F;
   constexpr int L = V::kLanes, kBlocks = kQ8_0Blocks<hd>;
-  for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
-    const int n = count - t0;
-    const F pv = n >= L ? V::Load(p + t0) : n > 0 ? V::LoadPartial(p + t0, n) : V::Zero();
-    for (int b = 0; b < kBlocks; ++b) {
-      const F x = V::Mul(pv, V::Load(scales[b] + t0));
-      if constexpr (kBf16Dot<V>) {
-        V::StoreBf16(w + b * kQ8_0ValueKeys + t0, x);
-      } else {
-        V::Store(w + b * kQ8_0ValueKeys + t0, V::RoundToBf16(x));
+  if constexpr (kInt16Groups<V>) {
+    static_assert(L == kQ8_0ValueKeys, "a group is one vector");
+    const F pv = count >= L ? V::Load(p) : V::LoadPartial(p, count);
+    for (int b0 = 0; b0 < kBlocks; b0 += 4) {
+      constexpr int n = kBlocks < 4 ? kBlocks : 4;
+      F x[4];
+#pragma GCC unroll 4
+      for (int b = 0; b < n; ++b) x[b] = V::Mul(pv, V::Load(scales[b0 + b]));
+      V::StoreGroupWeights(x, n, w + b0 * kQ8_0ValueKeys, steps + b0);
+    }
+  } else {
+    for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
+      const int n = count - t0;
+      const F pv = n >= L ? V::Load(p + t0) : n > 0 ? V::LoadPartial(p + t0, n) : V::Zero();
+      for (int b = 0; b < kBlocks; ++b) {
+        V::Store(w + b * kQ8_0ValueKeys + t0, V::RoundToBf16(V::Mul(pv, V::Load(scales[b] + t0))));
       }
     }
   }
 }
 
 // Keys [0, count) of a chunk (rows row0 .. of `rows`) converted once for a
-// large tile: where V::kBf16Dot, pair i's vector c (values [16c, 16c + 16)
-// of keys 2i and 2i+1, interleaved as BF16; zeros for a missing partner)
-// at out + (i * hd / 16 + c) * 16; otherwise key t's quants as F32 at
-// out + t * hd. out: kQ8_0ValueKeys * hd floats.
+// large tile: where V::kInt16Groups, pair i's vectors 2b and 2b + 1 (value
+// block b of keys 2i and 2i+1 as V::PairBlock makes them; zeros for a
+// missing partner) at out + (i * hd / 16 + 2b) * 16 and the next 16;
+// otherwise key t's quants as F32 at out + t * hd. out: kQ8_0ValueKeys *
+// hd floats.
 template <class V, int hd>
 inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) {
   constexpr int L = V::kLanes;
-  if constexpr (kBf16Dot<V>) {
+  if constexpr (kInt16Groups<V>) {
+    static_assert(2 * L == kKvQ8_0BlockValues, "a block is two vectors of pairs");
     for (int t = 0; t < count; t += 2) {
-#pragma GCC unroll 16
-      for (int d = 0; d < hd; d += L) {
+#pragma GCC unroll 8
+      for (int d = 0; d < hd; d += kKvQ8_0BlockValues) {
         const int8_t* odd = t + 1 < count ? Q8_0Quants<hd>(rows, row0 + t + 1, d) : nullptr;
-        V::StorePairs(out + (t / 2 * (hd / L) + d / L) * L, V::PairLanes(Q8_0Quants<hd>(rows, row0 + t, d), odd));
+        typename V::Pairs first, second;
+        V::PairBlock(Q8_0Quants<hd>(rows, row0 + t, d), odd, first, second);
+        V::StorePairs(out + (t / 2 * (hd / L) + d / L) * L, first);
+        V::StorePairs(out + (t / 2 * (hd / L) + d / L + 1) * L, second);
       }
     }
   } else {
@@ -140,16 +161,18 @@ inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) 
   }
 }
 
-// acc[s][(c0 + c) * L ..] += the chunk's keys [t0, t1) for queries s < kQ
-// (weights w[s], ChunkWeightsQ8_0) and value vectors c < kC: the quants
-// from rows row0 + t of `src` (kFromRows) or from ConvertChunkQ8_0's
-// buffer at `src`. Where V::kBf16Dot, t0 is even and keys go in pairs.
+// acc[s][(c0 + c) * L ..] += the chunk's keys [0, count) for queries
+// s < kQ (weights w[s] and steps[s], ChunkWeightsQ8_0) and value vectors
+// c < kC: the quants from rows row0 + t of `src` (kFromRows) or from
+// ConvertChunkQ8_0's buffer at `src`. Where V::kInt16Groups, keys go in
+// pairs into int32 sums, flushed into acc at the end (the whole group).
 // With kStep, one prefetch.Step(lines) per key (per pair).
 // Not inlined: inside the tile's loops GCC kept the value vectors on the
 // stack (AVX2 prefill 1.1x slower).
 template <class V, int hd, int kQ, int kC, bool kFromRows, bool kStep, class Prefetch>
-__attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w, float* const* acc, const void* src, int row0, int t0,
-                               int t1, int c0, Prefetch& prefetch, int lines) {
+__attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w, const float* const* steps,
+                                                  float* const* acc, const void* src, int row0, int count, int c0,
+                                                  Prefetch& prefetch, int lines) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   static_assert(kC * L % kKvQ8_0BlockValues == 0, "a micro-tile spans whole q8_0 blocks");
@@ -157,27 +180,32 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
   // does, and lies in block BlockOf(c).
   const int first_block = c0 * L / kKvQ8_0BlockValues;
   auto BlockOf = [first_block](int c) { return first_block + c * L / kKvQ8_0BlockValues; };
-  F a[kQ][kC];
-#pragma GCC unroll 8
-  for (int s = 0; s < kQ; ++s) {
-#pragma GCC unroll 16
-    for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
-  }
-  if constexpr (kBf16Dot<V>) {
+  if constexpr (kInt16Groups<V>) {
+    static_assert(2 * L == kKvQ8_0BlockValues && kC % 2 == 0, "whole blocks of two vectors of pairs");
     using P = typename V::Pairs;
-    for (int t = t0; t < t1; t += 2) {
-      if constexpr (kStep) prefetch.Step(lines);
-      P vv[kC];
+    P sums[kQ][kC];
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
 #pragma GCC unroll 16
-      for (int c = 0; c < kC; ++c) {
-        const int d = (c0 + c) * L;
+      for (int c = 0; c < kC; ++c) sums[s][c] = V::ZeroSums();
+    }
+    // Keys t and t + 1 (t + 1 only when kBoth: a lone last key pairs with
+    // zeros); the quants of key t at `even` (kFromRows: block c0's in its
+    // row; else the converted pair's vector c0).
+    auto pair = [&]<bool kBoth>(int t, const void* even) __attribute__((always_inline)) {
+      if constexpr (kStep) prefetch.Step(lines);
+      P vv[kC];  // block by block, as V::PairBlock orders them
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; c += 2) {
         if constexpr (kFromRows) {
-          const int8_t* odd = t + 1 < t1 ? Q8_0Quants<hd>(src, row0 + t + 1, d) : nullptr;
-          vv[c] = V::PairLanes(Q8_0Quants<hd>(src, row0 + t, d), odd);
+          const int8_t* e = static_cast<const int8_t*>(even) + c / 2 * kKvQ8_0BlockBytes;
+          V::PairBlock(e, kBoth ? e + KvBytes(KvDtype::kQ8_0, hd) : nullptr, vv[c], vv[c + 1]);
         } else {
-          vv[c] = V::LoadPairs(static_cast<const float*>(src) + (t / 2 * (hd / L) + c0 + c) * L);
+          vv[c] = V::LoadPairs(static_cast<const float*>(even) + c * L);
+          vv[c + 1] = V::LoadPairs(static_cast<const float*>(even) + (c + 1) * L);
         }
         PinInRegister(vv[c]);
+        PinInRegister(vv[c + 1]);
       }
 #pragma GCC unroll 8
       for (int s = 0; s < kQ; ++s) {
@@ -185,12 +213,32 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
 #pragma GCC unroll 16
         for (int c = 0; c < kC; ++c) {
           if (c * L % kKvQ8_0BlockValues == 0) wb = V::BroadcastPair(w[s] + BlockOf(c) * kQ8_0ValueKeys + t);
-          a[s][c] = V::DotPairs(a[s][c], vv[c], wb);
+          P x = V::DotPairs(sums[s][c], vv[c], wb);
+          PinInRegister(x);  // (else GCC 12 copies every sum to another register and back per pair)
+          sums[s][c] = x;
         }
       }
+    };
+    // Key t's quants, advanced a pair at a time.
+    const uint8_t* at = kFromRows ? reinterpret_cast<const uint8_t*>(Q8_0Quants<hd>(src, row0, c0 * L))
+                                  : static_cast<const uint8_t*>(src) + sizeof(float) * c0 * L;
+    const size_t pair_bytes = kFromRows ? 2 * KvBytes(KvDtype::kQ8_0, hd) : sizeof(float) * hd;
+    int t = 0;
+    for (; t + 1 < count; t += 2, at += pair_bytes) pair.template operator()<true>(t, at);
+    if (t < count) pair.template operator()<false>(t, at);
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; c += 2) V::FlushBlockSums(acc[s] + (c0 + c) * L, sums[s][c], sums[s][c + 1], steps[s][BlockOf(c)]);
     }
   } else {
-    for (int t = t0; t < t1; ++t) {
+    F a[kQ][kC];
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) a[s][c] = V::Load(acc[s] + (c0 + c) * L);
+    }
+    for (int t = 0; t < count; ++t) {
       if constexpr (kStep) prefetch.Step(lines);
       F vv[kC];
 #pragma GCC unroll 16
@@ -213,11 +261,11 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
         }
       }
     }
-  }
 #pragma GCC unroll 8
-  for (int s = 0; s < kQ; ++s) {
+    for (int s = 0; s < kQ; ++s) {
 #pragma GCC unroll 16
-    for (int c = 0; c < kC; ++c) V::Store(acc[s] + (c0 + c) * L, a[s][c]);
+      for (int c = 0; c < kC; ++c) V::Store(acc[s] + (c0 + c) * L, a[s][c]);
+    }
   }
 }
 
@@ -233,14 +281,16 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   constexpr int hd = kChunks * V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kBlocks * kQ8_0ValueKeys];
+  float steps[kBlocks];
   const Q8_0Weight<V>* ws[1] = {w};
+  const float* ss[1] = {steps};
   float* as[1] = {acc};
   NoStepPrefetch none;
   for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
     const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
     ChunkScalesQ8_0<V, hd>(v, t0, count, scales);
-    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, w);
-    ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, as, v, t0, 0, count, 0, none, 0);
+    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, w, steps);
+    ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, v, t0, count, 0, none, 0);
   }
 }
 

@@ -19,9 +19,9 @@
 // may be mixed freely (a decode row of one query head per KV head stays on
 // the per-query kernel); attention_isa_test checks the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
 // whole tile, whose bits are the same for any tile, and Q8_0 values
-// TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, keys in
-// pairs where the CPU has BF16 products), the pairs the per-query kernel
-// makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
+// TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, or int16
+// groups of key pairs at the level that has them), the chunks the
+// per-query kernel makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
 // decode row's GQA group, for the lane scores and for tiles that convert
 // their blocks; whole blocks for the other passes of large tiles, an F32
 // cache's values) changes no result.
@@ -276,16 +276,16 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
 // kQ8_0ValueKeys keys at a time: the chunk's scales, each query's weights,
 // then the micro-tiles (from the block's rows for a decode row's group,
 // from the chunk converted once for larger tiles). Keys [0, shared_end) of
-// a block go for the whole tile, the rest per query; with BF16 pairs
-// shared_end is even unless it is the block's end, so no pair mixes a key
-// some queries see with one they do not.
+// a block go for the whole tile, the rest per query; with int16 groups
+// shared_end is a multiple of kQ8_0ValueKeys unless it is the block's end,
+// so every query's chunks are its groups, as in the per-query kernel.
 template <class V, int kChunks>
 void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_keys, const float* scores,
                     size_t stride, float* acc, float* converted) {
   constexpr int L = V::kLanes, hd = kChunks * L, kBlocks = kQ8_0Blocks<hd>;
   constexpr int VQ = AttentionTileShape<V>::kValueQ;
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
-  constexpr bool kPairs = kBf16Dot<V>;
+  constexpr bool kPairs = kInt16Groups<V>;
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<KvDtype::kQ8_0>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
   // Tiles that convert their chunks stream the blocks a Step per
@@ -299,20 +299,24 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       convert ? prefetch.LinesPerStep(chunks_per_block * (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC)) : 0;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kBlocks * kQ8_0ValueKeys];
+  float steps[kAttentionTileQueries][kBlocks];
   const Q8_0Weight<V>* ws[kAttentionTileQueries];
+  const float* ss[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
   for (int s = 0; s < tile.count; ++s) {
     ws[s] = w[s];
+    ss[s] = steps[s];
     a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
   }
-  // Queries [s0, s0 + kQ) over keys [t0, t1) of the chunk at row j0.
-  auto micro = [&]<int kQ>(const void* vb, int j0, int t0, int t1, int s0) {
+  // Queries [s0, s0 + kQ) over the count keys of the chunk at row j0.
+  auto micro = [&]<int kQ>(const void* vb, int j0, int count, int s0) {
     for (int c0 = 0; c0 < kChunks; c0 += VC) {
       if (convert) {
-        ValueMicroTileQ8_0<V, hd, kQ, VC, false, false>(ws + s0, a + s0, converted, 0, t0, t1, c0, prefetch, lines);
+        ValueMicroTileQ8_0<V, hd, kQ, VC, false, false>(ws + s0, ss + s0, a + s0, converted, 0, count, c0, prefetch,
+                                                        lines);
         prefetch.Step(call_lines);
       } else {
-        ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, a + s0, vb, j0, t0, t1, c0, prefetch, lines);
+        ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, ss + s0, a + s0, vb, j0, count, c0, prefetch, lines);
       }
     }
   };
@@ -320,20 +324,23 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
     prefetch.AtBlock(b);
     const int first = b * block_keys;
     const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
-    const int shared_end = shared <= 0 ? 0 : (!kPairs || shared == block_keys) ? shared : shared & ~1;
+    const int shared_end =
+        shared <= 0 ? 0 : (!kPairs || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
       ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
-      for (int s = 0; s < tile.count; ++s) ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s]);
+      for (int s = 0; s < tile.count; ++s) {
+        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s], steps[s]);
+      }
       if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
       int s0 = 0;
-      for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, 0, count, s0);
+      for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, count, s0);
       switch (tile.count - s0) {  // the tile's last queries, together
-        case 5: if constexpr (VQ > 5) micro.template operator()<5>(v[b], j0, 0, count, s0); break;
-        case 4: if constexpr (VQ > 4) micro.template operator()<4>(v[b], j0, 0, count, s0); break;
-        case 3: if constexpr (VQ > 3) micro.template operator()<3>(v[b], j0, 0, count, s0); break;
-        case 2: if constexpr (VQ > 2) micro.template operator()<2>(v[b], j0, 0, count, s0); break;
-        case 1: micro.template operator()<1>(v[b], j0, 0, count, s0); break;
+        case 5: if constexpr (VQ > 5) micro.template operator()<5>(v[b], j0, count, s0); break;
+        case 4: if constexpr (VQ > 4) micro.template operator()<4>(v[b], j0, count, s0); break;
+        case 3: if constexpr (VQ > 3) micro.template operator()<3>(v[b], j0, count, s0); break;
+        case 2: if constexpr (VQ > 2) micro.template operator()<2>(v[b], j0, count, s0); break;
+        case 1: micro.template operator()<1>(v[b], j0, count, s0); break;
         default: break;
       }
     }
@@ -342,9 +349,9 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       for (int j0 = shared_end; j0 < mine; j0 += kQ8_0ValueKeys) {
         const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
         ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
-        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s]);
+        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s], steps[s]);
         for (int c0 = 0; c0 < kChunks; c0 += VC) {
-          ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, a + s, v[b], j0, 0, count, c0, prefetch, lines);
+          ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, v[b], j0, count, c0, prefetch, lines);
         }
       }
     }

@@ -1,7 +1,7 @@
-// AVX-512 vector operations plus AVX512-BF16's pair products, for the
-// attention kernels' Q8_0 values (simd_attention_q8_0_values.h): where
-// Avx512Bf16 is the vector type, value keys go two at a time through
-// VDPBF16PS (kBf16Dot).
+// AVX-512 vector operations for the level with AVX512-BF16 (its matmul
+// uses VDPBF16PS): the attention kernels' Q8_0 values in int16 groups
+// (attention_q8_0_values.h, simd_attention_q8_0_values.h), value keys two
+// at a time through AVX512-VNNI's VPDPWSSD (kInt16Groups).
 //
 // Include only from translation units compiled with the AVX-512 and
 // AVX512-BF16 flags (kernels/CMakeLists.txt); anonymous namespace, as
@@ -12,40 +12,79 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/attention_q8_0_values.h"
 #include "kernels/simd_avx512.h"
 
 namespace kvs {
 namespace {
 
 struct Avx512Bf16 : Avx512 {
-  static constexpr bool kBf16Dot = true;
-  // 16 lanes of two BF16 values: (key 2i's value, key 2i + 1's value).
+  // Q8_0 values in int16 groups (attention_q8_0_values.h), two keys at a
+  // time by VPDPWSSD.
+  static constexpr bool kInt16Groups = true;
+  // 16 lanes of two int16 values: (key 2i's value, key 2i + 1's value).
   using Pairs = __m512i;
 
-  // The BF16 bits of x's 16 lanes (nearest even, subnormals to zero:
-  // VCVTNEPS2BF16, the rule of attention_q8_0_values.h) at p[0, 16).
-  static void StoreBf16(uint16_t* p, F x) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x)));
-  }
-  // Lane i: (even[i], odd[i]) as BF16 (exact for int8); odd == nullptr
-  // gives zeros in the odd halves.
-  static Pairs PairLanes(const int8_t* even, const int8_t* odd) {
-    const __m512i e = _mm512_castps_si512(LoadI8(even));
-    const __m512i o = odd != nullptr ? _mm512_castps_si512(LoadI8(odd)) : _mm512_setzero_si512();
-    return _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_srli_epi32(e, 16), o);
+  // A q8_0 block's 32 values of two keys as two vectors of int16 pairs
+  // (even key low): `first` holds values 0-7 and 16-23 in its lanes 0-15,
+  // `second` values 8-15 and 24-31 (the byte unpacks' own order: two loads,
+  // two unpacks, two widenings per block). odd == nullptr gives zeros in
+  // the odd halves. FlushBlockSums puts the values back in order.
+  static void PairBlock(const int8_t* even, const int8_t* odd, Pairs& first, Pairs& second) {
+    const __m256i e = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(even));
+    const __m256i o =
+        odd != nullptr ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(odd)) : _mm256_setzero_si256();
+    first = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(e, o));
+    second = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(e, o));
   }
   static void StorePairs(float* p, Pairs v) { _mm512_storeu_si512(p, v); }
   static Pairs LoadPairs(const float* p) { return _mm512_loadu_si512(p); }
-  // Two keys' weights (BF16 bits, the even key in the low half) in every
-  // lane.
-  static Pairs BroadcastPair(const uint16_t* weights) {
+  // Two keys' int16 weights (the even key in the low half) in every lane.
+  static Pairs BroadcastPair(const int16_t* weights) {
     int32_t pair;
     std::memcpy(&pair, weights, sizeof pair);
     return _mm512_set1_epi32(pair);
   }
-  // acc + the two products of each lane (VDPBF16PS).
-  static F DotPairs(F acc, Pairs v, Pairs w) {
-    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(v), reinterpret_cast<__m512bh>(w));
+  static Pairs ZeroSums() { return _mm512_setzero_si512(); }
+  // sums + the two products of each lane, exact in int32 (VPDPWSSD).
+  static Pairs DotPairs(Pairs sums, Pairs v, Pairs w) { return _mm512_dpwssd_epi32(sums, v, w); }
+  // A block's flush: acc[0, 32) = fma(float(sum), step, acc) for the int32
+  // sums of PairBlock's two vectors, put back in the values' order.
+  static void FlushBlockSums(float* acc, Pairs first, Pairs second, float step) {
+    const F s = _mm512_set1_ps(step);
+    const __m512i low = _mm512_shuffle_i64x2(first, second, 0x44);   // values 0-15
+    const __m512i high = _mm512_shuffle_i64x2(first, second, 0xee);  // values 16-31
+    _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), s, _mm512_loadu_ps(acc)));
+    _mm512_storeu_ps(acc + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), s, _mm512_loadu_ps(acc + 16)));
+  }
+  // The weights of one group for up to four value blocks
+  // (Q8_0GroupWeights, block by block): x[b] holds block b's 16 keys'
+  // p * s (zero past the group's visible keys) for b < n; stores block
+  // b's int16 weights at w[16b, 16b + 16) and its step at steps[b]. The
+  // four maxima are reduced together and divided in one vector each way.
+  static void StoreGroupWeights(const F* x, int n, int16_t* w, float* steps) {
+    F a[4];
+    for (int b = 0; b < 4; ++b) a[b] = b < n ? _mm512_abs_ps(x[b]) : _mm512_setzero_ps();
+    // Halves folded: t holds a0's 16 lanes folded to 8 (low 256 bits) and
+    // a1's (high); u a2's and a3's.
+    const F t = _mm512_max_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xee));
+    const F u = _mm512_max_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xee));
+    // 128-bit lane b: block b's lanes folded to 4, then to 1 (broadcast
+    // in the lane).
+    F v = _mm512_max_ps(_mm512_shuffle_f32x4(t, u, 0x88), _mm512_shuffle_f32x4(t, u, 0xdd));
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
+    const __mmask16 scaled = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
+    const F r = _mm512_maskz_div_ps(scaled, _mm512_set1_ps(kQ8_0GroupWeightMax), v);
+    const F step = _mm512_maskz_div_ps(scaled, v, _mm512_set1_ps(kQ8_0GroupWeightMax));
+    alignas(64) float step_lanes[16];
+    _mm512_store_ps(step_lanes, step);
+    for (int b = 0; b < n; ++b) {
+      const F rb = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * b), r);  // block b's 1 / step in every lane
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(x[b], rb));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm512_cvtepi32_epi16(q));
+      steps[b] = step_lanes[4 * b];
+    }
   }
 };
 
