@@ -17,7 +17,7 @@
 // attention_q8_0_values.h, so a weight within that much of a rounding
 // midpoint may round the other way, a 2^-8 relative step of it; where
 // Q8_0ValuesInInt16Groups, the weights are int16 steps of their group's
-// largest instead: each within 1/65534 of the group's largest of the
+// largest instead: each within 2^-14 of the group's largest of the
 // exact weight, where the scalar level's is within 2^-8 of itself).
 // Each query's result depends only on its own query, the keys/values and
 // its visible count, never on the other rows or heads in the call.

@@ -36,33 +36,70 @@ TEST(RoundToBf16Test, TurnsSubnormalsIntoZerosOfTheirSign) {
   EXPECT_EQ(RoundToBf16(0x1p-126f), 0x1p-126f) << "the smallest normal stays";
 }
 
-TEST(Q8_0GroupWeightsTest, GivesTheLargestTheFullScaleAndEveryWeightWithinHalfAStep) {
-  const float x[5] = {0.75f, -0.1f, 0.0f, 0.3333f, 1e-30f};
+TEST(Q8_0GroupWeightsTest, ScalesProbabilitiesAndScalesByThePowersOfTwoOfTheirLargest) {
+  // P = 0.75 lies in [2^-1, 2^0) and S = 3 in [2^1, 2^2): the step is
+  // 2^(-1 + 1 - 13), and each weight p * s * 2^13 rounded.
+  const float p[5] = {0.75f, 0.5f, 0.1f, 0.0f, 0.25f};
+  const float s[5] = {2.0f, -3.0f, 2.5f, 1.0f, 1e-30f};
   int16_t w[5];
-  const float step = Q8_0GroupWeights(x, 5, w);
-  EXPECT_EQ(step, 0.75f / 32767.0f);
-  EXPECT_EQ(w[0], 32767) << "the largest |x| takes the largest int16";
-  EXPECT_EQ(w[2], 0);
+  const float step = Q8_0GroupWeights(p, s, 5, w);
+  EXPECT_EQ(step, 0x1p-13f);
+  EXPECT_EQ(w[0], 12288) << "0.75 * 2 * 2^13";
+  EXPECT_EQ(w[1], -12288) << "0.5 * -3 * 2^13";
+  EXPECT_EQ(w[2], 2048) << "0.1 * 2.5 * 2^13 = 2048.0000305 rounds to the nearest";
+  EXPECT_EQ(w[3], 0);
   EXPECT_EQ(w[4], 0) << "far below a step";
   for (int j = 0; j < 5; ++j) {
-    EXPECT_LE(std::abs(w[j] * static_cast<double>(step) - x[j]), 0.5 * 0.75 / 32767 * (1 + 1e-6)) << "key " << j;
+    EXPECT_LE(std::abs(w[j] * static_cast<double>(step) - static_cast<double>(p[j]) * s[j]), 0.5 * 0x1p-13)
+        << "key " << j;
   }
-  EXPECT_EQ(w[1], -4369) << "-0.1 / 0.75 * 32767 = -4368.93 rounds to the nearest";
+}
+
+TEST(Q8_0GroupWeightsTest, GivesTheLargestProductAWeightOfAtLeast2To13) {
+  // p and s largest at the same key: p' in [1, 2) and s' in [2^13, 2^14).
+  const float p[2] = {0.3f, 0.01f};
+  const float s[2] = {-5.0f, 0.5f};
+  int16_t w[2];
+  const float step = Q8_0GroupWeights(p, s, 2, w);
+  EXPECT_EQ(step, 0x1p-2f * 0x1p-11f) << "e(0.3) = -2, e(5) = 2";
+  EXPECT_GE(std::abs(w[0]), 1 << 13);
+  EXPECT_LT(std::abs(w[0]), 1 << 15);
+  EXPECT_EQ(w[0], -12288) << "0.3 * -5 * 2^13, within an F32 rounding";
 }
 
 TEST(Q8_0GroupWeightsTest, RoundsTiesToEven) {
-  // m = 32767: the weights are x itself, rounded; 2.5 and 3.5 are ties.
-  const float x[3] = {32767.0f, 2.5f, 3.5f};
+  // P = 1 and S = 2^13: the step is 1 and each weight is p * s, rounded;
+  // 2.5 and 3.5 are ties.
+  const float p[3] = {1.0f, 1.0f, 1.0f};
+  const float s[3] = {8192.0f, 2.5f, 3.5f};
   int16_t w[3];
-  EXPECT_EQ(Q8_0GroupWeights(x, 3, w), 1.0f);
+  EXPECT_EQ(Q8_0GroupWeights(p, s, 3, w), 1.0f);
+  EXPECT_EQ(w[0], 8192);
   EXPECT_EQ(w[1], 2);
   EXPECT_EQ(w[2], 4);
 }
 
+TEST(Q8_0GroupWeightsTest, SaturatesAWeightThatRoundsTo2To15) {
+  // p' and s' both just below their octave's top: p' * s' = 32767.99...
+  // rounds to 32768, which int16 holds only as a negative.
+  const float p[2] = {0x1.fffffep-1f, 0x1.fffffep-1f};
+  const float s[2] = {0x1.fffffep0f, -0x1.fffffep0f};
+  int16_t w[2];
+  EXPECT_EQ(Q8_0GroupWeights(p, s, 2, w), 0x1p-1f * 0x1p-13f);
+  EXPECT_EQ(w[0], 32767);
+  EXPECT_EQ(w[1], -32768);
+}
+
 TEST(Q8_0GroupWeightsTest, GivesAGroupTooSmallToScaleZeroWeightsAndStep) {
-  const float x[2] = {0x1p-100f, 0x1p-130f};  // 32767 / m would overflow F32 for the subnormal
+  const float tiny_p[2] = {0x1p-100f, 0x1p-130f};  // below 2^-96
+  const float ones[2] = {1.0f, 1.0f};
   int16_t w[2] = {7, 7};
-  EXPECT_EQ(Q8_0GroupWeights(x, 2, w), 0.0f);
+  EXPECT_EQ(Q8_0GroupWeights(tiny_p, ones, 2, w), 0.0f);
+  EXPECT_EQ(w[0], 0);
+  EXPECT_EQ(w[1], 0);
+  const float zero_s[2] = {0.0f, -0.0f};
+  w[0] = w[1] = 7;
+  EXPECT_EQ(Q8_0GroupWeights(ones, zero_s, 2, w), 0.0f) << "a block of zero scales";
   EXPECT_EQ(w[0], 0);
   EXPECT_EQ(w[1], 0);
 }
@@ -82,10 +119,11 @@ std::vector<uint8_t> Q8_0Row(int hd, uint16_t scale, const std::vector<int8_t>& 
 // exactly 1, so a query's output is sum_j RoundToBf16(scale_j) * quant_jd
 // over its n keys, divided by n; where the level folds int16 groups, the
 // sum over each group (keys [16g, 16g + 16) of a block that the row sees)
-// of step_g * sum_j w_j * quant_jd (Q8_0GroupWeights of the scales). The
+// of step_g * sum_j w_j * quant_jd (Q8_0GroupWeights of probabilities 1
+// and the scales). The
 // scales are F16 values BF16 cannot hold (11 significant bits), so an
-// unrounded weight misses by up to 2^-8; an int16 one by at most half a
-// step, which the test also checks against the unrounded sum.
+// unrounded weight misses by up to 2^-8; an int16 one by at most a step
+// (half a step unless it saturates), which the test also checks against the unrounded sum.
 TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesAsItsContractSays) {
   const bool tiled_before = TiledAttentionInUse();
   for (KernelIsa isa : AllKernelIsas()) {
@@ -131,7 +169,7 @@ TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesAsItsContractSays) {
           for (int r = 0; r < rows; ++r) {
             // Key j's weight, times its step where the level folds groups.
             std::vector<double> weight(visible[r]), step(visible[r], 1.0);
-            double slack = 0;  // int16 groups: half a step per key
+            double slack = 0;  // int16 groups: a step per key
             for (int j = 0; j < visible[r]; ++j) weight[j] = RoundToBf16(scales[j]);
             if (groups) {
               for (int g0 = 0; g0 < visible[r];) {  // a group: keys [16g, 16g + 16) of a block
@@ -139,12 +177,13 @@ TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesAsItsContractSays) {
                 const int g1 = std::min({g0 + kQ8_0ValueGroupKeys - (g0 % block) % kQ8_0ValueGroupKeys,
                                          block_end, visible[r]});
                 int16_t w[kQ8_0ValueGroupKeys];
-                const float s = Q8_0GroupWeights(scales.data() + g0, g1 - g0, w);
+                const float ones[kQ8_0ValueGroupKeys] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+                const float s = Q8_0GroupWeights(ones, scales.data() + g0, g1 - g0, w);
                 for (int j = g0; j < g1; ++j) {
                   weight[j] = w[j - g0];
                   step[j] = s;
                 }
-                slack += 0.5 * s * 127 * (g1 - g0);
+                slack += s * 127 * (g1 - g0);
                 g0 = g1;
               }
             }

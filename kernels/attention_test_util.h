@@ -54,8 +54,9 @@ struct NaiveValueSum {
 // probability differs from the reference's in the last bits): one BF16
 // step of it goes into slack. Where the active level folds int16 groups
 // (attention.h Q8_0ValuesInInt16Groups), out uses the unrounded weights and
-// slack holds each key's rounding bound instead: half a step of its group
-// (keys [16g, 16g + 16) of a block of `block_keys`) times |quant|.
+// slack holds each key's rounding bound instead: a step of its group
+// (at most P * S / 2^13, P its largest p and S its block's largest |scale|;
+// keys [16g, 16g + 16) of a block of `block_keys`) times |quant|.
 inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, const std::vector<int>& step_ends,
                                  const std::vector<float>& values, const uint8_t* rows, int hd, int block_keys) {
   const int n = static_cast<int>(s.size());
@@ -76,7 +77,8 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
   const bool groups = Q8_0ValuesInInt16Groups(hd);
   // x[j * blocks + b]: key j's p * scale of value block b against the
   // step's running max; rescale[j] takes it to the final max and sum.
-  std::vector<double> x(static_cast<size_t>(n) * blocks), rescale(n);
+  // prob[j] is key j's p and scale[j * blocks + b] the block's scale.
+  std::vector<double> x(static_cast<size_t>(n) * blocks), rescale(n), prob(n), scale(x.size());
   double running = -1e300;
   int step = 0, step_end = 0;
   for (int j = 0; j < n; ++j) {
@@ -88,7 +90,9 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
     for (int b = 0; b < blocks; ++b) {
       uint16_t half;
       std::memcpy(&half, rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes, 2);
-      x[static_cast<size_t>(j) * blocks + b] = std::exp(s[j] - running) * Fp16ToFp32(half);
+      prob[j] = std::exp(s[j] - running);
+      scale[static_cast<size_t>(j) * blocks + b] = Fp16ToFp32(half);
+      x[static_cast<size_t>(j) * blocks + b] = prob[j] * Fp16ToFp32(half);
     }
   }
   if (groups) {
@@ -96,14 +100,17 @@ inline NaiveValueSum NaiveValues(KvDtype dtype, const std::vector<double>& s, co
       const int g1 = std::min({g0 + kQ8_0ValueGroupKeys - g0 % block_keys % kQ8_0ValueGroupKeys,
                                (g0 / block_keys + 1) * block_keys, n});
       for (int b = 0; b < blocks; ++b) {
-        double m = 0;
-        for (int j = g0; j < g1; ++j) m = std::max(m, std::abs(x[static_cast<size_t>(j) * blocks + b]));
-        const double half_step = 0.5 * m / kQ8_0GroupWeightMax * (1 + 1e-5);
+        double largest_p = 0, largest_s = 0;
+        for (int j = g0; j < g1; ++j) {
+          largest_p = std::max(largest_p, prob[j]);
+          largest_s = std::max(largest_s, std::abs(scale[static_cast<size_t>(j) * blocks + b]));
+        }
+        const double step = largest_p * largest_s * 0x1p-13 * (1 + 1e-5);  // at least the group's step
         for (int j = g0; j < g1; ++j) {
           for (int d = 0; d < kKvQ8_0BlockValues; ++d) {
             const double quant = static_cast<int8_t>(rows[j * row_bytes + b * kKvQ8_0BlockBytes + 2 + d]);
             r.out[b * kKvQ8_0BlockValues + d] += x[static_cast<size_t>(j) * blocks + b] * rescale[j] * quant;
-            r.slack[b * kKvQ8_0BlockValues + d] += half_step * rescale[j] * std::abs(quant);
+            r.slack[b * kKvQ8_0BlockValues + d] += step * rescale[j] * std::abs(quant);
           }
         }
       }
@@ -143,14 +150,15 @@ inline double MaxAbs(const std::vector<float>& xs) {
 // of head_dim values may lie from the scalar level's, beyond summation
 // order, when the active level folds int16 groups
 // (Q8_0ValuesInInt16Groups) and the scalar one BF16 weights: a BF16 weight
-// lies within 2^-8 of p * s (8 significant bits), an int16 one within half
-// a step (m / 65534, m its group's largest), so with probabilities summing
-// to 1 the two outputs lie within (2^-8 + 16 / 65534) * max|v| of each
+// lies within 2^-8 of p * s (8 significant bits), an int16 one within a
+// step (at most P * S / 2^13, P the group's largest p and S its block's
+// largest |scale|), so with probabilities summing to 1 the two outputs lie
+// within (2^-8 + 16 / 2^13) * max|v| of each
 // other, max|v| the largest |value| in the cache. 0 where the two levels
 // share a contract.
 inline double Q8_0ContractGap(int head_dim, double max_abs_value) {
   if (!Q8_0ValuesInInt16Groups(head_dim)) return 0;
-  return (0x1p-8 + 16.0 / 65534) * max_abs_value * 1.01;
+  return (0x1p-8 + 16 * 0x1p-13) * max_abs_value * 1.01;
 }
 
 }  // namespace kvs

@@ -5,7 +5,8 @@
 // multiple of kQ8_0ValueKeys (where V::kInt16Groups a chunk is the part of
 // a group the query sees). For each chunk:
 //   ChunkScalesQ8_0   the value blocks' F16 scales of its keys, as F32
-//                     (once per chunk, shared by every query);
+//                     (where V::kInt16Groups, scaled by a power of two
+//                     per block); once per chunk, shared by every query;
 //   ChunkWeightsQ8_0  one query's weights: p_t * scale rounded to BF16
 //                     (kept as F32) at the levels with BF16 weights; where
 //                     V::kInt16Groups the group's int16 weights and one
@@ -88,15 +89,34 @@ inline const int8_t* Q8_0Quants(const void* rows, int row, int d) {
 // V::GatherHalves per block and vector (a gather at AVX-512, scalar loads
 // combined in registers at AVX2; 16 scalar stores read back as a vector
 // stalled on store forwarding: a quarter of a decode row's value time).
+// Where V::kInt16Groups, the group's scaled scales instead
+// (Q8_0GroupScales) and scale_steps[b] block b's step; scale_steps is
+// unused at the other levels.
 template <class V, int hd>
-inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scales)[kQ8_0ValueKeys]) {
+inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scales)[kQ8_0ValueKeys],
+                            float* scale_steps) {
   constexpr int kBlocks = kQ8_0Blocks<hd>;
   const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
   const uint8_t* base = static_cast<const uint8_t*>(rows) + static_cast<size_t>(row0) * row_bytes;
-  for (int b = 0; b < kBlocks; ++b) {
-    for (int t = 0; t < kQ8_0ValueKeys; t += V::kLanes) {
-      V::Store(scales[b] + t, V::GatherHalves(base + t * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
-                                              static_cast<int>(row_bytes), count - t));
+  if constexpr (kInt16Groups<V>) {
+    static_assert(V::kLanes == kQ8_0ValueKeys, "a group is one vector");
+    for (int b0 = 0; b0 < kBlocks; b0 += 4) {
+      constexpr int n = kBlocks < 4 ? kBlocks : 4;
+      typename V::F s[4];
+#pragma GCC unroll 4
+      for (int b = 0; b < n; ++b) {
+        s[b] = V::GatherHalves(base + static_cast<size_t>(b0 + b) * kKvQ8_0BlockBytes, static_cast<int>(row_bytes), count);
+      }
+      V::ScaleGroupScales(s, n, scale_steps + b0);
+#pragma GCC unroll 4
+      for (int b = 0; b < n; ++b) V::Store(scales[b0 + b], s[b]);
+    }
+  } else {
+    for (int b = 0; b < kBlocks; ++b) {
+      for (int t = 0; t < kQ8_0ValueKeys; t += V::kLanes) {
+        V::Store(scales[b] + t, V::GatherHalves(base + t * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
+                                                static_cast<int>(row_bytes), count - t));
+      }
     }
   }
 }
@@ -104,23 +124,17 @@ inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scale
 // w[b * kQ8_0ValueKeys + t] = Q8_0ValueWeight(p[t], scales[b][t]) for
 // t < count, +0 beyond (p is read only below count). Where
 // V::kInt16Groups, the group weights of the chunk's count keys instead
-// (Q8_0GroupWeights of p[t] * scales[b][t]), 0 beyond, and steps[b] the
-// block's step; steps is unused at the other levels.
+// (Q8_0GroupWeights: scales and scale_steps from ChunkScalesQ8_0), 0
+// beyond, and steps[b] the block's step; scale_steps and steps are unused
+// at the other levels.
 template <class V, int hd>
 inline void ChunkWeightsQ8_0(const float* p, int count, const float (*scales)[kQ8_0ValueKeys],
-                             Q8_0Weight<V>* w, float* steps) {
+                             const float* scale_steps, Q8_0Weight<V>* w, float* steps) {
   using F = typename V::F;
   constexpr int L = V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   if constexpr (kInt16Groups<V>) {
-    static_assert(L == kQ8_0ValueKeys, "a group is one vector");
     const F pv = count >= L ? V::Load(p) : V::LoadPartial(p, count);
-    for (int b0 = 0; b0 < kBlocks; b0 += 4) {
-      constexpr int n = kBlocks < 4 ? kBlocks : 4;
-      F x[4];
-#pragma GCC unroll 4
-      for (int b = 0; b < n; ++b) x[b] = V::Mul(pv, V::Load(scales[b0 + b]));
-      V::StoreGroupWeights(x, n, w + b0 * kQ8_0ValueKeys, steps + b0);
-    }
+    V::template StoreGroupWeights<kBlocks>(pv, scales, scale_steps, w, steps);
   } else {
     for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
       const int n = count - t0;
@@ -281,15 +295,15 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   constexpr int hd = kChunks * V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kBlocks * kQ8_0ValueKeys];
-  float steps[kBlocks];
+  float scale_steps[kBlocks], steps[kBlocks];
   const Q8_0Weight<V>* ws[1] = {w};
   const float* ss[1] = {steps};
   float* as[1] = {acc};
   NoStepPrefetch none;
   for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
     const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
-    ChunkScalesQ8_0<V, hd>(v, t0, count, scales);
-    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, w, steps);
+    ChunkScalesQ8_0<V, hd>(v, t0, count, scales, scale_steps);
+    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, scale_steps, w, steps);
     ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, v, t0, count, 0, none, 0);
   }
 }

@@ -299,7 +299,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       convert ? prefetch.LinesPerStep(chunks_per_block * (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC)) : 0;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kBlocks * kQ8_0ValueKeys];
-  float steps[kAttentionTileQueries][kBlocks];
+  float scale_steps[kBlocks], steps[kAttentionTileQueries][kBlocks];
   const Q8_0Weight<V>* ws[kAttentionTileQueries];
   const float* ss[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
@@ -328,9 +328,9 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
         shared <= 0 ? 0 : (!kPairs || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
-      ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
+      ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
       for (int s = 0; s < tile.count; ++s) {
-        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s], steps[s]);
+        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, scale_steps, w[s], steps[s]);
       }
       if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
       int s0 = 0;
@@ -348,8 +348,8 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       for (int j0 = shared_end; j0 < mine; j0 += kQ8_0ValueKeys) {
         const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
-        ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales);
-        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, w[s], steps[s]);
+        ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
+        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, scale_steps, w[s], steps[s]);
         for (int c0 = 0; c0 < kChunks; c0 += VC) {
           ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, v[b], j0, count, c0, prefetch, lines);
         }

@@ -57,14 +57,14 @@ struct Avx512Bf16 : Avx512 {
     _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), s, _mm512_loadu_ps(acc)));
     _mm512_storeu_ps(acc + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), s, _mm512_loadu_ps(acc + 16)));
   }
-  // The weights of one group for up to four value blocks
-  // (Q8_0GroupWeights, block by block): x[b] holds block b's 16 keys'
-  // p * s (zero past the group's visible keys) for b < n; stores block
-  // b's int16 weights at w[16b, 16b + 16) and its step at steps[b]. The
-  // four maxima are reduced together and divided in one vector each way.
-  static void StoreGroupWeights(const F* x, int n, int16_t* w, float* steps) {
+  // One group's scales for up to four value blocks, scaled
+  // (Q8_0GroupScales, block by block): s[b] holds block b's 16 keys'
+  // scales (zero past the group's keys) for b < n and becomes its scaled
+  // scales; block b's step goes to steps[b]. The four maxima are reduced
+  // together; the powers of two come from their exponent bits.
+  static void ScaleGroupScales(F* s, int n, float* steps) {
     F a[4];
-    for (int b = 0; b < 4; ++b) a[b] = b < n ? _mm512_abs_ps(x[b]) : _mm512_setzero_ps();
+    for (int b = 0; b < 4; ++b) a[b] = b < n ? _mm512_abs_ps(s[b]) : _mm512_setzero_ps();
     // Halves folded: t holds a0's 16 lanes folded to 8 (low 256 bits) and
     // a1's (high); u a2's and a3's.
     const F t = _mm512_max_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xee));
@@ -75,15 +75,48 @@ struct Avx512Bf16 : Avx512 {
     v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
     v = _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
     const __mmask16 scaled = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
-    const F r = _mm512_maskz_div_ps(scaled, _mm512_set1_ps(kQ8_0GroupWeightMax), v);
-    const F step = _mm512_maskz_div_ps(scaled, v, _mm512_set1_ps(kQ8_0GroupWeightMax));
-    alignas(64) float step_lanes[16];
-    _mm512_store_ps(step_lanes, step);
-    for (int b = 0; b < n; ++b) {
-      const F rb = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * b), r);  // block b's 1 / step in every lane
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(x[b], rb));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm512_cvtepi32_epi16(q));
-      steps[b] = step_lanes[4 * b];
+    // S = 2^e * f (1 <= f < 2, S >= 2^-96: normal) has biased exponent
+    // e + 127; 2^(13 - e) has 267 - (e + 127), the step 2^(e - 13)
+    // (e + 127) - 13.
+    const __m512i biased = _mm512_srli_epi32(_mm512_castps_si512(v), 23);
+    const __m512i top = _mm512_set1_epi32(kQ8_0GroupScaleExponent);
+    const F up = _mm512_castsi512_ps(
+        _mm512_maskz_slli_epi32(scaled, _mm512_sub_epi32(_mm512_add_epi32(top, _mm512_set1_epi32(254)), biased), 23));
+    const F step = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(scaled, _mm512_sub_epi32(biased, top), 23));
+    for (int b = 0; b < n; ++b) s[b] = _mm512_mul_ps(s[b], _mm512_permutexvar_ps(_mm512_set1_epi32(4 * b), up));
+    // Lanes 0, 4, 8, 12 (the blocks' steps) to steps[0, n).
+    const F firsts = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), step);
+    _mm512_mask_storeu_ps(steps, static_cast<__mmask16>((1u << n) - 1), firsts);
+  }
+  // One query's weights of a group (Q8_0GroupWeights, block by block): p
+  // its probabilities of the group's keys (each in [0, 1], zero past
+  // them), scaled[b] and scale_steps[b] block b's scaled scales and their
+  // step (ScaleGroupScales) for b < kBlocks; stores block b's int16
+  // weights at w[16b, 16b + 16) and its step at steps[b].
+  template <int kBlocks>
+  static void StoreGroupWeights(F p, const float (*scaled)[16], const float* scale_steps, int16_t* w, float* steps) {
+    const float largest = _mm512_reduce_max_ps(p);
+    if (!(largest >= kQ8_0GroupMinMax)) {
+      for (int b = 0; b < kBlocks; ++b) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm256_setzero_si256());
+        steps[b] = 0.0f;
+      }
+      return;
+    }
+    // P = 2^e * f: 2^-e has biased exponent 254 - (e + 127), 2^e e + 127.
+    uint32_t bits;
+    std::memcpy(&bits, &largest, sizeof bits);
+    const uint32_t biased = bits >> 23;
+    const F down = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>((254u - biased) << 23)));
+    const uint32_t unit_bits = biased << 23;
+    float unit;
+    std::memcpy(&unit, &unit_bits, sizeof unit);
+    const F normalized = _mm512_mul_ps(p, down);
+#pragma GCC unroll 8
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(normalized, _mm512_loadu_ps(scaled[b])));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm512_cvtsepi32_epi16(q));  // saturating
+      steps[b] = unit * scale_steps[b];
     }
   }
 };
