@@ -7,10 +7,11 @@
 //   ChunkScalesQ8_0   the value blocks' F16 scales of its keys, as F32
 //                     (where V::kInt16Groups, scaled by a power of two
 //                     per block); once per chunk, shared by every query;
-//   ChunkWeightsQ8_0  one query's weights: p_t * scale rounded to BF16
+//   ChunkWeightsQ8_0  each query's weights: p_t * scale rounded to BF16
 //                     (kept as F32) at the levels with BF16 weights; where
 //                     V::kInt16Groups the group's int16 weights and one
-//                     step per value block (Q8_0GroupWeights);
+//                     step per value block (Q8_0GroupWeights), four
+//                     queries at a time, in V's layout (Q8_0WeightIndex);
 //   ValueMicroTileQ8_0  kQ queries x kC value vectors: acc += w * quants,
 //                     the quants read from the block's rows or from the
 //                     chunk converted once for a large tile
@@ -70,9 +71,27 @@ constexpr int kQ8_0ValueKeys = kQ8_0ValueGroupKeys;
 template <int hd>
 inline constexpr int kQ8_0Blocks = hd / kKvQ8_0BlockValues;
 
-// A chunk's weights for one query, [block][kQ8_0ValueKeys].
+// A chunk's weights for one query: kQ8_0ChunkWeights of them, key t's of
+// value block b at Q8_0WeightIndex (where V::kInt16Groups, V's layout:
+// a pair's two weights adjacent).
 template <class V>
 using Q8_0Weight = std::conditional_t<kInt16Groups<V>, int16_t, float>;
+template <class V, int hd>
+inline constexpr int kQ8_0ChunkWeights = [] {
+  if constexpr (kInt16Groups<V>) {
+    return V::ChunkWeights(hd / kKvQ8_0BlockValues);
+  } else {
+    return hd / kKvQ8_0BlockValues * kQ8_0ValueKeys;
+  }
+}();
+template <class V>
+inline constexpr int Q8_0WeightIndex(int b, int t) {
+  if constexpr (kInt16Groups<V>) {
+    return V::WeightIndex(b, t);
+  } else {
+    return b * kQ8_0ValueKeys + t;
+  }
+}
 
 // The int8 quants of values [d, d + kLanes) of row `row` (q8_0 rows of hd
 // values from `rows`).
@@ -121,26 +140,34 @@ inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scale
   }
 }
 
-// w[b * kQ8_0ValueKeys + t] = Q8_0ValueWeight(p[t], scales[b][t]) for
+// Each query q < nq's weights of a chunk's count keys: w[q] at
+// Q8_0WeightIndex(b, t) = Q8_0ValueWeight(p[q][t], scales[b][t]) for
 // t < count, +0 beyond (p is read only below count). Where
-// V::kInt16Groups, the group weights of the chunk's count keys instead
-// (Q8_0GroupWeights: scales and scale_steps from ChunkScalesQ8_0), 0
-// beyond, and steps[b] the block's step; scale_steps and steps are unused
+// V::kInt16Groups, the group weights instead (Q8_0GroupWeights: scales
+// and scale_steps from ChunkScalesQ8_0), 0 beyond, and steps[q][b] the
+// block's step, four queries at a time; scale_steps and steps are unused
 // at the other levels.
 template <class V, int hd>
-inline void ChunkWeightsQ8_0(const float* p, int count, const float (*scales)[kQ8_0ValueKeys],
-                             const float* scale_steps, Q8_0Weight<V>* w, float* steps) {
+inline void ChunkWeightsQ8_0(const float* const* p, int nq, int count, const float (*scales)[kQ8_0ValueKeys],
+                             const float* scale_steps, Q8_0Weight<V>* const* w, float* const* steps) {
   using F = typename V::F;
   constexpr int L = V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   if constexpr (kInt16Groups<V>) {
-    const F pv = count >= L ? V::Load(p) : V::LoadPartial(p, count);
-    V::template StoreGroupWeights<kBlocks>(pv, scales, scale_steps, w, steps);
+    for (int q0 = 0; q0 < nq; q0 += 4) {
+      const int n = nq - q0 < 4 ? nq - q0 : 4;
+      F pv[4];
+#pragma GCC unroll 4
+      for (int q = 0; q < n; ++q) pv[q] = count >= L ? V::Load(p[q0 + q]) : V::LoadPartial(p[q0 + q], count);
+      V::template StoreGroupWeights<kBlocks>(pv, n, scales, scale_steps, w + q0, steps + q0);
+    }
   } else {
-    for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
-      const int n = count - t0;
-      const F pv = n >= L ? V::Load(p + t0) : n > 0 ? V::LoadPartial(p + t0, n) : V::Zero();
-      for (int b = 0; b < kBlocks; ++b) {
-        V::Store(w + b * kQ8_0ValueKeys + t0, V::RoundToBf16(V::Mul(pv, V::Load(scales[b] + t0))));
+    for (int q = 0; q < nq; ++q) {
+      for (int t0 = 0; t0 < kQ8_0ValueKeys; t0 += L) {
+        const int n = count - t0;
+        const F pv = n >= L ? V::Load(p[q] + t0) : n > 0 ? V::LoadPartial(p[q] + t0, n) : V::Zero();
+        for (int b = 0; b < kBlocks; ++b) {
+          V::Store(w[q] + Q8_0WeightIndex<V>(b, t0), V::RoundToBf16(V::Mul(pv, V::Load(scales[b] + t0))));
+        }
       }
     }
   }
@@ -226,7 +253,7 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
         P wb = vv[0];  // keys t and t + 1's weights for the block of vector c
 #pragma GCC unroll 16
         for (int c = 0; c < kC; ++c) {
-          if (c * L % kKvQ8_0BlockValues == 0) wb = V::BroadcastPair(w[s] + BlockOf(c) * kQ8_0ValueKeys + t);
+          if (c * L % kKvQ8_0BlockValues == 0) wb = V::BroadcastPair(w[s] + Q8_0WeightIndex<V>(BlockOf(c), t));
           P x = V::DotPairs(sums[s][c], vv[c], wb);
           PinInRegister(x);  // (else GCC 12 copies every sum to another register and back per pair)
           sums[s][c] = x;
@@ -270,7 +297,7 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
         F wb = V::Zero();  // key t's weight for the block of vector c
 #pragma GCC unroll 16
         for (int c = 0; c < kC; ++c) {
-          if (c * L % kKvQ8_0BlockValues == 0) wb = V::Set1(w[s][BlockOf(c) * kQ8_0ValueKeys + t]);
+          if (c * L % kKvQ8_0BlockValues == 0) wb = V::Set1(w[s][Q8_0WeightIndex<V>(BlockOf(c), t)]);
           a[s][c] = V::Fma(wb, vv[c], a[s][c]);
         }
       }
@@ -294,8 +321,11 @@ template <class V, int kChunks>
 void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   constexpr int hd = kChunks * V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
-  alignas(64) Q8_0Weight<V> w[kBlocks * kQ8_0ValueKeys];
+  alignas(64) Q8_0Weight<V> w[kQ8_0ChunkWeights<V, hd>];
   float scale_steps[kBlocks], steps[kBlocks];
+  Q8_0Weight<V>* wm[1] = {w};
+  float* sm[1] = {steps};
+  const float* pm[1];
   const Q8_0Weight<V>* ws[1] = {w};
   const float* ss[1] = {steps};
   float* as[1] = {acc};
@@ -303,7 +333,8 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
     const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
     ChunkScalesQ8_0<V, hd>(v, t0, count, scales, scale_steps);
-    ChunkWeightsQ8_0<V, hd>(p + t0, count, scales, scale_steps, w, steps);
+    pm[0] = p + t0;
+    ChunkWeightsQ8_0<V, hd>(pm, 1, count, scales, scale_steps, wm, sm);
     ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, v, t0, count, 0, none, 0);
   }
 }

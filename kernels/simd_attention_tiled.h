@@ -298,14 +298,17 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
   const int call_lines =
       convert ? prefetch.LinesPerStep(chunks_per_block * (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC)) : 0;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
-  alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kBlocks * kQ8_0ValueKeys];
+  alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kQ8_0ChunkWeights<V, hd>];
   float scale_steps[kBlocks], steps[kAttentionTileQueries][kBlocks];
+  Q8_0Weight<V>* wm[kAttentionTileQueries];  // (the same arrays, to write)
+  float* sm[kAttentionTileQueries];
+  const float* ps[kAttentionTileQueries];  // each query's probabilities of the chunk
   const Q8_0Weight<V>* ws[kAttentionTileQueries];
   const float* ss[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
   for (int s = 0; s < tile.count; ++s) {
-    ws[s] = w[s];
-    ss[s] = steps[s];
+    ws[s] = wm[s] = w[s];
+    ss[s] = sm[s] = steps[s];
     a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
   }
   // Queries [s0, s0 + kQ) over the count keys of the chunk at row j0.
@@ -329,9 +332,8 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
       ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
-      for (int s = 0; s < tile.count; ++s) {
-        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, scale_steps, w[s], steps[s]);
-      }
+      for (int s = 0; s < tile.count; ++s) ps[s] = scores + s * stride + first + j0;
+      ChunkWeightsQ8_0<V, hd>(ps, tile.count, count, scales, scale_steps, wm, sm);
       if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, count, s0);
@@ -349,7 +351,8 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       for (int j0 = shared_end; j0 < mine; j0 += kQ8_0ValueKeys) {
         const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
         ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
-        ChunkWeightsQ8_0<V, hd>(scores + s * stride + first + j0, count, scales, scale_steps, w[s], steps[s]);
+        ps[s] = scores + s * stride + first + j0;
+        ChunkWeightsQ8_0<V, hd>(ps + s, 1, count, scales, scale_steps, wm + s, sm + s);
         for (int c0 = 0; c0 < kChunks; c0 += VC) {
           ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, v[b], j0, count, c0, prefetch, lines);
         }

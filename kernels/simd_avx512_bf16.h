@@ -57,6 +57,28 @@ struct Avx512Bf16 : Avx512 {
     _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), s, _mm512_loadu_ps(acc)));
     _mm512_storeu_ps(acc + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), s, _mm512_loadu_ps(acc + 16)));
   }
+  // Key t's int16 weight of value block b within a query's chunk weights
+  // (StoreGroupWeights' layout: blocks 2k and 2k + 1 share 32 weights from
+  // 32k, their keys [4i, 4i + 4) at 8i, block 2k's then block 2k + 1's;
+  // the unpacking VPACKSSDW's order). A pair's two weights are adjacent.
+  static constexpr int WeightIndex(int b, int t) { return b / 2 * 32 + b % 2 * 4 + t / 4 * 8 + t % 4; }
+  // Weights a query's chunk holds for kBlocks value blocks.
+  static constexpr int ChunkWeights(int blocks) { return (blocks + 1) / 2 * 32; }
+
+  // In 128-bit lane i, every lane holds the largest of a[i]'s 16 lanes.
+  static F MaxOfFour(const F (&a)[4]) {
+    // Halves folded: t holds a0's 16 lanes folded to 8 (low 256 bits) and
+    // a1's (high); u a2's and a3's.
+    const F t = _mm512_max_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xee));
+    const F u = _mm512_max_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xee));
+    // Lane i: a[i]'s lanes folded to 4, then to 1 (broadcast in the lane).
+    F v = _mm512_max_ps(_mm512_shuffle_f32x4(t, u, 0x88), _mm512_shuffle_f32x4(t, u, 0xdd));
+    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
+    return _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
+  }
+  // Lane i's value in every lane.
+  static F LaneOf(F v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(4 * i), v); }
+
   // One group's scales for up to four value blocks, scaled
   // (Q8_0GroupScales, block by block): s[b] holds block b's 16 keys'
   // scales (zero past the group's keys) for b < n and becomes its scaled
@@ -65,15 +87,7 @@ struct Avx512Bf16 : Avx512 {
   static void ScaleGroupScales(F* s, int n, float* steps) {
     F a[4];
     for (int b = 0; b < 4; ++b) a[b] = b < n ? _mm512_abs_ps(s[b]) : _mm512_setzero_ps();
-    // Halves folded: t holds a0's 16 lanes folded to 8 (low 256 bits) and
-    // a1's (high); u a2's and a3's.
-    const F t = _mm512_max_ps(_mm512_shuffle_f32x4(a[0], a[1], 0x44), _mm512_shuffle_f32x4(a[0], a[1], 0xee));
-    const F u = _mm512_max_ps(_mm512_shuffle_f32x4(a[2], a[3], 0x44), _mm512_shuffle_f32x4(a[2], a[3], 0xee));
-    // 128-bit lane b: block b's lanes folded to 4, then to 1 (broadcast
-    // in the lane).
-    F v = _mm512_max_ps(_mm512_shuffle_f32x4(t, u, 0x88), _mm512_shuffle_f32x4(t, u, 0xdd));
-    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0x4e));
-    v = _mm512_max_ps(v, _mm512_permute_ps(v, 0xb1));
+    const F v = MaxOfFour(a);
     const __mmask16 scaled = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
     // S = 2^e * f (1 <= f < 2, S >= 2^-96: normal) has biased exponent
     // e + 127; 2^(13 - e) has 267 - (e + 127), the step 2^(e - 13)
@@ -83,40 +97,43 @@ struct Avx512Bf16 : Avx512 {
     const F up = _mm512_castsi512_ps(
         _mm512_maskz_slli_epi32(scaled, _mm512_sub_epi32(_mm512_add_epi32(top, _mm512_set1_epi32(254)), biased), 23));
     const F step = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(scaled, _mm512_sub_epi32(biased, top), 23));
-    for (int b = 0; b < n; ++b) s[b] = _mm512_mul_ps(s[b], _mm512_permutexvar_ps(_mm512_set1_epi32(4 * b), up));
+    for (int b = 0; b < n; ++b) s[b] = _mm512_mul_ps(s[b], LaneOf(up, b));
     // Lanes 0, 4, 8, 12 (the blocks' steps) to steps[0, n).
     const F firsts = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), step);
-    _mm512_mask_storeu_ps(steps, static_cast<__mmask16>((1u << n) - 1), firsts);
+    _mm512_mask_storeu_ps(steps, Mask(n), firsts);
   }
-  // One query's weights of a group (Q8_0GroupWeights, block by block): p
-  // its probabilities of the group's keys (each in [0, 1], zero past
-  // them), scaled[b] and scale_steps[b] block b's scaled scales and their
-  // step (ScaleGroupScales) for b < kBlocks; stores block b's int16
-  // weights at w[16b, 16b + 16) and its step at steps[b].
+
+  // The weights of up to four queries for one group (Q8_0GroupWeights,
+  // block by block): p[q] query q's probabilities of the group's keys
+  // (each in [0, 1], zero past them) for q < nq; scaled[b] and
+  // scale_steps[b] block b's scaled scales and their step
+  // (ScaleGroupScales) for b < kBlocks. Query q's int16 weights go to
+  // w[q] (ChunkWeights(kBlocks) of them, at WeightIndex) and block b's step
+  // to steps[q][b]. The four maxima are reduced together; a query whose
+  // largest is below 2^-96 gets zeros by a mask.
   template <int kBlocks>
-  static void StoreGroupWeights(F p, const float (*scaled)[16], const float* scale_steps, int16_t* w, float* steps) {
-    const float largest = _mm512_reduce_max_ps(p);
-    if (!(largest >= kQ8_0GroupMinMax)) {
-      for (int b = 0; b < kBlocks; ++b) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm256_setzero_si256());
-        steps[b] = 0.0f;
-      }
-      return;
-    }
+  static void StoreGroupWeights(const F* p, int nq, const float (*scaled)[16], const float* scale_steps,
+                                int16_t* const* w, float* const* steps) {
+    F a[4];
+    for (int q = 0; q < 4; ++q) a[q] = q < nq ? p[q] : _mm512_setzero_ps();
+    const F v = MaxOfFour(a);
+    const __mmask16 kept = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
     // P = 2^e * f: 2^-e has biased exponent 254 - (e + 127), 2^e e + 127.
-    uint32_t bits;
-    std::memcpy(&bits, &largest, sizeof bits);
-    const uint32_t biased = bits >> 23;
-    const F down = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>((254u - biased) << 23)));
-    const uint32_t unit_bits = biased << 23;
-    float unit;
-    std::memcpy(&unit, &unit_bits, sizeof unit);
-    const F normalized = _mm512_mul_ps(p, down);
-#pragma GCC unroll 8
-    for (int b = 0; b < kBlocks; ++b) {
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(normalized, _mm512_loadu_ps(scaled[b])));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 16 * b), _mm512_cvtsepi32_epi16(q));  // saturating
-      steps[b] = unit * scale_steps[b];
+    const __m512i biased = _mm512_srli_epi32(_mm512_castps_si512(v), 23);
+    const F down = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, _mm512_sub_epi32(_mm512_set1_epi32(254), biased), 23));
+    const F unit = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, biased, 23));
+    const F block_steps = _mm512_maskz_loadu_ps(Mask(kBlocks), scale_steps);
+    for (int q = 0; q < nq; ++q) {
+      const F normalized = _mm512_mul_ps(p[q], LaneOf(down, q));
+#pragma GCC unroll 4
+      for (int k = 0; k < (kBlocks + 1) / 2; ++k) {
+        const __m512i even = _mm512_cvtps_epi32(_mm512_mul_ps(normalized, _mm512_loadu_ps(scaled[2 * k])));
+        const __m512i odd = 2 * k + 1 < kBlocks
+                                ? _mm512_cvtps_epi32(_mm512_mul_ps(normalized, _mm512_loadu_ps(scaled[2 * k + 1])))
+                                : _mm512_setzero_si512();
+        _mm512_storeu_si512(w[q] + 32 * k, _mm512_packs_epi32(even, odd));  // saturating
+      }
+      _mm512_mask_storeu_ps(steps[q], Mask(kBlocks), _mm512_mul_ps(LaneOf(unit, q), block_steps));
     }
   }
 };
