@@ -285,7 +285,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
   constexpr int L = V::kLanes, hd = kChunks * L, kBlocks = kQ8_0Blocks<hd>;
   constexpr int VQ = AttentionTileShape<V>::kValueQ;
   constexpr int VC = AttentionTileShape<V>::kValueChunks < kChunks ? AttentionTileShape<V>::kValueChunks : kChunks;
-  constexpr bool kPairs = kInt16Groups<V>;
+  constexpr bool kGroups = kInt16Groups<V>;  // int16 groups, their keys taken in pairs
   const size_t block_bytes = static_cast<size_t>(block_keys) * RowBytes<KvDtype::kQ8_0>(hd);
   const int used_blocks = (tile.n_max + block_keys - 1) / block_keys;
   // Tiles that convert their chunks stream the blocks a Step per
@@ -293,7 +293,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
   const bool convert = !StreamsBlocks(tile.count);
   BlockPrefetch prefetch(v, used_blocks, block_bytes, true);
   const int lines =
-      convert ? 0 : prefetch.LinesPerStep((kPairs ? (block_keys + 1) / 2 : block_keys) * ((kChunks + VC - 1) / VC));
+      convert ? 0 : prefetch.LinesPerStep((kGroups ? (block_keys + 1) / 2 : block_keys) * ((kChunks + VC - 1) / VC));
   const int chunks_per_block = (block_keys + kQ8_0ValueKeys - 1) / kQ8_0ValueKeys;
   const int call_lines =
       convert ? prefetch.LinesPerStep(chunks_per_block * (tile.count + VQ - 1) / VQ * ((kChunks + VC - 1) / VC)) : 0;
@@ -328,7 +328,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
     const int first = b * block_keys;
     const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
     const int shared_end =
-        shared <= 0 ? 0 : (!kPairs || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
+        shared <= 0 ? 0 : (!kGroups || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
       ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
