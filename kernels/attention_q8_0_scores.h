@@ -15,7 +15,7 @@
 // (PackQ8_0Group, asking for the lines of the keys a few groups ahead)
 // into a buffer on the stack and multiplied by the active table's packed
 // kernel (VPDPBUSD at the AVX-512 level, AMX for 16 or more queries where
-// present). Where the table has scores_q8_0_rows (AVX2), up to
+// present). Where the table has scores_q8_0_rows (AVX2, AVX-512), up to
 // kScoresQ8_0RowsMaxQueries queries (a decode row's GQA group) take the
 // keys straight from their rows, 16 at a time, with the same prefetches
 // and the same integers. A key's score depends only on the query and the key, never on

@@ -171,8 +171,8 @@ struct KernelTable {
   PackedQ8_0MinCallRowsFn packed_q8_0_min_call_rows;  // for packed_q8_0
   PackQ8_0GroupFn pack_q8_0_group;
   // A decode row's few queries against Q8_0 keys without packing them
-  // (AVX2, which has no u8 x s8 dot product: the packed layout's bias and
-  // its store and reload cost as much as the products); nullptr: pack.
+  // (AVX2 and AVX-512: a few queries' products cost less than the packed
+  // layout's stores, reloads and scale copies); nullptr: pack.
   ScoresQ8_0RowsFn scores_q8_0_rows;
   bool amx;
   // Whether the vector attention kernels fold Q8_0 values in int16 groups

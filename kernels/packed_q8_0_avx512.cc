@@ -8,15 +8,24 @@
 // slice is VPDPBUSD's embedded-broadcast operand (DotSlice): with a
 // separate broadcast per product, 8-row calls from memory ran 1.14x and
 // from cache 1.07x the time (gemm_packed nx8, Sapphire Rapids).
+//
+// ScoresRowsAvx512 (the table's scores_q8_0_rows) is the same arithmetic
+// for a decode row's few queries against Q8_0 key rows that are read once:
+// it transposes each block's slices in registers as the packer does
+// (TransposeBlock) and multiplies them there, without the packed buffer.
 // GCC 12 flags its own intrinsics (intentionally undefined pass-through
 // operands) as maybe-uninitialized.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
@@ -52,6 +61,38 @@ inline void DotSlice(__m512i& chain, __m512i w, const uint8_t* slice) {
   asm("vpdpbusd %[slice]%{1to16%}, %[w], %[acc]"
       : [acc] "+v"(chain)
       : [w] "v"(w), [slice] "m"(*reinterpret_cast<const int32_t*>(slice)));
+}
+
+// DotSlice for J queries (2 to 4) in one statement, their products in
+// query order: chain[j][c] += w . the slice at x + j * x_stride.
+template <int J, int kChains>
+inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint8_t* x, size_t x_stride) {
+  const int32_t* s0 = reinterpret_cast<const int32_t*>(x);
+  const int32_t* s1 = reinterpret_cast<const int32_t*>(x + x_stride);
+  if constexpr (J == 2) {
+    asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
+        "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]"
+        : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c])
+        : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1));
+  } else {
+    const int32_t* s2 = reinterpret_cast<const int32_t*>(x + 2 * x_stride);
+    if constexpr (J == 3) {
+      asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
+          "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]\n\t"
+          "vpdpbusd %[s2]%{1to16%}, %[w], %[a2]"
+          : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c]), [a2] "+v"(chain[2][c])
+          : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1), [s2] "m"(*s2));
+    } else {
+      static_assert(J == 4);
+      const int32_t* s3 = reinterpret_cast<const int32_t*>(x + 3 * x_stride);
+      asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
+          "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]\n\t"
+          "vpdpbusd %[s2]%{1to16%}, %[w], %[a2]\n\t"
+          "vpdpbusd %[s3]%{1to16%}, %[w], %[a3]"
+          : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c]), [a2] "+v"(chain[2][c]), [a3] "+v"(chain[3][c])
+          : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1), [s2] "m"(*s2), [s3] "m"(*s3));
+    }
+  }
 }
 
 // Weight tile slices outermost and activation rows innermost, so the J
@@ -207,62 +248,190 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
   }
 }
 
-// PackQ8_0Group: per block, the 16 rows' 32 quants are a 16 x 8 matrix of
-// 4-byte slices, transposed so that slice kk of every row lies in one
-// register. Rows n and n + 8 share register n (low and high 256 bits), so
-// one 8 x 8 transpose inside each half (unpacks of 32 and 64 bits, then
-// 128-bit lanes picked across two registers) puts rows 0-7 in the low
-// half of slice kk's register and rows 8-15 in the high half. Missing rows
-// are zero quants (stored as 128) with scale 0, as PackQ8_0GroupScalar.
+// Block b's quants of the group's 16 rows (`at` = b * 34 + 2 bytes into
+// each row), plus 128, as the packed layout's 8 slice registers: the 16
+// rows' 32 quants are a 16 x 8 matrix of 4-byte slices, transposed so that
+// slice kk of every row lies in w[kk], row n in lane n. Rows n and n + 8
+// share a register as they are loaded (low and high 256 bits), so one 8 x
+// 8 transpose inside each half (unpacks of 32 and 64 bits, then 128-bit
+// lanes picked across two registers) puts rows 0-7 in the low half of
+// slice kk's register and rows 8-15 in the high half. Rows from n_rows on
+// are zero quants (128 in w).
+__attribute__((always_inline)) inline void TransposeBlock(const uint8_t* const* rows, int n_rows, size_t at, __m512i (&w)[8]) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  auto quants_of = [&](int n) {
+    return n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at)) : _mm256_setzero_si256();
+  };
+  __m512i z[8];
+#pragma GCC unroll 8
+  for (int n = 0; n < 8; ++n) {
+    z[n] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(quants_of(n)), quants_of(n + 8), 1), flip);
+  }
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // u[c] (c < 4), 128-bit lanes 0-3: slice c of rows 0-3, slice c + 4 of
+  // rows 0-3, slice c of rows 8-11, slice c + 4 of rows 8-11; u[c + 4]
+  // the same for rows 4-7 and 12-15.
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    w[c] = _mm512_permutex2var_epi64(u[c], even, u[c + 4]);
+    w[c + 4] = _mm512_permutex2var_epi64(u[c], odd, u[c + 4]);
+  }
+}
+
+// Block b's lines of the span asked for ahead: its share, whole lines,
+// into L2 (BlockPrefetch).
+inline void AskAhead(const uint8_t* ahead, size_t ahead_bytes, size_t ahead_step, int64_t b) {
+  for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T2);
+  }
+}
+
+// PackQ8_0Group: per block, TransposeBlock's slice registers stored in
+// order, then the rows' F16 scales. Missing rows are zero quants (stored
+// as 128) with scale 0, as PackQ8_0GroupScalar.
 void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out, const uint8_t* ahead,
-                   size_t ahead_bytes) {
+                     size_t ahead_bytes) {
   const int64_t nb = cols / 32;
   if (nb > kMaxBlocks) return PackQ8_0GroupScalar(rows, n_rows, cols, out, ahead, ahead_bytes);
   uint16_t* scales = reinterpret_cast<uint16_t*>(out);
   uint8_t* quants = out + ScalesBytes(nb);
   std::memset(out, 0, ScalesBytes(nb));
-  // Each block asks for its share of the lines ahead, whole lines.
   const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
-  const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
   for (int64_t b = 0; b < nb; ++b) {
     const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
-    for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T2);  // into L2 (BlockPrefetch)
-    }
-    auto quants_of = [&](int n) {
-      return n < n_rows ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[n] + at + 2))
-                        : _mm256_setzero_si256();
-    };
-    __m512i z[8];
-#pragma GCC unroll 8
-    for (int n = 0; n < 8; ++n) {
-      z[n] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(quants_of(n)), quants_of(n + 8), 1), flip);
-    }
-    __m512i t[8], u[8];
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
-      t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < 8; i += 4) {
-      u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-      u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-      u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-      u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    // u[c] (c < 4), 128-bit lanes 0-3: slice c of rows 0-3, slice c + 4 of
-    // rows 0-3, slice c of rows 8-11, slice c + 4 of rows 8-11; u[c + 4]
-    // the same for rows 4-7 and 12-15.
+    AskAhead(ahead, ahead_bytes, ahead_step, b);
+    __m512i w[8];
+    TransposeBlock(rows, n_rows, at + 2, w);
     uint8_t* wq = quants + b * 512;
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      _mm512_storeu_si512(wq + c * 64, _mm512_permutex2var_epi64(u[c], even, u[c + 4]));
-      _mm512_storeu_si512(wq + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], odd, u[c + 4]));
-    }
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; ++kk) _mm512_storeu_si512(wq + kk * 64, w[kk]);
     for (int n = 0; n < n_rows; ++n) std::memcpy(scales + b * 16 + n, rows[n] + at, 2);
+  }
+}
+
+// Blocks of a head ScoresRowsAvx512 takes (kKvQ8_0MaxHeadDim / 32; longer
+// rows are packed and multiplied by the scalar kernels, the same bits).
+constexpr int64_t kMaxRowsBlocks = 32;
+
+// BlockCorrections of one query for ScoresRowsTile, without a reduction
+// per block: VPDPBUSD of 128 against a pair of blocks gives each 4-byte
+// slice's sum times 128, and three shuffles and adds sum each 256-bit half.
+// The same integers.
+inline void RowsCorrections(const uint8_t* x, int64_t nb, int32_t* corr) {
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; b += 2) {
+    const __m512i xq = _mm512_maskz_loadu_epi8(nb - b >= 2 ? ~0ull : 0xFFFFFFFFull, x + 32 * b);
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, xq);
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+    s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+    corr[b] = -_mm_cvtsi128_si32(_mm512_castsi512_si128(s));
+    if (b + 1 < nb) corr[b + 1] = -_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(s, 2));
+  }
+}
+
+// ScoresQ8_0Rows for J queries: per block, TransposeBlock's slice
+// registers go straight into GroupTile's products (VPDPBUSD chains from
+// the block's correction, the same exact int32 sums) and its scaled sums
+// (fma(float(isum), d_k * d_x, acc), blocks in order), so every lane has
+// MatmulAvx512's bits for that key and query without the packed buffer's
+// stores, reloads and scale copies. The 16 rows' F16 scales of a block
+// come by two gathers through the rows' pointers, masked to the rows
+// there are. Only rows < n_rows are written.
+template <int J>
+void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const uint8_t* x, size_t x_stride,
+                    size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
+  int32_t corr[J][kMaxRowsBlocks];
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) RowsCorrections(x + j * x_stride, nb, corr[j]);
+  const __mmask16 present = static_cast<__mmask16>(n_rows >= 16 ? 0xFFFF : (1u << n_rows) - 1);
+  const __m512i row_lo = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present), rows);
+  const __m512i row_hi = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present >> 8), rows + 8);
+  const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  __m512 acc[J];
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
+    AskAhead(ahead, ahead_bytes, ahead_step, b);
+    // The block's 16 F16 scales, gathered before its quants are read.
+    const __m512i offset = _mm512_set1_epi64(static_cast<int64_t>(at));
+    const __m256i d_lo = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(present),
+                                                     _mm512_add_epi64(row_lo, offset), nullptr, 1);
+    const __m256i d_hi = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(present >> 8),
+                                                     _mm512_add_epi64(row_hi, offset), nullptr, 1);
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(d_lo), d_hi, 1)));
+    __m512i w[8];
+    TransposeBlock(rows, n_rows, at + 2, w);
+    // The queries' chains side by side, slice by slice, in one asm
+    // statement each (as separate statements GCC scheduled each query's
+    // 8 products one after another: one chain, bound by VPDPBUSD's
+    // latency); one or two queries split a block into two chains each.
+    constexpr int kChains = J <= 2 ? 2 : 1;
+    __m512i p[J][kChains];
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      p[j][0] = _mm512_set1_epi32(corr[j][b]);
+      if constexpr (kChains == 2) p[j][1] = _mm512_setzero_si512();
+    }
+    const uint8_t* xb = x + 32 * b;
+#pragma GCC unroll 8
+    for (int kk = 0; kk < 8; ++kk) {
+      if constexpr (J == 1) {
+        DotSlice(p[0][kk % 2], w[kk], xb + 4 * kk);
+      } else {
+        DotSlices<J>(p, kk % kChains, w[kk], xb + 4 * kk, x_stride);
+      }
+    }
+    if constexpr (kChains == 2) {
+#pragma GCC unroll 2
+      for (int j = 0; j < J; ++j) p[j][0] = _mm512_add_epi32(p[j][0], p[j][1]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < J; ++j) {
+      const float dx = reinterpret_cast<const float*>(x + j * x_stride + scales_offset)[b];
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[j][0]), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < J; ++j) _mm512_mask_storeu_ps(y + j * y_stride, present, acc[j]);
+}
+
+void ScoresRowsAvx512(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
+                      size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                      const uint8_t* ahead, size_t ahead_bytes) {
+  if (n_rows <= 0 || nq <= 0) return;
+  const int64_t nb = head_dim / 32;
+  if (nb > kMaxRowsBlocks) {
+    std::vector<uint8_t> packed(PackedQ8_0GroupBytes(head_dim));
+    PackQ8_0GroupScalar(rows, n_rows, head_dim, packed.data(), ahead, ahead_bytes);
+    return MatmulPackedQ8_0Scalar(packed.data(), 16, head_dim, 0, n_rows, queries, query_bytes, scales_offset, nq,
+                                  scores, stride);
+  }
+  auto tile = [&](auto j) {
+    ScoresRowsTile<decltype(j)::value>(rows, n_rows, nb, queries, query_bytes, scales_offset, scores, stride, ahead,
+                                       ahead_bytes);
+  };
+  switch (nq) {
+    case 1: return tile(std::integral_constant<int, 1>{});
+    case 2: return tile(std::integral_constant<int, 2>{});
+    case 3: return tile(std::integral_constant<int, 3>{});
+    default: return tile(std::integral_constant<int, 4>{});
   }
 }
 
@@ -270,6 +439,7 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
 
 void FillAvx512PackedQ8_0(KernelTable* t) {
   t->pack_q8_0_group = PackGroupAvx512;
+  t->scores_q8_0_rows = ScoresRowsAvx512;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx512;
   t->packed_q8_0_wide = MatmulAvx512;
