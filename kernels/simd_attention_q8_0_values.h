@@ -323,18 +323,16 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kQ8_0ChunkWeights<V, hd>];
   float scale_steps[kBlocks], steps[kBlocks];
-  Q8_0Weight<V>* wm[1] = {w};
-  float* sm[1] = {steps};
+  Q8_0Weight<V>* ws[1] = {w};  // written by ChunkWeightsQ8_0, read by the micro-tile
+  float* ss[1] = {steps};
   const float* pm[1];
-  const Q8_0Weight<V>* ws[1] = {w};
-  const float* ss[1] = {steps};
   float* as[1] = {acc};
   NoStepPrefetch none;
   for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
     const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
     ChunkScalesQ8_0<V, hd>(v, t0, count, scales, scale_steps);
     pm[0] = p + t0;
-    ChunkWeightsQ8_0<V, hd>(pm, 1, count, scales, scale_steps, wm, sm);
+    ChunkWeightsQ8_0<V, hd>(pm, 1, count, scales, scale_steps, ws, ss);
     ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, v, t0, count, 0, none, 0);
   }
 }

@@ -300,15 +300,15 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kAttentionTileQueries][kQ8_0ChunkWeights<V, hd>];
   float scale_steps[kBlocks], steps[kAttentionTileQueries][kBlocks];
-  Q8_0Weight<V>* wm[kAttentionTileQueries];  // (the same arrays, to write)
-  float* sm[kAttentionTileQueries];
+  // Each query's weights and steps (written by ChunkWeightsQ8_0, read by
+  // the micro-tiles through the same pointers).
+  Q8_0Weight<V>* ws[kAttentionTileQueries];
+  float* ss[kAttentionTileQueries];
   const float* ps[kAttentionTileQueries];  // each query's probabilities of the chunk
-  const Q8_0Weight<V>* ws[kAttentionTileQueries];
-  const float* ss[kAttentionTileQueries];
   float* a[kAttentionTileQueries];
   for (int s = 0; s < tile.count; ++s) {
-    ws[s] = wm[s] = w[s];
-    ss[s] = sm[s] = steps[s];
+    ws[s] = w[s];
+    ss[s] = steps[s];
     a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
   }
   // Queries [s0, s0 + kQ) over the count keys of the chunk at row j0.
@@ -333,7 +333,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
       ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
       for (int s = 0; s < tile.count; ++s) ps[s] = scores + s * stride + first + j0;
-      ChunkWeightsQ8_0<V, hd>(ps, tile.count, count, scales, scale_steps, wm, sm);
+      ChunkWeightsQ8_0<V, hd>(ps, tile.count, count, scales, scale_steps, ws, ss);
       if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
       int s0 = 0;
       for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, count, s0);
@@ -352,7 +352,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
         const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
         ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
         ps[s] = scores + s * stride + first + j0;
-        ChunkWeightsQ8_0<V, hd>(ps + s, 1, count, scales, scale_steps, wm + s, sm + s);
+        ChunkWeightsQ8_0<V, hd>(ps + s, 1, count, scales, scale_steps, ws + s, ss + s);
         for (int c0 = 0; c0 < kChunks; c0 += VC) {
           ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, v[b], j0, count, c0, prefetch, lines);
         }

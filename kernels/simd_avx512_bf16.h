@@ -60,7 +60,7 @@ struct Avx512Bf16 : Avx512 {
   // Key t's int16 weight of value block b within a query's chunk weights
   // (StoreGroupWeights' layout: blocks 2k and 2k + 1 share 32 weights from
   // 32k, their keys [4i, 4i + 4) at 8i, block 2k's then block 2k + 1's;
-  // the unpacking VPACKSSDW's order). A pair's two weights are adjacent.
+  // VPACKSSDW's order). A pair's two weights are adjacent.
   static constexpr int WeightIndex(int b, int t) { return b / 2 * 32 + b % 2 * 4 + t / 4 * 8 + t % 4; }
   // Weights a query's chunk holds for kBlocks value blocks.
   static constexpr int ChunkWeights(int blocks) { return (blocks + 1) / 2 * 32; }
