@@ -24,10 +24,10 @@
 
 #include <cstring>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/packed_q8_0.h"
 
 namespace kvs::kernel_table {
@@ -323,9 +323,11 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
   }
 }
 
-// Blocks of a head ScoresRowsAvx512 takes (kKvQ8_0MaxHeadDim / 32; longer
-// rows are packed and multiplied by the scalar kernels, the same bits).
+// Blocks of a head ScoresRowsAvx512 takes: every head a q8_0 cache holds
+// (longer rows, which no cache has, are packed and multiplied by the
+// scalar kernels: the same bits).
 constexpr int64_t kMaxRowsBlocks = 32;
+static_assert(kMaxRowsBlocks * 32 >= kKvQ8_0MaxHeadDim, "every q8_0 cache's head in registers");
 
 // BlockCorrections of one query for ScoresRowsTile, without a reduction
 // per block: VPDPBUSD of 128 against a pair of blocks gives each 4-byte
