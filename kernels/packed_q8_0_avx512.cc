@@ -43,11 +43,19 @@ size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64
 
 // -128 times the sum of each 32-block of activation quants: what the
 // weights' + 128 adds to a block's sum, taken off by starting from it.
+// VPDPBUSD of 128 against a pair of blocks gives each 4-byte slice's sum
+// times 128, and three shuffles and adds sum each 256-bit half (no
+// reduction per block: the rows kernel makes these for every group).
 void BlockCorrections(const int8_t* x, int64_t nb, int32_t* out) {
-  const __m512i ones = _mm512_set1_epi16(1);
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m512i v = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * b)));
-    out[b] = -128 * _mm512_reduce_add_epi32(_mm512_madd_epi16(v, ones));
+  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; b += 2) {
+    const __m512i xq = _mm512_maskz_loadu_epi8(nb - b >= 2 ? ~0ull : 0xFFFFFFFFull, x + 32 * b);
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, xq);
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
+    s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
+    out[b] = -_mm_cvtsi128_si32(_mm512_castsi512_si128(s));
+    if (b + 1 < nb) out[b + 1] = -_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(s, 2));
   }
 }
 
@@ -257,7 +265,8 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
 // lanes picked across two registers) puts rows 0-7 in the low half of
 // slice kk's register and rows 8-15 in the high half. Rows from n_rows on
 // are zero quants (128 in w).
-__attribute__((always_inline)) inline void TransposeBlock(const uint8_t* const* rows, int n_rows, size_t at, __m512i (&w)[8]) {
+__attribute__((always_inline)) inline void TransposeBlock(const uint8_t* const* rows, int n_rows, size_t at,
+                                                          __m512i (&w)[8]) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i even = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
   const __m512i odd = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
@@ -329,23 +338,6 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
 constexpr int64_t kMaxRowsBlocks = 32;
 static_assert(kMaxRowsBlocks * 32 >= kKvQ8_0MaxHeadDim, "every q8_0 cache's head in registers");
 
-// BlockCorrections of one query for ScoresRowsTile, without a reduction
-// per block: VPDPBUSD of 128 against a pair of blocks gives each 4-byte
-// slice's sum times 128, and three shuffles and adds sum each 256-bit half.
-// The same integers.
-inline void RowsCorrections(const uint8_t* x, int64_t nb, int32_t* corr) {
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; b += 2) {
-    const __m512i xq = _mm512_maskz_loadu_epi8(nb - b >= 2 ? ~0ull : 0xFFFFFFFFull, x + 32 * b);
-    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, xq);
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
-    s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
-    corr[b] = -_mm_cvtsi128_si32(_mm512_castsi512_si128(s));
-    if (b + 1 < nb) corr[b + 1] = -_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(s, 2));
-  }
-}
-
 // ScoresQ8_0Rows for J queries: per block, TransposeBlock's slice
 // registers go straight into GroupTile's products (VPDPBUSD chains from
 // the block's correction, the same exact int32 sums) and its scaled sums
@@ -359,7 +351,7 @@ void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const ui
                     size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
   int32_t corr[J][kMaxRowsBlocks];
 #pragma GCC unroll 4
-  for (int j = 0; j < J; ++j) RowsCorrections(x + j * x_stride, nb, corr[j]);
+  for (int j = 0; j < J; ++j) BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_stride), nb, corr[j]);
   const __mmask16 present = static_cast<__mmask16>(n_rows >= 16 ? 0xFFFF : (1u << n_rows) - 1);
   const __m512i row_lo = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present), rows);
   const __m512i row_hi = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present >> 8), rows + 8);
