@@ -6,6 +6,8 @@
 //       [--attention tiled|per-query|both] [--page-tokens 16] [--amx-attention]
 //   build/bin/kvs-bench --model M.gguf --suite long [--runs 3] [--quick]
 //       prints issue 11's rows with their targets instead (long_suite.h)
+//   build/bin/kvs-bench --model M.gguf --one-row prefill:8192 [--runs 1]
+//       runs one of those rows alone, for a profiler (one_row.h)
 //
 // Rows (medians of --runs):
 //   - the machine's memory read bandwidth (all threads streaming a 2 GiB
@@ -48,6 +50,7 @@
 
 #include "bench/engine_bench.h"
 #include "bench/long_suite.h"
+#include "bench/one_row.h"
 #include "cache/kv_sequence.h"
 #include "client/cli_args.h"
 #include "kernels/attention.h"
@@ -291,5 +294,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (kvs::WantsSuite(argc, argv)) return kvs::LongSuiteMain(argc, argv);  // --suite long
+  if (kvs::WantsOneRow(argc, argv)) return kvs::OneRowMain(argc, argv);    // --one-row ROW
   return kvs::Main(argc, argv);
 }
