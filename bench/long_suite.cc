@@ -31,13 +31,7 @@ using bench::RandomTokens;
 
 constexpr int kChunk = EngineBench::kChunk;
 constexpr int kPageTokens = EngineBench::kPageTokens;
-constexpr int kDecodeSteps = 32;
 constexpr int kLongest = 16384;
-// The fan-out row: kFanOutBranches forks of a kFanOutPrompt-token prompt
-// decode kFanOutTokens tokens each, against one stream.
-constexpr int kFanOutPrompt = 512;
-constexpr int kFanOutBranches = 8;
-constexpr int kFanOutTokens = 64;
 
 void PrintRow(const std::string& what, const std::string& ours, const std::string& llama,
               const std::string& target, const char* verdict) {

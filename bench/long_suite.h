@@ -37,6 +37,15 @@
 
 namespace kvs {
 
+// The rows' shapes (shared with kvs-bench --one-row, one_row.h): decode
+// rows take kDecodeSteps steps; the fan-out row's kFanOutBranches forks of
+// a kFanOutPrompt-token prompt decode kFanOutTokens tokens each, against
+// one stream.
+inline constexpr int kDecodeSteps = 32;
+inline constexpr int kFanOutPrompt = 512;
+inline constexpr int kFanOutBranches = 8;
+inline constexpr int kFanOutTokens = 64;
+
 struct LongSuiteOptions {
   std::string model;
   int runs = 3;

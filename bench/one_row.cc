@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "bench/engine_bench.h"
+#include "bench/long_suite.h"
 #include "client/cli_args.h"
 #include "cache/kv_sequence.h"
 #include "kernels/cpu_features.h"
@@ -22,9 +23,6 @@ namespace {
 using bench::EngineBench;
 using bench::RandomTokens;
 
-constexpr int kDecodeSteps = 32;     // the suite's decode rows
-constexpr int kFanOutPrompt = 512;   // the suite's fan-out row
-constexpr int kFanOutTokens = 64;
 constexpr int kMaxForks = 64;
 
 int Usage() {
