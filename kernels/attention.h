@@ -157,8 +157,8 @@ bool AttentionUsesAmx(KvDtype dtype, int head_dim);
 
 // True when the active kernels fold the values of a q8_0 cache with heads
 // of `head_dim` values in int16 groups (attention_q8_0_values.h: the
-// AVX-512 level with AVX512-BF16, heads of 32, 64, 128 or 256 values, not
-// on AMX); false: BF16 weights.
+// AVX-512 level, heads of 32, 64, 128 or 256 values, not on AMX); false:
+// BF16 weights.
 bool Q8_0ValuesInInt16Groups(int head_dim);
 
 // Writes query (r, h)'s result acc / sum to out + r * out_row_stride + h * head_dim.

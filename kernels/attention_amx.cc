@@ -36,7 +36,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_amx.h"
 #include "kernels/kernel_table.h"
-#include "kernels/simd_avx512_bf16.h"
+#include "kernels/simd_avx512_int16_groups.h"
 #include "kernels/simd_attention.h"
 #include "kernels/simd_attention_tiled.h"
 #include "kernels/simd_attention_heads.h"
@@ -45,7 +45,7 @@
 namespace kvs {
 namespace {
 
-using V = Avx512Bf16;
+using V = Avx512Int16Groups;
 
 constexpr int kGroup = 16;        // most queries per group (AMX rows or columns)
 constexpr int kScoreKeys = 16;    // keys per score product

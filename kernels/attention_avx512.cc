@@ -1,10 +1,14 @@
 // AVX-512 attention update and F16 KV conversion: the generic kernels of
 // simd_attention.h and the tiled kernels of simd_attention_tiled.h,
-// simd_attention_runs.h and simd_attention_heads.h. Compiled with the AVX-512 flags; runs only when
-// cpu_features.h selects this level and the CPU lacks AVX512-BF16
-// (otherwise attention_avx512_bf16.cc's entries replace these).
+// simd_attention_runs.h and simd_attention_heads.h, with a Q8_0 cache's
+// values folded in int16 groups, two keys at a time by VPDPWSSD
+// (attention_q8_0_values.h). Every vector attention entry of the level
+// comes from this file, so all of a process's kernels make the same
+// groups. Compiled with the AVX-512 flags; runs when cpu_features.h
+// selects this level (AMX attention, where enabled, replaces some entries:
+// attention_amx.cc).
 #include "kernels/kernel_table.h"
-#include "kernels/simd_avx512.h"
+#include "kernels/simd_avx512_int16_groups.h"
 #include "kernels/simd_attention.h"
 #include "kernels/simd_attention_tiled.h"
 #include "kernels/simd_attention_heads.h"
@@ -13,9 +17,10 @@
 namespace kvs::kernel_table {
 
 void FillAvx512Attention(KernelTable* t) {
-  FillTiledAttentionEntries<Avx512>(t);
-  t->attention_runs = AttentionRunsTiled<Avx512>;
-  t->attention_heads = AttentionHeadsTiled<Avx512>;
+  FillTiledAttentionEntries<Avx512Int16Groups>(t);
+  t->attention_runs = AttentionRunsTiled<Avx512Int16Groups>;
+  t->attention_heads = AttentionHeadsTiled<Avx512Int16Groups>;
+  t->q8_0_value_groups = true;
 }
 
 }  // namespace kvs::kernel_table

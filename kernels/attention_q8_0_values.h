@@ -7,7 +7,7 @@
 // value row of q8_0 blocks (an F16 scale s_jb and 32 int8 quants q_jd per
 // block b), x_jb = p_j * s_jb in F32.
 //
-// BF16 weights (scalar, AVX2, AVX-512 without BF16, AMX):
+// BF16 weights (scalar, AVX2, AMX):
 //   w_jb = Q8_0ValueWeight(p_j, s_jb): x_jb rounded to BF16 (nearest even;
 //          an F32 subnormal becomes a zero of its sign, as VCVTNEPS2BF16
 //          does);
@@ -16,7 +16,7 @@
 // Keys are added in order. The levels differ in summation order only
 // (about 1e-6 relative).
 //
-// Int16 groups (AVX-512 with AVX512-BF16 and AVX512-VNNI: VPDPWSSD). The
+// Int16 groups (AVX-512, which requires AVX512-VNNI: VPDPWSSD). The
 // keys of a page (KV block) go in groups of kQ8_0ValueGroupKeys: keys
 // [16g, 16g + 16) of the page, those the query sees. Per group, with
 // e(m) = floor(log2 m):

@@ -3,8 +3,9 @@
 //
 // Levels (each implies the ones below it):
 //   kAvx512: AVX-512 F, BW, VL, DQ and VNNI, plus FMA and F16C. AVX512-BF16
-//            is used where present (the BF16 fast path, and a q8_0 cache's
-//            values in attention) but not required; the environment
+//            is used where present (the BF16 weights' fast path) but not
+//            required; a q8_0 cache's values take VNNI's VPDPWSSD either
+//            way (attention_q8_0_values.h). The environment
 //            variable KVS_AVX512_BF16=0 makes the process run as on a CPU
 //            without it (DetectedCpuFeatures().avx512bf16 is then false).
 //   kAvx2:   AVX2, FMA and F16C (Haswell and later, every Zen).

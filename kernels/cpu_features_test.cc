@@ -59,6 +59,8 @@ TEST(CpuFeaturesTest, KvsAvx512Bf16ZeroRunsTheAvx512LevelWithoutBf16) {
   // it cannot be chosen.
   EXPECT_FALSE(UseAmxAttention(true));
   EXPECT_FALSE(AttentionUsesAmx(KvDtype::kBF16, 128));
+  // The level's q8_0 values need only AVX512-VNNI: int16 groups still.
+  EXPECT_TRUE(Q8_0ValuesInInt16Groups(128));
 }
 
 }  // namespace

@@ -32,7 +32,6 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512MatmulQuantized(&t);
     if (bf16) FillAvx512Bf16Matmul(&t);
     FillAvx512Attention(&t);
-    if (bf16) FillAvx512Bf16Attention(&t);
     FillAvx512PackedQ8_0(&t);
     FillAvx512TopLogits(&t);
     FillAvx512SoftmaxDenominator(&t);

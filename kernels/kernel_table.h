@@ -219,7 +219,6 @@ void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512Attention(KernelTable* t);        // attention_avx512.cc
-void FillAvx512Bf16Attention(KernelTable* t);    // attention_avx512_bf16.cc (needs AVX512-BF16)
 void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAvx512TopLogits(KernelTable* t);        // top_logits_avx512.cc
 void FillAvx512SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx512.cc

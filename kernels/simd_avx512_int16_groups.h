@@ -1,13 +1,14 @@
-// AVX-512 vector operations for the level with AVX512-BF16 (its matmul
-// uses VDPBF16PS): the attention kernels' Q8_0 values in int16 groups
-// (attention_q8_0_values.h, simd_attention_q8_0_values.h), value keys two
-// at a time through AVX512-VNNI's VPDPWSSD (kInt16Groups).
+// AVX-512 vector operations of the level's attention kernels: Avx512 and
+// the Q8_0 values in int16 groups (attention_q8_0_values.h,
+// simd_attention_q8_0_values.h), value keys two at a time through
+// AVX512-VNNI's VPDPWSSD (kInt16Groups). The AVX-512 level requires
+// AVX512-VNNI (cpu_features.h), so every CPU that runs it, with or without
+// AVX512-BF16 or AMX, folds its values this way.
 //
-// Include only from translation units compiled with the AVX-512 and
-// AVX512-BF16 flags (kernels/CMakeLists.txt); anonymous namespace, as
-// simd_avx512.h.
-#ifndef KVSESSION_KERNELS_SIMD_AVX512_BF16_H_
-#define KVSESSION_KERNELS_SIMD_AVX512_BF16_H_
+// Include only from translation units compiled with the AVX-512 flags
+// (kernels/CMakeLists.txt); anonymous namespace, as simd_avx512.h.
+#ifndef KVSESSION_KERNELS_SIMD_AVX512_INT16_GROUPS_H_
+#define KVSESSION_KERNELS_SIMD_AVX512_INT16_GROUPS_H_
 
 #include <cstdint>
 #include <cstring>
@@ -18,7 +19,7 @@
 namespace kvs {
 namespace {
 
-struct Avx512Bf16 : Avx512 {
+struct Avx512Int16Groups : Avx512 {
   // Q8_0 values in int16 groups (attention_q8_0_values.h), two keys at a
   // time by VPDPWSSD.
   static constexpr bool kInt16Groups = true;
@@ -141,4 +142,4 @@ struct Avx512Bf16 : Avx512 {
 }  // namespace
 }  // namespace kvs
 
-#endif  // KVSESSION_KERNELS_SIMD_AVX512_BF16_H_
+#endif  // KVSESSION_KERNELS_SIMD_AVX512_INT16_GROUPS_H_
