@@ -8,10 +8,13 @@
 // Rows (the suite's shapes; EngineBench's chunks, pages and warm pool):
 //   prefill:N   an N-token prompt of random tokens, prefilled in chunks
 //               of EngineBench::kChunk (tok/s);
-//   decode:N    32 greedy steps of one row on an N-token context (tok/s;
-//               N = 0: a one-token prompt);
-//   fan-out:B   B forks of a 512-token prompt decoding 64 tokens each in
-//               one batch per step (aggregate tok/s).
+//   decode:N    kDecodeSteps greedy steps of one row on an N-token
+//               context (tok/s; N = 0: a one-token prompt);
+//   fan-out:B   B forks of a kFanOutPrompt-token prompt decoding
+//               kFanOutTokens tokens each in one batch per step
+//               (aggregate tok/s).
+// (The constants are the suite's, long_suite.h: 32 steps, a 512-token
+// prompt, 64 tokens.)
 // The setup a row needs (loading the model, the context's prefill) comes
 // first and is announced on stderr, so `perf record -D MS` can skip it.
 // A bad flag or row prints the usage on stderr (exit code 2); a model
