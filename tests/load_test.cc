@@ -1,11 +1,13 @@
 // kvs-load (tools/load) run as CI runs it: its short crash mode against the
-// real kvsessiond, on the tiny trained model.
+// real kvsessiond, on the tiny trained model, and with chat messages on a
+// model with the real Qwen3 vocabulary and chat template.
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/qwen3_chat_model.h"
 #include "tests/reference_data.h"
 #include "tests/scratch_dir.h"
 #include "tests/subprocess.h"
@@ -55,6 +57,32 @@ TEST_F(LoadToolTest, AShortCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedErro
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// Half the Appends as a user chat message (the sessions become chats: the
+// server renders turns, adds generation prompts and closes open assistant
+// turns), 16 clients for 12 s, one kill -9: the same guarantees hold.
+TEST_F(LoadToolTest, AChatCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedError) {
+  const std::string model = WriteQwen3ChatModel("load_test_qwen3");
+  if (model.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", model, "--clients", "16", "--duration", "12s", "--kills", "1",
+                             "--seed", "2", "--chat-fraction", "0.5", "--work-dir", (tmp_ / "work").string(),
+                             "--summary-json", summary, "--strict-busy"});
+  std::filesystem::remove(model);
+  std::printf("%s", r.out.c_str());
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(s["fatal"], "");
+  EXPECT_EQ(s["kills"], 1);
+  EXPECT_GT(s["methods"]["Append(chat)"]["ok"].get<int64_t>(), 20);
+  EXPECT_GT(s["methods"]["Generate"]["ok"].get<int64_t>(), 20);
+  EXPECT_EQ(s["acknowledged_lost"], 0);
+  EXPECT_EQ(s["phantom"], 0);
+  EXPECT_EQ(s["unexpected_errors"], 0);
+  EXPECT_EQ(s["unexpected_exits"], 0);
+  EXPECT_FALSE(s["hung"].get<bool>());
+  EXPECT_EQ(r.exit_code, 0);
+}
+
 TEST_F(LoadToolTest, HelpStatesWhichErrorsAreExpected) {
   ProcessResult r = KvsLoad({"--help"});
   EXPECT_EQ(r.exit_code, 0);
@@ -69,6 +97,9 @@ TEST_F(LoadToolTest, AMissingModelOrABadFlagIsAUsageError) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--clients must be in [1, 1024]"));
   EXPECT_EQ(KvsLoad({"--model", Model(), "--skip-ops", "create"}).exit_code, 2);
+  r = KvsLoad({"--model", Model(), "--chat-fraction", "1.5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--chat-fraction must be in [0, 1]"));
 }
 
 }  // namespace

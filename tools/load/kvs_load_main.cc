@@ -47,6 +47,9 @@ constexpr char kUsage[] =
     "                         load only, still one final kill and check)\n"
     "  --sessions N           sessions the clients share (default: --clients)\n"
     "  --cancel-fraction F    Generates cancelled after their first token (default 0.05)\n"
+    "  --chat-fraction F      Appends sent as a user chat message of random words\n"
+    "                         (default 0; the model needs a chat template, or pass\n"
+    "                         --server-args \"--chat-template chatml\")\n"
     "  --server-threads N     kvsessiond --threads (default 2)\n"
     "  --server-args \"A B\"    more kvsessiond flags, split on spaces (e.g.\n"
     "                         \"--kv-cache-mb 64\", to see RSS level off at the pool)\n"
@@ -88,7 +91,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<kvs::CliArgs> args = kvs::CliArgs::Parse(
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
-       "seed", "work-dir", "summary-json", "skip-ops", "server-args"},
+       "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction"},
       {"strict-busy", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
@@ -104,8 +107,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<int64_t> threads = args->GetInt("server-threads", 2);
   absl::StatusOr<uint64_t> seed = args->GetUint64("seed", 1);
   absl::StatusOr<double> cancel = args->GetDouble("cancel-fraction", 0.05);
+  absl::StatusOr<double> chat = args->GetDouble("chat-fraction", 0);
   for (const absl::Status& st : {clients.status(), kills.status(), sessions.status(),
-                                 threads.status(), seed.status(), cancel.status()}) {
+                                 threads.status(), seed.status(), cancel.status(), chat.status()}) {
     if (!st.ok()) return Usage(std::string(st.message()));
   }
   if (*clients < 1 || *clients > 1024) return Usage("--clients must be in [1, 1024]");
@@ -113,6 +117,7 @@ int main(int argc, char** argv) {
   if (*sessions < 0) return Usage("--sessions must be >= 0");
   if (*threads < 1) return Usage("--server-threads must be >= 1");
   if (*cancel < 0 || *cancel > 1) return Usage("--cancel-fraction must be in [0, 1]");
+  if (*chat < 0 || *chat > 1) return Usage("--chat-fraction must be in [0, 1]");
   if (!ParseDuration(args->GetOr("duration", "30s"), &options.duration)) {
     return Usage("--duration must be a positive duration such as 30s or 10m");
   }
@@ -122,6 +127,7 @@ int main(int argc, char** argv) {
   options.server_threads = static_cast<int>(*threads);
   options.seed = *seed;
   options.cancel_fraction = *cancel;
+  options.chat_fraction = *chat;
   options.strict_busy = args->Has("strict-busy");
   if (args->Has("server-args")) {
     options.server_args = absl::StrSplit(*args->Get("server-args"), ' ', absl::SkipEmpty());

@@ -173,6 +173,7 @@ LoadReport LoadController::Run() {
   work.vocab_size = info->model().vocab_size();
   work.bos_token_id = info->model().bos_token_id();
   work.cancel_fraction = options_.cancel_fraction;
+  work.chat_fraction = options_.chat_fraction;
   work.strict_busy = options_.strict_busy;
   work.skipped_ops = options_.skipped_ops;
 

@@ -40,6 +40,7 @@ struct LoadOptions {
   uint64_t seed = 1;
   int target_sessions = 0;  // 0: as many as clients
   double cancel_fraction = 0.05;
+  double chat_fraction = 0;  // of Appends sent as a chat message (load_worker.h)
   bool strict_busy = false;
   int server_threads = 2;
   std::vector<std::string> server_args;  // more kvsessiond flags, after --threads

@@ -116,6 +116,15 @@ std::vector<int32_t> LoadWorker::RandomTokens(int min_count, int max_count) {
   return ids;
 }
 
+std::string LoadWorker::RandomWords() {
+  static constexpr const char* kWords[] = {"the", "cache", "holds", "a", "long", "conversation",
+                                           "and", "forks", "it", "twice", "restore", "page"};
+  std::uniform_int_distribution<int> count(1, 6), word(0, static_cast<int>(std::size(kWords)) - 1);
+  std::string text;
+  for (int n = count(rng_); n > 0; --n) absl::StrAppend(&text, text.empty() ? "" : " ", kWords[word(rng_)]);
+  return text;
+}
+
 double LoadWorker::MillisSince(Clock::time_point start) const {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -169,18 +178,30 @@ void LoadWorker::Create() {
 }
 
 void LoadWorker::Append(const std::string& id) {
-  std::vector<int32_t> input = RandomTokens(1, kMaxAppendTokens);
+  std::vector<int32_t> input;
   v1::AppendRequest req;
   req.set_session_id(id);
-  *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  const bool chat = std::bernoulli_distribution(options_.chat_fraction)(rng_);
+  const char* method = chat ? "Append(chat)" : "Append";  // (the report's methods)
+  if (chat) {
+    v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
+    m->set_role("user");
+    m->set_content(RandomWords());
+  } else {
+    input = RandomTokens(1, kMaxAppendTokens);
+    *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  }
   const auto start = Clock::now();
   SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
   absl::StatusOr<v1::AppendResponse> r = client_->Append(req);
   SessionLedger::CallEnd end = ledger_.EndCall(ticket);
-  if (!r.ok()) return FailMutation("Append", id, r.status(), end);
-  stats_.RecordOk("Append", MillisSince(start));
+  if (!r.ok()) return FailMutation(method, id, r.status(), end);
+  stats_.RecordOk(method, MillisSince(start));
+  // A chat message's rendered turn (or tokens after an end-of-turn the
+  // server added): its tokens are not known here.
+  if (r->usage().prompt_tokens() != static_cast<int32_t>(input.size())) input.clear();
   if (absl::Status st = ledger_.AckAppend(id, r->session().length(), input); !st.ok()) {
-    stats_.RecordWrongResult("Append", std::string(st.message()));
+    stats_.RecordWrongResult(method, std::string(st.message()));
   }
 }
 
@@ -222,6 +243,9 @@ void LoadWorker::Generate(const std::string& id) {
     ledger_.MarkUncertain(id);
     return;
   }
+  // On a chat session the call may add more than its input (a generation
+  // prompt, an end-of-turn): then only the generated tokens are known.
+  if (r->usage.prompt_tokens() != static_cast<int32_t>(input.size())) input.clear();
   input.insert(input.end(), r->ids.begin(), r->ids.end());
   if (absl::Status st = ledger_.AckAppend(id, r->usage.session_tokens(), input); !st.ok()) {
     stats_.RecordWrongResult("Generate", std::string(st.message()));

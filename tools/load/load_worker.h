@@ -40,6 +40,12 @@ struct WorkloadOptions {
   int32_t vocab_size = 0;
   int32_t bos_token_id = -1;
   double cancel_fraction = 0.05;  // of Generates cancelled after the first token
+  // Of Appends sent as one user chat message of random words instead of
+  // token ids (the server must have a chat template). The session becomes
+  // a chat: its rendered turns are tokens the ledger does not know, and a
+  // later call that adds more than its input (a generation prompt, an
+  // end-of-turn) acknowledges only what it generated.
+  double chat_fraction = 0;
   bool strict_busy = false;
   std::set<std::string> skipped_ops;  // never run these (not "create")
 };
@@ -71,6 +77,8 @@ class LoadWorker {
   void Truncate(const std::string& id);
 
   std::vector<int32_t> RandomTokens(int min_count, int max_count);
+  // A few random words (a chat message's content).
+  std::string RandomWords();
   double MillisSince(Clock::time_point start) const;
   // Classifies and records a failed call; returns the classification.
   Classification Fail(const std::string& method, const absl::Status& status, CallContext context);
