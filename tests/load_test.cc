@@ -57,9 +57,10 @@ TEST_F(LoadToolTest, AShortCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedErro
   EXPECT_EQ(r.exit_code, 0);
 }
 
-// Half the Appends as a user chat message (the sessions become chats: the
-// server renders turns, adds generation prompts and closes open assistant
-// turns), 16 clients for 12 s, one kill -9: the same guarantees hold.
+// Half the Creates and Appends as chat messages (the sessions become
+// chats: the server renders turns, adds generation prompts and closes open
+// assistant turns), 16 clients for 12 s, one kill -9: the same guarantees
+// hold.
 TEST_F(LoadToolTest, AChatCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedError) {
   const std::string model = WriteQwen3ChatModel("load_test_qwen3");
   if (model.empty()) GTEST_SKIP() << "no Qwen3 vocabulary in ../shared";
@@ -74,6 +75,7 @@ TEST_F(LoadToolTest, AChatCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedError
   EXPECT_EQ(s["fatal"], "");
   EXPECT_EQ(s["kills"], 1);
   EXPECT_GT(s["methods"]["Append(chat)"]["ok"].get<int64_t>(), 20);
+  EXPECT_GT(s["methods"]["CreateSession(chat)"]["ok"].get<int64_t>(), 0);
   EXPECT_GT(s["methods"]["Generate"]["ok"].get<int64_t>(), 20);
   EXPECT_EQ(s["acknowledged_lost"], 0);
   EXPECT_EQ(s["phantom"], 0);

@@ -153,17 +153,32 @@ void LoadWorker::FailMutation(const std::string& method, const std::string& id,
 }
 
 void LoadWorker::Create() {
-  std::vector<int32_t> input = RandomTokens(1, kMaxAppendTokens);
   v1::CreateSessionRequest req;
-  *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  const bool chat = std::bernoulli_distribution(options_.chat_fraction)(rng_);
+  const char* method = chat ? "CreateSession(chat)" : "CreateSession";  // (the report's methods)
+  std::vector<int32_t> input;
+  if (chat) {
+    for (const char* role : {"system", "user"}) {
+      v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
+      m->set_role(role);
+      m->set_content(RandomWords());
+    }
+  } else {
+    input = RandomTokens(1, kMaxAppendTokens);
+    *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
+  }
   req.mutable_labels()->insert({std::string("kvs-load"), std::string("1")});
   const auto start = Clock::now();
   absl::StatusOr<v1::Session> r = client_->CreateSession(req);
   if (!r.ok()) {
-    Fail("CreateSession", r.status(), {});
+    Fail(method, r.status(), {});
     return;
   }
-  stats_.RecordOk("CreateSession", MillisSince(start));
+  stats_.RecordOk(method, MillisSince(start));
+  if (chat) {  // the rendered conversation: its length only
+    ledger_.AckNewSession(r->id(), std::vector<int32_t>(std::max(r->length(), 0), kUnknownToken));
+    return;
+  }
   std::vector<int32_t> tokens;
   const int32_t n = static_cast<int32_t>(input.size());
   if (r->length() == n + 1 && options_.bos_token_id >= 0) {

@@ -41,7 +41,8 @@ struct WorkloadOptions {
   int32_t bos_token_id = -1;
   double cancel_fraction = 0.05;  // of Generates cancelled after the first token
   // Of Appends sent as one user chat message of random words instead of
-  // token ids (the server must have a chat template). The session becomes
+  // token ids, and of Creates as a system and a user message (the server
+  // must have a chat template). The session becomes
   // a chat: its rendered turns are tokens the ledger does not know, and a
   // later call that adds more than its input (a generation prompt, an
   // end-of-turn) acknowledges only what it generated.
