@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
 #include "kernels/fp16.h"
+#include "kernels/int16_groups_avx512_probe.h"
 #include "kernels/isa_test_util.h"
 
 namespace kvs {
@@ -102,6 +103,74 @@ TEST(Q8_0GroupWeightsTest, GivesAGroupTooSmallToScaleZeroWeightsAndStep) {
   EXPECT_EQ(Q8_0GroupWeights(ones, zero_s, 2, w), 0.0f) << "a block of zero scales";
   EXPECT_EQ(w[0], 0);
   EXPECT_EQ(w[1], 0);
+}
+
+// The AVX-512 level's group operations, called directly, against the
+// scalar model bit for bit: every query x block pair of a group, with
+// random groups of 1 to 16 keys and the model's edge cases (ties, a weight
+// that saturates, probabilities and scales too small to scale, a query of
+// zeros, negative scales).
+TEST(Q8_0GroupWeightsTest, TheAvx512OperationsGiveTheScalarModelsScalesWeightsAndSteps) {
+  if (!KernelIsaSupported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI here";
+  namespace probe = int16_groups_probe;
+  struct Group {
+    int n;               // keys
+    float p[4][16] = {};  // four queries' probabilities
+    float s[4][16] = {};  // four value blocks' scales
+  };
+  std::vector<Group> groups;
+  Group edges{3};
+  for (int t = 0; t < 3; ++t) edges.p[0][t] = 1.0f;                 // ties: 2.5 and 3.5
+  edges.p[1][0] = edges.p[1][1] = 0x1.fffffep-1f;                    // saturates with block 1
+  edges.p[2][0] = 0x1p-100f;                                         // below 2^-96
+  edges.p[2][1] = 0x1p-130f;
+  const float block0[3] = {8192.0f, 2.5f, 3.5f}, block1[3] = {0x1.fffffep0f, -0x1.fffffep0f, 1.0f};
+  const float block3[3] = {0x1p-100f, -0x1p-99f, 0.0f};             // too small to scale
+  for (int t = 0; t < 3; ++t) {
+    edges.s[0][t] = block0[t];
+    edges.s[1][t] = block1[t];
+    edges.s[2][t] = t == 0 ? 0.0f : -0.0f;                           // zero scales
+    edges.s[3][t] = block3[t];
+  }
+  groups.push_back(edges);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f), scale(-2.0f, 2.0f);
+  for (int g = 0; g < 200; ++g) {
+    Group r{1 + g % 16};
+    for (int i = 0; i < 4; ++i) {
+      for (int t = 0; t < r.n; ++t) {
+        r.p[i][t] = unit(rng) * (g % 5 == 0 ? 0x1p-40f : 1.0f);
+        r.s[i][t] = Fp16ToFp32(Fp32ToFp16(scale(rng)));
+      }
+    }
+    groups.push_back(r);
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Group& g = groups[gi];
+    SCOPED_TRACE(testing::Message() << "group " << gi << ", " << g.n << " keys");
+    for (int blocks : {2, 4}) {
+      float scaled[4][16], scale_steps[4];
+      std::memcpy(scaled, g.s, sizeof scaled);
+      probe::ScaleGroupScales(scaled, blocks, scale_steps);
+      for (int b = 0; b < blocks; ++b) {
+        float want[16];
+        EXPECT_EQ(scale_steps[b], Q8_0GroupScales(g.s[b], 16, want)) << "block " << b;
+        for (int t = 0; t < 16; ++t) EXPECT_EQ(scaled[b][t], want[t]) << "block " << b << ", key " << t;
+      }
+      int16_t w[4][probe::kChunkWeights];
+      float steps[4][4];
+      probe::StoreGroupWeights(g.p, 4, blocks, scaled, scale_steps, w, steps);
+      for (int q = 0; q < 4; ++q) {
+        for (int b = 0; b < blocks; ++b) {
+          int16_t want[16] = {};
+          EXPECT_EQ(steps[q][b], Q8_0GroupWeights(g.p[q], g.s[b], g.n, want)) << "query " << q << ", block " << b;
+          for (int t = 0; t < 16; ++t) {
+            EXPECT_EQ(w[q][probe::WeightIndex(b, t)], want[t]) << "query " << q << ", block " << b << ", key " << t;
+          }
+        }
+      }
+    }
+  }
 }
 
 // A q8_0 row of hd values: every block's scale `scale` (F16 bits) and
