@@ -154,6 +154,12 @@ absl::StatusOr<v1::TruncateResponse> KvSessionClient::Truncate(const std::string
   });
 }
 
+absl::StatusOr<v1::TokenizeResponse> KvSessionClient::Tokenize(const v1::TokenizeRequest& request) {
+  return Unary<v1::TokenizeResponse>(request.session_id(), [&](grpc::ClientContext* c, v1::TokenizeResponse* r) {
+    return stub_->Tokenize(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::Checkpoint> KvSessionClient::Snapshot(const std::string& session_id,
                                                          const std::string& name) {
   v1::SnapshotRequest request;

@@ -81,6 +81,9 @@ class KvSessionClient {
   absl::StatusOr<kvsession::v1::ServerInfo> GetServerInfo();
   // Cuts the session to its first `length` tokens (proto TruncateRequest).
   absl::StatusOr<kvsession::v1::TruncateResponse> Truncate(const std::string& session_id, int length);
+  // The token ids the request's input would add (proto TokenizeRequest);
+  // changes nothing.
+  absl::StatusOr<kvsession::v1::TokenizeResponse> Tokenize(const kvsession::v1::TokenizeRequest& request);
 
   kvsession::v1::KvSession::Stub* stub() { return stub_.get(); }
   // Adds this client's credentials (the API key, the tenant it acts for) to a context for a call

@@ -85,6 +85,31 @@ TEST_F(LoadToolTest, AChatCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedError
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// A vocabulary of characters renders each chat turn to dozens of tokens
+// ("<|im_start|>user\n..." with ChatML), and this model's context is 128:
+// the tool counts each turn with Tokenize before sending it, so its session
+// cap holds the markup too and no call passes the context. One client, so
+// no two calls of ours grow a session at once (the cap is a bound per
+// call).
+TEST_F(LoadToolTest, AChatRunOnASmallContextCountsTheRenderedTurnsAgainstTheSessionCap) {
+  if (!std::filesystem::exists(Model())) GTEST_SKIP() << "../shared/models not present";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", Model(), "--clients", "1", "--duration", "8s", "--kills", "1",
+                             "--seed", "3", "--chat-fraction", "0.6", "--server-args", "--chat-template chatml",
+                             "--work-dir", (tmp_ / "work").string(), "--summary-json", summary,
+                             "--strict-busy"});
+  std::printf("%s", r.out.c_str());
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(s["fatal"], "");
+  EXPECT_GT(s["methods"]["Append(chat)"]["ok"].get<int64_t>(), 20);
+  EXPECT_GT(s["methods"]["CreateSession(chat)"]["ok"].get<int64_t>(), 0);
+  EXPECT_GT(s["methods"]["Tokenize"]["ok"].get<int64_t>(), 20);
+  EXPECT_EQ(s["acknowledged_lost"], 0);
+  EXPECT_EQ(s["unexpected_errors"], 0);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
 TEST_F(LoadToolTest, HelpStatesWhichErrorsAreExpected) {
   ProcessResult r = KvsLoad({"--help"});
   EXPECT_EQ(r.exit_code, 0);

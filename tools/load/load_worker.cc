@@ -125,6 +125,23 @@ std::string LoadWorker::RandomWords() {
   return text;
 }
 
+std::optional<std::vector<int32_t>> LoadWorker::TokenizeInput(const v1::TokenizeRequest& request,
+                                                              SessionLedger::CallTicket* ticket) {
+  const auto start = Clock::now();
+  absl::StatusOr<v1::TokenizeResponse> r = client_->Tokenize(request);
+  if (!r.ok()) {
+    CallContext context;
+    if (ticket != nullptr) {
+      const SessionLedger::CallEnd end = ledger_.EndCall(*ticket);
+      context = {.overlapped_on_session = end.overlapped, .target_deleted = end.deleted};
+    }
+    Fail("Tokenize", r.status(), context);
+    return std::nullopt;
+  }
+  stats_.RecordOk("Tokenize", MillisSince(start));
+  return std::vector<int32_t>(r->token_ids().begin(), r->token_ids().end());
+}
+
 double LoadWorker::MillisSince(Clock::time_point start) const {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -154,8 +171,7 @@ void LoadWorker::FailMutation(const std::string& method, const std::string& id,
 
 void LoadWorker::Create() {
   v1::CreateSessionRequest req;
-  const bool chat = std::bernoulli_distribution(options_.chat_fraction)(rng_);
-  const char* method = chat ? "CreateSession(chat)" : "CreateSession";  // (the report's methods)
+  bool chat = std::bernoulli_distribution(options_.chat_fraction)(rng_);
   std::vector<int32_t> input;
   if (chat) {
     for (const char* role : {"system", "user"}) {
@@ -163,10 +179,25 @@ void LoadWorker::Create() {
       m->set_role(role);
       m->set_content(RandomWords());
     }
-  } else {
+    // The rendered conversation's tokens, known before it is sent: the
+    // ledger then checks them like any other; one longer than the session
+    // cap (a small context, a vocabulary of characters) goes as token ids.
+    v1::TokenizeRequest count;
+    *count.mutable_input() = req.input();
+    std::optional<std::vector<int32_t>> rendered = TokenizeInput(count);
+    if (!rendered) return;
+    if (static_cast<int32_t>(rendered->size()) <= options_.max_session_tokens) {
+      input = std::move(*rendered);
+    } else {
+      chat = false;
+      req.clear_input();
+    }
+  }
+  if (!chat) {
     input = RandomTokens(1, kMaxAppendTokens);
     *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
   }
+  const char* method = chat ? "CreateSession(chat)" : "CreateSession";  // (the report's methods)
   req.mutable_labels()->insert({std::string("kvs-load"), std::string("1")});
   const auto start = Clock::now();
   absl::StatusOr<v1::Session> r = client_->CreateSession(req);
@@ -175,8 +206,13 @@ void LoadWorker::Create() {
     return;
   }
   stats_.RecordOk(method, MillisSince(start));
-  if (chat) {  // the rendered conversation: its length only
-    ledger_.AckNewSession(r->id(), std::vector<int32_t>(std::max(r->length(), 0), kUnknownToken));
+  if (chat) {  // Tokenize gave the session's whole content, BOS included
+    if (r->length() != static_cast<int32_t>(input.size())) {
+      stats_.RecordWrongResult(method, absl::StrCat("length ", r->length(), " for a conversation Tokenize made ",
+                                                    input.size(), " tokens"));
+      input.assign(std::max(r->length(), 0), kUnknownToken);
+    }
+    ledger_.AckNewSession(r->id(), std::move(input));
     return;
   }
   std::vector<int32_t> tokens;
@@ -198,23 +234,38 @@ void LoadWorker::Append(const std::string& id) {
   req.set_session_id(id);
   const bool chat = std::bernoulli_distribution(options_.chat_fraction)(rng_);
   const char* method = chat ? "Append(chat)" : "Append";  // (the report's methods)
+  // One ticket from the count to the Append: when no other call of ours
+  // ran on the session meanwhile, the turn's tokens are what Tokenize said.
+  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
   if (chat) {
     v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
     m->set_role("user");
     m->set_content(RandomWords());
+    v1::TokenizeRequest count;
+    *count.mutable_input() = req.input();
+    count.set_session_id(id);
+    std::optional<std::vector<int32_t>> turn = TokenizeInput(count, &ticket);
+    if (!turn) return;
+    // The session cap counts the rendered turn (chat markup included).
+    if (ledger_.AcknowledgedLength(id) + static_cast<int32_t>(turn->size()) > options_.max_session_tokens) {
+      ledger_.EndCall(ticket);
+      return Delete(id);
+    }
+    input = std::move(*turn);
   } else {
     input = RandomTokens(1, kMaxAppendTokens);
     *req.mutable_input()->mutable_tokens()->mutable_ids() = {input.begin(), input.end()};
   }
   const auto start = Clock::now();
-  SessionLedger::CallTicket ticket = ledger_.BeginCall(id);
   absl::StatusOr<v1::AppendResponse> r = client_->Append(req);
   SessionLedger::CallEnd end = ledger_.EndCall(ticket);
   if (!r.ok()) return FailMutation(method, id, r.status(), end);
   stats_.RecordOk(method, MillisSince(start));
-  // A chat message's rendered turn (or tokens after an end-of-turn the
-  // server added): its tokens are not known here.
-  if (r->usage().prompt_tokens() != static_cast<int32_t>(input.size())) input.clear();
+  // Tokens after an end-of-turn the server added, or a chat turn rendered
+  // after another call changed the session: not known here.
+  if (r->usage().prompt_tokens() != static_cast<int32_t>(input.size()) || (chat && end.overlapped)) {
+    input.clear();
+  }
   if (absl::Status st = ledger_.AckAppend(id, r->session().length(), input); !st.ok()) {
     stats_.RecordWrongResult(method, std::string(st.message()));
   }

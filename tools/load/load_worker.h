@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -42,10 +43,13 @@ struct WorkloadOptions {
   double cancel_fraction = 0.05;  // of Generates cancelled after the first token
   // Of Appends sent as one user chat message of random words instead of
   // token ids, and of Creates as a system and a user message (the server
-  // must have a chat template). The session becomes
-  // a chat: its rendered turns are tokens the ledger does not know, and a
-  // later call that adds more than its input (a generation prompt, an
-  // end-of-turn) acknowledges only what it generated.
+  // must have a chat template). Each is counted by Tokenize first: the
+  // session cap counts its rendered tokens (markup included; a Create
+  // longer than the cap goes as token ids instead, an Append that would
+  // pass it deletes the session), and the ledger acknowledges those tokens
+  // (an Append's by length only when another call of ours ran on the
+  // session meanwhile). A later call that adds more than its input (a
+  // generation prompt, an end-of-turn) acknowledges only what it generated.
   double chat_fraction = 0;
   bool strict_busy = false;
   std::set<std::string> skipped_ops;  // never run these (not "create")
@@ -81,6 +85,11 @@ class LoadWorker {
   // A few random words (a chat message's content).
   std::string RandomWords();
   double MillisSince(Clock::time_point start) const;
+  // The ids `request` would add (Tokenize), or nullopt after recording the
+  // failure; on failure, also ends `ticket` (when given: a call on the
+  // session that the count begins).
+  std::optional<std::vector<int32_t>> TokenizeInput(const kvsession::v1::TokenizeRequest& request,
+                                                    SessionLedger::CallTicket* ticket = nullptr);
   // Classifies and records a failed call; returns the classification.
   Classification Fail(const std::string& method, const absl::Status& status, CallContext context);
   // Failure of a call that may have changed session `id`: records it and,
