@@ -1,24 +1,23 @@
+// SessionStore's life (session_store.h): opening the database, recovery
+// after a failed write, the format version, the free-space floor, LoadAll
+// and the reference counts, Stats, meta, Verify. Its mutations are in
+// session_store_write.cc, its reads in session_store_read.cc.
 #include "cache/session_store.h"
 
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 
 #include "absl/base/internal/raw_logging.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "cache/page_codec.h"
-#include "cache/record_codec.h"
+
 #include "rocksdb/db.h"
-#include <sys/statvfs.h>
-
-#include <algorithm>
-#include <atomic>
-#include <filesystem>
-#include <thread>
-
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "rocksdb/listener.h"
@@ -26,51 +25,15 @@
 #include "rocksdb/sst_file_manager.h"
 #include "rocksdb/write_batch.h"
 
+#include "cache/session_store_internal.h"
+
 namespace kvs {
+
+using session_store_internal::FromRocks;
+using session_store_internal::ReadRecord;
+using session_store_internal::SessionOf;
+
 namespace {
-
-absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  std::string message = absl::StrCat(std::string(what), ": ", s.ToString());
-  if (s.IsNotFound()) return absl::NotFoundError(message);
-  if (s.IsCorruption()) return absl::DataLossError(message);
-  if (s.IsNoSpace()) return absl::ResourceExhaustedError(message);
-  if (s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) return absl::UnavailableError(message);
-  if (s.IsInvalidArgument() || s.IsNotSupported()) return absl::FailedPreconditionError(message);
-  return absl::InternalError(message);
-}
-
-const SessionRecord& SessionOf(const SessionRecord& r) { return r; }
-const SessionRecord& SessionOf(const CheckpointRecord& r) { return r.session(); }
-
-// Decodes and checks one stored record and gives the pages it references.
-// A record that parses but breaks an invariant still gives every 16-byte
-// hash it lists, so a damaged record never lets its pages be collected.
-// `pages` gets the verified pages, or for a damaged record just its hashes.
-template <typename Record>
-absl::Status ReadRecord(std::string_view key, std::string_view value, Record* record,
-                        VerifiedPages* pages) {
-  *pages = VerifiedPages();
-  if (absl::Status s = DecodeRecordValue(value, record); !s.ok()) return s;
-  absl::Status problem;
-  if (record->id() != key) {
-    problem = absl::DataLossError(
-        absl::StrCat("record of id '", record->id(), "' stored under '", std::string(key), "'"));
-  } else {
-    absl::StatusOr<VerifiedPages> verified =
-        VerifySessionRecord(SessionOf(*record), nullptr, nullptr);
-    if (verified.ok()) {
-      *pages = *std::move(verified);
-      return absl::OkStatus();
-    }
-    problem = absl::DataLossError(absl::StrCat("record '", record->id(), "': ",
-                                               std::string(verified.status().message())));
-  }
-  for (const std::string& h : SessionOf(*record).page_hashes()) {
-    if (std::optional<PageHash> hash = PageHash::FromBytes(h)) pages->hashes.push_back(*hash);
-  }
-  return problem;
-}
 
 // Calls fn(key, value) for every entry of `family` in key order.
 absl::Status ForEachEntry(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family,
@@ -96,18 +59,6 @@ class ManualErrorRecovery : public rocksdb::EventListener {
     *auto_recovery = false;
   }
 };
-
-// Bytes a write batch of `v`'s page entries (a header each; the pages
-// themselves go to files) and a record value of `value_bytes` can reach:
-// reserved up front, the batch is built in one allocation.
-size_t BatchBytesAtMost(const VerifiedPages& v, size_t value_bytes) {
-  constexpr size_t kPerEntry = 64;  // tag, column family, varint lengths, key
-  return v.hashes.size() * (kPageHeaderBytes + kPerEntry) + value_bytes + kPerEntry;
-}
-
-// A format-2 page entry: the page's header alone (a page always has a
-// payload, so a format-1 entry, the whole page, is longer).
-bool IsPageFileEntry(std::string_view value) { return value.size() == kPageHeaderBytes; }
 
 }  // namespace
 
@@ -352,40 +303,6 @@ absl::Status SessionStore::CheckFreeSpace(const rocksdb::WriteBatch& batch) cons
       "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
 }
 
-absl::Status SessionStore::Write(rocksdb::WriteBatch* batch) {
-  if (absl::Status floor = CheckFreeSpace(*batch); !floor.ok()) return floor;
-  rocksdb::WriteOptions write_options;
-  write_options.sync = options_.sync_writes;
-  absl::Status s = FromRocks(db_->Write(write_options, batch), "session store write");
-  if (!s.ok()) write_failed_ = true;
-  if (absl::IsResourceExhausted(s)) {
-    return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
-  }
-  return s;
-}
-
-absl::Status SessionStore::Commit(RefCountChange& change, rocksdb::WriteBatch* batch,
-                                  WriteStats* stats) {
-  const std::vector<PageHash> freed = change.PagesToDelete();
-  for (const PageHash& hash : freed) {
-    if (rocksdb::Status del = batch->Delete(pages_cf_, rocksdb::Slice(hash.view())); !del.ok()) {
-      return FromRocks(del, absl::StrCat("batch delete of page ", hash.hex()));
-    }
-  }
-  if (absl::Status s = Write(batch); !s.ok()) return s;
-  change.Apply(&table_);
-  if (stats != nullptr) stats->pages_deleted += static_cast<int64_t>(freed.size());
-  // After the batch: a crash before these deletes leaves files no record
-  // references, which LoadAll collects.
-  for (const PageHash& hash : freed) {
-    if (absl::Status removed = page_files_.Remove(hash); !removed.ok()) {
-      ABSL_RAW_LOG(WARNING, "session store: %s (collected at the next start)",
-                   removed.ToString().c_str());
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status SessionStore::CheckFloor() const {
   if (const int64_t free_bytes = FreeBytes(); free_bytes >= 0 && free_bytes < floor_bytes()) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -393,76 +310,6 @@ absl::Status SessionStore::CheckFloor() const {
         "; writes are refused until space is freed (reads work; deleting sessions frees space)"));
   }
   return absl::OkStatus();
-}
-
-absl::Status SessionStore::AddPage(const PageHash& hash, const PageEncoding& encoded,
-                                   rocksdb::WriteBatch* batch, MutationFiles* files) {
-  const std::string_view header = encoded.header();
-  if (page_files_.Holds(hash, header, encoded.size())) {
-    // Staged (StagePage): whole, and of this very encoding.
-    ++files->staged_used;
-  } else {
-    // The floor, before the first byte of the mutation reaches the disk.
-    if (files->written.empty()) {
-      if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
-    }
-    if (absl::Status s = page_files_.Write(hash, header, encoded.payload(), options_.sync_writes);
-        !s.ok()) {
-      if (absl::IsResourceExhausted(s)) {
-        return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
-      }
-      return s;
-    }
-    files->written.push_back(hash);
-  }
-  return FromRocks(batch->Put(pages_cf_, rocksdb::Slice(hash.view()),
-                              rocksdb::Slice(header.data(), header.size())),
-                   absl::StrCat("batch page ", hash.hex()));
-}
-
-absl::Status SessionStore::SettlePageFiles(absl::Status built, const MutationFiles& files) {
-  const bool touched = !files.written.empty() || files.staged_used > 0;
-  if (built.ok() && touched && options_.sync_writes) built = page_files_.SyncDir();
-  if (!built.ok()) {
-    // No record references them: nothing was committed.
-    for (const PageHash& hash : files.written) page_files_.Remove(hash).IgnoreError();
-  }
-  return built;
-}
-
-absl::StatusOr<bool> SessionStore::StagePage(
-    const PageHash& hash, size_t encoded_bytes,
-    absl::FunctionRef<absl::StatusOr<PageEncoding>()> encode) {
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    if (table_.pages.contains(hash)) return false;
-  }
-  if (absl::Status floor = CheckFloor(); !floor.ok()) return floor;
-  absl::StatusOr<PageEncoding> encoded = encode();
-  if (!encoded.ok()) return encoded.status();
-  if (encoded->size() != encoded_bytes || encoded->header().size() != kPageHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("staged page ", hash.hex(), " is ",
-                                                   encoded->size(), " bytes, not ", encoded_bytes));
-  }
-  if (page_files_.Holds(hash, encoded->header(), encoded->size())) return false;
-  if (absl::Status s = page_files_.Write(hash, encoded->header(), encoded->payload(), options_.sync_writes);
-      !s.ok()) {
-    if (absl::IsResourceExhausted(s)) {
-      return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
-    }
-    return s;
-  }
-  return true;
-}
-
-void SessionStore::DiscardStaged(std::span<const PageHash> hashes) {
-  // Under the lock: a mutation checks a staged file and commits its entry
-  // in one critical section, so a file is either deleted before a
-  // mutation looks for it (which then writes its own) or held after.
-  absl::MutexLock lock(&mu_);
-  for (const PageHash& hash : hashes) {
-    if (!table_.pages.contains(hash)) page_files_.Remove(hash).IgnoreError();
-  }
 }
 
 void SessionStore::CollectPageFiles() {
@@ -490,31 +337,6 @@ void SessionStore::CollectPageFiles() {
     ABSL_RAW_LOG(INFO, "session store: deleted %lld page files without an entry (left by a crash)",
                  static_cast<long long>(removed));
   }
-}
-
-absl::StatusOr<std::string> SessionStore::ResolvePage(const PageHash& hash,
-                                                      std::string_view value) const {
-  if (!IsPageFileEntry(value)) return std::string(value);
-  absl::StatusOr<std::string> file = page_files_.Read(hash);
-  if (absl::IsNotFound(file.status())) {
-    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " missing: no page file"));
-  }
-  if (!file.ok()) return file.status();
-  if (std::string_view(*file).substr(0, value.size()) != value) {
-    return absl::DataLossError(
-        absl::StrCat("page ", hash.hex(), ": its file's header differs from the stored one"));
-  }
-  return file;
-}
-
-std::shared_ptr<const VerifiedPages> SessionStore::ReferenceFor(const std::string& id,
-                                                                const std::string& parent) const {
-  for (const std::string* key : {&id, &parent}) {
-    if (key->empty()) continue;
-    auto it = table_.sessions.find(*key);
-    if (it != table_.sessions.end() && !it->second.corrupt) return it->second.verified;
-  }
-  return nullptr;
 }
 
 absl::Status SessionStore::LoadAll(std::vector<SessionRecord>* sessions,
@@ -589,374 +411,9 @@ absl::Status SessionStore::ReadTable(PageRefTable* table, std::vector<SessionRec
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::PutSession(
-    const SessionRecord& record,
-    absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
-    WriteStats* stats) {
-  return PutSessions(
-      std::span<const SessionRecord>(&record, 1),
-      [&](int, int page_index) { return encode_missing(page_index); }, stats);
-}
-
-absl::Status SessionStore::PutSessions(
-    std::span<const SessionRecord> records,
-    absl::FunctionRef<absl::StatusOr<PageEncoding>(int record_index, int page_index)>
-        encode_missing,
-    WriteStats* stats) {
-  absl::flat_hash_set<std::string_view> ids;
-  for (const SessionRecord& record : records) {
-    if (record.id().empty()) return absl::InvalidArgumentError("session record without an id");
-    if (!ids.insert(record.id()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("session '", record.id(), "' appears twice in one write"));
-    }
-  }
-  // What each record is verified against, then everything that needs no
-  // lock: checks, hashes of the pages the references do not vouch for,
-  // serialisation. A reference replaced meanwhile is still a verified
-  // record, which is all the check needs.
-  std::vector<std::shared_ptr<const VerifiedPages>> references;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    for (const SessionRecord& record : records) {
-      references.push_back(ReferenceFor(record.id(), record.parent_session_id()));
-    }
-  }
-  WriteStats written;
-  std::vector<std::shared_ptr<const VerifiedPages>> verified;
-  std::vector<std::string> values;
-  for (size_t r = 0; r < records.size(); ++r) {
-    absl::StatusOr<VerifiedPages> v =
-        VerifySessionRecord(records[r], references[r].get(), &written.pages_hashed);
-    if (!v.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("session '", records[r].id(), "': ", std::string(v.status().message())));
-    }
-    verified.push_back(std::make_shared<const VerifiedPages>(*std::move(v)));
-    values.push_back(EncodeRecordValue(records[r]));
-  }
-
-  size_t batch_bytes = 0;
-  for (size_t r = 0; r < records.size(); ++r) batch_bytes += BatchBytesAtMost(*verified[r], values[r].size());
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
-  rocksdb::WriteBatch batch(batch_bytes);
-  RefCountChange change(&table_);
-  MutationFiles new_files;
-  absl::Status built = [&]() -> absl::Status {
-    for (size_t r = 0; r < records.size(); ++r) {
-      const KvGeometry& g = verified[r]->geometry;
-      const std::vector<PageHash>& hashes = verified[r]->hashes;
-      for (size_t i = 0; i < hashes.size(); ++i) {
-        const PageHash& hash = hashes[i];
-        if (change.Held(hash)) {
-          ++written.pages_reused;
-          continue;
-        }
-        const int page_index = static_cast<int>(i);
-        absl::StatusOr<PageEncoding> page = encode_missing(static_cast<int>(r), page_index);
-        if (!page.ok()) return page.status();
-        const int n_tokens = PageTokensAt(g, records[r].kv_length(), page_index);
-        absl::StatusOr<EncodedPageInfo> info = ReadPageHeaderOfParts(*page);
-        if (!info.ok() || !(info->geometry == g) || info->n_tokens != n_tokens) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "session '", records[r].id(), "': encode_missing(", page_index,
-              ") is not a page of ", DescribeGeometry(g), " with ", n_tokens, " tokens",
-              info.ok() ? "" : absl::StrCat(": ", std::string(info.status().message()))));
-        }
-        if (absl::Status added = AddPage(hash, *page, &batch, &new_files); !added.ok()) return added;
-        change.AddPage(hash, static_cast<int64_t>(page->size()));
-        ++written.pages_written;
-        written.bytes_written += static_cast<int64_t>(page->size());
-      }
-      batch.Put(sessions_cf_, records[r].id(), values[r]);
-      written.bytes_written += static_cast<int64_t>(values[r].size());
-      change.SetRecord(&table_.sessions, records[r].id(), RecordRefs{.verified = verified[r]});
-    }
-    return absl::OkStatus();
-  }();
-  if (absl::Status s = SettlePageFiles(std::move(built), new_files); !s.ok()) return s;
-  if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
-  if (stats != nullptr) *stats = written;
-  return absl::OkStatus();
-}
-
-absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family,
-                                        RecordIndex* index, const std::string& kind,
-                                        const std::string& id, WriteStats* stats) {
-  if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-  if (!index->contains(id)) return absl::NotFoundError(absl::StrCat(kind, " '", id, "' not found"));
-  if (absl::Status s = RecoverIfWriteFailed(/*frees_space=*/true); !s.ok()) return s;
-  rocksdb::WriteBatch batch;
-  // The handle is read after recovery, which may have reopened the database.
-  batch.Delete(this->*family, id);
-  RefCountChange change(&table_);
-  change.SetRecord(index, id, std::nullopt);
-  WriteStats written;
-  if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
-  if (stats != nullptr) *stats = written;
-  return absl::OkStatus();
-}
-
-absl::Status SessionStore::DeleteSession(const std::string& id, WriteStats* stats) {
-  absl::MutexLock lock(&mu_);
-  return DeleteRecord(&SessionStore::sessions_cf_, &table_.sessions, "session", id, stats);
-}
-
-absl::Status SessionStore::DeleteCheckpoint(const std::string& id, WriteStats* stats) {
-  absl::MutexLock lock(&mu_);
-  return DeleteRecord(&SessionStore::checkpoints_cf_, &table_.checkpoints, "checkpoint", id, stats);
-}
-
-absl::Status SessionStore::PutCheckpoint(const CheckpointRecord& record, WriteStats* stats) {
-  return PutCheckpoint(
-      record,
-      [&](int page_index) -> absl::StatusOr<std::string> {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint '", record.id(), "' references page ",
-            PageHash::FromBytes(record.session().page_hashes(page_index))->hex(),
-            " the store does not hold"));
-      },
-      stats);
-}
-
-absl::Status SessionStore::PutCheckpoint(
-    const CheckpointRecord& record,
-    absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
-    WriteStats* stats) {
-  if (record.id().empty()) return absl::InvalidArgumentError("checkpoint record without an id");
-  std::shared_ptr<const VerifiedPages> reference;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    reference = ReferenceFor(record.session().id(), "");
-  }
-  WriteStats written;
-  absl::StatusOr<VerifiedPages> verified =
-      VerifySessionRecord(record.session(), reference.get(), &written.pages_hashed);
-  if (!verified.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", record.id(), "': ",
-                                                   std::string(verified.status().message())));
-  }
-  const std::string value = EncodeRecordValue(record);
-
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-  if (absl::Status s = RecoverIfWriteFailed(); !s.ok()) return s;
-  rocksdb::WriteBatch batch(BatchBytesAtMost(*verified, value.size()));
-  RefCountChange change(&table_);
-  const KvGeometry& g = verified->geometry;
-  MutationFiles new_files;
-  absl::Status built = [&]() -> absl::Status {
-    for (size_t i = 0; i < verified->hashes.size(); ++i) {
-      const PageHash& hash = verified->hashes[i];
-      if (change.Held(hash)) {
-        ++written.pages_reused;
-        continue;
-      }
-      const int page_index = static_cast<int>(i);
-      absl::StatusOr<PageEncoding> page = encode_missing(page_index);
-      if (!page.ok()) return page.status();
-      const int n_tokens = PageTokensAt(g, record.session().kv_length(), page_index);
-      absl::StatusOr<EncodedPageInfo> info = ReadPageHeaderOfParts(*page);
-      if (!info.ok() || !(info->geometry == g) || info->n_tokens != n_tokens) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint '", record.id(), "': encode_missing(", page_index, ") is not a page of ",
-            DescribeGeometry(g), " with ", n_tokens, " tokens"));
-      }
-      if (absl::Status added = AddPage(hash, *page, &batch, &new_files); !added.ok()) return added;
-      change.AddPage(hash, static_cast<int64_t>(page->size()));
-      ++written.pages_written;
-      written.bytes_written += static_cast<int64_t>(page->size());
-    }
-    return absl::OkStatus();
-  }();
-  if (absl::Status s = SettlePageFiles(std::move(built), new_files); !s.ok()) return s;
-  batch.Put(checkpoints_cf_, record.id(), value);
-  written.bytes_written += static_cast<int64_t>(value.size());
-  change.SetRecord(&table_.checkpoints, record.id(),
-                   RecordRefs{.verified = std::make_shared<const VerifiedPages>(*std::move(verified))});
-  if (absl::Status s = Commit(change, &batch, &written); !s.ok()) return s;
-  if (stats != nullptr) *stats = written;
-  return absl::OkStatus();
-}
-
-namespace {
-
-template <typename Record>
-absl::StatusOr<Record> GetRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family,
-                                 std::string_view kind, const std::string& id) {
-  std::string value;
-  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), family, id, &value);
-  if (s.IsNotFound()) {
-    return absl::NotFoundError(absl::StrCat(std::string(kind), " '", id, "' not found"));
-  }
-  if (!s.ok()) return FromRocks(s, absl::StrCat("read ", std::string(kind), " '", id, "'"));
-  Record record;
-  VerifiedPages pages;
-  if (absl::Status r = ReadRecord(id, value, &record, &pages); !r.ok()) return r;
-  return record;
-}
-
-}  // namespace
-
 absl::Status SessionStore::Reopening() {
   return absl::UnavailableError(
       "session store: reopening after a failed write (the next mutation retries)");
-}
-
-absl::StatusOr<SessionRecord> SessionStore::GetSession(const std::string& id) const {
-  absl::ReaderMutexLock db_lock(&db_mu_);
-  if (db_ == nullptr) return Reopening();
-  return GetRecord<SessionRecord>(db_.get(), sessions_cf_, "session", id);
-}
-
-absl::StatusOr<CheckpointRecord> SessionStore::GetCheckpoint(const std::string& id) const {
-  absl::ReaderMutexLock db_lock(&db_mu_);
-  if (db_ == nullptr) return Reopening();
-  return GetRecord<CheckpointRecord>(db_.get(), checkpoints_cf_, "checkpoint", id);
-}
-
-absl::StatusOr<std::string> SessionStore::GetPage(const PageHash& hash) const {
-  absl::ReaderMutexLock db_lock(&db_mu_);
-  if (db_ == nullptr) return Reopening();
-  std::string value;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), pages_cf_, rocksdb::Slice(hash.view()),
-                               &value);
-  if (!s.ok()) return FromRocks(s, absl::StrCat("page ", hash.hex()));
-  return ResolvePage(hash, value);
-}
-
-absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
-                                     int n_tokens, uint8_t* page) const {
-  absl::StatusOr<std::string> encoded = GetPage(hash);
-  if (absl::IsNotFound(encoded.status())) {
-    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " missing"));
-  }
-  if (!encoded.ok()) return encoded.status();
-  int stored_tokens = 0;
-  if (absl::Status s = DecodePage(geometry, *encoded, page, &stored_tokens); !s.ok()) {
-    return absl::DataLossError(absl::StrCat("page ", hash.hex(), ": ", std::string(s.message())));
-  }
-  if (stored_tokens != n_tokens) {
-    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " holds ", stored_tokens,
-                                            " tokens, the record needs ", n_tokens));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry,
-                                              std::string_view value, int* stored_tokens) const {
-  if (!IsPageFileEntry(value)) return DecodePageInto(geometry, value, read.page, stored_tokens);
-  if (read.n_tokens != geometry.page_tokens) {
-    // A partial page (a sequence's last): its payload is packed, not in
-    // the pool page's layout.
-    absl::StatusOr<std::string> encoded = ResolvePage(read.hash, value);
-    if (!encoded.ok()) return encoded.status();
-    return DecodePageInto(geometry, *encoded, read.page, stored_tokens);
-  }
-  // A full page: its payload is the pool page, read straight into it.
-  char header[kPageHeaderBytes];
-  const size_t payload_bytes = PagePayloadBytes(geometry, geometry.page_tokens);
-  if (absl::Status s = page_files_.ReadInto(read.hash, header, sizeof(header),
-                                            reinterpret_cast<char*>(read.page), payload_bytes);
-      !s.ok()) {
-    return s;
-  }
-  if (std::string_view(header, sizeof(header)) != value) {
-    return absl::DataLossError("its file's header differs from the stored one");
-  }
-  absl::StatusOr<EncodedPageInfo> info = CheckSplitPage(
-      geometry, std::string_view(header, sizeof(header)), read.page, payload_bytes);
-  if (!info.ok()) return info.status();
-  *stored_tokens = info->n_tokens;
-  return absl::OkStatus();
-}
-
-absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGeometry& geometry,
-                                     int threads, size_t* failed_index) const {
-  // Pages pinned at once per thread: 8 x 1.8 MB for a Qwen3-0.6B page.
-  constexpr size_t kBatch = 8;
-  absl::ReaderMutexLock db_lock(&db_mu_);
-  if (db_ == nullptr) {
-    if (failed_index != nullptr) *failed_index = 0;
-    return Reopening();
-  }
-  rocksdb::ReadOptions options;
-  // RocksDB's checksums stay on: they cover the page entries (a header
-  // each, so cheap) and, for format-1 pages, the blob index and the blob
-  // record's copy of the key, so a damaged index can never hand back
-  // another page of the same size (docs/performance.md).
-  options.verify_checksums = true;
-  options.fill_cache = false;
-  std::vector<absl::Status> results(reads.size());
-  const size_t n_batches = (reads.size() + kBatch - 1) / kBatch;
-  // Every page file is hinted to the kernel first, from a thread of its
-  // own (a hint may wait for a slot in the disk's queue): read cold, the
-  // disk then has every page's read in flight instead of one per reader.
-  std::atomic<bool> done{false};
-  std::thread prefetcher;
-  if (reads.size() > 1) {
-    prefetcher = std::thread([&] {
-      for (const PageRead& read : reads) {
-        if (done.load(std::memory_order_relaxed)) break;
-        page_files_.Prefetch(read.hash, EncodedPageBytes(geometry, read.n_tokens));
-      }
-    });
-  }
-  std::atomic<size_t> next_batch{0};
-  auto worker = [&] {
-    std::vector<rocksdb::Slice> keys(kBatch);
-    std::vector<rocksdb::PinnableSlice> values(kBatch);
-    std::vector<rocksdb::Status> statuses(kBatch);
-    for (size_t b; (b = next_batch.fetch_add(1)) < n_batches;) {
-      const size_t first = b * kBatch, n = std::min(kBatch, reads.size() - first);
-      for (size_t i = 0; i < n; ++i) keys[i] = rocksdb::Slice(reads[first + i].hash.view());
-      db_->MultiGet(options, pages_cf_, n, keys.data(), values.data(), statuses.data());
-      for (size_t i = 0; i < n; ++i) {
-        const PageRead& read = reads[first + i];
-        absl::Status& result = results[first + i];
-        if (statuses[i].IsNotFound()) {
-          result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing"));
-        } else if (!statuses[i].ok()) {
-          result = FromRocks(statuses[i], absl::StrCat("page ", read.hash.hex()));
-        } else {
-          int stored_tokens = 0;
-          result = ReadStoredPageInto(read, geometry, values[i].ToStringView(), &stored_tokens);
-          if (absl::IsNotFound(result)) {
-            result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing: no page file"));
-          } else if (!result.ok()) {
-            result = absl::DataLossError(
-                absl::StrCat("page ", read.hash.hex(), ": ", std::string(result.message())));
-          } else if (stored_tokens != read.n_tokens) {
-            result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " holds ",
-                                                      stored_tokens, " tokens, the record needs ",
-                                                      read.n_tokens));
-          }
-        }
-        values[i].Reset();
-      }
-    }
-  };
-  const int helpers =
-      static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), n_batches)) - 1;
-  std::vector<std::thread> pool;
-  for (int i = 0; i < helpers; ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  done = true;
-  if (prefetcher.joinable()) prefetcher.join();
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i].ok()) continue;
-    if (failed_index != nullptr) *failed_index = i;
-    return results[i];
-  }
-  return absl::OkStatus();
-}
-
-bool SessionStore::HasPage(const PageHash& hash) const {
-  absl::ReaderMutexLock lock(&mu_);
-  return table_.pages.contains(hash);
 }
 
 StoreStats SessionStore::Stats() const {

@@ -75,7 +75,9 @@
 //
 // Parts: record_codec.h frames values, record_validation.h checks
 // records, ref_count_change.h keeps the reference counts; this class
-// holds them together over RocksDB.
+// holds them together over RocksDB. Its implementation: session_store.cc
+// (its life: open, recovery, LoadAll, Stats, meta, Verify),
+// session_store_write.cc (mutations), session_store_read.cc (reads).
 //
 // Thread safety: every method is safe to call from any thread. Mutations
 // (and LoadAll) are serialised by an internal mutex, which is held while

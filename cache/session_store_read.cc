@@ -1,0 +1,215 @@
+// SessionStore's reads (session_store.h): records (GetSession,
+// GetCheckpoint) and pages (GetPage, ReadPage, ReadPages for a restore),
+// from RocksDB and the page files, under the shared database lock.
+#include "cache/session_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string_view>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+
+#include "cache/session_store_internal.h"
+
+namespace kvs {
+
+using session_store_internal::FromRocks;
+using session_store_internal::ReadRecord;
+
+namespace {
+
+// A format-2 page entry: the page's header alone (a page always has a
+// payload, so a format-1 entry, the whole page, is longer).
+bool IsPageFileEntry(std::string_view value) { return value.size() == kPageHeaderBytes; }
+
+template <typename Record>
+absl::StatusOr<Record> GetRecord(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* family,
+                                 std::string_view kind, const std::string& id) {
+  std::string value;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), family, id, &value);
+  if (s.IsNotFound()) {
+    return absl::NotFoundError(absl::StrCat(std::string(kind), " '", id, "' not found"));
+  }
+  if (!s.ok()) return FromRocks(s, absl::StrCat("read ", std::string(kind), " '", id, "'"));
+  Record record;
+  VerifiedPages pages;
+  if (absl::Status r = ReadRecord(id, value, &record, &pages); !r.ok()) return r;
+  return record;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SessionStore::ResolvePage(const PageHash& hash,
+                                                      std::string_view value) const {
+  if (!IsPageFileEntry(value)) return std::string(value);
+  absl::StatusOr<std::string> file = page_files_.Read(hash);
+  if (absl::IsNotFound(file.status())) {
+    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " missing: no page file"));
+  }
+  if (!file.ok()) return file.status();
+  if (std::string_view(*file).substr(0, value.size()) != value) {
+    return absl::DataLossError(
+        absl::StrCat("page ", hash.hex(), ": its file's header differs from the stored one"));
+  }
+  return file;
+}
+
+absl::StatusOr<SessionRecord> SessionStore::GetSession(const std::string& id) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
+  return GetRecord<SessionRecord>(db_.get(), sessions_cf_, "session", id);
+}
+
+absl::StatusOr<CheckpointRecord> SessionStore::GetCheckpoint(const std::string& id) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
+  return GetRecord<CheckpointRecord>(db_.get(), checkpoints_cf_, "checkpoint", id);
+}
+
+absl::StatusOr<std::string> SessionStore::GetPage(const PageHash& hash) const {
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) return Reopening();
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), pages_cf_, rocksdb::Slice(hash.view()),
+                               &value);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("page ", hash.hex()));
+  return ResolvePage(hash, value);
+}
+
+absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geometry,
+                                     int n_tokens, uint8_t* page) const {
+  absl::StatusOr<std::string> encoded = GetPage(hash);
+  if (absl::IsNotFound(encoded.status())) {
+    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " missing"));
+  }
+  if (!encoded.ok()) return encoded.status();
+  int stored_tokens = 0;
+  if (absl::Status s = DecodePage(geometry, *encoded, page, &stored_tokens); !s.ok()) {
+    return absl::DataLossError(absl::StrCat("page ", hash.hex(), ": ", std::string(s.message())));
+  }
+  if (stored_tokens != n_tokens) {
+    return absl::DataLossError(absl::StrCat("page ", hash.hex(), " holds ", stored_tokens,
+                                            " tokens, the record needs ", n_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry,
+                                              std::string_view value, int* stored_tokens) const {
+  if (!IsPageFileEntry(value)) return DecodePageInto(geometry, value, read.page, stored_tokens);
+  if (read.n_tokens != geometry.page_tokens) {
+    // A partial page (a sequence's last): its payload is packed, not in
+    // the pool page's layout.
+    absl::StatusOr<std::string> encoded = ResolvePage(read.hash, value);
+    if (!encoded.ok()) return encoded.status();
+    return DecodePageInto(geometry, *encoded, read.page, stored_tokens);
+  }
+  // A full page: its payload is the pool page, read straight into it.
+  char header[kPageHeaderBytes];
+  const size_t payload_bytes = PagePayloadBytes(geometry, geometry.page_tokens);
+  if (absl::Status s = page_files_.ReadInto(read.hash, header, sizeof(header),
+                                            reinterpret_cast<char*>(read.page), payload_bytes);
+      !s.ok()) {
+    return s;
+  }
+  if (std::string_view(header, sizeof(header)) != value) {
+    return absl::DataLossError("its file's header differs from the stored one");
+  }
+  absl::StatusOr<EncodedPageInfo> info = CheckSplitPage(
+      geometry, std::string_view(header, sizeof(header)), read.page, payload_bytes);
+  if (!info.ok()) return info.status();
+  *stored_tokens = info->n_tokens;
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGeometry& geometry,
+                                     int threads, size_t* failed_index) const {
+  // Pages pinned at once per thread: 8 x 1.8 MB for a Qwen3-0.6B page.
+  constexpr size_t kBatch = 8;
+  absl::ReaderMutexLock db_lock(&db_mu_);
+  if (db_ == nullptr) {
+    if (failed_index != nullptr) *failed_index = 0;
+    return Reopening();
+  }
+  rocksdb::ReadOptions options;
+  // RocksDB's checksums stay on: they cover the page entries (a header
+  // each, so cheap) and, for format-1 pages, the blob index and the blob
+  // record's copy of the key, so a damaged index can never hand back
+  // another page of the same size (docs/performance.md).
+  options.verify_checksums = true;
+  options.fill_cache = false;
+  std::vector<absl::Status> results(reads.size());
+  const size_t n_batches = (reads.size() + kBatch - 1) / kBatch;
+  // Every page file is hinted to the kernel first, from a thread of its
+  // own (a hint may wait for a slot in the disk's queue): read cold, the
+  // disk then has every page's read in flight instead of one per reader.
+  std::atomic<bool> done{false};
+  std::thread prefetcher;
+  if (reads.size() > 1) {
+    prefetcher = std::thread([&] {
+      for (const PageRead& read : reads) {
+        if (done.load(std::memory_order_relaxed)) break;
+        page_files_.Prefetch(read.hash, EncodedPageBytes(geometry, read.n_tokens));
+      }
+    });
+  }
+  std::atomic<size_t> next_batch{0};
+  auto worker = [&] {
+    std::vector<rocksdb::Slice> keys(kBatch);
+    std::vector<rocksdb::PinnableSlice> values(kBatch);
+    std::vector<rocksdb::Status> statuses(kBatch);
+    for (size_t b; (b = next_batch.fetch_add(1)) < n_batches;) {
+      const size_t first = b * kBatch, n = std::min(kBatch, reads.size() - first);
+      for (size_t i = 0; i < n; ++i) keys[i] = rocksdb::Slice(reads[first + i].hash.view());
+      db_->MultiGet(options, pages_cf_, n, keys.data(), values.data(), statuses.data());
+      for (size_t i = 0; i < n; ++i) {
+        const PageRead& read = reads[first + i];
+        absl::Status& result = results[first + i];
+        if (statuses[i].IsNotFound()) {
+          result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing"));
+        } else if (!statuses[i].ok()) {
+          result = FromRocks(statuses[i], absl::StrCat("page ", read.hash.hex()));
+        } else {
+          int stored_tokens = 0;
+          result = ReadStoredPageInto(read, geometry, values[i].ToStringView(), &stored_tokens);
+          if (absl::IsNotFound(result)) {
+            result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing: no page file"));
+          } else if (!result.ok()) {
+            result = absl::DataLossError(
+                absl::StrCat("page ", read.hash.hex(), ": ", std::string(result.message())));
+          } else if (stored_tokens != read.n_tokens) {
+            result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " holds ",
+                                                      stored_tokens, " tokens, the record needs ",
+                                                      read.n_tokens));
+          }
+        }
+        values[i].Reset();
+      }
+    }
+  };
+  const int helpers =
+      static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), n_batches)) - 1;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < helpers; ++i) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  done = true;
+  if (prefetcher.joinable()) prefetcher.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) continue;
+    if (failed_index != nullptr) *failed_index = i;
+    return results[i];
+  }
+  return absl::OkStatus();
+}
+
+bool SessionStore::HasPage(const PageHash& hash) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return table_.pages.contains(hash);
+}
+
+}  // namespace kvs
