@@ -99,6 +99,28 @@ class CorruptionTest : public testing::Test {
     ASSERT_TRUE(store_->LoadAll(&sessions_, &checkpoints_, &corrupt_).ok());
   }
 
+  // Opens the store as on a full disk (a free-space floor no disk meets):
+  // read-only until a mutation that frees space reopens it for writing.
+  absl::StatusOr<std::unique_ptr<SessionStore>> OpenOnAFullDisk() {
+    store_.reset();
+    StoreOptions options;
+    options.min_free_bytes = int64_t{1} << 62;
+    return SessionStore::Open(dir_, options);
+  }
+  // Makes the store what a format-1 build left: pages whole in the pages
+  // family, no page files, no pages/ directory.
+  void MakeFormatOne() {
+    for (const auto& [id, r] : records_) {
+      for (int i = 0; i < r.page_hashes_size(); ++i) {
+        const PageHash hash = Page(id, i);
+        if (!std::filesystem::exists(PageFile(hash))) continue;  // shared, moved already
+        RawDb(dir_).Put(RawDb::kPages, hash.view(), ReadWholeFile(PageFile(hash)));
+        ASSERT_TRUE(std::filesystem::remove(PageFile(hash)));
+      }
+    }
+    RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "1");
+  }
+
   PageHash Page(const std::string& id, int i) {
     return *PageHash::FromBytes(records_[id].page_hashes(i));
   }
@@ -197,16 +219,7 @@ TEST_F(CorruptionTest, MissingPageFileIsDataLoss) {
 }
 
 TEST_F(CorruptionTest, AFormatOneStoreIsReadAndMarkedFormatTwo) {
-  // What a format-1 build left: pages whole in the pages family, no files.
-  for (const auto& [id, r] : records_) {
-    for (int i = 0; i < r.page_hashes_size(); ++i) {
-      const PageHash hash = Page(id, i);
-      if (!std::filesystem::exists(PageFile(hash))) continue;  // shared, moved already
-      RawDb(dir_).Put(RawDb::kPages, hash.view(), ReadWholeFile(PageFile(hash)));
-      ASSERT_TRUE(std::filesystem::remove(PageFile(hash)));
-    }
-  }
-  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "1");
+  MakeFormatOne();
   Reopen();
   EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "2");
   ExpectOtherPagesFine("", -1);
@@ -223,6 +236,35 @@ TEST_F(CorruptionTest, AFormatOneStoreIsReadAndMarkedFormatTwo) {
   for (const char* id : {"b", "c"}) {
     for (int i = 0; i < records_[id].page_hashes_size(); ++i) EXPECT_TRUE(ReadPage(id, i).ok()) << id << i;
   }
+}
+
+// A full disk opens the store read-only; the version is still checked
+// then, and marked when the first write reopens it, as at a writable open.
+TEST_F(CorruptionTest, AFormatOneStoreOpenedOnAFullDiskIsMarkedFormatTwoWhenAWriteReopensIt) {
+  MakeFormatOne();
+  std::filesystem::remove_all(std::filesystem::path(dir_) / "pages");
+  absl::StatusOr<std::unique_ptr<SessionStore>> store = OpenOnAFullDisk();
+  ASSERT_TRUE(store.ok()) << store.status();
+  store_ = *std::move(store);
+  ASSERT_TRUE(store_->LoadAll(&sessions_, &checkpoints_, &corrupt_).ok());
+  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "1");  // read-only: nothing written
+  ExpectOtherPagesFine("", -1);
+  // A delete frees space, so it runs: the store reopens for writing.
+  ASSERT_TRUE(store_->DeleteSession("a").ok());
+  EXPECT_EQ(*store_->GetMeta(SessionStore::kFormatVersionKey), "2");
+  EXPECT_TRUE(std::filesystem::is_directory(std::filesystem::path(dir_) / "pages"));
+  for (const char* id : {"b", "c"}) {
+    for (int i = 0; i < records_[id].page_hashes_size(); ++i) EXPECT_TRUE(ReadPage(id, i).ok()) << id << i;
+  }
+  EXPECT_TRUE(store_->Verify()->ok());
+}
+
+TEST_F(CorruptionTest, AStoreOfANewerFormatIsRefusedAlsoWhenAFullDiskOpensItReadOnly) {
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, absl::StrCat(SessionStore::kFormatVersion + 1));
+  absl::StatusOr<std::unique_ptr<SessionStore>> store = OpenOnAFullDisk();
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
+  store = SessionStore::Open(dir_, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(store.status())) << store.status();
 }
 
 TEST_F(CorruptionTest, MissingPageIsDataLoss) {

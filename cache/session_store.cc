@@ -126,14 +126,15 @@ absl::StatusOr<std::unique_ptr<SessionStore>> SessionStore::Open(const std::stri
   if (absl::Status s = OpenDb(dir, env.get(), read_only, &db, &handles); !s.ok()) return s;
   std::unique_ptr<SessionStore> store(
       new SessionStore(dir, options, std::move(env), std::move(db), std::move(handles)));
+  absl::MutexLock lock(&store->mu_);
   if (read_only) {
-    absl::MutexLock lock(&store->mu_);
+    bool needs_record = false;  // recorded when a mutation reopens it for writing
+    if (absl::Status v = store->ReadFormatVersion(&needs_record); !v.ok()) return v;
     store->read_only_ = true;
     store->write_failed_ = true;  // the first mutation reopens for writing
     return store;
   }
-  if (absl::Status v = store->CheckFormatVersion(); !v.ok()) return v;
-  if (absl::Status d = store->page_files_.CreateDir(); !d.ok()) return d;
+  if (absl::Status s = store->PrepareForWrites(); !s.ok()) return s;
   return store;
 }
 
@@ -226,8 +227,11 @@ absl::Status SessionStore::Recover(bool frees_space) {
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   if (absl::Status s = OpenDb(dir_, env_.get(), /*read_only=*/false, &db, &handles); !s.ok()) return s;
-  read_only_ = false;
   SetDb(std::move(db), std::move(handles));
+  if (read_only_) {
+    if (absl::Status s = PrepareForWrites(); !s.ok()) return s;
+    read_only_ = false;
+  }
   PageRefTable table;
   if (absl::Status s = ReadTable(&table, nullptr, nullptr, nullptr); !s.ok()) return s;
   table_ = std::move(table);
@@ -235,7 +239,8 @@ absl::Status SessionStore::Recover(bool frees_space) {
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::CheckFormatVersion() {
+absl::Status SessionStore::ReadFormatVersion(bool* needs_record) const {
+  *needs_record = false;
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kFormatVersionKey, &value);
   if (s.IsNotFound()) {
@@ -249,10 +254,8 @@ absl::Status SessionStore::CheckFormatVersion() {
       }
       if (absl::Status st = FromRocks(it->status(), "open"); !st.ok()) return st;
     }
-    rocksdb::WriteBatch batch;
-    batch.Put(meta_, kFormatVersionKey, absl::StrCat(kFormatVersion));
-    absl::MutexLock lock(&mu_);
-    return Write(&batch);
+    *needs_record = true;
+    return absl::OkStatus();
   }
   if (!s.ok()) return FromRocks(s, "read format version");
   int version = 0;
@@ -265,15 +268,26 @@ absl::Status SessionStore::CheckFormatVersion() {
                                                       " (this build reads ", kOldestFormatVersion,
                                                       " to ", kFormatVersion, ")"));
   }
-  if (version < kFormatVersion) {
-    // Its pages stay where they are (whole in the pages family); new ones
-    // go to files, which a format-1 build could not read.
-    rocksdb::WriteBatch batch;
-    batch.Put(meta_, kFormatVersionKey, absl::StrCat(kFormatVersion));
-    absl::MutexLock lock(&mu_);
-    return Write(&batch);
-  }
+  // An older store's pages stay where they are (whole in the pages
+  // family); new ones go to files, which an older build could not read.
+  *needs_record = version < kFormatVersion;
   return absl::OkStatus();
+}
+
+absl::Status SessionStore::PrepareForWrites() {
+  bool needs_record = false;
+  if (absl::Status v = ReadFormatVersion(&needs_record); !v.ok()) return v;
+  if (needs_record) {
+    rocksdb::WriteOptions write_options;
+    write_options.sync = options_.sync_writes;
+    if (absl::Status s = FromRocks(db_->Put(write_options, meta_, kFormatVersionKey, absl::StrCat(kFormatVersion)),
+                                   "record the format version");
+        !s.ok()) {
+      write_failed_ = true;
+      return s;
+    }
+  }
+  return page_files_.CreateDir();
 }
 
 absl::Status SessionStore::RequireLoaded() const {

@@ -347,7 +347,19 @@ class SessionStore {
   // Recover() if the last write failed: what every mutation does first,
   // before it builds its batch (a reopen replaces the handles).
   absl::Status RecoverIfWriteFailed(bool frees_space = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckFormatVersion();
+  // The store's format version, read: OK for a version this build reads,
+  // or for an empty store without one; FAILED_PRECONDITION for a newer
+  // format, DATA_LOSS for data without a version. *needs_record: the
+  // version must be written before the store is (a new store, an older
+  // format). Every open checks it, read-only ones too.
+  absl::Status ReadFormatVersion(bool* needs_record) const;
+  // What the first open for writing does, whether at Open or when a store
+  // opened read-only (a full disk) is reopened for writing: checks the
+  // format version and records this build's where ReadFormatVersion asks
+  // (a few bytes, not held to the floor: the disk took a probe write, and
+  // a delete that frees space may be what reopens it), and creates the
+  // page files' directory.
+  absl::Status PrepareForWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RequireLoaded() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Writes `batch`; a failure makes the next mutation Recover first.
   absl::Status Write(rocksdb::WriteBatch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
