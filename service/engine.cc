@@ -259,12 +259,13 @@ void Engine::AdmitWaiting(Active& active) {
     if (job->handle->cancelled()) {
       Finish(std::move(job), absl::CancelledError("the call was cancelled"), FinishReason::kCancelled);
     } else if (now >= job->deadline) {
-      Finish(std::move(job),
-             absl::ResourceExhaustedError(absl::StrCat(
-                 "no KV memory for this call before its deadline: it needs ",
-                 PagesStillNeeded(*job), " pages and the running calls hold the rest of ",
-                 sessions_->pool()->max_pages(), " (--kv-cache-mb)")),
-             FinishReason::kError);
+      // The message reads the job: made before the job is moved into the
+      // call (an argument's evaluation order is unspecified).
+      absl::Status expired = absl::ResourceExhaustedError(absl::StrCat(
+          "no KV memory for this call before its deadline: it needs ", PagesStillNeeded(*job),
+          " pages and the running calls hold the rest of ", sessions_->pool()->max_pages(),
+          " (--kv-cache-mb)"));
+      Finish(std::move(job), std::move(expired), FinishReason::kError);
     }
   }
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), nullptr), waiting_.end());

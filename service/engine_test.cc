@@ -5,6 +5,7 @@
 // seen within one step.
 #include "service/engine.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -77,14 +78,15 @@ class EngineTest : public ::testing::Test {
 
   std::shared_ptr<RecordingListener> Submit(const std::string& id, std::vector<int32_t> input,
                                             std::optional<GenerateOptions> gen, int cancel_after = 0,
-                                            absl::Notification* hold_first_token = nullptr) {
+                                            absl::Notification* hold_first_token = nullptr,
+                                            absl::Time deadline = absl::InfiniteFuture()) {
     auto s = env_->sessions().Acquire(id);
     EXPECT_TRUE(s.ok()) << s.status();
     EXPECT_TRUE(engine_->Validate(**s, input, gen).ok());
     auto listener = std::make_shared<RecordingListener>();
     listener->cancel_after = cancel_after;
     listener->hold_first_token = hold_first_token;
-    engine_->Submit(*s, std::move(input), 0, std::move(gen), listener, listener->handle);
+    engine_->Submit(*s, std::move(input), 0, std::move(gen), listener, listener->handle, deadline);
     return listener;
   }
   // A new session (BOS only) takes 100 tokens as one job, answered OK: 100
@@ -247,6 +249,22 @@ TEST_F(EngineTest, ACancelledGenerationEndsAtTheNextStepAndKeepsItsTokens) {
   engine_.reset();
   env_->Reopen();
   EXPECT_EQ(env_->sessions().Get(id, true)->tokens.size(), 16u);
+}
+
+// A call waits in the queue for KV memory until its deadline; one whose
+// deadline has passed when the engine looks at it ends RESOURCE_EXHAUSTED
+// naming what it needed, and its session is as it was.
+TEST_F(EngineTest, ACallWhoseDeadlinePassedWhileItWaitedIsResourceExhaustedAndChangesNothing) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64);
+  const std::string id = env_->MakeSession(10);
+  auto job = Submit(id, {7, 8, 9}, Greedy(4), 0, nullptr, absl::Now() - absl::Seconds(1));
+  job->done.WaitForNotification();
+  EXPECT_TRUE(absl::IsResourceExhausted(job->status)) << job->status;
+  EXPECT_THAT(std::string(job->status.message()),
+              ::testing::HasSubstr("no KV memory for this call before its deadline: it needs "));
+  EXPECT_TRUE(job->ids.empty());
+  EXPECT_EQ(env_->sessions().Get(id, false)->length, 11);
 }
 
 TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {
