@@ -15,6 +15,7 @@
 #include "service/grpc_status.h"
 #include "service/kvsession_service.h"
 #include "service/request_checks.h"
+#include "service/tenant_usage.h"
 
 namespace kvs {
 namespace v1 = kvsession::v1;
@@ -171,6 +172,7 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
     if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
     if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");
     absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(bytes);
+    const int64_t stream_bytes = static_cast<int64_t>(bytes.size());
     bytes.clear();
     if (!contents.ok()) return contents.status();
     const SessionRecord& record = contents->record();
@@ -183,6 +185,30 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
     if (!who.is_admin() && owner != who.tenant) {
       return absl::PermissionDeniedError(
           absl::StrCat("the stream holds a session of tenant ", Quote(owner), "; only that tenant or an admin may import it"));
+    }
+    // A chain that starts from the shared prefix pool, or restarts from a
+    // slide's salt, is one this server cannot check belongs to the owner
+    // (the salt names dropped tokens; any 16 bytes pass, another tenant's
+    // chain start too): from a tenant, its pages could land under another
+    // tenant's hashes. Only admins import such streams.
+    if (authenticating() && !who.is_admin() &&
+        (record.shared_prefix_chain() || !record.slide_salt().empty())) {
+      return absl::PermissionDeniedError(
+          record.shared_prefix_chain()
+              ? "the stream's session chains from the shared prefix pool; only an admin may import it"
+              : "the stream's session slid past its context; only an admin may import it");
+    }
+    // Every token is fed to the model (the last one is in no page, so no
+    // page hash vouches for it).
+    const int32_t vocab = model_.config().vocab_size;
+    for (const int32_t token : record.tokens()) {
+      if (token < 0 || token >= vocab) {
+        return absl::InvalidArgumentError(absl::StrCat("the stream's session holds token id ", token,
+                                                       ", outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+    if (tenant_usage_ != nullptr) {
+      if (absl::Status st = tenant_usage_->CheckImport(owner, stream_bytes); !st.ok()) return st;
     }
     absl::StatusOr<ImportResult> done = sessions_->Import(*contents);
     if (!done.ok()) return done.status();

@@ -17,6 +17,7 @@
 #include "cache/migration_stream.h"
 #include "cache/page_codec.h"
 #include "service/record_convert.h"
+#include "service/auth/principal.h"
 #include "service/session_manager.h"
 
 namespace kvs {
@@ -121,7 +122,8 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
     if (registry_.Get(record.id(), false).ok()) {
       return absl::AlreadyExistsError(absl::StrCat("session '", record.id(), "' already exists here"));
     }
-    if (absl::Status s = registry_.CheckRoom(1); !s.ok()) return s;
+    const std::string owner = record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
+    if (absl::Status s = registry_.CheckRoom(1, &owner); !s.ok()) return s;
     if (absl::Status s = store_->PutSession(record, encode, &stats); !s.ok()) return s;
     registry_.AddLoaded(SessionFromRecord(record, context_));
   }

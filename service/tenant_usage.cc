@@ -238,6 +238,10 @@ absl::Status TenantUsage::CheckRestore(const std::string& checkpoint_id) const {
                           static_cast<int64_t>(c->session().ByteSizeLong()) + kRecordOverheadBytes);
 }
 
+absl::Status TenantUsage::CheckImport(const std::string& owner, int64_t stream_bytes) const {
+  return CheckStoreGrowth(owner, stream_bytes);
+}
+
 std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
                                              std::shared_ptr<TenantJob> job) {
   if (job == nullptr) return inner;

@@ -47,7 +47,11 @@
 //                 and checkpoints share the source's pages, so they add
 //                 their records: estimated as the source's record size, plus
 //                 one page per branch for a fork cut mid-page).
-// Residual imprecision: Fork, Snapshot and Restore checks are not
+//   CheckImport   max_store_bytes before an imported stream is written, as
+//                 the stream's size (pages the store holds already are
+//                 counted too: an upper bound). The sessions quota is the
+//                 registry's (SessionManager::Import).
+// Residual imprecision: Fork, Snapshot, Restore and Import checks are not
 // reservations, so concurrent ones of one tenant may cross the store quota
 // by what they write; KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
@@ -122,6 +126,9 @@ class TenantUsage {
   absl::Status CheckFork(const std::string& session_id, int count, bool cut) const;
   absl::Status CheckSnapshot(const std::string& session_id) const;
   absl::Status CheckRestore(const std::string& checkpoint_id) const;
+  // max_store_bytes before an ImportSession writes `stream_bytes` (the
+  // stream's record and pages: at most what it adds) for `owner`.
+  absl::Status CheckImport(const std::string& owner, int64_t stream_bytes) const;
 
  private:
   friend class TenantJob;

@@ -1,9 +1,16 @@
 // Migration with tenants (API keys over TLS, the real kvsessiond): an
 // imported session keeps its owner, only that tenant or an admin may import
 // it (PERMISSION_DENIED, nothing written), another tenant cannot export
-// it (a session or a checkpoint), and FindMissingPages tells only admins which pages a server holds.
+// it (a session or a checkpoint), FindMissingPages tells only admins which pages a server holds,
+// and a tenant cannot import a record whose chain it chose (a slide's salt,
+// the shared prefix pool): its pages could land under another tenant's
+// page hashes.
 #include <algorithm>
 
+#include "cache/migration_stream.h"
+#include "cache/page_hash.h"
+#include "cache/page_hash_chain.h"
+#include "cache/record_validation.h"
 #include "client/migration.h"
 #include "gtest/gtest.h"
 #include "tests/secure_fixture.h"
@@ -65,6 +72,65 @@ TEST_F(MigrationTenantTest, OnlyTheOwnerOrAnAdminMayImportASessionAndItKeepsItsO
   r = ImportSession(*acme_, stream->bytes);  // and the owner may too
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(acme_->Append(mine->id(), " and summer").ok());
+}
+
+// A forged stream: acme's session, its chain restarted at page 0 from
+// beta's chain start (as a slide's salt) or started from the shared pool's
+// zeros, its pages re-keyed to match, so every hash checks. Imported, its
+// pages (acme's bytes) would serve beta's prompts of the same text.
+TEST_F(MigrationTenantTest, ATenantCannotImportASessionWhoseChainItChoseButAnAdminCan) {
+  const std::string text =
+      "A long enough text to fill at least one whole page of the key value cache, surely";
+  absl::StatusOr<v1::Session> mine = acme_->CreateSession(text);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  absl::StatusOr<ExportedSession> exported = Export(*acme_, mine->id());
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(exported->bytes);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  const SessionRecord original = *contents->session;
+  ASSERT_GT(original.page_hashes_size(), 1);
+  ASSERT_TRUE(acme_->DeleteSession(mine->id()).ok());
+
+  auto forge = [&](bool salted) {
+    SessionRecord r = original;
+    const PageHash start = salted ? TenantChainStart("beta") : PageHash{};
+    if (salted) {
+      r.set_slide_salt(std::string(start.view()));
+      r.set_slide_salt_page(0);
+    } else {
+      r.set_shared_prefix_chain(true);
+    }
+    const KvGeometry g = *FromGeometryRecord(r.geometry());
+    PageHashChain chain(r.model_fingerprint(), g, start);
+    const std::span<const int32_t> tokens(r.tokens().data(), static_cast<size_t>(r.kv_length()));
+    chain.Extend(tokens);
+    std::vector<PageHash> hashes(chain.hashes().begin(), chain.hashes().end());
+    const size_t full = hashes.size() * static_cast<size_t>(g.page_tokens);
+    if (full < tokens.size()) hashes.push_back(chain.NextPageHash(tokens.subspan(full)));
+    EXPECT_EQ(static_cast<int>(hashes.size()), original.page_hashes_size());
+    MigrationStreamWriter writer;
+    r.clear_page_hashes();
+    for (const PageHash& h : hashes) r.add_page_hashes(std::string(h.view()));
+    writer.SetSession(r);
+    for (int i = 0; i < original.page_hashes_size(); ++i) {
+      writer.AddPage(hashes[i], contents->pages.at(*PageHash::FromBytes(original.page_hashes(i))));
+    }
+    return std::move(writer).Finish();
+  };
+  for (const bool salted : {true, false}) {
+    SCOPED_TRACE(salted ? "a slide's salt" : "the shared pool's chain");
+    const std::string forged = forge(salted);
+    absl::StatusOr<v1::ImportSessionResponse> r = ImportSession(*acme_, forged);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+    EXPECT_EQ(root_->GetSession(mine->id()).status().code(), absl::StatusCode::kNotFound);
+    // An admin may (it is trusted with every tenant's data): the stream
+    // itself is valid.
+    r = ImportSession(*root_, forged);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(root_->DeleteSession(mine->id()).ok());
+  }
+  // The stream as exported: acme imports its own session.
+  EXPECT_TRUE(ImportSession(*acme_, exported->bytes).ok());
 }
 
 TEST_F(MigrationTenantTest, FindMissingPagesTellsOnlyAdminsWhichPagesTheServerHolds) {

@@ -3,7 +3,8 @@
 // session and its checkpoint and the session continues exactly as it would
 // have on the source; pages the target holds are not sent again; a
 // corrupted or truncated stream is DATA_LOSS and leaves nothing behind,
-// also after the target restarts.
+// also after the target restarts; a well-formed stream whose record holds
+// a token the model does not have is INVALID_ARGUMENT.
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/migration_stream.h"
 #include "client/kvsession_client.h"
 #include "client/migration.h"
 #include "gmock/gmock.h"
@@ -192,6 +194,37 @@ TEST_F(MigrationTest, ACorruptedStreamIsDataLossAndTheTargetKeepsNothingOfItAlso
   EXPECT_EQ(r->session_id(), s);
   EXPECT_GT(r->pages_written(), 0);
   EXPECT_EQ(ImportSession(*b_client_, stream).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// A session's last token is in no KV page, so no page hash vouches for
+// it: the stream is well formed and every hash checks, yet the token would
+// be fed to the model on the next Generate (an embedding row past the
+// table). The import refuses it and stores nothing.
+TEST_F(MigrationTest, AStreamWhoseSessionHoldsATokenOutsideTheVocabularyIsInvalidArgument) {
+  const std::string s = Create(*a_client_, "A session whose last token will be forged");
+  const std::string stream = Export(*a_client_, s);
+  ASSERT_FALSE(stream.empty());
+  absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(stream);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_TRUE(contents->session.has_value());
+  SessionRecord record = *contents->session;
+  ASSERT_EQ(record.kv_length(), record.tokens_size() - 1);  // the last token is fed next
+  const v1::StoreInfo store_before = Store(*b_client_);
+  for (const int32_t forged : {-1, 2147483647}) {
+    SCOPED_TRACE(forged);
+    record.set_tokens(record.tokens_size() - 1, forged);
+    MigrationStreamWriter writer;
+    writer.SetSession(record);
+    for (const auto& [hash, page] : contents->pages) writer.AddPage(hash, page);
+    absl::StatusOr<v1::ImportSessionResponse> r = ImportSession(*b_client_, std::move(writer).Finish());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("outside the vocabulary"));
+    EXPECT_EQ(b_client_->GetSession(s).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(Store(*b_client_).pages(), store_before.pages());
+  }
+  // The stream as exported imports and generates.
+  ASSERT_TRUE(ImportSession(*b_client_, stream).ok());
+  EXPECT_EQ(Greedy(*b_client_, s, 4).size(), 4u);
 }
 
 TEST_F(MigrationTest, AServerWithAnotherModelRefusesTheStreamWithFailedPrecondition) {

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include <nlohmann/json.hpp>
+#include "client/migration.h"
 #include "tests/running_generate.h"
 #include "tests/subprocess.h"
 #include "tests/secure_fixture.h"
@@ -89,6 +90,37 @@ TEST_F(TenantQuotaTest, MaxSessionsRefusesCreateForkAndRestorePastItUntilADelete
   ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
   EXPECT_TRUE(acme_->RestoreCheckpoint(checkpoint->id()).ok());
   EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 2);
+}
+
+// An imported session counts against its owner's quotas as a restored one
+// does: max_sessions, then max_store_bytes (the stream's size).
+TEST_F(TenantQuotaTest, ImportSessionRefusesASessionPastTheOwnersQuotasAndWritesNothing) {
+  Start({"max_sessions=1"});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time, there was a little girl named Lily");
+  ASSERT_TRUE(a.ok()) << a.status();
+  v1::ExportSessionRequest req;
+  req.set_session_id(a->id());
+  absl::StatusOr<ExportedSession> stream = ExportSession(*acme_, req);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
+  absl::StatusOr<v1::Session> b = acme_->CreateSession("another");
+  ASSERT_TRUE(b.ok()) << b.status();
+
+  ExpectQuotaError(ImportSession(*acme_, stream->bytes).status(), "max_sessions=1");
+  EXPECT_EQ(acme_->GetSession(a->id()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 1);
+
+  ASSERT_TRUE(acme_->DeleteSession(b->id()).ok());
+  const int64_t used = TenantOf(*acme_).store_bytes().usage();
+  const std::string quota = "max_store_bytes=" + std::to_string(used + 16);
+  Reload({"max_sessions=1", quota});
+  ExpectQuotaError(ImportSession(*acme_, stream->bytes).status(), quota);
+  EXPECT_EQ(TenantOf(*acme_).store_bytes().usage(), used);
+  EXPECT_EQ(acme_->GetSession(a->id()).status().code(), absl::StatusCode::kNotFound);
+
+  Reload({"max_sessions=1"});
+  ASSERT_TRUE(ImportSession(*acme_, stream->bytes).ok());
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 1);
 }
 
 TEST_F(TenantQuotaTest, KvsessionInfoShowsTheCallersTenantAndItsQuotas) {
