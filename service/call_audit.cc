@@ -191,8 +191,8 @@ class Factory : public grpc::experimental::ServerInterceptorFactoryInterface {
     static const std::string prefix = absl::StrCat("/", v1::KvSession::service_full_name(), "/");
     const std::string_view full = info->method() == nullptr ? "" : info->method();
     if (full.substr(0, prefix.size()) != prefix) return nullptr;  // health, reflection
-    const std::string method(full.substr(prefix.size()));
-    return new AuditInterceptor(audit_, authenticator_, info, method, FindMethod(method));
+    return new AuditInterceptor(audit_, authenticator_, info, CallAudit::MethodName(full.substr(prefix.size())),
+                                FindMethod(full.substr(prefix.size())));
   }
 
  private:
@@ -230,6 +230,13 @@ CallAudit::~CallAudit() {
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> CallAudit::InterceptorFactory() {
   return std::make_unique<Factory>(this, authenticator_);
+}
+
+std::string CallAudit::MethodName(std::string_view method) {
+  static const google::protobuf::ServiceDescriptor* const service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(v1::KvSession::service_full_name());
+  if (service != nullptr && service->FindMethodByName(std::string(method)) != nullptr) return std::string(method);
+  return kUnknownMethod;
 }
 
 bool CallAudit::IsMutating(std::string_view method) {

@@ -71,6 +71,12 @@ class CallAudit {
 
   // Whether `method` ("Fork") is audited (mutating, or not in the table).
   static bool IsMutating(std::string_view method);
+  // What the log and the metric call a call to `method` (the path's last
+  // part): the name of one of the service's methods, else kUnknownMethod,
+  // so a client's made-up path (gRPC answers it UNIMPLEMENTED, after the
+  // interceptors) never becomes a log string or a new metric series.
+  static constexpr char kUnknownMethod[] = "(unknown)";
+  static std::string MethodName(std::string_view method);
   // `s` as a JSON string literal (quotes included), at most `max_bytes` of it.
   static std::string JsonString(std::string_view s, size_t max_bytes = 64);
 

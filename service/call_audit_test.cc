@@ -31,6 +31,14 @@ TEST(CallAuditTest, ExactlyTheMethodsThatChangeStateAreAudited) {
   EXPECT_TRUE(CallAudit::IsMutating("SomeFutureRpc"));
 }
 
+TEST(CallAuditTest, ACallToAPathThatIsNoMethodIsNamedUnknown) {
+  EXPECT_EQ(CallAudit::MethodName("Generate"), "Generate");
+  EXPECT_EQ(CallAudit::MethodName("ImportSession"), "ImportSession");
+  EXPECT_EQ(CallAudit::MethodName(std::string(8192, 'x')), CallAudit::kUnknownMethod);
+  EXPECT_EQ(CallAudit::MethodName("generate"), CallAudit::kUnknownMethod);
+  EXPECT_EQ(CallAudit::MethodName(""), CallAudit::kUnknownMethod);
+}
+
 TEST(CallAuditTest, JsonStringsEscapeEverythingAndParseBackBounded) {
   const std::string hostile = std::string("ses_\"\\\n\t\x01", 9) + "\xff\xfe" + "</script>";
   const std::string json = CallAudit::JsonString(hostile);
