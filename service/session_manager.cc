@@ -140,6 +140,18 @@ absl::Status SessionManager::LoadForReaders(Session& s) {
   return absl::OkStatus();
 }
 
+absl::Status SessionManager::CheckMergedLabels(const std::map<std::string, std::string>& source,
+                                               const std::map<std::string, std::string>& added) const {
+  size_t merged = source.size();
+  for (const auto& [k, v] : added) merged += !source.contains(k);
+  if (merged > static_cast<size_t>(limits_.max_labels)) {
+    return absl::InvalidArgumentError(absl::StrCat("a branch would have ", merged,
+                                                   " labels (the source's and the request's); at most ",
+                                                   limits_.max_labels));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     const std::string& id, int count, const std::vector<uint64_t>& seeds,
     const std::map<std::string, std::string>& labels, absl::Time deadline,
@@ -155,6 +167,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     const int length = at_length.value_or(static_cast<int>(p.tokens.size()));
     st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
                         MinSessionLength(model_.tokenizer()));
+    if (st.ok()) st = CheckMergedLabels(p.labels, labels);
     if (st.ok()) st = LoadForReaders(p);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds

@@ -131,6 +131,8 @@ class SessionManager : public KvRoomMaker {
   // `at_length`, if set, makes the branches the source's first at_length
   // tokens (session_rewind.h: shared pages, no copy): INVALID_ARGUMENT
   // below MinSessionLength, OUT_OF_RANGE past the source's length.
+  // A branch's labels are the source's with `labels` over them:
+  // INVALID_ARGUMENT past limits().max_labels together.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
       const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now(),
@@ -221,6 +223,10 @@ class SessionManager : public KvRoomMaker {
   int resident_count() const { return registry_.resident_count(); }
 
  private:
+  // INVALID_ARGUMENT when `source` with `added` over it has more than
+  // limits().max_labels labels (a Fork's branch).
+  absl::Status CheckMergedLabels(const std::map<std::string, std::string>& source,
+                                 const std::map<std::string, std::string>& added) const;
   // PREFIX [route_key "."] 32 random hex digits (proto/route_key.h).
   static std::string NewId(const char* prefix, std::string_view route_key);
   // Sets the page-hash chain of a session whose KV was just loaded.

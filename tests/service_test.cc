@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/kvsession_client.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/reference_data.h"
@@ -130,6 +131,34 @@ TEST_F(ServiceTest, ForkEightBranchesShareThePromptPagesAndSampleConcurrently) {
   // The root is untouched by its branches.
   absl::StatusOr<v1::Session> root_after = client_->GetSession(root.id());
   EXPECT_EQ(root_after->length(), root.length());
+}
+
+// A branch's labels are the source's with the request's over them; all of
+// them together obey the limit a new session's do (64), so Fork after
+// Fork cannot grow a session's labels without end.
+TEST_F(ServiceTest, AForkWhoseBranchesWouldHoldMoreThanSixtyFourLabelsIsInvalidArgumentAndMakesNone) {
+  StartServer("aidreams260K.gguf");
+  v1::CreateSessionRequest create;
+  create.mutable_input()->set_text("Labelled");
+  for (int i = 0; i < 60; ++i) (*create.mutable_labels())[absl::StrCat("source", i)] = "v";
+  absl::StatusOr<v1::Session> source = client_->CreateSession(create);
+  ASSERT_TRUE(source.ok()) << source.status();
+  v1::ForkRequest fork;
+  fork.set_session_id(source->id());
+  fork.set_count(2);
+  for (int i = 0; i < 5; ++i) (*fork.mutable_labels())[absl::StrCat("branch", i)] = "w";
+  absl::StatusOr<v1::ForkResponse> r = client_->Fork(fork);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("a branch would have 65 labels"));
+  EXPECT_EQ(client_->ListAllSessions()->size(), 1u);
+  // Four new ones make 64; labels the source has already are replaced.
+  fork.mutable_labels()->erase("branch4");
+  (*fork.mutable_labels())["source0"] = "replaced";
+  r = client_->Fork(fork);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->sessions_size(), 2);
+  EXPECT_EQ(r->sessions(0).labels_size(), 64);
+  EXPECT_EQ(r->sessions(0).labels().at("source0"), "replaced");
 }
 
 TEST_F(ServiceTest, ForkWithSeedsIsReproducible) {
