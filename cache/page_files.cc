@@ -69,7 +69,13 @@ absl::Status PageFiles::Write(const PageHash& hash, std::string_view encoded, bo
 
 absl::Status PageFiles::Write(const PageHash& hash, std::string_view header, std::string_view payload,
                               bool sync) const {
-  const std::string path = PathOf(hash);
+  absl::StatusOr<std::string> temporary = WriteTemporary(hash, header, payload, sync);
+  if (!temporary.ok()) return temporary.status();
+  return Publish(*temporary, hash);
+}
+
+absl::StatusOr<std::string> PageFiles::WriteTemporary(const PageHash& hash, std::string_view header,
+                                                      std::string_view payload, bool sync) const {
   const std::string temporary =
       absl::StrCat(dir_, "/", hash.hex(), ".", next_temporary_.fetch_add(1), kTemporarySuffix);
   const rocksdb::IOOptions io;
@@ -82,12 +88,25 @@ absl::Status PageFiles::Write(const PageHash& hash, std::string_view header, std
     rocksdb::IOStatus closed = file->Close(io, nullptr);
     if (s.ok()) s = closed;
   }
-  if (s.ok()) s = fs_->RenameFile(temporary, path, io, nullptr);
   if (!s.ok()) {
-    fs_->DeleteFile(temporary, io, nullptr).PermitUncheckedError();
+    DiscardTemporary(temporary);
+    return FromIo(s, absl::StrCat("write page file ", PathOf(hash)));
+  }
+  return temporary;
+}
+
+absl::Status PageFiles::Publish(const std::string& temporary, const PageHash& hash) const {
+  const std::string path = PathOf(hash);
+  rocksdb::IOStatus s = fs_->RenameFile(temporary, path, rocksdb::IOOptions(), nullptr);
+  if (!s.ok()) {
+    DiscardTemporary(temporary);
     return FromIo(s, absl::StrCat("write page file ", path));
   }
   return absl::OkStatus();
+}
+
+void PageFiles::DiscardTemporary(const std::string& temporary) const {
+  fs_->DeleteFile(temporary, rocksdb::IOOptions(), nullptr).PermitUncheckedError();
 }
 
 absl::Status PageFiles::SyncDir() const {

@@ -72,6 +72,16 @@ class PageFiles {
   // full page's pool page, written without a copy).
   absl::Status Write(const PageHash& hash, std::string_view header, std::string_view payload,
                      bool sync) const;
+  // Write in two steps, for a writer that must not hold its caller's lock
+  // while it writes (staging): WriteTemporary writes (and syncs, if asked)
+  // the bytes under a unique temporary name, which it returns; Publish
+  // renames that to the file of `hash` (replacing any), which the caller
+  // does under its lock; DiscardTemporary deletes it instead. Errors as
+  // Write's; on a failed WriteTemporary or Publish nothing is left.
+  absl::StatusOr<std::string> WriteTemporary(const PageHash& hash, std::string_view header,
+                                             std::string_view payload, bool sync) const;
+  absl::Status Publish(const std::string& temporary, const PageHash& hash) const;
+  void DiscardTemporary(const std::string& temporary) const;
   // Syncs the directory, making earlier Writes' renames and Removes durable.
   absl::Status SyncDir() const;
 

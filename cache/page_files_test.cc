@@ -262,6 +262,32 @@ TEST_F(StorePageFilesTest, AStagedPageIsUsedByTheWriteThatNeedsItNotWrittenAgain
   EXPECT_TRUE(store_->Verify()->ok());
 }
 
+// Staging writes without the store's lock. A mutation that commits the
+// same page meanwhile, from bytes of its own (an import made on another CPU
+// kind rounds differently; here other bytes of the same length), keeps its
+// file: the staged bytes never replace a page a record references.
+TEST_F(StorePageFilesTest, AStagedPageNeverReplacesThePageAMutationCommittedMeanwhile) {
+  const SessionRecord b = Session("b", 12, 900);
+  const size_t full = EncodedPageBytes(Geometry(), 4);
+  auto committed_bytes = [&](int page) {
+    std::vector<uint8_t> ram(Geometry().page_bytes(), static_cast<uint8_t>(0x5a + page));
+    return EncodePage(Geometry(), ram.data(), PageTokensAt(Geometry(), b.kv_length(), page));
+  };
+  ASSERT_NE(committed_bytes(0), EncodedPageOf(b, 0));
+  absl::StatusOr<bool> wrote = store_->StagePage(HashOf(b, 0), full, [&] {
+    // After StagePage found the page absent, before it writes: an import.
+    EXPECT_TRUE(store_->PutSession(b, [&](int page) { return committed_bytes(page); }).ok());
+    return absl::StatusOr<std::string>(EncodedPageOf(b, 0));
+  });
+  ASSERT_TRUE(wrote.ok()) << wrote.status();
+  EXPECT_FALSE(*wrote);
+  EXPECT_EQ(Names(pages_dir()), FilesOf({&b}));  // no temporary left
+  absl::StatusOr<std::string> page = store_->GetPage(HashOf(b, 0));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(*page, committed_bytes(0));
+  EXPECT_TRUE(store_->Verify()->ok());
+}
+
 TEST_F(StorePageFilesTest, StagedPagesNoRecordTookAreDeletedByDiscardOrAtTheNextStart) {
   const SessionRecord a = Session("a", 12, 100);
   ASSERT_TRUE(Put(a).ok());

@@ -292,7 +292,9 @@ class SessionStore {
   // StagePage writes the file of page `hash`, encoded by encode() (an
   // encoding of exactly `encoded_bytes`), unless the store holds the page
   // or its whole file is already there; returns whether it wrote. The write
-  // runs without the store's lock; the file has no entry, so a crash
+  // runs without the store's lock, and the file takes its name under it,
+  // unless a mutation committed the page meanwhile (then its file stays,
+  // and StagePage returns false); the file has no entry, so a crash
   // leaves it to LoadAll to delete. A later mutation that needs the page
   // uses the file instead of writing it again (PutSession's encode_missing
   // is still called, to check the page). Errors: RESOURCE_EXHAUSTED (disk

@@ -118,13 +118,25 @@ absl::StatusOr<bool> SessionStore::StagePage(
                                                    encoded->size(), " bytes, not ", encoded_bytes));
   }
   if (page_files_.Holds(hash, encoded->header(), encoded->size())) return false;
-  if (absl::Status s = page_files_.Write(hash, encoded->header(), encoded->payload(), options_.sync_writes);
-      !s.ok()) {
-    if (absl::IsResourceExhausted(s)) {
-      return absl::ResourceExhaustedError(absl::StrCat("disk full: ", FreeSpaceText(), ": ", s.message()));
+  // Written outside the lock, published under it: a mutation may have
+  // committed the page meanwhile, from bytes of its own (an import made on
+  // another CPU kind rounds differently), and its file must stay the one
+  // its entry describes (page_files.h: one writer of a page at a time).
+  absl::StatusOr<std::string> temporary =
+      page_files_.WriteTemporary(hash, encoded->header(), encoded->payload(), options_.sync_writes);
+  if (!temporary.ok()) {
+    if (absl::IsResourceExhausted(temporary.status())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("disk full: ", FreeSpaceText(), ": ", temporary.status().message()));
     }
-    return s;
+    return temporary.status();
   }
+  absl::MutexLock lock(&mu_);
+  if (table_.pages.contains(hash)) {
+    page_files_.DiscardTemporary(*temporary);
+    return false;
+  }
+  if (absl::Status s = page_files_.Publish(*temporary, hash); !s.ok()) return s;
   return true;
 }
 
