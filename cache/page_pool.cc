@@ -244,11 +244,12 @@ void PagePool::SetKey(PageId page, const PageKey& key) {
   key_index_.emplace(key, page);
 }
 
-std::optional<PageId> PagePool::LookupKey(const PageKey& key) {
+std::optional<PageId> PagePool::LookupKey(const PageKey& key, bool from_reserve) {
   absl::MutexLock lock(&mu_);
   auto it = key_index_.find(key);
   if (it == key_index_.end()) return std::nullopt;
   const PageId page = it->second;
+  if (ref_counts_[page] == 0 && !from_reserve && in_use_ + reserved_ >= max_pages_) return std::nullopt;
   if (ref_counts_[page] == 0) {
     LruRemove(page);
     ++in_use_;

@@ -125,9 +125,11 @@ class PagePool {
 
   // Prefix cache. SetKey marks a full page's content (no-op when another
   // page already holds that key). LookupKey returns a new reference to the
-  // page holding `key` (reviving it from the free list), or nullopt.
+  // page holding `key` (reviving it from the free list), or nullopt. A
+  // page revived from the free list is a page taken as Allocate takes one:
+  // nullopt when only reserved pages are left, unless from_reserve.
   void SetKey(PageId page, const PageKey& key);
-  std::optional<PageId> LookupKey(const PageKey& key);
+  std::optional<PageId> LookupKey(const PageKey& key, bool from_reserve = false);
   bool has_key(PageId page) const;
   // If `page` has exactly one reference (the caller's), removes its key, so
   // LookupKey can no longer hand it out and its owner may change it in

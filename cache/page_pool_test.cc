@@ -59,6 +59,30 @@ TEST(PagePoolTest, AllocateHandsOutDistinctPagesWithOneReferenceUntilTheBudget) 
   EXPECT_EQ(after.page_references, 4);
 }
 
+// Reviving a cached free page takes a page as Allocate does: the pages set
+// aside for running calls are not for others (a restore), only for
+// from_reserve callers (a running call attaching a cached prefix).
+TEST(PagePoolTest, ACachedFreePageIsNotRevivedOutOfTheReserveExceptForItsCallers) {
+  PagePool pool(Geometry(), 4);
+  absl::StatusOr<PageId> page = pool.Allocate();
+  ASSERT_TRUE(page.ok());
+  pool.SetKey(*page, Key(7));
+  pool.Release(*page);  // free, still cached
+  pool.SetReserved(4);
+  EXPECT_FALSE(pool.Allocate().ok());
+  EXPECT_FALSE(pool.LookupKey(Key(7)).has_value());
+  EXPECT_EQ(pool.Stats().pages_in_use, 0);
+  const std::optional<PageId> revived = pool.LookupKey(Key(7), /*from_reserve=*/true);
+  ASSERT_TRUE(revived.has_value());
+  EXPECT_EQ(*revived, *page);
+  // A page in use is shared without taking a page: no reserve is touched.
+  const std::optional<PageId> shared = pool.LookupKey(Key(7));
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_EQ(pool.ref_count(*page), 2);
+  pool.SetReserved(0);
+  EXPECT_TRUE(pool.Allocate().ok());
+}
+
 TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
   // 300 pages: several slabs, the last one partial.
   PagePool pool(Geometry(), 300);
