@@ -233,7 +233,13 @@ absl::Status SessionStore::Recover(bool frees_space) {
     read_only_ = false;
   }
   PageRefTable table;
-  if (absl::Status s = ReadTable(&table, nullptr, nullptr, nullptr); !s.ok()) return s;
+  if (absl::Status s = ReadTable(&table, nullptr, nullptr, nullptr); !s.ok()) {
+    // The counts in table_ are from before the failed write, which may
+    // have reappeared: closed, so the next mutation reopens and reads them
+    // again (DB::Resume would take the stale counts as they are).
+    CloseDb();
+    return s;
+  }
   table_ = std::move(table);
   write_failed_ = false;
   return absl::OkStatus();
