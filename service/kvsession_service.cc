@@ -229,7 +229,13 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                                                                 const SessionInfo& info) mutable {
                     quota.reset();  // the job has ended
                     if (!st.ok()) {
-                      if (absl::Status d = sessions_->Delete(s->id); !d.ok()) sessions_->Discard(s);
+                      // The session was listed while its job ran (and may be
+                      // stored): deleted like any other, which also forgets
+                      // one never stored. If another call holds it now
+                      // (ABORTED), or the store refuses, it stays, as on
+                      // disk: forgetting it under that call would pull its
+                      // KV away, and a stored record would come back.
+                      sessions_->Delete(s->id).IgnoreError();
                       return reactor->Finish(ToGrpc(st));
                     }
                     ToProto(info, response);
