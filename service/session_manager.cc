@@ -300,7 +300,13 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
   s->version = 1;
   s->last_used_us = NowMicros();
-  registry_.AddLoaded(s);
+  // The limits again, with the add: another call may have taken the last
+  // slot since CheckRoom (the load and the write run unlocked). Then the
+  // written record goes again.
+  if (absl::Status added = registry_.Add({&s, 1}); !added.ok()) {
+    store_->DeleteSession(record.id()).IgnoreError();
+    return added;
+  }
   return s;
 }
 

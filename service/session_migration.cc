@@ -125,7 +125,12 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
     const std::string owner = record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
     if (absl::Status s = registry_.CheckRoom(1, &owner); !s.ok()) return s;
     if (absl::Status s = store_->PutSession(record, encode, &stats); !s.ok()) return s;
-    registry_.AddLoaded(SessionFromRecord(record, context_));
+    // The limits again, with the add (a Create may have taken the slot).
+    const std::shared_ptr<Session> imported = SessionFromRecord(record, context_);
+    if (absl::Status added = registry_.Add({&imported, 1}); !added.ok()) {
+      store_->DeleteSession(record.id()).IgnoreError();
+      return added;
+    }
   }
   result.session_id = record.id();
   result.pages_written = static_cast<int>(stats.pages_written);
