@@ -18,6 +18,7 @@ struct FaultInjectionFileSystem::State {
   int64_t space_left ABSL_GUARDED_BY(mu) = -1;  // -1: no limit
   int64_t failures ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> created ABSL_GUARDED_BY(mu);  // NewWritableFile's names
+  std::string read_fault_suffix ABSL_GUARDED_BY(mu);     // "": reads pass
 
   // OK, or the error of a write of `bytes` bytes (which then uses them up).
   IOStatus Check(uint64_t bytes) {
@@ -139,10 +140,30 @@ void FaultInjectionFileSystem::SetSpaceLimit(int64_t bytes) {
   state_->space_left = bytes < 0 ? 0 : bytes;
 }
 
+void FaultInjectionFileSystem::FailReadsOf(std::string suffix) {
+  absl::MutexLock lock(&state_->mu);
+  state_->read_fault_suffix = std::move(suffix);
+}
+
 void FaultInjectionFileSystem::Heal() {
   absl::MutexLock lock(&state_->mu);
   state_->fault = Fault::kNone;
   state_->space_left = -1;
+  state_->read_fault_suffix.clear();
+}
+
+IOStatus FaultInjectionFileSystem::NewRandomAccessFile(const std::string& f, const rocksdb::FileOptions& options,
+                                                       std::unique_ptr<rocksdb::FSRandomAccessFile>* r,
+                                                       rocksdb::IODebugContext* dbg) {
+  {
+    absl::MutexLock lock(&state_->mu);
+    const std::string& suffix = state_->read_fault_suffix;
+    if (!suffix.empty() && f.size() >= suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      ++state_->failures;
+      return IOStatus::IOError("injected fault: I/O error reading " + f);
+    }
+  }
+  return target()->NewRandomAccessFile(f, options, r, dbg);
 }
 
 int64_t FaultInjectionFileSystem::failures() const {

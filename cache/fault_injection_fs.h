@@ -10,7 +10,8 @@
 //     RangeSync and Truncate fail,
 // with IOStatus::NoSpace() (kNoSpace: the disk is full) or a plain
 // IOStatus::IOError() (kIoError). Reads, deletes, renames and Close always
-// pass through, so files already written stay readable. A failed call
+// pass through, so files already written stay readable, except where
+// FailReadsOf fails the opening of some files for reading. A failed call
 // writes nothing.
 //
 // SetSpaceLimit(bytes) sets kNoSpace once `bytes` more bytes have been
@@ -54,6 +55,11 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   void FailWrites(Fault fault);
   // Writes succeed until `bytes` more bytes are appended; then kNoSpace.
   void SetSpaceLimit(int64_t bytes);
+  // From now on, opening a file for reading (NewRandomAccessFile) whose
+  // path ends in `suffix` fails with IOStatus::IOError() ("": none does):
+  // a disk that fails reads of one kind of file (".kvpage": page files)
+  // while RocksDB reads its own.
+  void FailReadsOf(std::string suffix);
   // No more faults, no limit.
   void Heal();
   // Calls failed so far.
@@ -74,6 +80,9 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
                                       const rocksdb::FileOptions& options,
                                       std::unique_ptr<rocksdb::FSWritableFile>* r,
                                       rocksdb::IODebugContext* dbg) override;
+  rocksdb::IOStatus NewRandomAccessFile(const std::string& f, const rocksdb::FileOptions& options,
+                                        std::unique_ptr<rocksdb::FSRandomAccessFile>* r,
+                                        rocksdb::IODebugContext* dbg) override;
   rocksdb::IOStatus NewRandomRWFile(const std::string& f, const rocksdb::FileOptions& options,
                                     std::unique_ptr<rocksdb::FSRandomRWFile>* r,
                                     rocksdb::IODebugContext* dbg) override;

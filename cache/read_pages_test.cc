@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "cache/fault_injection_fs.h"
 #include "cache/page_codec.h"
 #include "cache/record_validation.h"
 #include "cache/session_store.h"
@@ -49,9 +50,9 @@ class ReadPagesTest : public testing::Test {
                     .ok());
   }
   void TearDown() override { store_.reset(); }
-  void Reopen() {
+  void Reopen(StoreOptions options = {}) {
     store_.reset();
-    absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, {});
+    absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(dir_, options);
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     std::vector<SessionRecord> sessions;
@@ -85,6 +86,28 @@ TEST_F(ReadPagesTest, ReadsEveryPageIntoItsDestinationAsReadPageDoes) {
       EXPECT_EQ(out[i], one) << "page " << i << ", " << threads << " threads";
     }
   }
+}
+
+// A disk that fails reads is not data loss: the page reads once the disk
+// does, and the caller (a restore) must not tell its client the session is
+// gone.
+TEST_F(ReadPagesTest, AnIoErrorReadingAPageFileIsInternalNotDataLossAndReadsWorkOnceTheDiskDoes) {
+  auto fs = std::make_shared<FaultInjectionFileSystem>();
+  StoreOptions options;
+  options.file_system = fs;
+  Reopen(options);
+  fs->FailReadsOf(".kvpage");
+  std::vector<std::vector<uint8_t>> out;
+  size_t failed = 99;
+  absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  EXPECT_EQ(failed, 0u);
+  std::vector<uint8_t> one(Geometry().page_bytes(), 0);
+  s = store_->ReadPage(HashOf(record_, 1), Geometry(), 16, one.data());
+  EXPECT_TRUE(absl::IsInternal(s)) << s;
+  fs->Heal();
+  ASSERT_TRUE(store_->ReadPages(Reads(out), Geometry(), 2).ok());
+  EXPECT_EQ(out[4], RamPage(record_, 4));
 }
 
 TEST_F(ReadPagesTest, AMissingPageIsDataLossNamingIt) {

@@ -179,8 +179,10 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
           if (absl::IsNotFound(result)) {
             result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing: no page file"));
           } else if (!result.ok()) {
-            result = absl::DataLossError(
-                absl::StrCat("page ", read.hash.hex(), ": ", std::string(result.message())));
+            // DATA_LOSS for damage; an I/O error keeps its code (INTERNAL):
+            // the page may read fine once the disk does.
+            result = absl::Status(result.code(),
+                                  absl::StrCat("page ", read.hash.hex(), ": ", std::string(result.message())));
           } else if (stored_tokens != read.n_tokens) {
             result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " holds ",
                                                       stored_tokens, " tokens, the record needs ",

@@ -164,6 +164,28 @@ TEST(SessionManager, AFailedWriteLeavesTheSessionDirtyAndTheNextPersistRetriesIt
   env.sessions().Release(*loaded);
 }
 
+// A restore whose page files the disk fails to read answers the I/O
+// error (INTERNAL), not DATA_LOSS: the session is intact and loads once
+// the disk reads again.
+TEST(SessionManager, ARestoreTheDiskFailsToReadIsInternalNotDataLossAndLoadsOnceItReads) {
+  KVS_REQUIRE_SHARED_MODEL();
+  auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
+  StoreOptions options;
+  options.file_system = fs;
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, options);
+  const std::string id = env.MakeSession(40);
+  env.Reopen();  // its KV on disk only
+  fs->FailReadsOf(".kvpage");
+  absl::StatusOr<std::shared_ptr<Session>> s = env.sessions().Acquire(id);
+  EXPECT_TRUE(absl::IsInternal(s.status())) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("cannot be read"));
+  fs->Heal();
+  s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ((*s)->kv->length(), 40);
+  env.sessions().Release(*s);
+}
+
 TEST(SessionManager, EvictionDropsTheLeastRecentlyUsedIdleSessionsFirst) {
   KVS_REQUIRE_SHARED_MODEL();
   // 12 pages: three sessions of 3 pages each fill 9.

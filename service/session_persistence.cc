@@ -106,9 +106,12 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
   size_t failed = 0;
   if (absl::Status read = store_->ReadPages(reads, g, RestoreThreads(), &failed); !read.ok()) {
     give_back();
-    return absl::DataLossError(absl::StrCat("session ", s.id, ": KV page ", read_index[failed],
-                                            " (", reads[failed].hash.hex(),
-                                            ") is corrupt or missing: ", read.message()));
+    // DATA_LOSS says so; an I/O error (INTERNAL) or a reopening store
+    // (UNAVAILABLE) keeps its code: the session is not lost.
+    return absl::Status(read.code(), absl::StrCat("session ", s.id, ": KV page ", read_index[failed], " (",
+                                                  reads[failed].hash.hex(), ")",
+                                                  absl::IsDataLoss(read) ? " is corrupt or missing" : " cannot be read",
+                                                  ": ", read.message()));
   }
   for (size_t k = 0; k < reads.size(); ++k) {
     if (reads[k].n_tokens == t) pool_->SetKey(pages[read_index[k]], reads[k].hash.bytes);
