@@ -25,6 +25,13 @@
 
 namespace kvs {
 
+// Store options whose file system is `fs` (the fault tests' injector).
+inline StoreOptions StoreOn(std::shared_ptr<rocksdb::FileSystem> fs) {
+  StoreOptions options;
+  options.file_system = std::move(fs);
+  return options;
+}
+
 class ServiceTestEnv {
  public:
   static std::string ModelPath() {

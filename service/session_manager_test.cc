@@ -132,9 +132,7 @@ TEST(SessionManager, UnseededBranchesDrawDistinctSeedsFromTheSourceAndARestoredT
 TEST(SessionManager, AFailedWriteLeavesTheSessionDirtyAndTheNextPersistRetriesIt) {
   KVS_REQUIRE_SHARED_MODEL();
   auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
-  StoreOptions options;
-  options.file_system = fs;
-  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, options);
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, StoreOn(fs));
   const std::string id = env.MakeSession(10);
 
   // Append 30 tokens while the disk refuses writes.
@@ -170,9 +168,7 @@ TEST(SessionManager, AFailedWriteLeavesTheSessionDirtyAndTheNextPersistRetriesIt
 TEST(SessionManager, ARestoreTheDiskFailsToReadIsInternalNotDataLossAndLoadsOnceItReads) {
   KVS_REQUIRE_SHARED_MODEL();
   auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
-  StoreOptions options;
-  options.file_system = fs;
-  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, options);
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, StoreOn(fs));
   const std::string id = env.MakeSession(40);
   env.Reopen();  // its KV on disk only
   fs->FailReadsOf(".kvpage");

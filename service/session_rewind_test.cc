@@ -181,9 +181,7 @@ TEST(SessionRewind, BadTruncatesAnswerTheirCodeAndChangeNothing) {
 TEST(SessionRewind, ATruncateWhoseWriteFailsLeavesTheSessionAsItWasInRamAndOnDisk) {
   KVS_REQUIRE_SHARED_MODEL();
   auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
-  StoreOptions options;
-  options.file_system = fs;
-  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, options);
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, StoreOn(fs));
   const std::string id = env.MakeSession(40);
   const Held before = Look(env, id);
   const int64_t in_use = env.pool().Stats().pages_in_use;
