@@ -21,6 +21,9 @@ constexpr int kMaxSamplingLanes = 8;
 constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxStopStrings = 8;
 constexpr int kMaxStopBytes = 256;
+// With no call running, a queued call that has found no room for this
+// long is refused (at most one per this long): see AdmitWaiting.
+constexpr absl::Duration kIdleQueueGrace = absl::Seconds(1);
 
 }  // namespace
 
@@ -34,6 +37,7 @@ struct Engine::Job {
   std::shared_ptr<JobHandle> handle;
   JobUsage usage;
   absl::Time deadline = absl::InfiniteFuture();
+  absl::Time queued_at = absl::Now();  // when it was submitted
   bool admitted = false;
   std::optional<ChatJob> chat;
   bool slide = false;  // the call's context policy is SLIDE
@@ -128,7 +132,7 @@ void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, deadline, false, std::move(chat), false,
+                                          std::move(handle), {}, deadline, absl::Now(), false, std::move(chat), false,
                                           std::nullopt});
   job->usage.prompt_tokens = prompt_tokens;
   job->slide = (job->gen && job->gen->context_policy ? *job->gen->context_policy
@@ -288,7 +292,29 @@ void Engine::AdmitWaiting(Active& active) {
              FinishReason::kError);
       continue;
     }
-    if (!sessions_->MakeRoom(need)) break;  // wait for running jobs to end
+    if (!sessions_->MakeRoom(need)) {
+      // Wait for running jobs to end. With none running, nothing that
+      // waiting frees is coming: the pages are held by the waiting calls'
+      // own sessions (loaded for them, so not evictable) or by sessions
+      // that cannot be evicted. After a grace (a Fork or Snapshot reading
+      // a session ends soon), the head is refused, and its session, once
+      // released, can be evicted for the next; one refusal per grace, so
+      // the next head gets that room first.
+      if (active.empty() && now - job.queued_at >= kIdleQueueGrace &&
+          now - last_idle_refusal_ >= kIdleQueueGrace) {
+        last_idle_refusal_ = now;
+        auto refused = std::move(waiting_.front());
+        waiting_.pop_front();
+        Finish(std::move(refused),
+               absl::ResourceExhaustedError(absl::StrCat(
+                   "no KV memory for this call: it needs ", need,
+                   " pages, no call is running, and the sessions of the calls waiting hold the rest of ",
+                   max_pages, " (--kv-cache-mb); retry")),
+               FinishReason::kError);
+        continue;
+      }
+      break;
+    }
     committed += need;
     pool->SetReserved(committed);
     active.push_back(std::move(waiting_.front()));

@@ -176,7 +176,9 @@ class Engine {
   // stream fails for KV memory. Until then it waits in a queue of at most
   // max_queued_jobs, up to `deadline`; then, or when the queue is full or
   // the job could never fit, it ends with RESOURCE_EXHAUSTED before its
-  // first token.
+  // first token. So does the head of the queue when no job is running and
+  // it has found no room for a second (the waiting jobs' own sessions hold
+  // the pages; one such refusal a second, so the next gets the room).
   //
   // `chat` (service/chat_state.h), for a session that is or becomes a
   // chat: its ChatState is set to chat->after_input when the input is
@@ -288,6 +290,7 @@ class Engine {
   };
   std::vector<Ending> ending_;
   std::deque<std::unique_ptr<Job>> waiting_;  // the admission queue (engine thread)
+  absl::Time last_idle_refusal_ = absl::InfinitePast();  // AdmitWaiting (engine thread)
   const Active* current_active_ = nullptr;     // the step loop's (engine thread)
 
   mutable absl::Mutex mu_;

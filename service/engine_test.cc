@@ -57,8 +57,9 @@ class RecordingListener : public JobListener {
 
 class EngineTest : public ::testing::Test {
  protected:
-  void Start(int max_batch_tokens, int threads = 1, int io_threads = 1, StoreOptions store = {}) {
-    env_ = std::make_unique<ServiceTestEnv>(256, 16, std::move(store));
+  void Start(int max_batch_tokens, int threads = 1, int io_threads = 1, StoreOptions store = {},
+             int64_t pool_pages = 256) {
+    env_ = std::make_unique<ServiceTestEnv>(pool_pages, 16, std::move(store));
     io_ = std::make_unique<TaskExecutor>(io_threads);
     EngineOptions options;
     options.threads = threads;
@@ -265,6 +266,33 @@ TEST_F(EngineTest, ACallWhoseDeadlinePassedWhileItWaitedIsResourceExhaustedAndCh
               ::testing::HasSubstr("no KV memory for this call before its deadline: it needs "));
   EXPECT_TRUE(job->ids.empty());
   EXPECT_EQ(env_->sessions().Get(id, false)->length, 11);
+}
+
+// Two calls queue for KV memory with nothing running: each one's session
+// is loaded for it (so it cannot be evicted) and together they hold the
+// pages the other needs. Waiting frees nothing, so after a second the head
+// is refused; its session, released, is evicted for the other, which runs.
+TEST_F(EngineTest, WhenTheCallsWaitingHoldThePagesEachNeedsTheHeadIsRefusedAndTheNextRuns) {
+  KVS_REQUIRE_SHARED_MODEL();
+  // 13 pages of 16 tokens: two sessions of 80 tokens hold 10; each call
+  // may grow its session to 120 tokens, 8 pages: 4 more each (one for
+  // copy-on-write), and 3 are free.
+  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
+  const std::string x = env_->MakeSession(79);
+  const std::string y = env_->MakeSession(79, 400);
+  ASSERT_TRUE(env_->sessions().Get(x, false)->resident);
+  ASSERT_TRUE(env_->sessions().Get(y, false)->resident);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  auto first = Submit(x, {}, Greedy(40), 0, nullptr, deadline);
+  auto second = Submit(y, {}, Greedy(40), 0, nullptr, deadline);
+  first->done.WaitForNotification();
+  EXPECT_TRUE(absl::IsResourceExhausted(first->status)) << first->status;
+  EXPECT_THAT(std::string(first->status.message()), ::testing::HasSubstr("no call is running"));
+  EXPECT_TRUE(first->ids.empty());
+  second->done.WaitForNotification();
+  ASSERT_TRUE(second->status.ok()) << second->status;
+  EXPECT_EQ(second->ids.size(), 40u);
+  EXPECT_EQ(env_->sessions().Get(x, false)->length, 80);  // as it was
 }
 
 TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {
