@@ -68,6 +68,13 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& gguf) {
     return Invalid(gguf, absl::StrCat("key_length ", c.head_dim, " != value_length ",
                                       value_length, " is not supported"));
   }
+  // The projections' widths: each factor is checked above, their products
+  // must fit an int too (and no model comes near this).
+  constexpr int64_t kMaxHeadsWidth = int64_t{1} << 20;
+  if (int64_t{c.n_heads} * c.head_dim > kMaxHeadsWidth) {
+    return Invalid(gguf, absl::StrCat("head_count ", c.n_heads, " x key_length ", c.head_dim,
+                                      " is more than ", kMaxHeadsWidth));
+  }
   if (auto s = get_int(p + "rope.dimension_count", c.head_dim, &c.rope_dim); !s.ok()) return s;
   if (c.n_heads % c.n_kv_heads != 0) {
     return Invalid(gguf, absl::StrCat("head_count ", c.n_heads,

@@ -93,9 +93,15 @@ class TensorBinder {
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufFile& gguf,
                                                                      const ModelConfig& c) {
   auto w = std::make_unique<ModelWeights>();
-  // Norms and biases are copied; reserve so pointers into owned_ stay valid.
-  w->owned_.reserve(8 * c.n_layers + 4);
   TensorBinder bind(gguf, &w->owned_);
+  // block_count is metadata: the last block must be in the file before
+  // anything is sized by it.
+  if (const std::string last = absl::StrCat("blk.", c.n_layers - 1, ".attn_norm.weight");
+      gguf.FindTensor(last) == nullptr) {
+    return bind.Error(absl::StrCat("tensor '", last, "' is missing (block_count ", c.n_layers, ")"));
+  }
+  // Norms and biases are copied; reserve so pointers into owned_ stay valid.
+  w->owned_.reserve(8 * static_cast<size_t>(c.n_layers) + 4);
 
   KVS_ASSIGN(w->token_embd, bind.Matrix("token_embd.weight", c.vocab_size, c.dim));
   KVS_ASSIGN(w->output_norm, bind.Vector("output_norm.weight", c.dim, true));
@@ -120,6 +126,15 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufF
     KVS_ASSIGN(L.bv, bind.Vector(b + "attn_v.bias", c.kv_dim(), c.qkv_bias));
     KVS_ASSIGN(L.q_norm, bind.Vector(b + "attn_q_norm.weight", c.head_dim, c.qk_norm));
     KVS_ASSIGN(L.k_norm, bind.Vector(b + "attn_k_norm.weight", c.head_dim, c.qk_norm));
+    // The forward pass adds the three biases, and applies the two norms,
+    // together (transformer.cc FinishQkvRow).
+    if ((L.bq != nullptr) != (L.bk != nullptr) || (L.bq != nullptr) != (L.bv != nullptr)) {
+      return bind.Error(absl::StrCat("block ", l, " has some of attn_q.bias, attn_k.bias and attn_v.bias "
+                                     "but not all three"));
+    }
+    if ((L.q_norm != nullptr) != (L.k_norm != nullptr)) {
+      return bind.Error(absl::StrCat("block ", l, " has one of attn_q_norm and attn_k_norm but not both"));
+    }
     KVS_ASSIGN(L.ffn_norm, bind.Vector(b + "ffn_norm.weight", c.dim, true));
     KVS_ASSIGN(L.w_gate, bind.Matrix(b + "ffn_gate.weight", c.ffn_dim, c.dim));
     KVS_ASSIGN(L.w_up, bind.Matrix(b + "ffn_up.weight", c.ffn_dim, c.dim));

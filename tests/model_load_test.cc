@@ -196,6 +196,63 @@ TEST_F(ModelLoadTest, WrongShapeAndMissingTensorAreClearErrors) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("tensor 'blk.1.ffn_up.weight' is missing"));
 }
 
+// Replaces every `from` in the file with `to` (the same length).
+void ReplaceAll(const std::string& path, const std::string& from, const std::string& to) {
+  ASSERT_EQ(from.size(), to.size());
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (size_t pos = data.find(from); pos != std::string::npos; pos = data.find(from, pos + 1)) {
+    data.replace(pos, from.size(), to);
+  }
+  f.seekp(0);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// A llama model may carry Q/K/V biases and Q/K norms (honoured when
+// present), but the forward pass applies each set together: a file with
+// only some of one set is refused at load, not run with a missing one.
+TEST_F(ModelLoadTest, SomeButNotAllOfTheQkvBiasesOrQkNormsIsAClearError) {
+  SynthSpec spec;
+  spec.arch = "qwen2";  // writes all three biases
+  std::string path = Synth(spec, "bias.gguf");
+  ReplaceAll(path, "qwen2", "llama");  // the same file as a llama model
+  ASSERT_TRUE(Load(path).ok());
+  PatchAfterName(path, "blk.0.attn_k.bia", 0, "X", 1);  // blk.0.attn_k.biaX: no K bias
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("block 0 has some of attn_q.bias, attn_k.bias and attn_v.bias"));
+
+  spec.arch = "qwen3";  // writes both norms
+  path = Synth(spec, "norm.gguf");
+  ReplaceAll(path, "qwen3", "llama");
+  ASSERT_TRUE(Load(path).ok());
+  PatchAfterName(path, "blk.1.attn_k_norm.weigh", 0, "X", 1);
+  s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("block 1 has one of attn_q_norm and attn_k_norm"));
+}
+
+// Metadata sizes the model: each value is in range, but what they size
+// must be too, before anything is allocated by them.
+TEST_F(ModelLoadTest, ABlockCountPastTheFilesBlocksOrHeadsTooWideForTheProjectionsIsAClearError) {
+  SynthSpec spec;
+  std::string path = Synth(spec, "blocks.gguf");
+  const uint32_t blocks = uint32_t{1} << 29;
+  PatchAfterName(path, "llama.block_count", 4, &blocks, 4);
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("tensor 'blk.536870911.attn_norm.weight' is missing (block_count 536870912)"));
+
+  path = Synth(spec, "heads.gguf");
+  const uint32_t heads = uint32_t{1} << 28;  // x 16 values: 2^32, an int's range passed
+  PatchAfterName(path, "llama.attention.head_count", 4, &heads, 4);
+  PatchAfterName(path, "llama.attention.head_count_kv", 4, &heads, 4);
+  s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("head_count 268435456 x key_length 16 is more than 1048576"));
+}
+
 TEST_F(ModelLoadTest, TruncatedModelNamesTheFile) {
   SynthSpec spec;
   std::string path = Synth(spec, "trunc.gguf");
