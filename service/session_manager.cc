@@ -126,9 +126,14 @@ void SessionManager::AdoptStoredHashes(Session& s) const {
   // The store verified these when it loaded the record: adopted, not rehashed.
   const int full = s.persisted_kv_length / context_.geometry.page_tokens;
   s.page_hashes.emplace(context_.model_fingerprint, context_.geometry, ChainStart(s.owner, s.shared_prefix_chain));
-  s.page_hashes->Adopt(std::span<const PageHash>(s.persisted_page_hashes).first(full));
-  // Past the adopted pages, a slid session's chain goes on from its salt.
-  if (s.slide_salt && s.slide_salt->page >= full) s.page_hashes->SetSalt(*s.slide_salt);
+  const std::span<const PageHash> stored = std::span<const PageHash>(s.persisted_page_hashes).first(full);
+  // A slid session's chain holds its salt wherever it falls, among the
+  // adopted pages too: a later cut below the pages after it, or another
+  // slide (SessionKv::SaltPage), chains from it as before the reload.
+  const int before_salt = s.slide_salt ? std::min(s.slide_salt->page, full) : full;
+  s.page_hashes->Adopt(stored.first(static_cast<size_t>(before_salt)));
+  if (s.slide_salt) s.page_hashes->SetSalt(*s.slide_salt);
+  s.page_hashes->Adopt(stored.subspan(static_cast<size_t>(before_salt)));
 }
 
 absl::Status SessionManager::LoadForReaders(Session& s) {

@@ -107,6 +107,35 @@ TEST_F(SlideTest, ASlidSessionSurvivesKill9AndContinuesAsItWouldHave) {
   EXPECT_EQ(got.usage.session_tokens(), expected.usage.session_tokens());
 }
 
+// After a restart a slid session's page hash chain is rebuilt from its
+// record; it must still hold the slide's salt, which lies among its stored
+// pages: a cut into the salted pages then chains from it, and what follows
+// persists, exactly as for a twin cut without the restart.
+TEST_F(SlideTest, ASlidSessionCutAfterARestartPersistsAndContinuesAsItsTwinCutBefore) {
+  StartServer("aidreams260K.gguf");
+  const v1::Session a = CreateSliding("The little dog ran to the park", 4);
+  ASSERT_GT(Run(a.id(), 200).usage.tokens_dropped(), 0);
+  v1::ForkRequest fork;
+  fork.set_session_id(a.id());
+  fork.set_count(1);
+  absl::StatusOr<v1::ForkResponse> twin = client_->Fork(fork);
+  ASSERT_TRUE(twin.ok()) << twin.status();
+  constexpr int kCut = kPageTokens + 5;  // inside the first salted page
+  ASSERT_TRUE(client_->Truncate(twin->sessions(0).id(), kCut).ok());
+  const GenerateResult expected = Run(twin->sessions(0).id(), 20);
+
+  server_->Kill();
+  StartServer("aidreams260K.gguf");
+  absl::StatusOr<v1::TruncateResponse> cut = client_->Truncate(a.id(), kCut);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  const GenerateResult got = Run(a.id(), 20);
+  EXPECT_EQ(got.ids, expected.ids);
+  server_->Kill();
+  StartServer("aidreams260K.gguf");
+  EXPECT_EQ(Get(a.id()).length(), kCut + 20);
+  EXPECT_EQ(Run(a.id(), 4).ids.size(), 4u);
+}
+
 TEST_F(SlideTest, AForkOfASlidSessionSharesItsPages) {
   StartServer("aidreams260K.gguf");
   const v1::Session a = CreateSliding("A big red ball");
