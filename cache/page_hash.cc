@@ -11,6 +11,7 @@ namespace {
 
 constexpr std::string_view kDomainTag = "kvsession.page.v1";
 constexpr std::string_view kSlideTag = "kvsession.slide.v1";
+constexpr std::string_view kCutTag = "kvsession.cut.v1";
 
 void AppendLe32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFFu));
@@ -102,6 +103,13 @@ PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pag
   message.append(last_dropped.view());
   AppendLe32(&message, static_cast<uint32_t>(keep_pages));
   AppendLe32(&message, static_cast<uint32_t>(dropped_pages));
+  return Sha256().Truncated(message);
+}
+
+PageHash CutSalt(const PageHash& salt, int length) {
+  std::string message(kCutTag);
+  message.append(salt.view());
+  AppendLe32(&message, static_cast<uint32_t>(length));
   return Sha256().Truncated(message);
 }
 

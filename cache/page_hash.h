@@ -73,6 +73,16 @@ std::vector<PageHash> ChainPageHashes(std::string_view model_fingerprint,
 // no fresh prefill's chain can produce it (another tag).
 PageHash SlideSalt(const PageHash& last_dropped, int keep_pages, int dropped_pages);
 
+// The salt that replaces `salt` when a slid session is cut to `length`
+// tokens past the salted page's start (Truncate, Fork at_length):
+// SHA-256(tag "kvsession.cut.v1", salt, le32 length)[0..16). The rows
+// appended after such a cut are computed after the slide, while the
+// source's rows at those positions were computed before it and moved: the
+// same tokens under the same salt would name two different KVs. The new
+// salt (at the same page) names the cut as well, so the cut session's
+// salted pages never share a hash with the source's.
+PageHash CutSalt(const PageHash& salt, int length);
+
 // The tenant whose sessions chain from 16 zero bytes, as before tenants
 // existed (service/auth/principal.h kDefaultTenant is the same name).
 inline constexpr char kUnsaltedTenant[] = "default";

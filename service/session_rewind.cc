@@ -34,9 +34,19 @@ void CopyPrefix(const Session& src, int length, Session* dst) {
   dst->page_hashes->Truncate(kv_length / t);
   // A prefix that reaches into the first slid page keeps the slide's salt;
   // one within the kept pages never saw a slide (the chain drops its salt
-  // the same way).
+  // the same way). A cut there (shorter than the source) takes a salt that
+  // names the cut too (CutSalt, at the same page): what it appends is
+  // computed after the slide, where the source's rows were computed before
+  // it, so the two must not share page hashes from the salted page on.
   dst->slide_salt.reset();
-  if (src.slide_salt && length > src.slide_salt->page * t) dst->slide_salt = src.slide_salt;
+  if (src.slide_salt && length > src.slide_salt->page * t) {
+    dst->slide_salt = src.slide_salt;
+    if (length < static_cast<int>(src.tokens.size())) {
+      dst->slide_salt->hash = CutSalt(src.slide_salt->hash, length);
+      dst->page_hashes->Truncate(dst->slide_salt->page);
+      dst->page_hashes->SetSalt(*dst->slide_salt);
+    }
+  }
   // Length 1 is the BOS alone when the vocabulary adds one; without BOS a
   // one-token prefix is a single token of content, which (rendered or not)
   // starts nothing: treat both as no conversation start.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client/migration.h"
 #include "nlohmann/json.hpp"
 #include "tests/service_fixture.h"
 #include "tests/subprocess.h"
@@ -134,6 +135,45 @@ TEST_F(SlideTest, ASlidSessionCutAfterARestartPersistsAndContinuesAsItsTwinCutBe
   StartServer("aidreams260K.gguf");
   EXPECT_EQ(Get(a.id()).length(), kCut + 20);
   EXPECT_EQ(Run(a.id(), 4).ids.size(), 4u);
+}
+
+// A cut inside a slid session's salted pages, then the source's own next
+// tokens appended: the same tokens as the source's page, but rows computed
+// after the slide where the source's were computed before it and moved.
+// The page hashes must tell the two KVs apart (else the store and the
+// prefix cache would hand one session the other's KV); the kept page
+// before the salt is still shared.
+TEST_F(SlideTest, ACutIntoTheSaltedPagesNeverSharesAPageHashWithTheSourceFromTheSaltOn) {
+  StartServer("aidreams260K.gguf");
+  const v1::Session a = CreateSliding("The little dog ran to the park", 4);  // salt at page 1
+  ASSERT_GT(Run(a.id(), 200).usage.tokens_dropped(), 0);
+  const v1::Session source = Get(a.id(), true);
+  ASSERT_GT(source.token_ids_size(), 2 * kPageTokens + 1);
+  constexpr int kCut = kPageTokens + 4;
+  v1::ForkRequest fork;
+  fork.set_session_id(a.id());
+  fork.set_count(1);
+  fork.set_at_length(kCut);
+  absl::StatusOr<v1::ForkResponse> b = client_->Fork(fork);
+  ASSERT_TRUE(b.ok()) << b.status();
+  v1::AppendRequest append;
+  append.set_session_id(b->sessions(0).id());
+  for (int i = kCut; i <= 2 * kPageTokens; ++i) append.mutable_input()->mutable_tokens()->add_ids(source.token_ids(i));
+  ASSERT_TRUE(client_->Append(append).ok());
+  auto hashes = [&](const std::string& id) {
+    v1::ExportSessionRequest req;
+    req.set_session_id(id);
+    req.set_page_hashes_only(true);
+    absl::StatusOr<ExportedSession> e = ExportSession(*client_, req);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? std::vector<std::string>(e->first.page_hashes().begin(), e->first.page_hashes().end())
+                  : std::vector<std::string>();
+  };
+  const std::vector<std::string> of_a = hashes(a.id()), of_b = hashes(b->sessions(0).id());
+  ASSERT_GE(of_a.size(), 2u);
+  ASSERT_EQ(of_b.size(), 2u);  // 2 x 16 tokens of KV
+  EXPECT_EQ(of_b[0], of_a[0]);  // the kept page
+  EXPECT_NE(of_b[1], of_a[1]);
 }
 
 TEST_F(SlideTest, AForkOfASlidSessionSharesItsPages) {
