@@ -372,7 +372,9 @@ void Engine::CloseChatTurn(Job& job, FinishReason reason) {
   const std::vector<int32_t>& eot = job.chat->end_of_turn_ids;
   if (s.tokens.empty() || !std::binary_search(eot.begin(), eot.end(), s.tokens.back())) return;
   const std::vector<int32_t>& after = job.chat->after_end_of_turn;
-  if (s.tokens.size() + after.size() <= static_cast<size_t>(sessions_->limits().max_context)) {
+  // A SLIDE session takes them past the context too: its next call slides
+  // before it prefills them. An ERROR session leaves them out at its limit.
+  if (job.slide || s.tokens.size() + after.size() <= static_cast<size_t>(sessions_->limits().max_context)) {
     s.AppendTokens(after);
   }
   ChatState closed = job.chat->after_input;

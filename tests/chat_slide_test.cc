@@ -131,6 +131,46 @@ class ChatSlideTest : public Qwen3ChatFixture {
   }
 };
 
+// A reply that ends on <|im_end|> at the last position of the context:
+// the turn closes with its "\n" as at any other length (the session may
+// hold more tokens than its context; the next call slides before it
+// prefills them), so the conversation's markup stays the template's.
+TEST_F(ChatSlideTest, AReplyEndingAtTheContextsLastPositionStillClosesItsTurnWithTheNewline) {
+  const v1::Session chat = CreateChat();
+  // The user's turn and the generation prompt, counted first.
+  v1::TokenizeRequest count;
+  count.set_session_id(chat.id());
+  count.set_add_generation_prompt(true);
+  v1::ChatMessage* m = count.mutable_input()->mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content(Question(1));
+  grpc::ClientContext ctx;
+  v1::TokenizeResponse counted;
+  ASSERT_TRUE(client_->stub()->Tokenize(&ctx, count, &counted).ok());
+  const int reply = kContext - 1 - chat.length() - counted.token_ids_size();
+  ASSERT_GT(reply, 0);
+  const GenerateResult first = Turn(chat.id(), 1, reply);
+  ASSERT_EQ(first.usage.session_tokens(), kContext - 1);
+  ASSERT_EQ(first.usage.tokens_dropped(), 0);
+  // The reply goes on by one token, forced to be the end of the turn.
+  v1::GenerateRequest end;
+  end.set_session_id(chat.id());
+  end.set_max_tokens(1);
+  end.mutable_sampling()->set_temperature(0);
+  (*end.mutable_sampling()->mutable_logit_bias())[kImEnd] = 100;
+  absl::StatusOr<GenerateResult> r = client_->Generate(end);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->ids, std::vector<int32_t>{kImEnd});
+  const std::vector<int32_t> tokens = Tokens(chat.id());
+  ASSERT_EQ(tokens.size(), static_cast<size_t>(kContext) + 1);
+  EXPECT_EQ(tokens[kContext - 1], kImEnd);
+  EXPECT_EQ(Text({tokens.back()}), "\n");
+  // The next turn renders after it as the template does.
+  Turn(chat.id(), 2);
+  const std::string text = Text(Tokens(chat.id()));
+  EXPECT_NE(text.find("<|im_end|>\n<|im_start|>user\n2. "), std::string::npos) << text;
+}
+
 TEST_F(ChatSlideTest, AChatSlidesByWholeTurnsKeepingItsSystemTurnAndIntactMarkup) {
   const v1::Session s = CreateChat();
   EXPECT_EQ(s.keep_tokens(), s.length());  // the system turn
