@@ -44,6 +44,16 @@ class SlideTest : public ServiceFixture {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : GenerateResult();
   }
+  // One branch of `id` (its first `at_length` tokens when given).
+  std::string ForkOne(const std::string& id, std::optional<int> at_length = std::nullopt) {
+    v1::ForkRequest fork;
+    fork.set_session_id(id);
+    fork.set_count(1);
+    if (at_length) fork.set_at_length(*at_length);
+    absl::StatusOr<v1::ForkResponse> r = client_->Fork(fork);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->sessions(0).id() : "";
+  }
   v1::Session Get(const std::string& id, bool tokens = false) {
     absl::StatusOr<v1::Session> s = client_->GetSession(id, tokens);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -87,12 +97,9 @@ TEST_F(SlideTest, ASlidSessionSurvivesKill9AndContinuesAsItWouldHave) {
   EXPECT_EQ(a.keep_tokens(), 4);
   ASSERT_GT(Run(a.id(), 200).usage.tokens_dropped(), 0);
   // A twin continues without the crash.
-  v1::ForkRequest fork;
-  fork.set_session_id(a.id());
-  fork.set_count(1);
-  absl::StatusOr<v1::ForkResponse> twin = client_->Fork(fork);
-  ASSERT_TRUE(twin.ok()) << twin.status();
-  const GenerateResult expected = Run(twin->sessions(0).id(), 100);
+  const std::string twin = ForkOne(a.id());
+  ASSERT_FALSE(twin.empty());
+  const GenerateResult expected = Run(twin, 100);
   ASSERT_GT(expected.usage.tokens_dropped(), 0);
   const v1::Session before = Get(a.id());
 
@@ -116,14 +123,11 @@ TEST_F(SlideTest, ASlidSessionCutAfterARestartPersistsAndContinuesAsItsTwinCutBe
   StartServer("aidreams260K.gguf");
   const v1::Session a = CreateSliding("The little dog ran to the park", 4);
   ASSERT_GT(Run(a.id(), 200).usage.tokens_dropped(), 0);
-  v1::ForkRequest fork;
-  fork.set_session_id(a.id());
-  fork.set_count(1);
-  absl::StatusOr<v1::ForkResponse> twin = client_->Fork(fork);
-  ASSERT_TRUE(twin.ok()) << twin.status();
+  const std::string twin = ForkOne(a.id());
+  ASSERT_FALSE(twin.empty());
   constexpr int kCut = kPageTokens + 5;  // inside the first salted page
-  ASSERT_TRUE(client_->Truncate(twin->sessions(0).id(), kCut).ok());
-  const GenerateResult expected = Run(twin->sessions(0).id(), 20);
+  ASSERT_TRUE(client_->Truncate(twin, kCut).ok());
+  const GenerateResult expected = Run(twin, 20);
 
   server_->Kill();
   StartServer("aidreams260K.gguf");
@@ -150,14 +154,10 @@ TEST_F(SlideTest, ACutIntoTheSaltedPagesNeverSharesAPageHashWithTheSourceFromThe
   const v1::Session source = Get(a.id(), true);
   ASSERT_GT(source.token_ids_size(), 2 * kPageTokens + 1);
   constexpr int kCut = kPageTokens + 4;
-  v1::ForkRequest fork;
-  fork.set_session_id(a.id());
-  fork.set_count(1);
-  fork.set_at_length(kCut);
-  absl::StatusOr<v1::ForkResponse> b = client_->Fork(fork);
-  ASSERT_TRUE(b.ok()) << b.status();
+  const std::string b = ForkOne(a.id(), kCut);
+  ASSERT_FALSE(b.empty());
   v1::AppendRequest append;
-  append.set_session_id(b->sessions(0).id());
+  append.set_session_id(b);
   for (int i = kCut; i <= 2 * kPageTokens; ++i) append.mutable_input()->mutable_tokens()->add_ids(source.token_ids(i));
   ASSERT_TRUE(client_->Append(append).ok());
   auto hashes = [&](const std::string& id) {
@@ -169,7 +169,7 @@ TEST_F(SlideTest, ACutIntoTheSaltedPagesNeverSharesAPageHashWithTheSourceFromThe
     return e.ok() ? std::vector<std::string>(e->first.page_hashes().begin(), e->first.page_hashes().end())
                   : std::vector<std::string>();
   };
-  const std::vector<std::string> of_a = hashes(a.id()), of_b = hashes(b->sessions(0).id());
+  const std::vector<std::string> of_a = hashes(a.id()), of_b = hashes(b);
   ASSERT_GE(of_a.size(), 2u);
   ASSERT_EQ(of_b.size(), 2u);  // 2 x 16 tokens of KV
   EXPECT_EQ(of_b[0], of_a[0]);  // the kept page
