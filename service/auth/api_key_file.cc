@@ -92,7 +92,11 @@ absl::StatusOr<ApiKeyFile> ParseApiKeyFile(std::string_view text) {
       if (!absl::SimpleAtoi(absl::string_view(digits.data(), digits.size()), &value) || value < 0) {
         return LineError(line_number, std::string(name) + " must be a non-negative integer");
       }
-      entry.quotas[std::string(name)] = value;
+      // Twice on one line is a slip (which would win?): refused, as the
+      // same hash twice is.
+      if (!entry.quotas.emplace(std::string(name), value).second) {
+        return LineError(line_number, std::string(name) + " is given twice");
+      }
     }
     file.entries.push_back(std::move(entry));
   }

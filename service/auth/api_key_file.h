@@ -12,8 +12,8 @@
 //              quota, overriding the --tenant-max-* default; with several
 //              lines the most restrictive wins (tenant_quotas.h, which
 //              also says what each counts; tenant_usage.h enforces them)
-// A tenant may have several keys (several lines); the same hash twice is
-// an error. Errors name the line number and what is wrong, never the
+// A tenant may have several keys (several lines); the same hash twice, or
+// the same quota twice on one line, is an error. Errors name the line number and what is wrong, never the
 // line's text beyond the offending token's position.
 //
 // Thread safety: a parsed ApiKeyFile is immutable.

@@ -55,6 +55,7 @@ TEST(ApiKeyFile, RejectsMalformedLinesNamingTheLine) {
   ExpectLineError("acme user " + kHashA + " max_sessionz=1\n", 1, "field 4");
   ExpectLineError("acme user " + kHashA + " max_sessions=-1\n", 1, "non-negative");
   ExpectLineError("acme user " + kHashA + "\nbeta user " + kHashA + "\n", 2, "twice");
+  ExpectLineError("acme user " + kHashA + " max_sessions=10 max_sessions=0\n", 1, "max_sessions is given twice");
 }
 
 TEST(ApiKeyFile, AnErrorNeverEchoesTheFilesText) {
