@@ -10,11 +10,22 @@
 #include "service/request_checks.h"
 
 namespace kvs {
+namespace {
+
+constexpr size_t kHttpThreads = 4;
+
+}  // namespace
 
 MetricsHttpServer::MetricsHttpServer(const metrics::Registry* registry)
     : registry_(registry), http_(std::make_unique<httplib::Server>()) {
-  // Scrapes and probes are rare and small: two threads are plenty.
-  http_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // Scrapes and probes are rare and small, but cpp-httplib gives each
+  // connection a thread for its whole life: one request per connection,
+  // and a connection that sends nothing is closed after a second, so a few
+  // idle or slow clients cannot keep a liveness probe waiting (a probe
+  // times out in 1 s by default, and kubelet restarts the pod after three).
+  http_->new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
+  http_->set_keep_alive_max_count(1);
+  http_->set_read_timeout(1, 0);
   // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, which
   // would let a second server bind the same port and take half the scrapes.
   http_->set_socket_options([](int sock) {

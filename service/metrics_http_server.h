@@ -6,7 +6,11 @@
 //   GET /readyz   200 "ready" while SetReady(true), else 503 "not ready"
 //                 (starting: the model is loading; draining after SIGTERM).
 // Anything else is 404. Requests are served by a small pool of threads of
-// its own; a scrape never touches the gRPC threads.
+// its own (4); a scrape never touches the gRPC threads. A connection
+// serves one request, and one that sends nothing is closed after 1 s, so a
+// few idle clients cannot starve the probes; more could (a thread per
+// connection), so the port belongs on a network only the scraper and the
+// kubelet reach (docs/operations.md).
 //
 // Ownership: borrows the registry, which must outlive the server.
 // Thread safety: SetReady may be called from any thread; Start once, then

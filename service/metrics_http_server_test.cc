@@ -1,7 +1,13 @@
 // The metrics HTTP endpoint over a real loopback socket.
 #include "service/metrics_http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -43,6 +49,32 @@ TEST(MetricsHttpServer, ServesMetricsHealthAndReadinessOnAPickedPort) {
   auto missing = client.Get("/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
+}
+
+// Connections that send nothing hold a thread each until they are closed:
+// three of them must not keep a liveness probe waiting (kubelet's times
+// out in 1 s, and three failures restart the pod).
+TEST(MetricsHttpServer, IdleConnectionsDoNotKeepTheHealthProbeWaiting) {
+  metrics::Registry registry;
+  MetricsHttpServer server(&registry);
+  absl::StatusOr<int> port = server.Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(*port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    idle.push_back(fd);
+  }
+  httplib::Client client("127.0.0.1", *port);
+  client.set_read_timeout(1, 0);  // as a probe waits
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health) << "the probe waited past its timeout";
+  EXPECT_EQ(health->status, 200);
+  for (int fd : idle) close(fd);
 }
 
 TEST(MetricsHttpServer, ABadAddressIsInvalidArgumentAndABusyPortUnavailable) {
