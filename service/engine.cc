@@ -335,6 +335,9 @@ void Engine::Admit(Job& job) {
 }
 
 void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason reason) {
+  // A job refused before admission added nothing (its input is appended
+  // at Admit): usage says so.
+  if (!job->admitted) job->usage.prompt_tokens = 0;
   std::string final_text;
   if (job->stream) final_text = job->stream->Finish();
   if (job->admitted) CloseChatTurn(*job, reason);
@@ -571,7 +574,11 @@ void Engine::StagePrefillPages(Job& job, int first) {
 
 void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {
   for (auto& job : active) {
-    if (!job->gen && job->kv.lag() <= 0) EndJob(active, job.get(), absl::OkStatus(), FinishReason::kNone, report);
+    // An empty slot: a job Reserve ended, when no row was left to run (so
+    // Deliver, which clears them, did not).
+    if (job && !job->gen && job->kv.lag() <= 0) {
+      EndJob(active, job.get(), absl::OkStatus(), FinishReason::kNone, report);
+    }
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
 }

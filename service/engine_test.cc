@@ -87,7 +87,8 @@ class EngineTest : public ::testing::Test {
     auto listener = std::make_shared<RecordingListener>();
     listener->cancel_after = cancel_after;
     listener->hold_first_token = hold_first_token;
-    engine_->Submit(*s, std::move(input), 0, std::move(gen), listener, listener->handle, deadline);
+    const int prompt_tokens = static_cast<int>(input.size());  // as the service reports an existing session's
+    engine_->Submit(*s, std::move(input), prompt_tokens, std::move(gen), listener, listener->handle, deadline);
     return listener;
   }
   // A new session (BOS only) takes 100 tokens as one job, answered OK: 100
@@ -265,6 +266,8 @@ TEST_F(EngineTest, ACallWhoseDeadlinePassedWhileItWaitedIsResourceExhaustedAndCh
   EXPECT_THAT(std::string(job->status.message()),
               ::testing::HasSubstr("no KV memory for this call before its deadline: it needs "));
   EXPECT_TRUE(job->ids.empty());
+  EXPECT_EQ(job->usage.prompt_tokens, 0) << "the input was never added";
+  EXPECT_EQ(job->usage.session_tokens, 11);
   EXPECT_EQ(env_->sessions().Get(id, false)->length, 11);
 }
 
