@@ -145,6 +145,12 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // Who the call is, from its metadata as it arrives, as its handler
+    // authenticates it: a key removed by a reload (SIGHUP) while the call
+    // runs does not change whom its line names.
+    if (!authenticated_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      Authenticate();
+    }
     if (entry_ != nullptr && entry_->request != nullptr &&
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       if (void* m = methods->GetRecvMessage(); m != nullptr) {
@@ -162,11 +168,7 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
       call_.code = static_cast<int>(methods->GetSendStatus().error_code());
       call_.latency_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-      call_.caller = AuthenticateCall(authenticator_, *info_->server_context());
-      // A refused x-kvsession-tenant: the line names the key's own tenant.
-      if (absl::IsPermissionDenied(call_.caller.status()) || absl::IsInvalidArgument(call_.caller.status())) {
-        call_.caller = AuthenticateKey(authenticator_, *info_->server_context());
-      }
+      if (!authenticated_) Authenticate();
       // Restore{session_id} loads an existing session: it creates nothing.
       if (call_.method == "Restore" && call_.checkpoint_id.empty()) call_.created.clear();
       audit_->Record(call_);
@@ -181,6 +183,16 @@ class AuditInterceptor : public grpc::experimental::Interceptor {
   const AuditedMethod* const entry_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   CallAudit::Call call_;
+  void Authenticate() {
+    authenticated_ = true;
+    call_.caller = AuthenticateCall(authenticator_, *info_->server_context());
+    // A refused x-kvsession-tenant: the line names the key's own tenant.
+    if (absl::IsPermissionDenied(call_.caller.status()) || absl::IsInvalidArgument(call_.caller.status())) {
+      call_.caller = AuthenticateKey(authenticator_, *info_->server_context());
+    }
+  }
+
+  bool authenticated_ = false;
   bool recorded_ = false;
 };
 

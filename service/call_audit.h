@@ -28,8 +28,9 @@
 // Counted by a gRPC server interceptor (like rpc_metrics.h): it sees every
 // call, including those refused before a handler (UNAUTHENTICATED, a
 // request that does not parse, NOT_FOUND from the ownership check). The
-// caller is authenticated again from the call's metadata when the call
-// ends (call_auth.h), so the tenant is the one the call acted as.
+// caller is authenticated again from the call's metadata when it arrives
+// (call_auth.h), as the handler does, so the tenant is the one the call
+// acted as, also when a reload (SIGHUP) removes its key while it runs.
 //
 // Ownership: the Authenticator (may be null) and Registry (may be null)
 // must outlive this; this must outlive the server the factory is given to.
