@@ -83,12 +83,20 @@ class EngineTest : public ::testing::Test {
                                             absl::Time deadline = absl::InfiniteFuture()) {
     auto s = env_->sessions().Acquire(id);
     EXPECT_TRUE(s.ok()) << s.status();
-    EXPECT_TRUE(engine_->Validate(**s, input, gen).ok());
+    return SubmitAcquired(*s, std::move(input), std::move(gen), cancel_after, hold_first_token, deadline);
+  }
+  // Submit for a session the test acquired itself.
+  std::shared_ptr<RecordingListener> SubmitAcquired(std::shared_ptr<Session> s, std::vector<int32_t> input,
+                                                    std::optional<GenerateOptions> gen, int cancel_after = 0,
+                                                    absl::Notification* hold_first_token = nullptr,
+                                                    absl::Time deadline = absl::InfiniteFuture()) {
+    EXPECT_TRUE(engine_->Validate(*s, input, gen).ok());
     auto listener = std::make_shared<RecordingListener>();
     listener->cancel_after = cancel_after;
     listener->hold_first_token = hold_first_token;
     const int prompt_tokens = static_cast<int>(input.size());  // as the service reports an existing session's
-    engine_->Submit(*s, std::move(input), prompt_tokens, std::move(gen), listener, listener->handle, deadline);
+    engine_->Submit(std::move(s), std::move(input), prompt_tokens, std::move(gen), listener, listener->handle,
+                    deadline);
     return listener;
   }
   // A new session (BOS only) takes 100 tokens as one job, answered OK: 100
@@ -285,9 +293,14 @@ TEST_F(EngineTest, WhenTheCallsWaitingHoldThePagesEachNeedsTheHeadIsRefusedAndTh
   const std::string y = env_->MakeSession(79, 400);
   ASSERT_TRUE(env_->sessions().Get(x, false)->resident);
   ASSERT_TRUE(env_->sessions().Get(y, false)->resident);
+  // Both acquired (their KV held for their calls) before either is
+  // submitted: else the engine could evict y's idle session for x.
+  auto sx = env_->sessions().Acquire(x);
+  auto sy = env_->sessions().Acquire(y);
+  ASSERT_TRUE(sx.ok() && sy.ok());
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  auto first = Submit(x, {}, Greedy(40), 0, nullptr, deadline);
-  auto second = Submit(y, {}, Greedy(40), 0, nullptr, deadline);
+  auto first = SubmitAcquired(*sx, {}, Greedy(40), 0, nullptr, deadline);
+  auto second = SubmitAcquired(*sy, {}, Greedy(40), 0, nullptr, deadline);
   first->done.WaitForNotification();
   EXPECT_TRUE(absl::IsResourceExhausted(first->status)) << first->status;
   EXPECT_THAT(std::string(first->status.message()), ::testing::HasSubstr("no call is running"));
