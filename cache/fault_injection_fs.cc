@@ -19,10 +19,18 @@ struct FaultInjectionFileSystem::State {
   int64_t failures ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::string> created ABSL_GUARDED_BY(mu);  // NewWritableFile's names
   std::string read_fault_suffix ABSL_GUARDED_BY(mu);     // "": reads pass
+  bool writes_flow ABSL_GUARDED_BY(mu) = true;           // false: HoldWrites
+  int held_writes ABSL_GUARDED_BY(mu) = 0;               // waiting for ReleaseWrites
 
-  // OK, or the error of a write of `bytes` bytes (which then uses them up).
+  // OK, or the error of a write of `bytes` bytes (which then uses them up),
+  // after any HoldWrites has been released.
   IOStatus Check(uint64_t bytes) {
     absl::MutexLock lock(&mu);
+    if (!writes_flow) {
+      ++held_writes;
+      mu.Await(absl::Condition(&writes_flow));
+      --held_writes;
+    }
     if (fault == Fault::kNone && space_left >= 0 && static_cast<uint64_t>(space_left) < bytes) {
       fault = Fault::kNoSpace;
     }
@@ -143,6 +151,21 @@ void FaultInjectionFileSystem::SetSpaceLimit(int64_t bytes) {
 void FaultInjectionFileSystem::FailReadsOf(std::string suffix) {
   absl::MutexLock lock(&state_->mu);
   state_->read_fault_suffix = std::move(suffix);
+}
+
+void FaultInjectionFileSystem::HoldWrites() {
+  absl::MutexLock lock(&state_->mu);
+  state_->writes_flow = false;
+}
+
+void FaultInjectionFileSystem::ReleaseWrites() {
+  absl::MutexLock lock(&state_->mu);
+  state_->writes_flow = true;
+}
+
+int FaultInjectionFileSystem::held_writes() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->held_writes;
 }
 
 void FaultInjectionFileSystem::Heal() {

@@ -60,6 +60,13 @@ class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
   // a disk that fails reads of one kind of file (".kvpage": page files)
   // while RocksDB reads its own.
   void FailReadsOf(std::string suffix);
+  // From now on, every write (as listed above) waits, without failing,
+  // until ReleaseWrites: a disk that stalls, for tests of what a call does
+  // while its write is under way. held_writes() counts the writes waiting.
+  // Heal does not release them.
+  void HoldWrites();
+  void ReleaseWrites();
+  int held_writes() const;
   // No more faults, no limit.
   void Heal();
   // Calls failed so far.

@@ -161,6 +161,16 @@ void KvSessionService::RunPrefillJob(
                   std::move(input.chat));
 }
 
+bool KvSessionService::DeleteSessionsOfEndedCall(grpc::CallbackServerContext* ctx,
+                                                 const std::vector<std::string>& ids,
+                                                 grpc::ServerUnaryReactor* reactor) const {
+  if (!ctx->IsCancelled()) return false;
+  for (const std::string& id : ids) sessions_->Delete(id).IgnoreError();
+  reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                               "the call ended before its reply; the sessions it made were deleted"));
+  return true;
+}
+
 grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerContext* ctx,
                                                           const v1::CreateSessionRequest* request,
                                                           v1::Session* response) {
@@ -193,7 +203,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->Finish(ToGrpc(policy.status()));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx),
+  io_->Submit([this, ctx, reactor, request, response, sampling, policy = *policy, deadline = Deadline(ctx),
                owner = caller->tenant, route_key = *std::move(route_key)] {
     absl::StatusOr<std::shared_ptr<Session>> session =
         sessions_->CreateAcquired(sampling, Labels(request->labels()), owner, route_key);
@@ -225,8 +235,8 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
     reactor->SetJob(handle);
     sessions_->SetJob(*s, handle);
     RunPrefillJob(s, std::move(input), prompt, std::move(handle), deadline,
-                  [this, s, reactor, response, quota = *std::move(quota)](const absl::Status& st, const JobUsage&,
-                                                                const SessionInfo& info) mutable {
+                  [this, ctx, s, reactor, response, quota = *std::move(quota)](
+                      const absl::Status& st, const JobUsage&, const SessionInfo& info) mutable {
                     quota.reset();  // the job has ended
                     if (!st.ok()) {
                       // The session was listed while its job ran (and may be
@@ -238,6 +248,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
                       sessions_->Delete(s->id).IgnoreError();
                       return reactor->Finish(ToGrpc(st));
                     }
+                    if (DeleteSessionsOfEndedCall(ctx, {s->id}, reactor)) return;
                     ToProto(info, response);
                     reactor->Finish(grpc::Status::OK);
                   });
@@ -366,7 +377,7 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     reactor->Finish(ToGrpc(st));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+  io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
     if (tenant_usage_ != nullptr) {
       absl::Status st = tenant_usage_->CheckFork(request->session_id(), request->count(), request->has_at_length());
       if (!st.ok()) return reactor->Finish(ToGrpc(st));
@@ -377,6 +388,9 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
         Labels(request->labels()), deadline,
         request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt);
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
+    std::vector<std::string> ids;
+    for (const auto& b : *branches) ids.push_back(b->id);
+    if (DeleteSessionsOfEndedCall(ctx, ids, reactor)) return;
     for (const auto& b : *branches) {
       absl::StatusOr<SessionInfo> info = sessions_->Get(b->id, false);
       if (info.ok()) ToProto(*info, response->add_sessions());
@@ -434,7 +448,7 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
     reactor->Finish(ToGrpc(valid));
     return reactor;
   }
-  io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+  io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
     if (tenant_usage_ != nullptr && request->has_checkpoint_id()) {
       if (absl::Status st = tenant_usage_->CheckRestore(request->checkpoint_id()); !st.ok()) {
         return reactor->Finish(ToGrpc(st));
@@ -445,6 +459,9 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
             ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
             : sessions_->RestoreSession(request->session_id(), deadline);
     if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
+    // A checkpoint's restore makes a session; a session's restore loads one
+    // the client named (and keeps it).
+    if (request->has_checkpoint_id() && DeleteSessionsOfEndedCall(ctx, {(*s)->id}, reactor)) return;
     absl::StatusOr<SessionInfo> info = sessions_->Get((*s)->id, false);
     if (info.ok()) ToProto(*info, response);
     reactor->Finish(ToGrpc(info.status()));

@@ -127,6 +127,15 @@ class KvSessionService final : public ParsingCallbackService {
                      int prompt_tokens, std::shared_ptr<JobHandle> handle, absl::Time deadline,
                      std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);
   SamplingParams ServerDefaultSampling() const;
+  // For a call that made new sessions (`ids`) and is about to answer: if
+  // the call has ended meanwhile (the client cancelled, or its deadline
+  // passed, while the sessions were written), the client can never learn
+  // their ids, so they are deleted (best effort: one another call holds
+  // stays) and the call answers CANCELLED. Returns whether it ended so;
+  // false: answer as usual. gRPC leaves a window between this check and
+  // the reply reaching the client; docs/api.md says what a client does.
+  bool DeleteSessionsOfEndedCall(grpc::CallbackServerContext* ctx, const std::vector<std::string>& ids,
+                                 grpc::ServerUnaryReactor* reactor) const;
 
   const Model& model_;
   SessionManager* const sessions_;
