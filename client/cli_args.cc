@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
@@ -59,8 +60,10 @@ absl::StatusOr<int64_t> CliArgs::GetInt(const std::string& name, int64_t fallbac
   errno = 0;
   char* end = nullptr;
   long long x = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, " expects an integer, got '", *v, "'"));
+  if (v->empty() || *end != '\0' || errno != 0 || x < std::numeric_limits<int32_t>::min() ||
+      x > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " expects an integer in [-2^31, 2^31), got '", *v, "'"));
   }
   return x;
 }

@@ -28,6 +28,8 @@ class CliArgs {
   bool Has(const std::string& name) const { return values_.count(name) > 0; }
   std::optional<std::string> Get(const std::string& name) const;
   std::string GetOr(const std::string& name, const std::string& fallback) const;
+  // An integer flag: INVALID_ARGUMENT naming the flag unless it is a whole
+  // number that fits a 32-bit int (every integer field it fills is one).
   absl::StatusOr<int64_t> GetInt(const std::string& name, int64_t fallback) const;
   absl::StatusOr<double> GetDouble(const std::string& name, double fallback) const;
   absl::StatusOr<uint64_t> GetUint64(const std::string& name, uint64_t fallback) const;

@@ -1,5 +1,7 @@
 #include "client/cli_connection.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace kvs {
 
 const std::set<std::string>& ConnectionValueFlags() {
@@ -13,6 +15,14 @@ const std::set<std::string>& ConnectionBoolFlags() {
 }
 
 absl::StatusOr<std::unique_ptr<KvSessionClient>> ConnectFromFlags(const CliArgs& args) {
+  // An empty value (`--tls-ca "$CA"` with CA unset) is a mistake, not "not
+  // given": taken as absent, the TLS flags would connect in plaintext and
+  // send the API key over it.
+  for (const std::string& flag : ConnectionValueFlags()) {
+    if (args.Has(flag) && args.GetOr(flag, "").empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " was given an empty value"));
+    }
+  }
   absl::StatusOr<ClientSecurity> security =
       ClientSecurityFromFiles(args.GetOr("tls-ca", ""), args.GetOr("tls-cert", ""), args.GetOr("tls-key", ""),
                               args.GetOr("api-key", ""), args.Has("tls"));

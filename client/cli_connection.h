@@ -6,7 +6,9 @@
 //   --api-key KEY         or $KVSESSION_API_KEY: authorization: Bearer KEY
 //   --as-tenant T         x-kvsession-tenant: T (an admin key acting for T)
 // ConnectionValueFlags/ConnectionBoolFlags are the names a command declares
-// (cli_args.h). ConnectFromFlags: ClientSecurityFromFiles's statuses.
+// (cli_args.h). ConnectFromFlags: ClientSecurityFromFiles's statuses, and
+// INVALID_ARGUMENT for any of these flags given an empty value (never taken
+// as "not given", which would drop TLS without a word).
 #ifndef KVSESSION_CLIENT_CLI_CONNECTION_H_
 #define KVSESSION_CLIENT_CLI_CONNECTION_H_
 

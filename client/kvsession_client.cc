@@ -228,13 +228,27 @@ absl::Status KvSessionClient::DeleteSession(const std::string& session_id) {
 }
 
 absl::StatusOr<v1::ListCheckpointsResponse> KvSessionClient::ListCheckpoints(
-    const std::string& session_id) {
+    const std::string& session_id, int page_size, const std::string& page_token) {
   v1::ListCheckpointsRequest request;
   request.set_session_id(session_id);
+  request.set_page_size(page_size);
+  request.set_page_token(page_token);
   return Unary<v1::ListCheckpointsResponse>(session_id,
       [&](grpc::ClientContext* c, v1::ListCheckpointsResponse* r) {
         return stub_->ListCheckpoints(c, request, r);
       });
+}
+
+absl::StatusOr<std::vector<v1::Checkpoint>> KvSessionClient::ListAllCheckpoints(const std::string& session_id) {
+  std::vector<v1::Checkpoint> all;
+  std::string token;
+  do {
+    absl::StatusOr<v1::ListCheckpointsResponse> page = ListCheckpoints(session_id, 1000, token);
+    if (!page.ok()) return page.status();
+    all.insert(all.end(), page->checkpoints().begin(), page->checkpoints().end());
+    token = page->next_page_token();
+  } while (!token.empty());
+  return all;
 }
 
 absl::Status KvSessionClient::DeleteCheckpoint(const std::string& checkpoint_id) {

@@ -76,7 +76,9 @@ class KvSessionClient {
   absl::StatusOr<std::vector<kvsession::v1::Session>> ListAllSessions();
   absl::Status DeleteSession(const std::string& session_id);
   absl::StatusOr<kvsession::v1::ListCheckpointsResponse> ListCheckpoints(
-      const std::string& session_id);
+      const std::string& session_id, int page_size = 0, const std::string& page_token = "");
+  // Every checkpoint of the session ("" = all; follows the pages).
+  absl::StatusOr<std::vector<kvsession::v1::Checkpoint>> ListAllCheckpoints(const std::string& session_id);
   absl::Status DeleteCheckpoint(const std::string& checkpoint_id);
   absl::StatusOr<kvsession::v1::ServerInfo> GetServerInfo();
   // Cuts the session to its first `length` tokens (proto TruncateRequest).

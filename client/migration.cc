@@ -1,6 +1,7 @@
 #include "client/migration.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
@@ -98,6 +99,15 @@ absl::StatusOr<std::vector<std::string>> FindMissingPages(KvSessionClient& to,
   return std::vector<std::string>(response.missing_pages().begin(), response.missing_pages().end());
 }
 
+namespace {
+
+bool SameTokens(const v1::Session& a, const v1::Session& b) {
+  return a.length() == b.length() &&
+         std::equal(a.token_ids().begin(), a.token_ids().end(), b.token_ids().begin(), b.token_ids().end());
+}
+
+}  // namespace
+
 absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionClient& to,
                                                const std::string& session_id,
                                                const MigrateOptions& options) {
@@ -108,14 +118,20 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
     return absl::AbortedError(absl::StrCat("session ", session_id,
                                            " is busy on the source (a call is running); try again"));
   }
-  auto same = [&](const v1::Session& s) {
-    return s.length() == before->length() &&
-           std::equal(s.token_ids().begin(), s.token_ids().end(), before->token_ids().begin(),
-                      before->token_ids().end());
-  };
+  auto same = [&](const v1::Session& s) { return SameTokens(s, *before); };
+  // What the target acknowledged importing (set once it has).
+  std::optional<v1::Session> imported;
   // The source changed while it was copied: take the copies back out of
-  // the target, so a retry starts clean.
-  auto changed = [&]() {
+  // the target, so a retry starts clean, unless the target's copy has
+  // changed too (calls already reach it): then neither side is deleted.
+  auto changed = [&]() -> absl::Status {
+    absl::StatusOr<v1::Session> on_target = to.GetSession(session_id, /*include_tokens=*/true);
+    if (on_target.ok() && imported && !SameTokens(*on_target, *imported)) {
+      return absl::AbortedError(absl::StrCat(
+          "session ", session_id,
+          " changed on the source and on the target while it was migrated; both copies were kept: "
+          "stop routing calls to one of them, then delete it"));
+    }
     (void)to.DeleteSession(session_id);
     for (const std::string& id : report.checkpoints) (void)to.DeleteCheckpoint(id);
     return absl::AbortedError(absl::StrCat("session ", session_id,
@@ -124,9 +140,9 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
   };
   std::vector<std::string> checkpoints;
   if (options.with_checkpoints) {
-    absl::StatusOr<v1::ListCheckpointsResponse> list = from.ListCheckpoints(session_id);
+    absl::StatusOr<std::vector<v1::Checkpoint>> list = from.ListAllCheckpoints(session_id);
     if (!list.ok()) return list.status();
-    for (const v1::Checkpoint& c : list->checkpoints()) checkpoints.push_back(c.id());
+    for (const v1::Checkpoint& c : *list) checkpoints.push_back(c.id());
   }
   v1::ExportSessionRequest request;
   request.set_session_id(session_id);
@@ -136,6 +152,7 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
   report.sessions = 1;
   absl::StatusOr<v1::Session> after = to.GetSession(session_id, /*include_tokens=*/true);
   if (!after.ok()) return after.status();
+  imported = *after;
   if (!same(*after)) return changed();
   for (const std::string& id : checkpoints) {
     v1::ExportSessionRequest c;
@@ -156,8 +173,14 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
     if (!now.ok()) return now.status();
     if (!same(*now) || now->state() == v1::SESSION_STATE_BUSY) return changed();
     if (absl::Status s = from.DeleteSession(session_id); !s.ok()) return s;
-    for (const std::string& id : report.checkpoints) {
-      if (absl::Status s = from.DeleteCheckpoint(id); !s.ok()) return s;
+    for (size_t i = 0; i < report.checkpoints.size(); ++i) {
+      if (absl::Status s = from.DeleteCheckpoint(report.checkpoints[i]); !s.ok()) {
+        std::vector<std::string> left(report.checkpoints.begin() + i, report.checkpoints.end());
+        return absl::Status(s.code(), absl::StrCat("everything moved, and the session was deleted from the "
+                                                   "source, but deleting checkpoint ", report.checkpoints[i],
+                                                   " there failed: ", std::string(s.message()),
+                                                   " (still on the source: ", absl::StrJoin(left, ", "), ")"));
+      }
     }
   }
   return report;

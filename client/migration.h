@@ -8,13 +8,17 @@
 // on `from` move the same way (after the session; deleted from `from` only
 // once all moved). A session busy on `from` is ABORTED before anything
 // moves; one that changes on `from` while it is copied (a call ran) is
-// taken back out of `to` and the answer is ABORTED (try again). The window
+// taken back out of `to` and the answer is ABORTED (try again), unless
+// `to`'s copy changed too (calls already reached it): then both are kept
+// and the ABORTED message says so. The window
 // between that last check and the delete on `from` remains: stop routing
 // calls to `from` first when draining it. An import that fails because `to` dropped a page it said
 // it held meanwhile is retried once with every page. On any error nothing
 // is deleted from `from`; what was already imported into `to` stays there
 // (and is reported in the error message), so rerunning after fixing the
-// cause reports ALREADY_EXISTS for those items.
+// cause reports ALREADY_EXISTS for those items. The one exception: when the
+// session was deleted from `from` and deleting a checkpoint there then
+// fails, the error names the checkpoints still on `from`.
 //
 // Thread-compatible; the clients may be shared.
 #ifndef KVSESSION_CLIENT_MIGRATION_H_

@@ -87,21 +87,26 @@ struct Command {
   bool json = false;
 };
 
+// More branches than any server forks (it refuses the count first).
+constexpr int kMaxSeededBranches = 4096;
+
 absl::StatusOr<std::string> Required(const CliArgs& args, const std::string& flag) {
   auto v = args.Get(flag);
   if (!v || v->empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " is required"));
   return *v;
 }
 
-v1::GenerateRequest GenerateRequestFrom(const CliArgs& args, const std::string& session,
-                                        int max_tokens, const v1::SamplingParams& sampling) {
+absl::StatusOr<v1::GenerateRequest> GenerateRequestFrom(const CliArgs& args, const std::string& session,
+                                                        int max_tokens, const v1::SamplingParams& sampling) {
+  absl::StatusOr<int64_t> logprobs = args.GetInt("logprobs", 0);
+  if (!logprobs.ok()) return logprobs.status();
   v1::GenerateRequest req;
   req.set_session_id(session);
   req.set_max_tokens(max_tokens);
   *req.mutable_sampling() = sampling;
   if (auto prompt = args.Get("prompt")) req.mutable_input()->set_text(*prompt);
   if (auto stop = args.Get("stop")) req.add_stop(*stop);
-  req.set_top_logprobs(static_cast<int>(args.GetInt("logprobs", 0).value_or(0)));
+  req.set_top_logprobs(static_cast<int>(*logprobs));
   req.set_ignore_eos(args.Has("ignore-eos"));
   return req;
 }
@@ -151,14 +156,18 @@ int Generate(Command& c) {
   if (!n.ok()) return Usage(n.status());
   v1::SamplingParams sampling;
   if (absl::Status s = SamplingFromFlags(c.args, &sampling); !s.ok()) return Usage(s);
-  v1::GenerateRequest req = GenerateRequestFrom(c.args, *session, static_cast<int>(*n), sampling);
+  absl::StatusOr<v1::GenerateRequest> made = GenerateRequestFrom(c.args, *session, static_cast<int>(*n), sampling);
+  if (!made.ok()) return Usage(made.status());
+  v1::GenerateRequest& req = *made;
   if (c.args.Has("context")) {
     absl::StatusOr<v1::ContextPolicy> policy = ContextPolicyFlag(c.args);
     if (!policy.ok()) return Usage(policy.status());
     req.set_context_policy(*policy);
   }
+  absl::StatusOr<int64_t> ms = c.args.GetInt("timeout-ms", 0);
+  if (!ms.ok()) return Usage(ms.status());
   std::optional<std::chrono::milliseconds> timeout;
-  if (auto ms = c.args.GetInt("timeout-ms", 0); ms.ok() && *ms > 0) timeout = std::chrono::milliseconds(*ms);
+  if (*ms > 0) timeout = std::chrono::milliseconds(*ms);
   const bool json = c.json;
   GenerateResult partial;
   absl::StatusOr<GenerateResult> r = c.client->Generate(
@@ -235,6 +244,16 @@ int Sample(Command& c) {
   if (!n.ok()) return Usage(n.status());
   v1::SamplingParams sampling;
   if (absl::Status s = SamplingFromFlags(c.args, &sampling); !s.ok()) return Usage(s);
+  // --seed S seeds the branches S, S+1, ... through Fork (where --seeds
+  // does not): sent with each branch's Generate, it would reseed them all
+  // alike and every branch would sample the same text.
+  if (sampling.has_seed() && fork->count() <= kMaxSeededBranches) {
+    for (int i = fork->seeds_size(); i < fork->count(); ++i) fork->add_seeds(sampling.seed() + i);
+    sampling.clear_seed();
+  }
+  absl::StatusOr<v1::GenerateRequest> probe =
+      GenerateRequestFrom(c.args, fork->session_id(), static_cast<int>(*n), sampling);
+  if (!probe.ok()) return Usage(probe.status());
   absl::StatusOr<v1::ForkResponse> branches = c.client->Fork(*fork);
   if (!branches.ok()) return ServerError(branches.status());
   const int k = branches->sessions_size();
@@ -242,8 +261,8 @@ int Sample(Command& c) {
   std::vector<std::thread> threads;
   for (int i = 0; i < k; ++i) {
     threads.emplace_back([&, i] {
-      v1::GenerateRequest req =
-          GenerateRequestFrom(c.args, branches->sessions(i).id(), static_cast<int>(*n), sampling);
+      v1::GenerateRequest req = *probe;
+      req.set_session_id(branches->sessions(i).id());
       results[i] = c.client->Generate(req);
     });
   }

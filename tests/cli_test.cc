@@ -156,5 +156,18 @@ TEST_F(CliTest, BadModelFilesAndFlagsAreClearErrors) {
   EXPECT_THAT(r.err, HasSubstr("unknown flag '--bogus'"));
 }
 
+TEST_F(CliTest, AnEmptyConnectionFlagIsAnErrorRatherThanAPlaintextConnection) {
+  // `--tls-ca "$CA"` with CA unset: taken as absent, the call would go out
+  // in plaintext with the API key.
+  for (const char* flag : {"--tls-ca", "--tls-cert", "--tls-key", "--api-key", "--server"}) {
+    ProcessResult r = Kvsession({"ls", "--server", "127.0.0.1:1", flag, ""});
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_THAT(r.err, HasSubstr(std::string(flag) + " was given an empty value"));
+  }
+  ProcessResult r = Kvsession({"ls", "--server", "127.0.0.1:1", "--tls-ca="});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tls-ca was given an empty value"));
+}
+
 }  // namespace
 }  // namespace kvs

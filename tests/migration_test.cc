@@ -7,11 +7,13 @@
 // a token the model does not have is INVALID_ARGUMENT.
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "cache/migration_stream.h"
 #include "client/kvsession_client.h"
 #include "client/migration.h"
@@ -93,6 +95,27 @@ class MigrationTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> a_, b_;
   std::unique_ptr<KvSessionClient> a_client_, b_client_;
 };
+
+TEST_F(MigrationTest, MigrateWithCheckpointsMovesEveryCheckpointAlsoPastOneListPage) {
+  const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
+  std::set<std::string> made;
+  for (int i = 0; i < 105; ++i) {  // the server lists 100 per page by default
+    absl::StatusOr<v1::Checkpoint> c = a_client_->Snapshot(s, absl::StrCat("c", i));
+    ASSERT_TRUE(c.ok()) << c.status();
+    made.insert(c->id());
+  }
+  ProcessResult r = Kvsession({"migrate", "--session", s, "--from", a_->address(), "--to",
+                               b_->address(), "--with-checkpoints", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  absl::StatusOr<std::vector<v1::Checkpoint>> on_b = b_client_->ListAllCheckpoints(s);
+  ASSERT_TRUE(on_b.ok()) << on_b.status();
+  std::set<std::string> moved;
+  for (const v1::Checkpoint& c : *on_b) moved.insert(c.id());
+  EXPECT_EQ(moved, made);
+  absl::StatusOr<std::vector<v1::Checkpoint>> on_a = a_client_->ListAllCheckpoints("");
+  ASSERT_TRUE(on_a.ok()) << on_a.status();
+  EXPECT_TRUE(on_a->empty()) << on_a->size() << " checkpoints left on the source";
+}
 
 TEST_F(MigrationTest, AMigratedSessionContinuesExactlyAsItsTwinOnTheSourceWithItsCheckpoint) {
   const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");

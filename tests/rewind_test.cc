@@ -277,5 +277,26 @@ TEST_F(RewindTest, TheCliTruncatesAndForksFromAnEarlierLength) {
   EXPECT_EQ(cli({"truncate", "--session", s.id()}).exit_code, 2) << "--length is required";
 }
 
+TEST_F(RewindTest, TheCliRefusesANumberPastAnIntInsteadOfWrappingIt) {
+  v1::Session s = Create(kPrompt);
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {BinaryPath("kvsession")});
+    args.insert(args.end(), {"--server", server_->address()});
+    return RunProcess(args, dir_.string());
+  };
+  // 2^32 would wrap to 0 in a 32-bit field: a Truncate that empties the session.
+  ProcessResult cut = cli({"truncate", "--session", s.id(), "--length", "4294967296"});
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_THAT(cut.err, HasSubstr("--length expects an integer"));
+  EXPECT_EQ(client_->GetSession(s.id())->length(), s.length());
+  ProcessResult fork = cli({"fork", "--session", s.id(), "--count", "4294967297"});
+  EXPECT_EQ(fork.exit_code, 2) << "would wrap to 1 branch";
+  ProcessResult logprobs = cli({"generate", "--session", s.id(), "-n", "2", "--logprobs", "two"});
+  EXPECT_EQ(logprobs.exit_code, 2) << "a malformed --logprobs was ignored";
+  ProcessResult timeout = cli({"generate", "--session", s.id(), "-n", "2", "--timeout-ms", "1s"});
+  EXPECT_EQ(timeout.exit_code, 2) << "a malformed --timeout-ms was ignored";
+  EXPECT_EQ(client_->GetSession(s.id())->length(), s.length()) << "nothing ran";
+}
+
 }  // namespace
 }  // namespace kvs

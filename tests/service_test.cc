@@ -176,6 +176,25 @@ TEST_F(ServiceTest, ForkWithSeedsIsReproducible) {
   EXPECT_EQ(x.ids, y.ids) << "same seed, same prefix: same sample";
 }
 
+TEST_F(ServiceTest, TheCliSampleWithOneSeedSamplesDifferentBranchesAndRepeatsThem) {
+  StartServer("aidreams260K.gguf");
+  v1::Session root = Create("The machine dreamed of");
+  auto sample = [&] {
+    ProcessResult r = RunProcess({BinaryPath("kvsession"), "sample", "--server", server_->address(), "--session",
+                                  root.id(), "--count", "3", "-n", "24", "--temp", "1.0", "--seed", "7", "--json"},
+                                 dir_.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> texts;
+    for (const auto& branch : nlohmann::json::parse(r.out)) texts.push_back(branch["text"].get<std::string>());
+    return texts;
+  };
+  const std::vector<std::string> first = sample();
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(first.begin(), first.end()).size(), 3u)
+      << "one --seed must not give every branch the same generator";
+  EXPECT_EQ(sample(), first) << "the same --seed samples the same branches";
+}
+
 TEST_F(ServiceTest, SnapshotRestoreIntoANewBranchAndContinue) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
