@@ -19,10 +19,13 @@
 
 namespace {
 
-// One of each family and pre-tokenizer kind: SentencePiece (llama-spm),
-// byte-level BPE with the gpt2, qwen2 and llama-bpe pre-tokenizers.
+// One of each family and of the pre-tokenizer kinds with their own
+// patterns: SentencePiece (llama-spm, and phi-3 with its rstrip markers),
+// byte-level BPE with the gpt2, qwen2, llama-bpe and deepseek-llm
+// pre-tokenizers.
 const char* const kVocabs[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf",
-                               "ggml-vocab-qwen3.gguf", "ggml-vocab-llama3.gguf"};
+                               "ggml-vocab-qwen3.gguf",     "ggml-vocab-llama3.gguf",
+                               "ggml-vocab-deepseek-llm.gguf", "ggml-vocab-phi-3.gguf"};
 
 std::vector<std::unique_ptr<kvs::Tokenizer>> LoadTokenizers() {
   std::vector<std::unique_ptr<kvs::Tokenizer>> out;

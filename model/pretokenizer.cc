@@ -77,6 +77,14 @@ constexpr char kCjkRun[] = R"([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7F
 constexpr char kDeepseekPunctuation[] =
     R"(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)";
 
+// DeepSeek-LLM's `\s+$`, the whitespace at the end of a piece. Written
+// with `(?<!\s)` in front, which matches exactly the same text (the match
+// always starts where the trailing run starts) but makes PCRE2 reject each
+// start inside a run at once: as published, every start position inside a
+// long run that does not reach the end read the run to its end, quadratic
+// in the run (20,000 spaces then "1": seconds).
+constexpr char kTrailingWhitespace[] = R"((?<!\s)\s+$)";
+
 const std::vector<std::string>& RegexesFor(PreTokenizerKind kind) {
   static const auto* const kLists = new std::array<std::vector<std::string>, 8>{{
       /*kDefault=*/{R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Regex, R"(\p{N}+)", "[0-9][0-9][0-9]"},
@@ -84,7 +92,7 @@ const std::vector<std::string>& RegexesFor(PreTokenizerKind kind) {
       /*kLlama3=*/{kLlama3Regex},
       /*kQwen2=*/{kQwen2Regex},
       /*kDeepseekLlm=*/
-      {"[\r\n]", kDeepseekLetters, kDeepseekPunctuation, R"(\s+$)", kCjkRun, R"(\p{N}+)"},
+      {"[\r\n]", kDeepseekLetters, kDeepseekPunctuation, kTrailingWhitespace, kCjkRun, R"(\p{N}+)"},
       /*kDeepseekCoder=*/
       {"[\r\n]", R"(\s?\p{L}+)", R"(\s?\p{P}+)", kCjkRun, R"(\p{N})"},
       /*kFalcon=*/{R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2Regex, "[0-9][0-9][0-9]"},

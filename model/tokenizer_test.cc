@@ -517,6 +517,36 @@ TEST(Performance, LongPromptsEncodeQuickly) {
   }
 }
 
+// Runs of whitespace that no earlier pattern of a vocabulary's
+// pre-tokenizer takes, ending in a character none of them takes either
+// (DeepSeek-LLM's `\s+$` step backtracked through the whole run from every
+// position in it: 20,000 spaces then "1" took seconds, a 1 MiB request
+// hours). 60,000 bytes each, in every shared vocabulary.
+TEST(Performance, HostileWhitespaceRunsSplitInLinearTime) {
+  SKIP_WITHOUT_SHARED("vocab");
+  std::vector<std::string> inputs;
+  for (const char* tail : {"1", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xE4\xB8\xAD", ""}) {
+    inputs.push_back(std::string(60000, ' ') + tail);
+  }
+  std::string tabs;
+  while (tabs.size() < 60000) tabs += " \t";
+  inputs.push_back(tabs + "1");
+  inputs.push_back(std::string(60000, '\n') + "1");
+  for (const std::string& name : kVocabularies) {
+    LoadedTokenizer loaded = Load(VocabPath(name));
+    ASSERT_NE(loaded.tokenizer, nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::vector<int32_t> ids = loaded.tokenizer->Encode(inputs[i], false);
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_GT(ids.size(), 0u) << name << " input " << i;
+      // Generous (sanitizer builds run it too): quadratic takes 100x this.
+      EXPECT_LT(ms, 2000.0) << name << " input " << i;
+    }
+  }
+}
+
 // One pre-token of 20,000 letters: merging must not be quadratic.
 TEST(Performance, LongPreTokenMergesQuickly) {
   SKIP_WITHOUT_SHARED("vocab");
