@@ -3,7 +3,8 @@
 
 Uses only Debian's python3-grpcio (and the protoc it needs to generate stubs
 from the .proto). Run by ctest with KVS_BINARY_DIR, KVS_SOURCE_DIR and
-KVS_SHARED_DIR in the environment.
+KVS_SHARED_DIR in the environment. The stub-cache and argument tests need
+no server (nor ../shared).
 """
 
 import hashlib
@@ -11,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +22,8 @@ import unittest
 SOURCE = os.environ["KVS_SOURCE_DIR"]
 BINARY = os.environ["KVS_BINARY_DIR"]
 SHARED = os.environ["KVS_SHARED_DIR"]
-sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
+CLIENT_DIR = os.path.join(SOURCE, "client", "python")
+sys.path.insert(0, CLIENT_DIR)
 
 import grpc  # noqa: E402
 from kvsession_client import (REPLICA_HEADER, ROUTE_HEADER, Client, _CallDetails, _Route,  # noqa: E402
@@ -136,6 +139,38 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertNotIn("no spaces", e.exception.details())
 
+    def test_streams_have_no_deadline_by_default_and_unary_calls_keep_theirs(self):
+        sid = self.client.create("Once")
+        call = self.client.generate(sid, max_tokens=4, temperature=0)
+        self.assertIsNone(call.time_remaining(), "a stream has no deadline by default")
+        self.assertEqual(len([t for m in call for t in m.token_ids]), 4)
+        call = self.client.generate(sid, max_tokens=4, temperature=0, timeout=30)
+        self.assertTrue(0 < call.time_remaining() <= 30, call.time_remaining())
+        list(call)
+        # A client whose unary deadline has always passed (a negative timeout:
+        # 1e-6 s can outlast a local call): its unary calls fail, its streams do not.
+        hurried = Client(self.address, timeout=-1)
+        with self.assertRaises(grpc.RpcError) as e:
+            hurried.info()
+        self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        ids, _, last = hurried.generate_all(sid, 4, temperature=0)
+        self.assertEqual((len(ids), last.finish_reason), (4, pb.FINISH_REASON_LENGTH))
+        # An explicit stream deadline, per call or per client, still applies.
+        for client, kwargs in ((hurried, {"timeout": -1}), (Client(self.address, stream_timeout=-1), {})):
+            with self.assertRaises(grpc.RpcError) as e:
+                client.generate_all(sid, 4, temperature=0, **kwargs)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+        # Without a deadline the caller ends a stream with cancel() (the
+        # server may already have sent all of this short one: then it just ends).
+        call = self.client.generate(sid, max_tokens=64, temperature=0)
+        self.assertIsInstance(call, grpc.Call)
+        next(call)
+        call.cancel()
+        try:
+            list(call)
+        except grpc.RpcError as e:
+            self.assertEqual(e.code(), grpc.StatusCode.CANCELLED)
+
     def test_example_script_runs(self):
         out = subprocess.run(
             [sys.executable, os.path.join(SOURCE, "client", "python", "example.py"),
@@ -168,6 +203,10 @@ class PythonTlsClientTest(unittest.TestCase):
                  "-subj", "/CN=localhost", cwd=d)
         _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                  "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
+        _openssl("req", "-new", *ec, "-keyout", "client.key", "-out", "client.csr",
+                 "-subj", "/CN=kvs-py-client", cwd=d)
+        _openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                 "-CAcreateserial", "-out", "client.pem", "-days", "2", cwd=d)
         with open(os.path.join(d, "keys.txt"), "w") as f:
             f.write("acme user %s\n" % hashlib.sha256(b"py-secret").hexdigest())
         port_file = os.path.join(d, "port")
@@ -213,6 +252,165 @@ class PythonTlsClientTest(unittest.TestCase):
         with self.assertRaises(grpc.RpcError) as e:
             list(Client(self.address, tls_ca=self.ca).generate("ses_" + "0" * 32, 2))
         self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+
+    def test_a_client_certificate_with_its_key_connects(self):
+        d = self.tmp
+        client = Client(self.address, tls_ca=self.ca, tls_cert=os.path.join(d, "client.pem"),
+                        tls_key=os.path.join(d, "client.key"), api_key="py-secret")
+        self.assertTrue(client.create("Once upon a time").startswith("ses_"))
+
+
+class PythonClientSettingsTest(unittest.TestCase):
+    """Client settings that would connect with less security than asked for
+    are errors before anything is read or sent (no server needed)."""
+
+    def test_incomplete_or_empty_tls_settings_are_value_errors(self):
+        # The paths do not exist: a setting that were read first would fail otherwise.
+        ca, cert, key = "/nonexistent/ca.pem", "/nonexistent/client.pem", "/nonexistent/client.key"
+        for kwargs, words in (({"tls_key": key}, "tls_key"),
+                              ({"tls_cert": cert}, "tls_cert"),
+                              ({"tls_ca": ca, "tls_key": key}, "tls_key"),
+                              ({"tls_ca": ""}, "tls_ca"),
+                              ({"tls_ca": "", "tls": True}, "tls_ca"),
+                              ({"tls_cert": "", "tls_key": key}, "tls_cert"),
+                              ({"tls_cert": cert, "tls_key": ""}, "tls_key"),
+                              ({"tls_ca": ca, "tls_cert": "", "tls_key": ""}, "tls_cert")):
+            with self.subTest(**kwargs):
+                with self.assertRaises(ValueError) as e:
+                    Client("127.0.0.1:1", api_key="secret", **kwargs)
+                self.assertIn(words, str(e.exception))
+        # None is "not given": a plain channel, as before.
+        Client("127.0.0.1:1", tls_ca=None, tls_cert=None, tls_key=None)
+
+    def test_the_example_refuses_a_key_without_its_certificate(self):
+        out = subprocess.run(
+            [sys.executable, os.path.join(CLIENT_DIR, "example.py"), "--server", "127.0.0.1:1",
+             "--tls-key", "/nonexistent/client.key"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("tls_key", out.stderr)
+
+
+# Imports the client in a fresh interpreter: prints the generated module's
+# file, a field set through it, and whether any sys.path entry lies under argv[2].
+_IMPORT_CLIENT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import kvsession_client
+print(kvsession_client.pb.__file__)
+print(kvsession_client.pb.SamplingParams(top_k=7).top_k)
+print(any(p.startswith(sys.argv[2]) for p in sys.path))
+"""
+
+
+class PythonStubCacheTest(unittest.TestCase):
+    """Where the client generates its gRPC stubs: a directory only this user
+    can change, never one another user could have prepared (no server
+    needed). Each test runs the import in a fresh interpreter with its own
+    XDG_CACHE_HOME, TMPDIR and HOME."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kvs_pystubs_")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        with open(os.path.join(SOURCE, "proto", "kvsession", "v1", "kvsession.proto"), "rb") as f:
+            self.digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        self.cache = os.path.join(self.tmp, "cache")
+        self.base = os.path.join(self.cache, "kvsession-py")
+        self.stubs = os.path.join(self.base, self.digest)
+        self.tmpdir = os.path.join(self.tmp, "tmp")
+        self.marker = os.path.join(self.tmp, "planted-imported")
+        os.mkdir(self.tmpdir)
+        os.mkdir(os.path.join(self.tmp, "home"))
+        self.env = dict(os.environ, XDG_CACHE_HOME=self.cache, TMPDIR=self.tmpdir,
+                        HOME=os.path.join(self.tmp, "home"))
+        # Where the client once generated them, in world-writable /tmp: always planted.
+        self.plant(os.path.join(self.tmpdir, "kvsession-py-" + self.digest), 0o777)
+
+    def plant(self, directory, mode):
+        """Stub modules under `directory` that record their import and fail;
+        every directory and file made gets `mode` (files without x)."""
+        v1 = os.path.join(directory, "kvsession", "v1")
+        os.makedirs(v1, exist_ok=True)
+        for name in ("kvsession_pb2.py", "kvsession_pb2_grpc.py"):
+            with open(os.path.join(v1, name), "w") as f:
+                f.write("open(%r, 'a').write(__name__ + '\\n')\n"
+                        "raise ImportError('planted stub imported')\n" % self.marker)
+        for root, dirs, files in os.walk(directory):
+            os.chmod(root, mode)
+            for name in files:
+                os.chmod(os.path.join(root, name), mode & 0o666)
+
+    def import_client(self):
+        """(stub module file, stderr) of a fresh import; fails the test when
+        the import fails, a planted module ran, or the stubs are on sys.path."""
+        out = subprocess.run([sys.executable, "-c", _IMPORT_CLIENT, CLIENT_DIR, self.tmp],
+                             env=self.env, cwd=self.tmp, capture_output=True, text=True, timeout=120)
+        self.assertFalse(os.path.exists(self.marker), "a planted stub module was imported")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        pb_file, top_k, on_path = out.stdout.split()
+        self.assertEqual((top_k, on_path), ("7", "False"), "the stub directory is not on sys.path")
+        return pb_file, out.stderr
+
+    def assert_private_tree(self, path):
+        for root, dirs, files in os.walk(path):
+            for entry in [root] + [os.path.join(root, n) for n in files]:
+                st = os.lstat(entry)
+                self.assertEqual(st.st_uid, os.geteuid(), entry)
+                self.assertEqual(stat.S_IMODE(st.st_mode) & 0o077, 0, entry)
+
+    def test_stubs_are_generated_once_into_a_private_cache_even_by_racing_processes(self):
+        procs = [subprocess.Popen([sys.executable, "-c", _IMPORT_CLIENT, CLIENT_DIR, self.tmp],
+                                  env=self.env, cwd=self.tmp, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=120)
+            self.assertEqual(proc.returncode, 0, stderr)
+            self.assertEqual(stdout.split(), [os.path.join(self.stubs, "kvsession", "v1", "kvsession_pb2.py"),
+                                              "7", "False"])
+        self.assertFalse(os.path.exists(self.marker), "a planted stub module was imported")
+        self.assertEqual(os.listdir(self.base), [self.digest], "no half-made directories are left")
+        self.assert_private_tree(self.base)
+        self.assertFalse(any(n.endswith(".pyc") for _, _, files in os.walk(self.base) for n in files))
+        inode = os.stat(self.stubs).st_ino
+        pb_file, stderr = self.import_client()
+        self.assertEqual(pb_file, os.path.join(self.stubs, "kvsession", "v1", "kvsession_pb2.py"))
+        self.assertEqual(os.stat(self.stubs).st_ino, inode, "the cached stubs are reused")
+        self.assertEqual(stderr, "")
+
+    def test_a_stub_directory_others_can_write_is_not_used(self):
+        os.makedirs(self.base, 0o700)
+        self.plant(self.stubs, 0o777)
+        pb_file, stderr = self.import_client()
+        self.assertIn("RuntimeWarning", stderr)
+        # Generated again in its place, this time private.
+        self.assertEqual(pb_file, os.path.join(self.stubs, "kvsession", "v1", "kvsession_pb2.py"))
+        with open(pb_file) as f:
+            self.assertNotIn("planted", f.read())
+        self.assertEqual(os.listdir(self.base), [self.digest])
+        self.assert_private_tree(self.base)
+
+    def test_a_cache_others_can_write_is_not_used(self):
+        os.makedirs(self.base)
+        os.chmod(self.base, 0o777)
+        self.plant(self.stubs, 0o700)
+        pb_file, stderr = self.import_client()
+        self.assertIn("RuntimeWarning", stderr)
+        # Generated into a private temporary directory instead, removed at exit.
+        self.assertTrue(pb_file.startswith(self.tmpdir + os.sep), pb_file)
+        self.assertFalse(os.path.exists(pb_file))
+        self.assertEqual(os.listdir(self.tmpdir), ["kvsession-py-" + self.digest])
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to make a directory another user owns")
+    def test_a_stub_directory_another_user_owns_is_not_used(self):
+        os.makedirs(self.base, 0o700)
+        self.plant(self.stubs, 0o755)
+        for root, dirs, files in os.walk(self.stubs):
+            for entry in [root] + [os.path.join(root, n) for n in files]:
+                os.chown(entry, 65534, 65534)
+        pb_file, stderr = self.import_client()
+        self.assertIn("RuntimeWarning", stderr)
+        self.assertEqual(os.stat(os.path.dirname(pb_file)).st_uid, os.geteuid())
+        self.assert_private_tree(self.base)
 
 
 if __name__ == "__main__":

@@ -20,13 +20,16 @@ def main():
     parser.add_argument("-n", type=int, default=32)
     parser.add_argument("--branches", type=int, default=3)
     parser.add_argument("--tls-ca", help="the server's CA (PEM): connect with TLS")
-    parser.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS")
+    parser.add_argument("--tls-cert", help="client certificate (PEM) for mutual TLS (with --tls-key)")
     parser.add_argument("--tls-key", help="its private key (PEM)")
     parser.add_argument("--api-key", help="API key (default: $KVSESSION_API_KEY)")
     args = parser.parse_args()
 
-    client = Client(args.server, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key,
-                    api_key=args.api_key)
+    try:
+        client = Client(args.server, tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                        api_key=args.api_key)
+    except ValueError as e:  # e.g. --tls-cert without --tls-key: never a quietly insecure channel
+        parser.error(str(e))
     client.wait_ready()
     sid = client.create(args.prompt)
     print("session", sid)
