@@ -347,15 +347,17 @@ absl::StatusOr<ChatFormat> DetectChatFormat(std::string_view t) {
                    " (choose one by name to override)"}));
 }
 
+absl::Status CheckChatRole(size_t index, std::string_view role) {
+  if (role == "system" || role == "user" || role == "assistant") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      Cat({"message ", std::to_string(index), " has role ", Quoted(role), "; supported roles: system, user, assistant"}));
+}
+
 absl::Status AppendChatMessages(const ChatFormat& format, std::span<const ChatMessage> messages,
                                 const ChatRenderPlace& place, std::vector<ChatPiece>* out) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& message = messages[i];
-    if (message.role != "system" && message.role != "user" && message.role != "assistant") {
-      return absl::InvalidArgumentError(
-          Cat({"message ", std::to_string(i), " has role ", Quoted(message.role),
-                       "; supported roles: system, user, assistant"}));
-    }
+    if (absl::Status st = CheckChatRole(i, message.role); !st.ok()) return st;
     if (!IsValidUtf8(message.content)) {
       return absl::InvalidArgumentError(
           Cat({"message ", std::to_string(i), " content is not valid UTF-8"}));

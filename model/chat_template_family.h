@@ -97,6 +97,11 @@ struct ChatRenderPlace {
   bool conversation_has_start = false;
 };
 
+// OK for the roles a message may have ("system", "user", "assistant");
+// otherwise InvalidArgument naming message `index` and the role (quoted, at
+// most 40 bytes).
+absl::Status CheckChatRole(size_t index, std::string_view role);
+
 // Appends the pieces of `messages` to `out`. InvalidArgument (and `out`
 // unchanged) for an unknown role (quoted, at most 40 bytes) or content
 // that is not valid UTF-8, or a system message the family cannot place

@@ -63,6 +63,9 @@ absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
   size_t bytes = 0;
   for (int i = 0; i < messages.messages_size(); ++i) {
     const v1::ChatMessage& m = messages.messages(i);
+    // Checked here, before the message is copied: a known role also makes
+    // each message count at least 4 bytes against the limit.
+    if (absl::Status st = CheckChatRole(static_cast<size_t>(i), m.role()); !st.ok()) return st;
     bytes += m.content().size() + m.role().size();
     if (bytes > static_cast<size_t>(limits_.max_input_bytes)) {
       return absl::InvalidArgumentError(absl::StrCat("messages exceed the input limit of ",

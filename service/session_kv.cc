@@ -71,16 +71,21 @@ absl::StatusOr<int> SessionKv::Slide(const KeyRotation& rotation, int max_contex
                                      const ChatJob* chat) {
   Session& s = *session_;
   const int t = pool_->geometry().page_tokens;
-  if (chat != nullptr && s.chat.started) {
+  // A chat keeps its conversation start whichever way it slides.
+  const bool chat_started = chat != nullptr && s.chat.started;
+  const int keep_tokens = chat_started ? std::max(s.keep_tokens, chat->conversation_start_tokens) : s.keep_tokens;
+  if (chat_started) {
     const std::optional<TokenSlide> turns =
-        PlanTurnSlide(s.tokens, s.kv->length(), max_context,
-                      std::max(s.keep_tokens, chat->conversation_start_tokens), chat->turn_start_ids);
+        PlanTurnSlide(s.tokens, s.kv->length(), max_context, keep_tokens, chat->turn_start_ids);
     if (turns) {
       if (absl::Status st = SlideTokens(rotation, *turns); !st.ok()) return st;
       return turns->drop_tokens;
     }
   }
-  absl::StatusOr<SlidePlan> plan = PlanSlide(s.kv->length(), max_context, s.keep_tokens, t);
+  absl::StatusOr<SlidePlan> plan = PlanSlide(s.kv->length(), max_context, keep_tokens, t);
+  // A conversation start too long to leave a page to drop (not a real
+  // template's): the session's own keep_tokens, as for any session.
+  if (!plan.ok() && keep_tokens != s.keep_tokens) plan = PlanSlide(s.kv->length(), max_context, s.keep_tokens, t);
   if (!plan.ok()) return plan.status();
   const int keep = plan->keep_pages, drop = plan->drop_pages;
   // The salt names everything up to the last dropped page.
