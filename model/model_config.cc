@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -88,21 +89,31 @@ absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& gguf) {
   if (!base.ok()) return base.status();
   absl::StatusOr<double> eps = gguf.GetFloat(p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!eps.ok()) return eps.status();
-  if (!(*base > 0) || !(*eps > 0)) return Invalid(gguf, "rope freq_base and rms epsilon must be > 0");
+  if (!(std::isfinite(*base) && *base > 0) || !(std::isfinite(*eps) && *eps > 0)) {
+    return Invalid(gguf, "rope freq_base and rms epsilon must be finite and > 0");
+  }
   c.rope_freq_base = static_cast<float>(*base);
   c.rms_eps = static_cast<float>(*eps);
 
-  absl::StatusOr<std::string_view> scaling = gguf.GetString(p + "rope.scaling.type", "none");
+  // As llama.cpp reads them: the type is "linear" unless the file says
+  // otherwise, the factor is rope.scaling.factor or the older
+  // rope.scale_linear (0 or absent: none), and type "none" never scales.
+  absl::StatusOr<std::string_view> scaling = gguf.GetString(p + "rope.scaling.type", "linear");
   if (!scaling.ok()) return scaling.status();
-  if (*scaling == "linear") {
-    absl::StatusOr<double> factor = gguf.GetFloat(p + "rope.scaling.factor", 1.0);
-    if (!factor.ok()) return factor.status();
-    if (!(*factor > 0)) return Invalid(gguf, "rope.scaling.factor must be > 0");
-    c.rope_scale = static_cast<float>(1.0 / *factor);
-  } else if (*scaling != "none") {
+  if (*scaling != "linear" && *scaling != "none") {
     return Invalid(gguf, absl::StrCat("rope scaling ", QuoteGgufString(*scaling),
                                       " is not supported (supported: none, linear)"));
   }
+  const std::string factor_key =
+      gguf.Find(p + "rope.scaling.factor") != nullptr || gguf.Find(p + "rope.scale_linear") == nullptr
+          ? p + "rope.scaling.factor"
+          : p + "rope.scale_linear";
+  absl::StatusOr<double> factor = gguf.GetFloat(factor_key, 0.0);
+  if (!factor.ok()) return factor.status();
+  if (!std::isfinite(*factor) || *factor < 0) {
+    return Invalid(gguf, absl::StrCat("metadata ", QuoteGgufString(factor_key), " must be finite and >= 0"));
+  }
+  if (*scaling == "linear" && *factor > 0) c.rope_scale = static_cast<float>(1.0 / *factor);
 
   const GgufTensor* embd = gguf.FindTensor("token_embd.weight");
   if (embd == nullptr) return Invalid(gguf, "tensor 'token_embd.weight' is missing");

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kernels/dequantize.h"
@@ -26,8 +27,9 @@ class TensorBinder {
   }
 
   absl::StatusOr<const GgufTensor*> Find(const std::string& name, std::vector<int64_t> shape,
-                                         bool required) const {
+                                         bool required) {
     const GgufTensor* t = gguf_.FindTensor(name);
+    if (t != nullptr) used_.insert(name);
     if (t == nullptr) {
       if (!required) return nullptr;
       return Error(absl::StrCat("tensor '", name, "' is missing"));
@@ -42,7 +44,7 @@ class TensorBinder {
   }
 
   // A 2-D matrix of rows x cols, ggml shape [cols, rows].
-  absl::StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  absl::StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
     absl::StatusOr<const GgufTensor*> t = Find(name, {cols, rows}, true);
     if (!t.ok()) return t.status();
     const GgmlType type = static_cast<GgmlType>((*t)->type);
@@ -61,7 +63,7 @@ class TensorBinder {
   }
 
   // A 1-D vector of n values, converted to F32; null when optional and absent.
-  absl::StatusOr<const float*> Vector(const std::string& name, int64_t n, bool required) const {
+  absl::StatusOr<const float*> Vector(const std::string& name, int64_t n, bool required) {
     absl::StatusOr<const GgufTensor*> t = Find(name, {n}, required);
     if (!t.ok()) return t.status();
     if (*t == nullptr) return nullptr;
@@ -76,9 +78,26 @@ class TensorBinder {
     return owned_->back().data();
   }
 
+  // INVALID_ARGUMENT naming the first tensor of the file no lookup asked
+  // for. The forward pass would run without it (a Llama's attn_output or
+  // ffn biases, a feature of another architecture), silently computing
+  // something else than the file's model; llama.cpp refuses such a file
+  // too ("wrong number of tensors").
+  absl::Status CheckEveryTensorUsed() const {
+    for (const GgufTensor& t : gguf_.tensors()) {
+      if (!used_.contains(t.name)) {
+        return Error(absl::StrCat("tensor '", t.name.substr(0, 64),
+                                  "' is not used by kvsession's forward pass for this architecture, "
+                                  "which would compute without it; the file's model is not supported"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
  private:
   const GgufFile& gguf_;
   std::vector<std::vector<float>>* owned_;
+  absl::flat_hash_set<std::string> used_;
 };
 
 #define KVS_ASSIGN(lhs, expr)              \
@@ -150,11 +169,17 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::FromGguf(const GgufF
   const float* factors = nullptr;
   KVS_ASSIGN(factors, bind.Vector("rope_freqs.weight", c.rope_dim / 2, false));
   w->rope_inv_freq.resize(c.rope_dim / 2);
+  for (int i = 0; factors != nullptr && i < c.rope_dim / 2; ++i) {
+    if (!(std::isfinite(factors[i]) && factors[i] > 0)) {
+      return bind.Error(absl::StrCat("rope_freqs.weight[", i, "] = ", factors[i], " is not finite and > 0"));
+    }
+  }
   for (int i = 0; i < c.rope_dim / 2; ++i) {
     double f = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * i / c.rope_dim);
     if (factors != nullptr) f /= factors[i];
     w->rope_inv_freq[i] = static_cast<float>(f * c.rope_scale);
   }
+  if (absl::Status st = bind.CheckEveryTensorUsed(); !st.ok()) return st;
   return w;
 }
 

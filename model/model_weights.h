@@ -4,7 +4,10 @@
 // Matrices keep their file type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K) and
 // are read in place. Norm weights and biases are small vectors converted to
 // F32 copies owned here. Tied embeddings (no `output.weight`) reuse
-// `token_embd.weight` as the output matrix.
+// `token_embd.weight` as the output matrix. FromGguf: INVALID_ARGUMENT
+// naming the tensor for one missing, of the wrong shape or type, or one in
+// the file that the forward pass would not use (a bias or a layer of a
+// feature it lacks: computing without it is another model).
 //
 // Ownership: borrows the GgufFile's mapping (which must outlive this) and
 // owns the F32 copies.

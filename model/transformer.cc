@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_tile.h"
 #include "kernels/dequantize.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
@@ -144,6 +145,11 @@ absl::Status Transformer::Validate(std::span<const ForwardItem> items) const {
         g.head_dim != config_.head_dim || g.page_tokens > kMaxPageTokens ||
         !(g == items[0].kv->geometry())) {
       return absl::InvalidArgumentError("KV sequence geometry does not match the model");
+    }
+    // The front ends refuse such a --kv-type first; every caller gets it here.
+    if (!KvDtypeFitsHeadDim(g.dtype, g.head_dim)) {
+      return absl::InvalidArgumentError(absl::StrCat("KV type ", KvDtypeName(g.dtype), " does not fit head_dim ",
+                                                     g.head_dim));
     }
     for (int32_t t : it.tokens) {
       if (t < 0 || t >= config_.vocab_size) {

@@ -95,7 +95,8 @@ class Transformer {
   // [kv->length(), kv->length() + tokens.size()) to be reserved by
   // kv->PrepareAppend(tokens.size()) since the sequence last changed.
   // Errors (nothing changes): InvalidArgument (bad token id, empty item, a
-  // sequence twice, KV geometry not the model's, batch larger than
+  // sequence twice, KV geometry not the model's or a KV type that does not
+  // fit its head_dim (KvDtypeFitsHeadDim), batch larger than
   // max_batch_tokens), OutOfRange (a sequence would exceed max_context),
   // FailedPrecondition (an item's positions are not reserved: missing
   // pages, or a page to write that is shared or in the prefix cache).

@@ -2,6 +2,7 @@
 // tools/model_synth), and clear errors for broken or unsupported files.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -230,6 +231,57 @@ TEST_F(ModelLoadTest, SomeButNotAllOfTheQkvBiasesOrQkNormsIsAClearError) {
   s = Load(path);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("block 1 has one of attn_q_norm and attn_k_norm"));
+}
+
+// A tensor the forward pass would not read (a Llama's attn_output or ffn
+// biases, which it has no place for) would leave the file's model computed
+// without it: refused, naming the tensor, as llama.cpp refuses a file with
+// tensors it does not load.
+TEST_F(ModelLoadTest, ATensorTheForwardPassWouldNotUseIsAClearError) {
+  SynthSpec spec;
+  spec.arch = "qwen3";  // writes both Q/K norms
+  std::string path = Synth(spec, "unused.gguf");
+  ReplaceAll(path, "qwen3", "llama");
+  ASSERT_TRUE(Load(path).ok());
+  // Block 1's norms renamed: the block has neither (allowed), and the file
+  // two tensors nothing reads.
+  PatchAfterName(path, "blk.1.attn_q_nor", 0, "X", 1);
+  PatchAfterName(path, "blk.1.attn_k_nor", 0, "X", 1);
+  absl::Status s = Load(path);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("_norX.weight' is not used by kvsession's forward pass"));
+}
+
+// Linear RoPE scaling as llama.cpp reads it: the type is linear unless the
+// file says otherwise, the factor may be under the older rope.scale_linear
+// key, and type none never scales. Non-finite values are refused.
+TEST_F(ModelLoadTest, LinearRopeScalingIsReadAsLlamaCppReadsItAndNonFiniteValuesAreRefused) {
+  struct Case {
+    std::string type;
+    float factor;
+    bool old_key;
+    float scale;  // the position scale the forward pass uses
+  };
+  const Case cases[] = {{"", 4, false, 0.25f},      {"", 4, true, 0.25f},  {"linear", 4, false, 0.25f},
+                        {"none", 4, false, 1.0f},   {"", 0, false, 1.0f},  {"linear", 2, true, 0.5f}};
+  for (const Case& k : cases) {
+    SynthSpec spec;
+    spec.rope_scaling_type = k.type;
+    spec.rope_scaling_factor = k.factor;
+    spec.rope_scale_linear_key = k.old_key;
+    ModelConfig c;
+    ASSERT_TRUE(Load(Synth(spec, "scaled.gguf"), &c).ok());
+    EXPECT_EQ(c.rope_scale, k.scale) << "type '" << k.type << "' factor " << k.factor << (k.old_key ? " (scale_linear)" : "");
+  }
+  SynthSpec spec;
+  spec.rope_scaling_factor = std::numeric_limits<float>::infinity();
+  absl::Status s = Load(Synth(spec, "inf_factor.gguf"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  spec = SynthSpec();
+  spec.rope_freq_base = std::numeric_limits<float>::infinity();
+  s = Load(Synth(spec, "inf_base.gguf"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("must be finite"));
 }
 
 // Metadata sizes the model: each value is in range, but what they size

@@ -159,6 +159,10 @@ absl::Status WriteSynthModel(const SynthSpec& s, const std::string& path) {
   w.AddUint32(a + "rope.dimension_count", head_dim);
   w.AddFloat32(a + "rope.freq_base", s.rope_freq_base);
   w.AddFloat32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+  if (!s.rope_scaling_type.empty()) w.AddString(a + "rope.scaling.type", s.rope_scaling_type);
+  if (s.rope_scaling_factor != 0) {
+    w.AddFloat32(a + (s.rope_scale_linear_key ? "rope.scale_linear" : "rope.scaling.factor"), s.rope_scaling_factor);
+  }
   w.AddUint32(a + "vocab_size", s.vocab_size);
   if (!s.vocab_from.empty()) {
     if (absl::Status st = CopyVocabulary(s.vocab_from, s.vocab_size, &w); !st.ok()) return st;

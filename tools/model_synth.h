@@ -57,6 +57,13 @@ struct SynthSpec {
   float init_std = 0.02f;
   std::string vocab_from;  // GGUF to copy the tokenizer from ("" = byte vocab)
   std::optional<Llama3RopeScaling> llama3_rope;  // nullopt: unscaled RoPE
+  // Linear RoPE scaling metadata, each key written only when set:
+  // rope.scaling.type ("" = no key) and the factor (0 = no key), under
+  // rope.scaling.factor or, with rope_scale_linear_key, the older
+  // rope.scale_linear.
+  std::string rope_scaling_type;
+  float rope_scaling_factor = 0;
+  bool rope_scale_linear_key = false;
 };
 
 // The per-pair divisors of the RoPE frequencies base^(-2i/rope_dim),
