@@ -275,7 +275,9 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     if (!session.ok()) return reactor->Finish(ToGrpc(session.status()));
     std::shared_ptr<Session> s = *session;
     absl::StatusOr<ResolvedInput> ids = ResolveInput(&request->input(), *s);
-    absl::Status st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
+    absl::Status st = CheckExpectedLength(request->has_expected_length(), request->expected_length(),
+                                          static_cast<int64_t>(s->tokens.size()));
+    if (st.ok()) st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
     absl::StatusOr<std::shared_ptr<TenantJob>> quota;
     if (st.ok()) quota = AdmitJob(*s, static_cast<int64_t>(ids->ids.size()), true);
     if (st.ok()) st = quota.status();
@@ -313,7 +315,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     if (!session.ok()) return reactor->FailEarly(session.status());
     std::shared_ptr<Session> s = *session;
     ResolvedInput input;
-    absl::Status st;
+    absl::Status st = CheckExpectedLength(request->has_expected_length(), request->expected_length(),
+                                          static_cast<int64_t>(s->tokens.size()));
     GenerationPromptChoice prompt_choice;
     if (request->has_add_generation_prompt()) prompt_choice.add = request->add_generation_prompt();
     prompt_choice.enable_thinking = !request->has_enable_thinking() || request->enable_thinking();
@@ -321,7 +324,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
         ResolveInput(request->has_input() ? &request->input() : nullptr, *s, &prompt_choice);
     if (ids.ok()) {
       input = *std::move(ids);
-    } else {
+    } else if (st.ok()) {
       st = ids.status();
     }
     GenerateOptions gen;

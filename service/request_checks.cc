@@ -60,4 +60,10 @@ absl::Status CheckCheckpointPageToken(absl::string_view token) {
       Quote(token)));
 }
 
+absl::Status CheckExpectedLength(bool has_expected, int64_t expected, int64_t length) {
+  if (!has_expected || expected == length) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the session holds ", length, " tokens, not the expected_length ", expected, "; nothing changed"));
+}
+
 }  // namespace kvs

@@ -12,7 +12,9 @@
 #ifndef KVSESSION_SERVICE_REQUEST_CHECKS_H_
 #define KVSESSION_SERVICE_REQUEST_CHECKS_H_
 
+#include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -36,6 +38,9 @@ absl::Status CheckCheckpointId(absl::string_view field, absl::string_view id);
 // ended with. INVALID_ARGUMENT otherwise.
 absl::Status CheckSessionPageToken(absl::string_view token);
 absl::Status CheckCheckpointPageToken(absl::string_view token);
+// A call's expected_length against the session's `length`: OK when it is
+// unset or equal, FAILED_PRECONDITION giving both otherwise.
+absl::Status CheckExpectedLength(bool has_expected, int64_t expected, int64_t length);
 
 }  // namespace kvs
 

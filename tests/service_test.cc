@@ -195,6 +195,43 @@ TEST_F(ServiceTest, TheCliSampleWithOneSeedSamplesDifferentBranchesAndRepeatsThe
   EXPECT_EQ(sample(), first) << "the same --seed samples the same branches";
 }
 
+// A client that does not know whether its call ran (UNAVAILABLE, a lost
+// connection) retries with the length it saw before: the input is added
+// once.
+TEST_F(ServiceTest, AnAppendOrGenerateWhoseExpectedLengthIsStaleIsFailedPreconditionAndAddsNothing) {
+  StartServer("aidreams260K.gguf");
+  const v1::Session s = Create("The machine dreamed of");
+  v1::AppendRequest append;
+  append.set_session_id(s.id());
+  append.mutable_input()->set_text(" a city");
+  append.set_expected_length(s.length());
+  grpc::ClientContext first_ctx;
+  v1::AppendResponse first;
+  ASSERT_TRUE(client_->stub()->Append(&first_ctx, append, &first).ok());
+  const int after = first.session().length();
+  EXPECT_GT(after, s.length());
+  // The retry of the same call: refused, nothing added.
+  grpc::ClientContext retry_ctx;
+  v1::AppendResponse retry;
+  const grpc::Status refused = client_->stub()->Append(&retry_ctx, append, &retry);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(),
+              ::testing::HasSubstr(absl::StrCat("holds ", after, " tokens, not the expected_length ", s.length())));
+  EXPECT_EQ(client_->GetSession(s.id())->length(), after);
+
+  v1::GenerateRequest generate;
+  generate.set_session_id(s.id());
+  generate.set_max_tokens(4);
+  generate.mutable_input()->set_text(" of");
+  generate.set_expected_length(s.length());
+  EXPECT_EQ(client_->Generate(generate).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(client_->GetSession(s.id())->length(), after);
+  generate.set_expected_length(after);
+  absl::StatusOr<GenerateResult> ran = client_->Generate(generate);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_GT(ran->usage.session_tokens(), after);
+}
+
 TEST_F(ServiceTest, SnapshotRestoreIntoANewBranchAndContinue) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
