@@ -144,10 +144,14 @@ class LocalChat {
                             bool enable_thinking, bool json) {
     std::vector<int32_t> input;
     if (turn_open_) input = chat_.RenderEndOfTurn().ids;
-    absl::StatusOr<RenderedChat> turn = chat_.RenderAppended(messages, started_);
+    const auto follows = [&] {
+      return ChatTemplate::FollowsOf(input.empty() ? std::span<const int32_t>(tokens_) : std::span<const int32_t>(input),
+                                     model_.tokenizer());
+    };
+    absl::StatusOr<RenderedChat> turn = chat_.RenderAppended(messages, started_, follows());
     if (!turn.ok()) return turn.status();
     input.insert(input.end(), turn->ids.begin(), turn->ids.end());
-    const RenderedChat prompt = chat_.RenderGenerationPrompt({true, enable_thinking});
+    const RenderedChat prompt = chat_.RenderGenerationPrompt({true, enable_thinking}, follows());
     input.insert(input.end(), prompt.ids.begin(), prompt.ids.end());
     const int context = model_.config().context_length;
     if (tokens_.size() + input.size() >= static_cast<size_t>(context)) {

@@ -22,8 +22,8 @@ ChatTemplate::ChatTemplate(ChatFormat format, const Tokenizer& tokenizer)
   // The start's tokens: a first message rendered with the start, minus the
   // same message without it (when the rest is the same tokens).
   const ChatMessage probe{"user", "x"};
-  absl::StatusOr<RenderedChat> with = RenderAppended({&probe, 1}, false);
-  absl::StatusOr<RenderedChat> without = RenderAppended({&probe, 1}, true);
+  absl::StatusOr<RenderedChat> with = RenderAppended({&probe, 1}, false, Follows::kSpecialTokenOrStart);
+  absl::StatusOr<RenderedChat> without = RenderAppended({&probe, 1}, true, Follows::kSpecialTokenOrStart);
   if (with.ok() && without.ok() && with->ids.size() > without->ids.size() &&
       std::equal(without->ids.begin(), without->ids.end(),
                  with->ids.end() - static_cast<ptrdiff_t>(without->ids.size())) &&
@@ -59,14 +59,21 @@ int32_t ChatTemplate::MarkerToken(std::string_view marker) const {
   return type == TokenType::kControl || type == TokenType::kUserDefined ? ids[0] : -1;
 }
 
-RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, bool continues) const {
+ChatTemplate::Follows ChatTemplate::FollowsOf(std::span<const int32_t> tokens, const Tokenizer& tokenizer) {
+  if (tokens.empty()) return Follows::kSpecialTokenOrStart;
+  const TokenType last = tokenizer.token_type(tokens.back());
+  return last == TokenType::kControl || last == TokenType::kUserDefined ? Follows::kSpecialTokenOrStart
+                                                                         : Follows::kText;
+}
+
+RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, Follows follows) const {
   RenderedChat rendered;
   std::string run;  // text since the last marker token
-  bool run_follows_token = false;
+  bool run_follows_text = follows == Follows::kText;
   const auto flush = [&] {
     if (run.empty()) return;
     // Plain text: never parse control tokens out of it.
-    std::vector<int32_t> ids = continues && !run_follows_token
+    std::vector<int32_t> ids = run_follows_text
                                    ? tokenizer_->EncodeContinuation(run, /*parse_special=*/false)
                                    : tokenizer_->Encode(run, /*add_special=*/false,
                                                         /*parse_special=*/false);
@@ -82,7 +89,7 @@ RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, bool c
     }
     flush();
     rendered.ids.push_back(token);
-    run_follows_token = true;
+    run_follows_text = false;
   }
   flush();
   return rendered;
@@ -98,30 +105,32 @@ absl::StatusOr<RenderedChat> ChatTemplate::RenderConversation(
   if (options.add_generation_prompt) {
     AppendChatGenerationPrompt(format_, options.enable_thinking, &pieces);
   }
-  return Tokenize(pieces, /*continues=*/false);
+  return Tokenize(pieces, Follows::kSpecialTokenOrStart);
 }
 
 absl::StatusOr<RenderedChat> ChatTemplate::RenderAppended(std::span<const ChatMessage> messages,
-                                                          bool conversation_has_start) const {
+                                                          bool conversation_has_start, Follows follows) const {
   std::vector<ChatPiece> pieces;
   const ChatRenderPlace place = {.whole_conversation = false,
                                  .conversation_has_start = conversation_has_start};
   if (absl::Status status = AppendChatMessages(format_, messages, place, &pieces); !status.ok()) {
     return status;
   }
-  return Tokenize(pieces, /*continues=*/conversation_has_start);
+  // Without its start, the rendering begins the conversation.
+  return Tokenize(pieces, conversation_has_start ? follows : Follows::kSpecialTokenOrStart);
 }
 
-RenderedChat ChatTemplate::RenderGenerationPrompt(const ChatRenderOptions& options) const {
+RenderedChat ChatTemplate::RenderGenerationPrompt(const ChatRenderOptions& options, Follows follows) const {
   std::vector<ChatPiece> pieces;
   AppendChatGenerationPrompt(format_, options.enable_thinking, &pieces);
-  return Tokenize(pieces, /*continues=*/true);
+  return Tokenize(pieces, follows);
 }
 
 RenderedChat ChatTemplate::RenderAfterEndOfTurn() const {
   const std::string_view text = ChatTextAfterEndOfTurn(format_.family);
   if (text.empty()) return {};
-  return Tokenize({ChatPiece{std::string(text), false}}, /*continues=*/true);
+  // It follows the end-of-turn token.
+  return Tokenize({ChatPiece{std::string(text), false}}, Follows::kSpecialTokenOrStart);
 }
 
 RenderedChat ChatTemplate::RenderEndOfTurn() const {
@@ -130,7 +139,8 @@ RenderedChat ChatTemplate::RenderEndOfTurn() const {
   if (!markers.empty()) pieces.push_back(ChatPiece{markers.front(), true});
   const std::string_view after = ChatTextAfterEndOfTurn(format_.family);
   if (!after.empty()) pieces.push_back(ChatPiece{std::string(after), false});
-  return Tokenize(pieces, /*continues=*/true);
+  // It follows the open turn's text.
+  return Tokenize(pieces, Follows::kText);
 }
 
 }  // namespace kvs

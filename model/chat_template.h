@@ -71,15 +71,25 @@ class ChatTemplate {
   absl::StatusOr<RenderedChat> RenderConversation(std::span<const ChatMessage> messages,
                                                   const ChatRenderOptions& options) const;
 
+  // What rendered ids follow in the session, which decides SentencePiece's
+  // leading space on the first text (as llama.cpp and the whole rendering
+  // tokenize it): at the start or after a special token (a marker, BOS,
+  // EOS) the text takes it; after ordinary text it does not. FollowsOf:
+  // of a session holding `tokens`.
+  enum class Follows { kSpecialTokenOrStart, kText };
+  static Follows FollowsOf(std::span<const int32_t> tokens, const Tokenizer& tokenizer);
+
   // `messages` appended to a conversation. `conversation_has_start`: the
   // session already holds the conversation's start (BOS, default system
-  // prompt); with false this renders it first. Assistant messages are
-  // rendered as given. No generation prompt. Errors as RenderConversation.
+  // prompt); with false this renders it first. `follows`: what the session
+  // ends with. Assistant messages are rendered as given. No generation
+  // prompt. Errors as RenderConversation.
   absl::StatusOr<RenderedChat> RenderAppended(std::span<const ChatMessage> messages,
-                                              bool conversation_has_start) const;
+                                              bool conversation_has_start, Follows follows) const;
 
-  // The assistant turn's prefix (empty for llama2/mistral).
-  RenderedChat RenderGenerationPrompt(const ChatRenderOptions& options) const;
+  // The assistant turn's prefix (empty for llama2/mistral), after what
+  // `follows`.
+  RenderedChat RenderGenerationPrompt(const ChatRenderOptions& options, Follows follows) const;
 
   // What follows an end-of-turn token the model generated itself ("\n" for
   // ChatML), so the next appended turn starts where the template expects.
@@ -110,9 +120,9 @@ class ChatTemplate {
   // exactly that text (the marker is then plain text).
   int32_t MarkerToken(std::string_view marker) const;
 
-  // Joins `pieces` into text and ids. `continues`: the pieces continue a
-  // sequence that has content (affects SentencePiece's leading space only).
-  RenderedChat Tokenize(const std::vector<ChatPiece>& pieces, bool continues) const;
+  // Joins `pieces` into text and ids, after what `follows` (affects
+  // SentencePiece's leading space only).
+  RenderedChat Tokenize(const std::vector<ChatPiece>& pieces, Follows follows) const;
 
   ChatFormat format_;
   const Tokenizer* tokenizer_;

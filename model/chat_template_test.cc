@@ -161,10 +161,11 @@ void ExpectTurnByTurnEqualsWhole(const std::string& name) {
     text += part.text;
   };
   const std::vector<ChatMessage> first(whole.begin(), whole.begin() + 2);
-  absl::StatusOr<RenderedChat> start = chat.RenderAppended(first, /*conversation_has_start=*/false);
+  const auto follows = [&] { return ChatTemplate::FollowsOf(ids, *vocab.tokenizer); };
+  absl::StatusOr<RenderedChat> start = chat.RenderAppended(first, /*conversation_has_start=*/false, follows());
   ASSERT_TRUE(start.ok());
   add(*start);
-  add(chat.RenderGenerationPrompt({}));
+  add(chat.RenderGenerationPrompt({}, follows()));
   // The model generates "4." and then its end-of-turn token.
   const std::vector<int32_t> reply = vocab.tokenizer->EncodeContinuation("4.");
   ids.insert(ids.end(), reply.begin(), reply.end());
@@ -173,10 +174,10 @@ void ExpectTurnByTurnEqualsWhole(const std::string& name) {
   text += vocab.tokenizer->token_text(chat.end_of_turn_ids().front());
   add(chat.RenderAfterEndOfTurn());
   const std::vector<ChatMessage> next = {whole[3]};
-  absl::StatusOr<RenderedChat> appended = chat.RenderAppended(next, /*conversation_has_start=*/true);
+  absl::StatusOr<RenderedChat> appended = chat.RenderAppended(next, /*conversation_has_start=*/true, follows());
   ASSERT_TRUE(appended.ok());
   add(*appended);
-  add(chat.RenderGenerationPrompt({}));
+  add(chat.RenderGenerationPrompt({}, follows()));
 
   EXPECT_EQ(text, expected->text);
   EXPECT_EQ(ids, expected->ids);
@@ -190,13 +191,20 @@ TEST(ChatTemplate, Llama3TurnByTurnEqualsTheWholeConversation) {
   ExpectTurnByTurnEqualsWhole("llama3");
 }
 
+// A SentencePiece vocabulary: text after a special token (the turn's end
+// marker the model generated) takes the leading space, as in the whole
+// rendering; after ordinary text it does not.
+TEST(ChatTemplate, Phi3TurnByTurnEqualsTheWholeConversation) {
+  ExpectTurnByTurnEqualsWhole("phi-3");
+}
+
 // Appended assistant turns keep their reasoning: dropping it is a rule of
 // rendering the whole conversation only.
 TEST(ChatTemplate, Qwen3AppendedAssistantTurnsKeepTheirReasoning) {
   LOAD_OR_SKIP(qwen, "qwen3");
   const std::vector<ChatMessage> messages = {
       {"assistant", "<think>\nx\n</think>\n\nYes."}, {"user", "Why?"}};
-  absl::StatusOr<RenderedChat> rendered = qwen_template->RenderAppended(messages, true);
+  absl::StatusOr<RenderedChat> rendered = qwen_template->RenderAppended(messages, true, ChatTemplate::Follows::kText);
   ASSERT_TRUE(rendered.ok());
   EXPECT_EQ(rendered->text,
             "<|im_start|>assistant\n<think>\nx\n</think>\n\nYes.<|im_end|>\n"
@@ -241,8 +249,8 @@ TEST(ChatTemplate, ChatMlDefaultSystemPromptIsTheConversationStart) {
   const ChatTemplate chatml =
       ChatTemplate::ForFormat({ChatFamily::kChatMl, "You are helpful."}, *qwen.tokenizer);
   const std::vector<ChatMessage> messages = {{"user", "Hi"}};
-  absl::StatusOr<RenderedChat> with = chatml.RenderAppended(messages, false);
-  absl::StatusOr<RenderedChat> without = chatml.RenderAppended(messages, true);
+  absl::StatusOr<RenderedChat> with = chatml.RenderAppended(messages, false, ChatTemplate::Follows::kText);
+  absl::StatusOr<RenderedChat> without = chatml.RenderAppended(messages, true, ChatTemplate::Follows::kText);
   ASSERT_TRUE(with.ok() && without.ok());
   EXPECT_GT(chatml.conversation_start_tokens(), 3);
   EXPECT_EQ(chatml.conversation_start_tokens(), static_cast<int>(with->ids.size() - without->ids.size()));

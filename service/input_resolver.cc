@@ -46,11 +46,13 @@ absl::StatusOr<std::vector<int32_t>> InputResolver::ResolveText(
                                                    limits_.max_input_bytes, " bytes"));
   }
   if (!IsValidUtf8(text)) return absl::InvalidArgumentError("input text is not valid UTF-8");
+  // At the start or after a special token (BOS, EOS, a chat marker) the
+  // text begins a run (SentencePiece's leading space, as the whole text
+  // would tokenize); after ordinary text it continues it.
   const Tokenizer& tok = *tokenizer_;
-  const bool only_bos = session_tokens.empty() ||
-                        (session_tokens.size() == 1 && session_tokens[0] == tok.bos_id() && tok.add_bos());
-  return only_bos ? tok.Encode(text, /*add_special=*/false, input.parse_special())
-                  : tok.EncodeContinuation(text, input.parse_special());
+  return ChatTemplate::FollowsOf(session_tokens, tok) == ChatTemplate::Follows::kText
+             ? tok.EncodeContinuation(text, input.parse_special())
+             : tok.Encode(text, /*add_special=*/false, input.parse_special());
 }
 
 absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
@@ -78,7 +80,9 @@ absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
   }
   std::vector<int32_t> out;
   if (chat->turn_open) out = chat_->RenderEndOfTurn().ids;
-  absl::StatusOr<RenderedChat> rendered = chat_->RenderAppended(list, chat->started);
+  const ChatTemplate::Follows follows =
+      ChatTemplate::FollowsOf(out.empty() ? session_tokens : std::span<const int32_t>(out), *tokenizer_);
+  absl::StatusOr<RenderedChat> rendered = chat_->RenderAppended(list, chat->started, follows);
   if (!rendered.ok()) return rendered.status();
   std::span<const int32_t> r = rendered->ids;
   // A template that writes the BOS itself (llama3, gemma, ...) after the
@@ -119,9 +123,12 @@ absl::StatusOr<ResolvedInput> InputResolver::Resolve(const v1::Input* input,
         const std::vector<int32_t> close = chat_->RenderEndOfTurn().ids;
         out.ids.insert(out.ids.end(), close.begin(), close.end());
       }
+      const ChatTemplate::Follows follows = ChatTemplate::FollowsOf(
+          out.ids.empty() ? session_tokens : std::span<const int32_t>(out.ids), *tokenizer_);
       const std::vector<int32_t> prompt =
           chat_->RenderGenerationPrompt({.add_generation_prompt = true,
-                                         .enable_thinking = generate->enable_thinking})
+                                         .enable_thinking = generate->enable_thinking},
+                                        follows)
               .ids;
       out.ids.insert(out.ids.end(), prompt.begin(), prompt.end());
       state = ChatState{.started = true, .turn_open = true};

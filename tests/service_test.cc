@@ -232,6 +232,36 @@ TEST_F(ServiceTest, AnAppendOrGenerateWhoseExpectedLengthIsStaleIsFailedPrecondi
   EXPECT_GT(ran->usage.session_tokens(), after);
 }
 
+// A SentencePiece vocabulary: text appended after a special token (the
+// EOS a Generate ended on stays in the session) begins a run, with the
+// leading space, as the whole text would tokenize and as llama.cpp does;
+// after ordinary text it continues without one.
+TEST_F(ServiceTest, TextAppendedAfterASpecialTokenTokenizesAsAtTheStart) {
+  StartServer("tiny-llama-gqa.gguf");
+  absl::StatusOr<v1::ServerInfo> info = client_->GetServerInfo();
+  ASSERT_TRUE(info.ok());
+  const v1::Session fresh = Create("Hello world");
+  absl::StatusOr<v1::Session> fresh_tokens = client_->GetSession(fresh.id(), true);
+  ASSERT_TRUE(fresh_tokens.ok());
+  const std::vector<int32_t> at_start(fresh_tokens->token_ids().begin() + 1, fresh_tokens->token_ids().end());
+
+  // A session ending in EOS (id 2 in this vocabulary), as after a Generate that stopped on it.
+  v1::CreateSessionRequest req;
+  for (int32_t id : {450, 2}) req.mutable_input()->mutable_tokens()->add_ids(id);  // after BOS
+  absl::StatusOr<v1::Session> ended = client_->CreateSession(req);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  absl::StatusOr<v1::AppendResponse> appended = client_->Append(ended->id(), "Hello world");
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  absl::StatusOr<v1::Session> after = client_->GetSession(ended->id(), true);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(std::vector<int32_t>(after->token_ids().begin() + 3, after->token_ids().end()), at_start);
+
+  // After ordinary text: a continuation ("Hello" + " world" = "Hello world").
+  const v1::Session parts = Create("Hello");
+  ASSERT_TRUE(client_->Append(parts.id(), " world").ok());
+  EXPECT_EQ(client_->GetSession(parts.id(), true)->token_ids_size(), fresh_tokens->token_ids_size());
+}
+
 TEST_F(ServiceTest, SnapshotRestoreIntoANewBranchAndContinue) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
