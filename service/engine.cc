@@ -468,6 +468,11 @@ void Engine::SlideFullJobs(Active& active, StepReport& report) {
   for (auto& job : active) {
     if (!job->slide || job->kv.kv_length() < max_context) continue;
     if (job->kv.lag() <= 0 && !job->gen) continue;  // needs no new position
+    // The pages the slide frees are this job's to grow back into: set
+    // aside before they are freed (at most all it holds), so a load by
+    // another call cannot take them meanwhile; exact again just after.
+    PagePool* pool = sessions_->pool();
+    pool->SetReserved(pool->reserved() + job->session->kv->num_pages());
     // More than one slide only for a session stored under a larger
     // --max-context than this server's.
     while (job->kv.kv_length() >= max_context) {
@@ -479,8 +484,17 @@ void Engine::SlideFullJobs(Active& active, StepReport& report) {
       }
       job->usage.tokens_dropped += *dropped;
     }
+    ReserveForRunningJobs(active);
   }
   active.erase(std::remove(active.begin(), active.end(), nullptr), active.end());
+}
+
+void Engine::ReserveForRunningJobs(const Active& active) {
+  int64_t committed = 0;
+  for (const auto& a : active) {
+    if (a) committed += PagesStillNeeded(*a);
+  }
+  sessions_->pool()->SetReserved(committed);
 }
 
 void Engine::Plan(const Active& active, StepReport& report) {
@@ -586,13 +600,9 @@ void Engine::FinishCaughtUpAppends(Active& active, StepReport& report) {
 void Engine::RecordStep(const StepReport& report) {
   // What the running jobs may still need stays set aside (loads by other
   // calls cannot take it).
-  int64_t committed = 0;
+  ReserveForRunningJobs(*current_active_);
   int running = 0;
-  for (const auto& a : *current_active_) {
-    if (a) committed += PagesStillNeeded(*a);
-    running += a != nullptr;
-  }
-  sessions_->pool()->SetReserved(committed);
+  for (const auto& a : *current_active_) running += a != nullptr;
   {
     absl::MutexLock lock(&mu_);
     ++stats_.steps;

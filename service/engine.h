@@ -226,8 +226,12 @@ class Engine {
   // The phases of Step, in order (see the header comment).
   void ReapCancelled(Active& active, StepReport& report);
   // SLIDE jobs whose KV is full and that need another position slide
-  // (SessionKv::Slide); a failed slide ends the job with its error.
+  // (SessionKv::Slide); a failed slide ends the job with its error. The
+  // pages a slide frees stay set aside for the job to grow back into.
   void SlideFullJobs(Active& active, StepReport& report);
+  // Sets aside in the pool what the running jobs may still need
+  // (PagesStillNeeded), so loads by other calls cannot take it.
+  void ReserveForRunningJobs(const Active& active);
   void Plan(const Active& active, StepReport& report);
   void Reserve(Active& active, StepReport& report);
   absl::Status RunForward();
