@@ -13,6 +13,7 @@
 #ifndef KVSESSION_SERVICE_KVSESSION_SERVICE_H_
 #define KVSESSION_SERVICE_KVSESSION_SERVICE_H_
 
+#include <memory>
 #include <string>
 
 #include "kvsession/v1/kvsession.grpc.pb.h"
@@ -20,6 +21,8 @@
 #include "service/engine.h"
 #include "service/parsing_callback_service.h"
 #include "service/input_resolver.h"
+#include "service/migration_memory.h"
+#include "service/session_migration.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 #include "service/tenant_usage.h"
@@ -47,6 +50,12 @@ class KvSessionService final : public ParsingCallbackService {
   // (tenant_usage.h); borrowed, must outlive the service. Set before
   // serving; without it no tenant quota applies.
   void SetTenantUsage(TenantUsage* usage) { tenant_usage_ = usage; }
+  // The RAM migration streams in flight may hold (migration_memory.h):
+  // `total_bytes` in all, each tenant at most one stream's limit
+  // (kMaxMigrationBytes). Default 2 GiB. Set before serving.
+  void SetMigrationMemory(int64_t total_bytes) {
+    migration_memory_ = std::make_unique<MigrationMemory>(total_bytes, kMaxMigrationBytes);
+  }
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::CreateSessionRequest* request,
@@ -144,6 +153,8 @@ class KvSessionService final : public ParsingCallbackService {
   const ServerFacts facts_;
   const InputResolver inputs_;
   TenantUsage* tenant_usage_ = nullptr;
+  std::unique_ptr<MigrationMemory> migration_memory_ =
+      std::make_unique<MigrationMemory>(int64_t{2} << 30, kMaxMigrationBytes);
   // Admits an engine job on a held session against its tenant's quotas
   // (null claim when no quotas apply).
   absl::StatusOr<std::shared_ptr<TenantJob>> AdmitJob(const Session& s, int64_t new_tokens,

@@ -42,11 +42,13 @@ absl::Status ReadHashes(const char* field, const google::protobuf::RepeatedPtrFi
   return absl::OkStatus();
 }
 
-// Writes a list of chunks, one in flight at a time, then finishes.
+// Writes a list of chunks, one in flight at a time, then finishes; holds
+// the memory lease of the stream until then.
 class ChunkWriter : public grpc::ServerWriteReactor<v1::ExportChunk> {
  public:
-  void Start(std::vector<v1::ExportChunk> chunks) {
+  void Start(std::vector<v1::ExportChunk> chunks, MigrationMemory::Lease lease = {}) {
     chunks_ = std::move(chunks);
+    lease_ = std::move(lease);
     Next();
   }
   void Fail(const absl::Status& status) { Finish(ToGrpc(status)); }
@@ -62,8 +64,14 @@ class ChunkWriter : public grpc::ServerWriteReactor<v1::ExportChunk> {
     StartWrite(&chunks_[next_++]);
   }
   std::vector<v1::ExportChunk> chunks_;
+  MigrationMemory::Lease lease_;
   size_t next_ = 0;
 };
+
+// The tenant whose share of MigrationMemory a call uses.
+std::string MigrationTenant(const absl::StatusOr<Principal>& caller) {
+  return caller.ok() ? caller->tenant : std::string(kDefaultTenant);
+}
 
 }  // namespace
 
@@ -92,8 +100,8 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
     return reactor;
   }
   what.omit.insert(omit.begin(), omit.end());
-  (void)ctx;
-  io_->Submit([this, reactor, what = std::move(what), hashes_only = request->page_hashes_only()] {
+  io_->Submit([this, reactor, what = std::move(what), hashes_only = request->page_hashes_only(),
+               tenant = MigrationTenant(CallerOf(ctx))] {
     if (hashes_only) {  // the stored record's list, no page read
       absl::StatusOr<SessionRecord> record =
           what.checkpoint ? [&]() -> absl::StatusOr<SessionRecord> {
@@ -113,6 +121,10 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
     }
     absl::StatusOr<ExportedStream> out = sessions_->Export(what);
     if (!out.ok()) return reactor->Fail(out.status());
+    // Held until the client has read it all (or gone).
+    absl::StatusOr<MigrationMemory::Lease> lease =
+        migration_memory_->Take(tenant, static_cast<int64_t>(out->bytes.size()));
+    if (!lease.ok()) return reactor->Fail(lease.status());
     std::vector<v1::ExportChunk> chunks;
     chunks.emplace_back();
     for (const PageHash& h : out->page_hashes) chunks[0].add_page_hashes(std::string(h.view()));
@@ -123,19 +135,22 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
       if (at > 0) chunks.emplace_back();
       chunks.back().set_data(out->bytes.substr(at, kChunkBytes));
     }
-    reactor->Start(std::move(chunks));
+    reactor->Start(std::move(chunks), *std::move(lease));
   });
   return reactor;
 }
 
 namespace {
 
-// Collects an ImportSession's chunks (bounded by kMaxMigrationBytes), then
-// hands the whole stream to `import` on the request executor.
+// Collects an ImportSession's chunks (bounded by kMaxMigrationBytes and
+// by its lease of MigrationMemory), then hands the whole stream to
+// `import` on the request executor. A stream whose first bytes are not a
+// migration stream's is refused at once.
 class ImportReader : public grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>> {
  public:
   using ImportFn = std::function<absl::Status(std::string stream)>;
-  ImportReader(TaskExecutor* io, ImportFn import) : io_(io), import_(std::move(import)) {
+  ImportReader(TaskExecutor* io, MigrationMemory::Lease lease, ImportFn import)
+      : io_(io), import_(std::move(import)), lease_(std::move(lease)) {
     StartRead(&chunk_);
   }
   void OnReadDone(bool ok) override {
@@ -148,8 +163,15 @@ class ImportReader : public grpc::ServerReadReactor<ParsedRequest<v1::ImportChun
       return Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
           "the stream is larger than the migration limit of ", kMaxMigrationBytes >> 20, " MiB"))));
     }
+    if (absl::Status st = lease_.Grow(static_cast<int64_t>(chunk_.message.data().size())); !st.ok()) {
+      return Finish(ToGrpc(st));
+    }
+    const size_t before = stream_.size();
     stream_.append(chunk_.message.data());
     chunk_.message.Clear();
+    if (before < 4 && stream_.size() >= 4 && std::string_view(stream_).substr(0, 4) != "KVSM") {
+      return Finish(ToGrpc(absl::DataLossError("the stream is not a kvsession migration stream")));
+    }
     StartRead(&chunk_);
   }
   void OnDone() override { delete this; }
@@ -157,6 +179,7 @@ class ImportReader : public grpc::ServerReadReactor<ParsedRequest<v1::ImportChun
  private:
   TaskExecutor* const io_;
   const ImportFn import_;
+  MigrationMemory::Lease lease_;
   ParsedRequest<v1::ImportChunk> chunk_;
   std::string stream_;
 };
@@ -168,7 +191,8 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
   const absl::StatusOr<Principal> caller = CallerOf(ctx);
   const Principal who = caller.ok() ? *caller : Principal{};
   const bool authenticated = caller.ok();
-  return new ImportReader(io_, [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
+  absl::StatusOr<MigrationMemory::Lease> lease = migration_memory_->Take(MigrationTenant(caller), 0);
+  return new ImportReader(io_, *std::move(lease), [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
     if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
     if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");
     absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(bytes);

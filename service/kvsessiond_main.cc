@@ -99,6 +99,9 @@ ABSL_FLAG(std::string, matmul, "fast",
           "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
 ABSL_FLAG(int, max_queued_jobs, 64,
           "calls that may wait for KV memory to start; beyond, RESOURCE_EXHAUSTED at once");
+ABSL_FLAG(int, max_migration_mb, 2048,
+          "RAM the migration streams in flight (ImportSession buffering, ExportSession until read) may "
+          "hold in all; each tenant at most 1024 of it; beyond, RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
@@ -466,6 +469,7 @@ int Serve() {
   if (metrics_http && authenticator) RegisterTenantMetrics(&registry, &tenant_usage);
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   service.SetTenantUsage(&tenant_usage);
+  service.SetMigrationMemory(int64_t{std::max(1, absl::GetFlag(FLAGS_max_migration_mb))} << 20);
   service.SetAuthenticator(authenticator.get());
   SessionOwnership ownership(&sessions);
   service.SetAccessPolicy(&ownership);

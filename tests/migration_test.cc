@@ -9,6 +9,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -95,6 +97,63 @@ class MigrationTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> a_, b_;
   std::unique_ptr<KvSessionClient> a_client_, b_client_;
 };
+
+// An ImportSession call kept open by the test.
+struct OpenImport {
+  explicit OpenImport(KvSessionClient& c) : writer(c.stub()->ImportSession(&ctx, &resp)) {}
+  // Writes `bytes` bytes starting with `head`.
+  bool Write(const std::string& head, size_t bytes) {
+    v1::ImportChunk chunk;
+    std::string data(bytes, 'x');
+    data.replace(0, head.size(), head);
+    chunk.set_data(data);
+    return writer->Write(chunk);
+  }
+  grpc::ClientContext ctx;
+  v1::ImportSessionResponse resp;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportChunk>> writer;
+};
+
+// The RAM that streams in flight hold is bounded (--max-migration-mb),
+// counted as chunks arrive: a stream past it is refused while another
+// holds its share, the share comes back when a stream ends, and a stream
+// that does not begin as a migration stream is refused at its first chunk.
+TEST_F(MigrationTest, ImportStreamsInFlightAreBoundedAndGiveTheirMemoryBackWhenTheyEnd) {
+  std::unique_ptr<ServerProcess> c = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(c->Start(ModelPath(kModel), (dir_ / "c").string(), {"--max-migration-mb", "1"})) << c->log();
+  KvSessionClient client(c->address());
+  ASSERT_TRUE(client.WaitForServer(std::chrono::seconds(10)));
+
+  {
+    OpenImport garbage(client);
+    garbage.Write("GIF89a", 4096);
+    const grpc::Status st = garbage.writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("not a kvsession migration stream"));
+  }
+  {
+    OpenImport held(client);  // 768 KiB of the 1 MiB, kept open
+    ASSERT_TRUE(held.Write("KVSM", 768 << 10));
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // read by the server
+    OpenImport second(client);
+    second.Write("KVSM", 512 << 10);
+    const grpc::Status refused = second.writer->Finish();
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+    EXPECT_THAT(refused.error_message(), HasSubstr("--max-migration-mb"));
+    held.ctx.TryCancel();
+    held.writer->Finish();
+  }
+  // The memory came back: a real migration into C works.
+  const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
+  absl::StatusOr<MigrationReport> moved = MigrateSession(*a_client_, client, s);
+  // The cancelled call's end reaches the server on its own threads.
+  for (int i = 0; i < 50 && absl::IsResourceExhausted(moved.status()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    moved = MigrateSession(*a_client_, client, s);
+  }
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_TRUE(client.GetSession(s).ok());
+}
 
 TEST_F(MigrationTest, MigrateWithCheckpointsMovesEveryCheckpointAlsoPastOneListPage) {
   const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
