@@ -500,13 +500,22 @@ void Engine::ReserveForRunningJobs(const Active& active) {
 void Engine::Plan(const Active& active, StepReport& report) {
   plan_.clear();
   int budget = options_.max_batch_tokens;
-  for (const auto& job : active) {
+  // Round robin: each step starts where the last one's rows ended, so when
+  // more jobs wait than a step takes (kMaxDecodeRows decode rows, the
+  // token budget for prefill) every one gets its turn, whatever its place
+  // in the admission order. Results do not depend on the batch.
+  const size_t n = active.size();
+  size_t decode_planned = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& job = active[(decode_cursor_ + i) % n];
     if (job->gen && job->kv.lag() == 0 && report.decode_rows < kMaxDecodeRows && budget > 0) {
       plan_.push_back({job.get(), true, 1});
       ++report.decode_rows;
       --budget;
+      decode_planned = i + 1;
     }
   }
+  if (n > 0) decode_cursor_ = (decode_cursor_ + decode_planned) % n;
   // Forks of one prompt side by side, so attention folds the pages they
   // share once for all of them (decode_row_order.h); a session with no
   // page yet is a group of its own.
@@ -514,7 +523,10 @@ void Engine::Plan(const Active& active, StepReport& report) {
     const std::vector<PageId>& pages = p.job->session->kv->page_table();
     return pages.empty() ? std::pair<PageId, const Job*>(-1, p.job) : std::pair<PageId, const Job*>(pages[0], nullptr);
   });
-  for (const auto& job : active) {
+  size_t prefill_last = 0;
+  bool prefilled = false;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& job = active[(prefill_cursor_ + i) % n];
     // A SLIDE job's input may go past the context: up to it now, the rest
     // after the next slide (ERROR jobs' input always fits).
     int lag = std::min(job->kv.lag(), sessions_->limits().max_context - job->kv.kv_length());
@@ -523,11 +535,14 @@ void Engine::Plan(const Active& active, StepReport& report) {
     job->usage.cached_tokens += hit;
     report.cached_tokens += hit;
     lag -= hit;
-    const int n = std::min(lag, budget);
-    if (n <= 0) continue;
-    plan_.push_back({job.get(), false, n});
-    budget -= n;
+    const int chunk = std::min(lag, budget);
+    if (chunk <= 0) continue;
+    plan_.push_back({job.get(), false, chunk});
+    budget -= chunk;
+    prefill_last = i;
+    prefilled = true;
   }
+  if (prefilled) prefill_cursor_ = (prefill_cursor_ + prefill_last + 1) % n;
 }
 
 void Engine::Reserve(Active& active, StepReport& report) {

@@ -34,6 +34,7 @@ class RecordingListener : public JobListener {
     }
     if (ids.size() == 1 && hold_first_token != nullptr) hold_first_token->WaitForNotification();
     if (cancel_after > 0 && static_cast<int>(ids.size()) == cancel_after) handle->Cancel();
+    if (after_token) after_token(static_cast<int>(ids.size()));
   }
   void OnDone(const absl::Status& st, FinishReason r, const JobUsage& u, const std::string&,
               const SessionInfo&) override {
@@ -48,6 +49,8 @@ class RecordingListener : public JobListener {
   // When set, the engine thread waits at the first token until it is
   // notified (so a test can line up another job beside this one).
   absl::Notification* hold_first_token = nullptr;
+  // Called on the engine thread after each token, with the count so far.
+  std::function<void(int)> after_token;
   std::shared_ptr<JobHandle> handle = std::make_shared<JobHandle>();
   absl::Status status;
   FinishReason reason = FinishReason::kNone;
@@ -80,20 +83,24 @@ class EngineTest : public ::testing::Test {
   std::shared_ptr<RecordingListener> Submit(const std::string& id, std::vector<int32_t> input,
                                             std::optional<GenerateOptions> gen, int cancel_after = 0,
                                             absl::Notification* hold_first_token = nullptr,
-                                            absl::Time deadline = absl::InfiniteFuture()) {
+                                            absl::Time deadline = absl::InfiniteFuture(),
+                                            std::function<void(int)> after_token = nullptr) {
     auto s = env_->sessions().Acquire(id);
     EXPECT_TRUE(s.ok()) << s.status();
-    return SubmitAcquired(*s, std::move(input), std::move(gen), cancel_after, hold_first_token, deadline);
+    return SubmitAcquired(*s, std::move(input), std::move(gen), cancel_after, hold_first_token, deadline,
+                          std::move(after_token));
   }
   // Submit for a session the test acquired itself.
   std::shared_ptr<RecordingListener> SubmitAcquired(std::shared_ptr<Session> s, std::vector<int32_t> input,
                                                     std::optional<GenerateOptions> gen, int cancel_after = 0,
                                                     absl::Notification* hold_first_token = nullptr,
-                                                    absl::Time deadline = absl::InfiniteFuture()) {
+                                                    absl::Time deadline = absl::InfiniteFuture(),
+                                                    std::function<void(int)> after_token = nullptr) {
     EXPECT_TRUE(engine_->Validate(*s, input, gen).ok());
     auto listener = std::make_shared<RecordingListener>();
     listener->cancel_after = cancel_after;
     listener->hold_first_token = hold_first_token;
+    listener->after_token = std::move(after_token);
     const int prompt_tokens = static_cast<int>(input.size());  // as the service reports an existing session's
     engine_->Submit(std::move(s), std::move(input), prompt_tokens, std::move(gen), listener, listener->handle,
                     deadline);
@@ -416,6 +423,36 @@ TEST_F(EngineTest, ForksSampledTogetherOnTwoThreadsDrawWhatEachDrawsAlone) {
   }
   EXPECT_EQ(jobs[1]->logprobs.size(), 16u * 7) << "a logprob and 3 top pairs per token";
   EXPECT_TRUE(jobs[0]->logprobs.empty());
+}
+
+// More generating calls than a step has rows (here 4, the token budget):
+// the rows go round, so every call streams before any of them ends (was:
+// the first four in admission order took every row until they ended).
+TEST_F(EngineTest, WhenMoreCallsGenerateThanAStepHasRowsEachGetsItsTurn) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/4);
+  constexpr int kJobs = 6;
+  constexpr int kTokens = 24;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kJobs; ++i) ids.push_back(env_->MakeSession(8, 10 + 7 * i));
+  // Tokens streamed per call, and the fewest any call had when the first
+  // one ended: written and read on the engine thread only.
+  std::array<int, kJobs> streamed{};
+  int fewest_at_first_end = -1;
+  std::vector<std::shared_ptr<RecordingListener>> jobs;
+  absl::Notification all_submitted;  // the first call waits at its first token for the others
+  for (int i = 0; i < kJobs; ++i) {
+    jobs.push_back(Submit(ids[i], {}, Greedy(kTokens), 0, i == 0 ? &all_submitted : nullptr,
+                          absl::InfiniteFuture(), [&, i](int n) {
+                            streamed[i] = n;
+                            if (n == kTokens && fewest_at_first_end < 0) {
+                              fewest_at_first_end = *std::min_element(streamed.begin(), streamed.end());
+                            }
+                          }));
+  }
+  all_submitted.Notify();
+  WaitForAll(jobs);
+  EXPECT_GT(fewest_at_first_end, 0) << "a call had not streamed a token when the first one ended";
 }
 
 }  // namespace
