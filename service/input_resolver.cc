@@ -60,6 +60,12 @@ absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
                                            std::vector<int32_t>* ids, ChatState* chat) const {
   if (!chat_.ok()) return NoTemplate("chat messages");
   if (messages.messages().empty()) return absl::InvalidArgumentError("messages is empty");
+  // Each message renders at least one token: more than the context never
+  // fits, and is refused before anything is copied or rendered.
+  if (messages.messages_size() > limits_.max_context) {
+    return absl::OutOfRangeError(absl::StrCat(messages.messages_size(), " messages exceed the context limit of ",
+                                              limits_.max_context, " tokens (each renders at least one)"));
+  }
   std::vector<ChatMessage> list;
   list.reserve(messages.messages_size());
   size_t bytes = 0;

@@ -133,5 +133,18 @@ TEST(InputResolverTest, MessageContentOverTheInputLimitIsInvalidArgument) {
   EXPECT_NE(r.status().message().find("65536"), std::string::npos) << r.status();
 }
 
+// Each message renders at least one token, so more messages than the
+// context cannot fit: OUT_OF_RANGE before any is rendered (short empty
+// user messages fit the byte limit by the thousand).
+TEST(InputResolverTest, MoreMessagesThanTheContextHoldsTokensIsOutOfRange) {
+  LOAD_OR_SKIP(qwen3, VocabPath("qwen3"));
+  v1::Input input;
+  for (int i = 0; i <= kLimits.max_context; ++i) input.mutable_messages()->add_messages()->set_role("user");
+  absl::StatusOr<ResolvedInput> r = qwen3_resolver->Resolve(&input, {}, ChatState{}, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
+  EXPECT_NE(r.status().message().find("4097 messages exceed the context limit of 4096"), std::string::npos)
+      << r.status();
+}
+
 }  // namespace
 }  // namespace kvs
