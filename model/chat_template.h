@@ -82,8 +82,10 @@ class ChatTemplate {
   // `messages` appended to a conversation. `conversation_has_start`: the
   // session already holds the conversation's start (BOS, default system
   // prompt); with false this renders it first. `follows`: what the session
-  // ends with. Assistant messages are rendered as given. No generation
-  // prompt. Errors as RenderConversation.
+  // ends with. Assistant messages are rendered as given, except that Qwen3
+  // drops the reasoning of those before a later user message of the same
+  // call, as the whole conversation does. No generation prompt. Errors as
+  // RenderConversation.
   absl::StatusOr<RenderedChat> RenderAppended(std::span<const ChatMessage> messages,
                                               bool conversation_has_start, Follows follows) const;
 

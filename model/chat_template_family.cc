@@ -138,12 +138,20 @@ void AppendChatMl(const ChatFormat& format, std::span<const ChatMessage> message
     pieces.Marker("<|im_start|>").Text("system\n").Text(format.default_system_prompt);
     pieces.Marker("<|im_end|>").Text("\n");
   }
-  const bool qwen3_history = format.family == ChatFamily::kQwen3 && place.whole_conversation;
+  const bool qwen3 = format.family == ChatFamily::kQwen3;
+  const bool qwen3_history = qwen3 && place.whole_conversation;
   const size_t last_user = LastUserIndex(messages);
+  const bool has_user = std::any_of(messages.begin(), messages.end(),
+                                    [](const ChatMessage& m) { return m.role == "user"; });
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& message = messages[i];
     pieces.Marker("<|im_start|>").Text(message.role).Text("\n");
-    if (message.role == "assistant" && qwen3_history) {
+    if (message.role == "assistant" && qwen3 && !qwen3_history && has_user && i < last_user) {
+      // Appended: an assistant turn before a later user turn of the same
+      // call loses its reasoning, as the whole conversation renders it
+      // (a client that sends its history in one call gets those tokens).
+      pieces.Text(SplitThinking(message.content).content);
+    } else if (message.role == "assistant" && qwen3_history) {
       const ThinkingSplit split = SplitThinking(message.content);
       const bool last = i + 1 == messages.size();
       if (i > last_user && (last || !split.reasoning.empty())) {

@@ -198,17 +198,52 @@ TEST(ChatTemplate, Phi3TurnByTurnEqualsTheWholeConversation) {
   ExpectTurnByTurnEqualsWhole("phi-3");
 }
 
-// Appended assistant turns keep their reasoning: dropping it is a rule of
-// rendering the whole conversation only.
-TEST(ChatTemplate, Qwen3AppendedAssistantTurnsKeepTheirReasoning) {
+// Appended assistant turns keep their reasoning unless a user turn of the
+// same call follows them: then it goes, as Hugging Face renders the whole
+// conversation (the session cannot take back reasoning already in it).
+TEST(ChatTemplate, Qwen3AppendedAssistantTurnsKeepTheirReasoningUnlessAUserTurnOfTheCallFollows) {
   LOAD_OR_SKIP(qwen, "qwen3");
-  const std::vector<ChatMessage> messages = {
+  const std::vector<ChatMessage> followed = {
       {"assistant", "<think>\nx\n</think>\n\nYes."}, {"user", "Why?"}};
-  absl::StatusOr<RenderedChat> rendered = qwen_template->RenderAppended(messages, true, ChatTemplate::Follows::kText);
+  absl::StatusOr<RenderedChat> rendered = qwen_template->RenderAppended(followed, true, ChatTemplate::Follows::kText);
   ASSERT_TRUE(rendered.ok());
   EXPECT_EQ(rendered->text,
-            "<|im_start|>assistant\n<think>\nx\n</think>\n\nYes.<|im_end|>\n"
+            "<|im_start|>assistant\nYes.<|im_end|>\n"
             "<|im_start|>user\nWhy?<|im_end|>\n");
+  const std::vector<ChatMessage> last = {{"assistant", "<think>\nx\n</think>\n\nYes."}};
+  rendered = qwen_template->RenderAppended(last, true, ChatTemplate::Follows::kText);
+  ASSERT_TRUE(rendered.ok());
+  EXPECT_EQ(rendered->text, "<|im_start|>assistant\n<think>\nx\n</think>\n\nYes.<|im_end|>\n");
+}
+
+// A conversation sent in one call renders as Hugging Face renders it
+// whole: every line of ../shared/chat/qwen3.jsonl, appended to a new
+// session, gives the reference text (without the generation prompt).
+TEST(ChatTemplate, Qwen3AConversationAppendedInOneCallEqualsItsWholeRendering) {
+  LOAD_OR_SKIP(qwen, "qwen3");
+  const fs::path path = kSharedDir / "chat" / "qwen3.jsonl";
+  if (!fs::exists(path)) GTEST_SKIP() << path << " absent";
+  std::ifstream in(path);
+  int compared = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json conversation = nlohmann::json::parse(line);
+    if (conversation.at("add_generation_prompt") || !conversation.value("enable_thinking", true)) continue;
+    const std::vector<ChatMessage> messages = Messages(conversation.at("messages"));
+    // The whole-conversation rule keeps the reasoning of assistant turns
+    // after the last user turn; appended, those are "as given".
+    if (!messages.empty() && messages.back().role == "assistant") continue;
+    ChatRenderOptions options;
+    options.add_generation_prompt = false;
+    absl::StatusOr<RenderedChat> whole = qwen_template->RenderConversation(messages, options);
+    absl::StatusOr<RenderedChat> appended =
+        qwen_template->RenderAppended(messages, false, ChatTemplate::Follows::kSpecialTokenOrStart);
+    ASSERT_TRUE(whole.ok() && appended.ok());
+    EXPECT_EQ(appended->text, whole->text) << line;
+    EXPECT_EQ(appended->text, conversation.at("text").get<std::string>()) << line;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
 }
 
 TEST(ChatTemplate, MissingOrUnknownTemplatesAreClearErrors) {
