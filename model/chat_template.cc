@@ -61,6 +61,7 @@ int32_t ChatTemplate::MarkerToken(std::string_view marker) const {
 
 ChatTemplate::Follows ChatTemplate::FollowsOf(std::span<const int32_t> tokens, const Tokenizer& tokenizer) {
   if (tokens.empty()) return Follows::kSpecialTokenOrStart;
+  if (tokenizer.StripsWhitespaceAfter(tokens.back())) return Follows::kWhitespaceSwallowingToken;
   const TokenType last = tokenizer.token_type(tokens.back());
   return last == TokenType::kControl || last == TokenType::kUserDefined ? Follows::kSpecialTokenOrStart
                                                                          : Follows::kText;
@@ -70,7 +71,14 @@ RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, Follow
   RenderedChat rendered;
   std::string run;  // text since the last marker token
   bool run_follows_text = follows == Follows::kText;
+  // The whitespace after a marker that swallows it (Phi-3's) stays in the
+  // text but gets no tokens, as the tokenizer splits the whole text.
+  bool strip_run_start = follows == Follows::kWhitespaceSwallowingToken;
   const auto flush = [&] {
+    if (strip_run_start) {
+      const size_t kept = run.find_first_not_of(" \t\n\v\f\r");
+      run.erase(0, kept == std::string::npos ? run.size() : kept);
+    }
     if (run.empty()) return;
     // Plain text: never parse control tokens out of it.
     std::vector<int32_t> ids = run_follows_text
@@ -90,6 +98,7 @@ RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, Follow
     flush();
     rendered.ids.push_back(token);
     run_follows_text = false;
+    strip_run_start = tokenizer_->StripsWhitespaceAfter(token);
   }
   flush();
   return rendered;
@@ -130,7 +139,9 @@ RenderedChat ChatTemplate::RenderAfterEndOfTurn() const {
   const std::string_view text = ChatTextAfterEndOfTurn(format_.family);
   if (text.empty()) return {};
   // It follows the end-of-turn token.
-  return Tokenize({ChatPiece{std::string(text), false}}, Follows::kSpecialTokenOrStart);
+  const bool swallows = !end_of_turn_ids_.empty() && tokenizer_->StripsWhitespaceAfter(end_of_turn_ids_.front());
+  return Tokenize({ChatPiece{std::string(text), false}},
+                  swallows ? Follows::kWhitespaceSwallowingToken : Follows::kSpecialTokenOrStart);
 }
 
 RenderedChat ChatTemplate::RenderEndOfTurn() const {

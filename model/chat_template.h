@@ -71,12 +71,13 @@ class ChatTemplate {
   absl::StatusOr<RenderedChat> RenderConversation(std::span<const ChatMessage> messages,
                                                   const ChatRenderOptions& options) const;
 
-  // What rendered ids follow in the session, which decides SentencePiece's
-  // leading space on the first text (as llama.cpp and the whole rendering
-  // tokenize it): at the start or after a special token (a marker, BOS,
-  // EOS) the text takes it; after ordinary text it does not. FollowsOf:
-  // of a session holding `tokens`.
-  enum class Follows { kSpecialTokenOrStart, kText };
+  // What rendered ids follow in the session, which decides how the first
+  // text tokenizes (as llama.cpp and the whole rendering do): at the start
+  // or after a special token (a marker, BOS, EOS) it takes SentencePiece's
+  // leading space; after ordinary text it does not; after a special token
+  // that swallows the whitespace after it (Phi-3's markers) that
+  // whitespace gets no tokens. FollowsOf: of a session holding `tokens`.
+  enum class Follows { kSpecialTokenOrStart, kText, kWhitespaceSwallowingToken };
   static Follows FollowsOf(std::span<const int32_t> tokens, const Tokenizer& tokenizer);
 
   // `messages` appended to a conversation. `conversation_has_start`: the

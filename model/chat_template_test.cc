@@ -167,7 +167,11 @@ void ExpectTurnByTurnEqualsWhole(const std::string& name) {
   add(*start);
   add(chat.RenderGenerationPrompt({}, follows()));
   // The model generates "4." and then its end-of-turn token.
-  const std::vector<int32_t> reply = vocab.tokenizer->EncodeContinuation("4.");
+  // (Tokenized as the whole text tokenizes it at that point: a model that
+  // writes "4." there writes those tokens.)
+  const std::vector<int32_t> reply = follows() == ChatTemplate::Follows::kText
+                                         ? vocab.tokenizer->EncodeContinuation("4.")
+                                         : vocab.tokenizer->Encode("4.", /*add_special=*/false);
   ids.insert(ids.end(), reply.begin(), reply.end());
   ids.push_back(chat.end_of_turn_ids().front());
   text += "4.";
@@ -194,6 +198,20 @@ TEST(ChatTemplate, Llama3TurnByTurnEqualsTheWholeConversation) {
 // A SentencePiece vocabulary: text after a special token (the turn's end
 // marker the model generated) takes the leading space, as in the whole
 // rendering; after ordinary text it does not.
+// Phi-3's markers swallow the whitespace after them when its text is
+// tokenized (llama.cpp's RSTRIP, Hugging Face's rstrip): the rendering's
+// ids are its text's, with the "\n" after each marker in the text only.
+TEST(ChatTemplate, Phi3RenderingHasTheIdsOfItsTextWhoseMarkersSwallowTheWhitespaceAfterThem) {
+  LOAD_OR_SKIP(vocab, "phi-3");
+  const std::vector<ChatMessage> messages = {{"user", "Hello"}, {"assistant", "Hi there."}, {"user", "2+2?"}};
+  absl::StatusOr<RenderedChat> rendered = vocab_template->RenderConversation(messages, {});
+  ASSERT_TRUE(rendered.ok());
+  EXPECT_EQ(rendered->text, "<|user|>\nHello<|end|>\n<|assistant|>\nHi there.<|end|>\n<|user|>\n2+2?<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(rendered->ids, vocab.tokenizer->Encode(rendered->text, /*add_special=*/false, /*parse_special=*/true));
+  // Not one "\n" token: every one follows a marker.
+  EXPECT_EQ(std::count(rendered->ids.begin(), rendered->ids.end(), 13), 0);
+}
+
 TEST(ChatTemplate, Phi3TurnByTurnEqualsTheWholeConversation) {
   ExpectTurnByTurnEqualsWhole("phi-3");
 }

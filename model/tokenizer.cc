@@ -288,6 +288,11 @@ void Tokenizer::BuildSpecialTokenTable(const GgufFile& gguf) {
       special_text_lengths_.end());
 }
 
+bool Tokenizer::StripsWhitespaceAfter(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= special_index_.size() || special_index_[id] < 0) return false;
+  return special_tokens_[special_index_[id]].strip_right;
+}
+
 std::vector<size_t> Tokenizer::SpecialTokensIn(std::string_view text, bool parse_special) const {
   std::vector<size_t> found;
   for (size_t pos = 0; pos < text.size(); ++pos) {

@@ -88,6 +88,10 @@ class Tokenizer {
   int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
   std::string_view token_text(int32_t id) const;  // the raw vocabulary string
   TokenType token_type(int32_t id) const;
+  // Whether special token `id` swallows the ASCII whitespace after it when
+  // text is split on special tokens (llama.cpp's RSTRIP attribute: Phi-3's
+  // markers); false for any other id.
+  bool StripsWhitespaceAfter(int32_t id) const;
   int32_t bos_id() const { return bos_id_; }  // -1 when the vocabulary has none
   int32_t eos_id() const { return eos_id_; }
   bool add_bos() const { return add_bos_; }
