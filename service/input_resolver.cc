@@ -49,10 +49,21 @@ absl::StatusOr<std::vector<int32_t>> InputResolver::ResolveText(
   // At the start or after a special token (BOS, EOS, a chat marker) the
   // text begins a run (SentencePiece's leading space, as the whole text
   // would tokenize); after ordinary text it continues it.
+  // After a token that swallows the whitespace after it (Phi-3's markers)
+  // that whitespace gets no tokens either.
   const Tokenizer& tok = *tokenizer_;
-  return ChatTemplate::FollowsOf(session_tokens, tok) == ChatTemplate::Follows::kText
-             ? tok.EncodeContinuation(text, input.parse_special())
-             : tok.Encode(text, /*add_special=*/false, input.parse_special());
+  switch (ChatTemplate::FollowsOf(session_tokens, tok)) {
+    case ChatTemplate::Follows::kText:
+      return tok.EncodeContinuation(text, input.parse_special());
+    case ChatTemplate::Follows::kWhitespaceSwallowingToken: {
+      const size_t kept = text.find_first_not_of(" \t\n\v\f\r");
+      if (kept == std::string::npos) return std::vector<int32_t>();
+      return tok.Encode(std::string_view(text).substr(kept), /*add_special=*/false, input.parse_special());
+    }
+    case ChatTemplate::Follows::kSpecialTokenOrStart:
+      break;
+  }
+  return tok.Encode(text, /*add_special=*/false, input.parse_special());
 }
 
 absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
