@@ -15,7 +15,24 @@ const char* FinishReasonName(FinishReason reason) {
 }
 
 TokenStream::TokenStream(const Tokenizer* tokenizer, TokenStreamOptions options)
-    : tokenizer_(tokenizer), options_(std::move(options)), stop_(options_.stop) {}
+    : tokenizer_(tokenizer), options_(std::move(options)), stop_(options_.stop) {
+  // Held, never released by itself: the carry is an incomplete character.
+  (void)decoder_.Push(options_.carry);
+}
+
+std::string TrailingIncompleteCharacter(const Tokenizer& tokenizer, std::span<const int32_t> tokens) {
+  // An incomplete character is at most 3 bytes, so in at most the last 3
+  // tokens; a special token ends any character before it.
+  size_t first = tokens.size();
+  while (first > 0 && tokens.size() - first < 3) {
+    const TokenType type = tokenizer.token_type(tokens[first - 1]);
+    if (type == TokenType::kControl || type == TokenType::kUserDefined) break;
+    --first;
+  }
+  Utf8StreamDecoder decoder;
+  for (size_t i = first; i < tokens.size(); ++i) (void)decoder.Push(tokenizer.Piece(tokens[i]));
+  return decoder.pending_bytes();
+}
 
 bool TokenStream::IsStopToken(int32_t id) const {
   return !options_.ignore_eos && tokenizer_->IsEndOfGeneration(id);
@@ -35,9 +52,9 @@ std::string TokenStream::Push(int32_t id, int sequence_length) {
   return text;
 }
 
-std::string TokenStream::Finish() {
+std::string TokenStream::Finish(bool keep_incomplete_character) {
   if (stop_.stopped()) return std::string();
-  std::string text = stop_.Push(decoder_.Finish());
+  std::string text = keep_incomplete_character ? std::string() : stop_.Push(decoder_.Finish());
   text += stop_.Finish();
   return text;
 }

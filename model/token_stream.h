@@ -9,6 +9,12 @@
 // error), Finish() releases the text still held back (the stop strings'
 // possible prefixes and an incomplete character as U+FFFD).
 //
+// A character split across two generations: a generation cut mid
+// character (max_tokens, cancellation) may end with Finish(true), which
+// leaves its incomplete bytes out; the next generation that continues the
+// same sequence passes them as `carry` (TrailingIncompleteCharacter), and
+// the token that completes the character releases it whole.
+//
 // End-of-generation tokens (the vocabulary's EOS/EOT, unless ignore_eos)
 // end generation with kStopToken and release no text; they stay in the
 // sequence, so a conversation continues with exactly the tokens the model
@@ -19,6 +25,7 @@
 #define KVSESSION_MODEL_TOKEN_STREAM_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +44,12 @@ struct TokenStreamOptions {
   int max_context = 0;             // sequence length, then kLength
   std::vector<std::string> stop;   // stop strings (kStopSequence)
   bool ignore_eos = false;         // end-of-generation tokens are ordinary
+  std::string carry;               // an incomplete character the sequence ends with
 };
+
+// The bytes of the incomplete UTF-8 character that `tokens` end with (0 to
+// 3 bytes; "" when they end with a whole character or a special token).
+std::string TrailingIncompleteCharacter(const Tokenizer& tokenizer, std::span<const int32_t> tokens);
 
 class TokenStream {
  public:
@@ -46,8 +58,10 @@ class TokenStream {
   // Token `id` was sampled and appended; the sequence now holds
   // `sequence_length` tokens. Returns the text that may be sent now.
   std::string Push(int32_t id, int sequence_length);
-  // The text still held back; call once when generation ends.
-  std::string Finish();
+  // The text still held back; call once when generation ends. With
+  // `keep_incomplete_character`, an incomplete last character is left out
+  // (the next generation may complete it) instead of released as U+FFFD.
+  std::string Finish(bool keep_incomplete_character = false);
 
   bool finished() const { return reason_ != FinishReason::kNone; }
   FinishReason reason() const { return reason_; }

@@ -133,5 +133,31 @@ TEST(FinishReasonName, NamesEveryReasonAsTheApiSpellsIt) {
   EXPECT_STREQ(FinishReasonName(FinishReason::kError), "error");
 }
 
+// Two generations, the first cut by max_tokens at every possible token:
+// a character split between them is released whole by the second (which
+// continues from the first's incomplete bytes), never as U+FFFD.
+TEST_F(TokenStreamTest, ACharacterSplitBetweenTwoGenerationsIsReleasedWholeByTheSecond) {
+  const std::string text = "a\xF0\x9D\x84\x9E\xE2\x82\xAC b";  // U+1D11E, U+20AC: split across tokens
+  const std::vector<int32_t> ids = Ids(text);
+  ASSERT_GT(ids.size(), 4u);
+  int split_inside_a_character = 0;
+  for (size_t cut = 1; cut < ids.size(); ++cut) {
+    TokenStream first(tok_.get(), Options(static_cast<int>(cut), 1000));
+    std::string out;
+    for (size_t i = 0; i < cut; ++i) out += first.Push(ids[i], static_cast<int>(i + 2));
+    ASSERT_EQ(first.reason(), FinishReason::kLength);
+    out += first.Finish(/*keep_incomplete_character=*/true);
+    const std::span<const int32_t> before(ids.data(), cut);
+    TokenStreamOptions options = Options(1000, 1000);
+    options.carry = TrailingIncompleteCharacter(*tok_, before);
+    split_inside_a_character += !options.carry.empty();
+    TokenStream second(tok_.get(), options);
+    for (size_t i = cut; i < ids.size(); ++i) out += second.Push(ids[i], static_cast<int>(i + 2));
+    out += second.Finish();
+    EXPECT_EQ(out, text) << "cut after " << cut << " tokens";
+  }
+  EXPECT_GT(split_inside_a_character, 0) << "no cut fell inside a character";
+}
+
 }  // namespace
 }  // namespace kvs

@@ -204,6 +204,7 @@ class Utf8StreamDecoder {
   std::string Finish();
   // Bytes currently held back (0..3).
   size_t pending() const { return pending_.size(); }
+  const std::string& pending_bytes() const { return pending_; }
 
  private:
   std::string pending_;

@@ -141,8 +141,13 @@ void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input
   if (job->gen) {
     // A sliding job never ends for the context.
     const int context = job->slide ? INT32_MAX : sessions_->limits().max_context;
-    job->stream.emplace(&model_.tokenizer(), TokenStreamOptions{job->gen->max_tokens, context,
-                                                                job->gen->stop, job->gen->ignore_eos});
+    // A call that continues the session as it is (no input) completes a
+    // character the last one left cut.
+    std::string carry =
+        job->input.empty() ? TrailingIncompleteCharacter(model_.tokenizer(), job->session->tokens) : std::string();
+    job->stream.emplace(&model_.tokenizer(),
+                        TokenStreamOptions{job->gen->max_tokens, context, job->gen->stop, job->gen->ignore_eos,
+                                           std::move(carry)});
   }
   in_flight_.fetch_add(1);
   absl::MutexLock lock(&mu_);
@@ -339,7 +344,12 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
   // at Admit): usage says so.
   if (!job->admitted) job->usage.prompt_tokens = 0;
   std::string final_text;
-  if (job->stream) final_text = job->stream->Finish();
+  // A call cut mid character leaves it to the next call that continues
+  // the session (TokenStream's carry); one that ended for good releases it
+  // as U+FFFD.
+  if (job->stream) {
+    final_text = job->stream->Finish(reason == FinishReason::kLength || reason == FinishReason::kCancelled);
+  }
   if (job->admitted) CloseChatTurn(*job, reason);
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
   std::shared_ptr<Job> shared(std::move(job));

@@ -262,6 +262,30 @@ TEST_F(ServiceTest, TextAppendedAfterASpecialTokenTokenizesAsAtTheStart) {
   EXPECT_EQ(client_->GetSession(parts.id(), true)->token_ids_size(), fresh_tokens->token_ids_size());
 }
 
+// A character whose bytes come in tokens of two Generate calls (the first
+// cut by max_tokens) arrives whole in the second's text, as within one
+// call: the stream texts concatenate to the session's text. The byte
+// tokens of this SentencePiece vocabulary are forced by logit_bias
+// (<0xE2> <0x82> <0xAC>: "€", ids 3 + byte).
+TEST_F(ServiceTest, ACharacterSplitAcrossGenerateCallsArrivesWholeInTheCallThatCompletesIt) {
+  StartServer("tiny-llama-gqa.gguf");
+  const v1::Session s = Create("The price is");
+  auto one = [&](int32_t forced) {
+    v1::GenerateRequest req;
+    req.set_session_id(s.id());
+    req.set_max_tokens(1);
+    req.mutable_sampling()->set_temperature(0);
+    (*req.mutable_sampling()->mutable_logit_bias())[forced] = 100;
+    absl::StatusOr<GenerateResult> r = client_->Generate(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->ids, std::vector<int32_t>{forced});
+    return r.ok() ? r->text : std::string("(failed)");
+  };
+  EXPECT_EQ(one(3 + 0xE2), "") << "an incomplete character is held for the next call, not sent as U+FFFD";
+  EXPECT_EQ(one(3 + 0x82), "");
+  EXPECT_EQ(one(3 + 0xAC), "\xE2\x82\xAC");
+}
+
 TEST_F(ServiceTest, SnapshotRestoreIntoANewBranchAndContinue) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
