@@ -86,6 +86,9 @@ ABSL_FLAG(int, kv_warm_tokens, 4096,
           "prefill of that length never waits for the kernel to supply fresh memory; the pool is "
           "warmed before serving and refilled by a background thread");
 ABSL_FLAG(int, max_sessions, 10000, "most sessions the server holds");
+ABSL_FLAG(int, max_checkpoints, 100000,
+          "most checkpoints the server holds (each keeps its record in RAM); Snapshot and the import of a "
+          "checkpoint answer RESOURCE_EXHAUSTED past it");
 ABSL_FLAG(int, max_context, 0, "most tokens per session (0: the model's context length)");
 ABSL_FLAG(int, max_batch_tokens, 512, "tokens per engine step (prefill chunks + decode tokens)");
 ABSL_FLAG(int, max_tokens_per_generate, 4096, "most tokens one Generate may ask for");
@@ -190,6 +193,7 @@ absl::StatusOr<ServerConfig> ReadFlags() {
 ServiceLimits LimitsFromFlags(const ModelConfig& c) {
   ServiceLimits limits;
   limits.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  limits.max_checkpoints = absl::GetFlag(FLAGS_max_checkpoints);
   limits.max_context = absl::GetFlag(FLAGS_max_context) > 0
                            ? std::min(absl::GetFlag(FLAGS_max_context), c.context_length)
                            : c.context_length;

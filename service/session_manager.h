@@ -46,6 +46,9 @@ namespace kvs {
 
 struct ServiceLimits {
   int max_sessions = 10000;
+  // Checkpoints the server holds (each keeps its record in RAM): Snapshot
+  // and the import of a checkpoint answer RESOURCE_EXHAUSTED past it.
+  int max_checkpoints = 100000;
   int max_context = 0;  // tokens per session (<= the model's context)
   int max_tokens_per_generate = 4096;
   int max_fork_count = 64;
@@ -153,6 +156,7 @@ class SessionManager : public KvRoomMaker {
   absl::StatusOr<SessionInfo> Truncate(const std::string& id, int length, int* removed = nullptr,
                                        absl::Time deadline = absl::Now());
   // A checkpoint of the session's current state. A reader, like Fork.
+  // RESOURCE_EXHAUSTED when the server holds max_checkpoints already.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,
                                             absl::Time deadline = absl::Now());
@@ -223,6 +227,8 @@ class SessionManager : public KvRoomMaker {
   int resident_count() const { return registry_.resident_count(); }
 
  private:
+  // OK, or RESOURCE_EXHAUSTED when the server holds max_checkpoints.
+  absl::Status CheckCheckpointRoom() const;
   // INVALID_ARGUMENT when `source` with `added` over it has more than
   // limits().max_labels labels (a Fork's branch).
   absl::Status CheckMergedLabels(const std::map<std::string, std::string>& source,

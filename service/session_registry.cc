@@ -255,6 +255,11 @@ std::vector<SessionInfo> SessionRegistry::List(const std::string& after, int lim
   return out;
 }
 
+int SessionRegistry::checkpoint_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(checkpoints_.size());
+}
+
 int SessionRegistry::session_count() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(sessions_.size());

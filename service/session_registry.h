@@ -161,6 +161,7 @@ class SessionRegistry {
                                 const std::string* owner = nullptr) const;
   int session_count() const;
   int resident_count() const;
+  int checkpoint_count() const;
 
   void AddCheckpoint(const CheckpointRecord& checkpoint);
   absl::StatusOr<CheckpointRecord> GetCheckpoint(const std::string& id) const;  // NOT_FOUND

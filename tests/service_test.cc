@@ -286,6 +286,19 @@ TEST_F(ServiceTest, ACharacterSplitAcrossGenerateCallsArrivesWholeInTheCallThatC
   EXPECT_EQ(one(3 + 0xAC), "\xE2\x82\xAC");
 }
 
+TEST_F(ServiceTest, SnapshotsPastTheCheckpointLimitAreResourceExhaustedUntilOneIsDeleted) {
+  StartServer("aidreams260K.gguf", {"--max-checkpoints", "2"});
+  const v1::Session s = Create("The machine dreamed of");
+  absl::StatusOr<v1::Checkpoint> first = client_->Snapshot(s.id(), "one");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(client_->Snapshot(s.id(), "two").ok());
+  absl::StatusOr<v1::Checkpoint> third = client_->Snapshot(s.id(), "three");
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  EXPECT_THAT(std::string(third.status().message()), ::testing::HasSubstr("--max-checkpoints"));
+  ASSERT_TRUE(client_->DeleteCheckpoint(first->id()).ok());
+  EXPECT_TRUE(client_->Snapshot(s.id(), "three").ok());
+}
+
 TEST_F(ServiceTest, SnapshotRestoreIntoANewBranchAndContinue) {
   StartServer("tiny-llama-gqa.gguf");
   v1::Session s = Create("Once upon a time");
