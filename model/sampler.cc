@@ -229,21 +229,34 @@ std::span<TopLogit> Sampler::Candidates(const SamplingParams& params, const floa
   return all;
 }
 
-float Sampler::LogPartition(std::span<const float> logits) {
+Sampler::Partition Sampler::SoftmaxPartition(std::span<const float> logits) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  const float max_logit = logits[Argmax(logits.data(), vocab)];
-  return static_cast<float>(std::log(SoftmaxDenominator(logits.data(), vocab, max_logit))) + max_logit;
+  Partition p{logits[Argmax(logits.data(), vocab)], 0.0f, 0, static_cast<int>(vocab)};
+  if (std::isfinite(p.max_logit)) {
+    p.log_z = static_cast<float>(std::log(SoftmaxDenominator(logits.data(), vocab, p.max_logit))) + p.max_logit;
+  } else {
+    p.at_max = static_cast<int>(std::count(logits.begin(), logits.end(), p.max_logit));
+  }
+  return p;
+}
+
+float Sampler::Partition::LogprobOf(float logit) const {
+  if (std::isfinite(max_logit)) return logit - log_z;
+  if (max_logit > 0) {  // +inf: those at +inf share the mass
+    return logit == max_logit ? -std::log(static_cast<float>(at_max)) : -std::numeric_limits<float>::infinity();
+  }
+  return -std::log(static_cast<float>(vocab));  // all -inf: uniform
 }
 
 int Sampler::Logprobs(std::span<const float> logits, int32_t token, int n, float* logprob,
                       std::pair<int32_t, float>* top) {
   const int vocab = static_cast<int>(logits.size());
-  const float log_z = LogPartition(logits);
-  *logprob = logits[token] - log_z;
+  const Partition p = SoftmaxPartition(logits);
+  *logprob = p.LogprobOf(logits[token]);
   n = std::min(n, vocab);
   if (n <= 0) return 0;
   n = TopK(logits.data(), vocab, n, top_.data());
-  for (int i = 0; i < n; ++i) top[i] = {top_[i].id, top_[i].logit - log_z};
+  for (int i = 0; i < n; ++i) top[i] = {top_[i].id, p.LogprobOf(top_[i].logit)};
   return n;
 }
 
@@ -253,11 +266,13 @@ void Sampler::TopLogprobs(std::span<const float> logits, int n,
   const int vocab = static_cast<int>(logits.size());
   n = std::min(n, vocab);
   if (n <= 0) return;
-  const float log_z = LogPartition(logits);
+  const Partition p = SoftmaxPartition(logits);
   n = TopK(logits.data(), vocab, n, top_.data());
-  for (int i = 0; i < n; ++i) out->emplace_back(top_[i].id, top_[i].logit - log_z);
+  for (int i = 0; i < n; ++i) out->emplace_back(top_[i].id, p.LogprobOf(top_[i].logit));
 }
 
-float Sampler::Logprob(std::span<const float> logits, int32_t token) { return logits[token] - LogPartition(logits); }
+float Sampler::Logprob(std::span<const float> logits, int32_t token) {
+  return SoftmaxPartition(logits).LogprobOf(logits[token]);
+}
 
 }  // namespace kvs

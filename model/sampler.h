@@ -114,8 +114,18 @@ class Sampler {
   static constexpr int kFewCandidates = 1024;
   static constexpr float kFirstDepth = 8.0f;
 
-  // log of the plain softmax's partition function, max + log(sum e^(x - max)).
-  static float LogPartition(std::span<const float> logits);
+  // The plain softmax of `logits`, for log-probabilities: log of its
+  // partition function, max + log(sum e^(x - max)), when the largest logit
+  // is finite. When it is +inf the logits at +inf share all the mass; when
+  // every logit is -inf the mass is uniform. LogprobOf never gives NaN.
+  struct Partition {
+    float max_logit;
+    float log_z;    // finite max only
+    int at_max;     // logits equal to max_logit
+    int vocab;
+    float LogprobOf(float logit) const;
+  };
+  static Partition SoftmaxPartition(std::span<const float> logits);
   // The top-p weight of a candidate: e^(logit - max_logit) in double.
   static double Weight(float logit, float max_logit);
   // How many of the candidates c (best first) top-p (normalizer `total`)

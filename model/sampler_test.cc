@@ -304,6 +304,29 @@ TEST(SamplerTest, AnInfiniteLargestLogitIsDrawnAsGreedyWouldPickItAndAnEmptyVoca
   EXPECT_EQ(empty.Sample(SamplingParams{}, {}, {}, &rng), 0);
 }
 
+// Log-probabilities of logits that are not all finite are the softmax's
+// limits, never NaN (a client's JSON has no NaN): the logits at +inf share
+// the mass, and logits all at -inf are uniform.
+TEST(SamplerTest, LogprobsOfInfiniteLogitsAreTheSoftmaxsLimitsNotNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> two_at_inf = {1.0f, inf, 3.0f, inf};
+  Sampler s(4);
+  EXPECT_FLOAT_EQ(Sampler::Logprob(two_at_inf, 1), -std::log(2.0f));
+  EXPECT_EQ(Sampler::Logprob(two_at_inf, 2), -inf);
+  float logprob = 0;
+  std::pair<int32_t, float> top[3];
+  ASSERT_EQ(s.Logprobs(two_at_inf, 3, 3, &logprob, top), 3);
+  EXPECT_FLOAT_EQ(logprob, -std::log(2.0f));
+  EXPECT_FLOAT_EQ(top[0].second, -std::log(2.0f));
+  EXPECT_FLOAT_EQ(top[1].second, -std::log(2.0f));
+  EXPECT_EQ(top[2].second, -inf);
+  const std::vector<float> all_minus_inf = {-inf, -inf, -inf, -inf};
+  EXPECT_FLOAT_EQ(Sampler::Logprob(all_minus_inf, 0), -std::log(4.0f));
+  std::vector<std::pair<int32_t, float>> tops;
+  s.TopLogprobs(all_minus_inf, 2, &tops);
+  for (const auto& [id, lp] : tops) EXPECT_FLOAT_EQ(lp, -std::log(4.0f)) << id;
+}
+
 TEST(SamplerTest, RepetitionPenaltyDemotesRecentTokens) {
   Sampler s(4);
   SamplingParams p;
