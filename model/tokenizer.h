@@ -101,7 +101,9 @@ class Tokenizer {
   // "<|eot_id|>", "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>",
   // "<end_of_turn>", ...) and the fill-in-the-middle pad, repository and
   // file-separator tokens (Qwen: "<|fim_pad|>", "<|repo_name|>",
-  // "<|file_sep|>"). All of them are control tokens.
+  // "<|file_sep|>"). Those found by text are made control tokens; the
+  // EOS/EOT/EOM ids keep the type the file gives them, as in llama.cpp (a
+  // file that marks its EOS normal streams its text under ignore_eos).
   bool IsEndOfGeneration(int32_t id) const;
   const std::vector<int32_t>& end_of_generation_ids() const { return eog_ids_; }
   // "llama" or "gpt2".
