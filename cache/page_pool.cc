@@ -54,6 +54,12 @@ PagePool::~PagePool() {
 void PagePool::SetReserved(int64_t pages) {
   absl::MutexLock lock(&mu_);
   reserved_ = std::max<int64_t>(0, pages);
+  reserve_next_freed_ = 0;
+}
+
+void PagePool::ReserveNextFreed(int64_t pages) {
+  absl::MutexLock lock(&mu_);
+  reserve_next_freed_ = std::max<int64_t>(0, pages);
 }
 
 int64_t PagePool::reserved() const {
@@ -218,6 +224,10 @@ void PagePool::Release(PageId page) {
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
+    if (reserve_next_freed_ > 0) {
+      --reserve_next_freed_;
+      ++reserved_;
+    }
     if (keys_[page]) {
       LruPushBack(page);
     } else {

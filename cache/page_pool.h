@@ -118,6 +118,12 @@ class PagePool {
   // sets what its admitted jobs may still need). On error nothing changes.
   void SetReserved(int64_t pages);
   int64_t reserved() const;
+  // The next `pages` pages that become free go straight into the reserve,
+  // in the same step under the pool's lock, so no caller without
+  // from_reserve can take one between its release and a SetReserved (the
+  // engine: what a running job's slide frees is the job's to grow back
+  // into). SetReserved ends it.
+  void ReserveNextFreed(int64_t pages);
   void AddRef(PageId page);
   // Drops one reference; the page is free when none remain.
   void Release(PageId page);
@@ -184,6 +190,7 @@ class PagePool {
   absl::flat_hash_map<PageKey, PageId> key_index_ ABSL_GUARDED_BY(mu_);
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reserve_next_freed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t shared_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t references_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t warm_pages_ ABSL_GUARDED_BY(mu_) = 0;

@@ -62,6 +62,26 @@ TEST(PagePoolTest, AllocateHandsOutDistinctPagesWithOneReferenceUntilTheBudget) 
 // Reviving a cached free page takes a page as Allocate does: the pages set
 // aside for running calls are not for others (a restore), only for
 // from_reserve callers (a running call attaching a cached prefix).
+// Pages freed while ReserveNextFreed is set go into the reserve as they
+// are freed: a caller without from_reserve never gets them (a load by
+// another call, between a running call's slide and the engine's next
+// SetReserved), a from_reserve caller does; SetReserved ends it.
+TEST(PagePoolTest, PagesFreedAfterReserveNextFreedGoStraightIntoTheReserve) {
+  PagePool pool(Geometry(), 4);
+  std::vector<PageId> pages;
+  for (int i = 0; i < 4; ++i) pages.push_back(*pool.Allocate());
+  pool.ReserveNextFreed(2);
+  EXPECT_EQ(pool.reserved(), 0) << "nothing set aside before a page is freed";
+  for (PageId p : pages) pool.Release(p);  // four freed: the first two reserved
+  EXPECT_EQ(pool.reserved(), 2);
+  EXPECT_TRUE(pool.Allocate().ok());
+  EXPECT_TRUE(pool.Allocate().ok());
+  EXPECT_EQ(pool.Allocate().status().code(), absl::StatusCode::kResourceExhausted) << "the reserved two";
+  EXPECT_TRUE(pool.Allocate(/*from_reserve=*/true).ok());
+  pool.SetReserved(0);
+  EXPECT_TRUE(pool.Allocate().ok());
+}
+
 TEST(PagePoolTest, ACachedFreePageIsNotRevivedOutOfTheReserveExceptForItsCallers) {
   PagePool pool(Geometry(), 4);
   absl::StatusOr<PageId> page = pool.Allocate();

@@ -145,7 +145,11 @@ TEST_F(EndedCallTest, ACreateSessionWhoseWritesWereSlowButNotCancelledKeepsItsSe
     req.mutable_input()->set_text("Once upon a time");
     status = server_->stub().CreateSession(&ctx, req, &made);
   });
-  while (fs_->held_writes() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (fs_->held_writes() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(fs_->held_writes(), 0) << "the call never wrote";
   fs_->ReleaseWrites();
   caller.join();
   ASSERT_TRUE(status.ok()) << status.error_message();

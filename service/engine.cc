@@ -39,6 +39,7 @@ struct Engine::Job {
   absl::Time deadline = absl::InfiniteFuture();
   absl::Time queued_at = absl::Now();  // when it was submitted
   bool admitted = false;
+  uint64_t admission = 0;  // its place in admission order (Plan's round robin)
   std::optional<ChatJob> chat;
   bool slide = false;  // the call's context policy is SLIDE
   // Its prefill's full pages, written while it computes on (made at the
@@ -132,7 +133,7 @@ void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, deadline, absl::Now(), false, std::move(chat), false,
+                                          std::move(handle), {}, deadline, absl::Now(), false, 0, std::move(chat), false,
                                           std::nullopt});
   job->usage.prompt_tokens = prompt_tokens;
   job->slide = (job->gen && job->gen->context_policy ? *job->gen->context_policy
@@ -330,6 +331,7 @@ void Engine::AdmitWaiting(Active& active) {
 
 void Engine::Admit(Job& job) {
   job.admitted = true;
+  job.admission = ++admissions_;
   // Room for everything this job may add, so appending a generated token
   // never reallocates in the step loop.
   job.kv.ReserveCapacity(job.input.size() + (job.gen ? job.gen->max_tokens : 0) +
@@ -347,8 +349,10 @@ void Engine::Finish(std::unique_ptr<Job> job, absl::Status status, FinishReason 
   // A call cut mid character leaves it to the next call that continues
   // the session (TokenStream's carry); one that ended for good releases it
   // as U+FFFD.
+  // (A call that generated nothing leaves the carry it started with.)
   if (job->stream) {
-    final_text = job->stream->Finish(reason == FinishReason::kLength || reason == FinishReason::kCancelled);
+    final_text = job->stream->Finish(reason == FinishReason::kLength || reason == FinishReason::kCancelled ||
+                                     job->usage.generated_tokens == 0);
   }
   if (job->admitted) CloseChatTurn(*job, reason);
   job->usage.session_tokens = static_cast<int>(job->session->tokens.size());
@@ -478,11 +482,11 @@ void Engine::SlideFullJobs(Active& active, StepReport& report) {
   for (auto& job : active) {
     if (!job->slide || job->kv.kv_length() < max_context) continue;
     if (job->kv.lag() <= 0 && !job->gen) continue;  // needs no new position
-    // The pages the slide frees are this job's to grow back into: set
-    // aside before they are freed (at most all it holds), so a load by
-    // another call cannot take them meanwhile; exact again just after.
-    PagePool* pool = sessions_->pool();
-    pool->SetReserved(pool->reserved() + job->session->kv->num_pages());
+    // The pages the slide frees are this job's to grow back into: each
+    // goes into the reserve as it is freed (at most all the job holds), so
+    // a load by another call cannot take it meanwhile; exact again just
+    // after. (Nothing is set aside before: the slide may need room first.)
+    sessions_->pool()->ReserveNextFreed(job->session->kv->num_pages());
     // More than one slide only for a session stored under a larger
     // --max-context than this server's.
     while (job->kv.kv_length() >= max_context) {
@@ -510,22 +514,27 @@ void Engine::ReserveForRunningJobs(const Active& active) {
 void Engine::Plan(const Active& active, StepReport& report) {
   plan_.clear();
   int budget = options_.max_batch_tokens;
-  // Round robin: each step starts where the last one's rows ended, so when
-  // more jobs wait than a step takes (kMaxDecodeRows decode rows, the
-  // token budget for prefill) every one gets its turn, whatever its place
-  // in the admission order. Results do not depend on the batch.
+  // Round robin: each step starts after the job the last one's rows ended
+  // with (by admission, which is the active list's order), so when more
+  // jobs wait than a step takes (kMaxDecodeRows decode rows, the token
+  // budget for prefill) every one gets its turn, whatever its place, and
+  // however many jobs before it end. Results do not depend on the batch.
   const size_t n = active.size();
-  size_t decode_planned = 0;
+  const auto first_after = [&](uint64_t admission) {
+    size_t i = 0;
+    while (i < n && active[i]->admission <= admission) ++i;
+    return i == n ? 0 : i;
+  };
+  const size_t decode_start = first_after(decode_after_);
   for (size_t i = 0; i < n; ++i) {
-    const auto& job = active[(decode_cursor_ + i) % n];
+    const auto& job = active[(decode_start + i) % n];
     if (job->gen && job->kv.lag() == 0 && report.decode_rows < kMaxDecodeRows && budget > 0) {
       plan_.push_back({job.get(), true, 1});
       ++report.decode_rows;
       --budget;
-      decode_planned = i + 1;
+      decode_after_ = job->admission;
     }
   }
-  if (n > 0) decode_cursor_ = (decode_cursor_ + decode_planned) % n;
   // Forks of one prompt side by side, so attention folds the pages they
   // share once for all of them (decode_row_order.h); a session with no
   // page yet is a group of its own.
@@ -533,10 +542,9 @@ void Engine::Plan(const Active& active, StepReport& report) {
     const std::vector<PageId>& pages = p.job->session->kv->page_table();
     return pages.empty() ? std::pair<PageId, const Job*>(-1, p.job) : std::pair<PageId, const Job*>(pages[0], nullptr);
   });
-  size_t prefill_last = 0;
-  bool prefilled = false;
+  const size_t prefill_start = first_after(prefill_after_);
   for (size_t i = 0; i < n; ++i) {
-    const auto& job = active[(prefill_cursor_ + i) % n];
+    const auto& job = active[(prefill_start + i) % n];
     // A SLIDE job's input may go past the context: up to it now, the rest
     // after the next slide (ERROR jobs' input always fits).
     int lag = std::min(job->kv.lag(), sessions_->limits().max_context - job->kv.kv_length());
@@ -549,10 +557,8 @@ void Engine::Plan(const Active& active, StepReport& report) {
     if (chunk <= 0) continue;
     plan_.push_back({job.get(), false, chunk});
     budget -= chunk;
-    prefill_last = i;
-    prefilled = true;
+    prefill_after_ = job->admission;
   }
-  if (prefilled) prefill_cursor_ = (prefill_cursor_ + prefill_last + 1) % n;
 }
 
 void Engine::Reserve(Active& active, StepReport& report) {

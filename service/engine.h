@@ -282,10 +282,12 @@ class Engine {
   std::vector<float> logits_;
   // Per-step work lists, kept to reuse their capacity (a step allocates nothing).
   std::vector<Planned> plan_;
-  // Where Plan starts looking for decode rows and prefill chunks in the
-  // active list (round robin; engine thread only).
-  size_t decode_cursor_ = 0;
-  size_t prefill_cursor_ = 0;
+  // Plan's round robin (engine thread only): jobs are numbered as they
+  // are admitted; the last step's last decode row and prefill chunk went
+  // to these, and the next step starts after them.
+  uint64_t admissions_ = 0;
+  uint64_t decode_after_ = 0;
+  uint64_t prefill_after_ = 0;
   std::vector<Planned> ran_;
   std::vector<ForwardItem> items_;
   std::vector<Draw> draws_;

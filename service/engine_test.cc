@@ -436,23 +436,29 @@ TEST_F(EngineTest, WhenMoreCallsGenerateThanAStepHasRowsEachGetsItsTurn) {
   std::vector<std::string> ids;
   for (int i = 0; i < kJobs; ++i) ids.push_back(env_->MakeSession(8, 10 + 7 * i));
   // Tokens streamed per call, and the fewest any call had when the first
-  // one ended: written and read on the engine thread only.
-  std::array<int, kJobs> streamed{};
-  int fewest_at_first_end = -1;
+  // one ended: written on the engine thread only, read once every call
+  // has ended (shared, so a failed wait leaves the callbacks valid memory).
+  struct Counts {
+    std::array<int, kJobs> streamed{};
+    int fewest_at_first_end = -1;
+  };
+  auto counts = std::make_shared<Counts>();
   std::vector<std::shared_ptr<RecordingListener>> jobs;
   absl::Notification all_submitted;  // the first call waits at its first token for the others
   for (int i = 0; i < kJobs; ++i) {
     jobs.push_back(Submit(ids[i], {}, Greedy(kTokens), 0, i == 0 ? &all_submitted : nullptr,
-                          absl::InfiniteFuture(), [&, i](int n) {
-                            streamed[i] = n;
-                            if (n == kTokens && fewest_at_first_end < 0) {
-                              fewest_at_first_end = *std::min_element(streamed.begin(), streamed.end());
+                          absl::InfiniteFuture(), [counts, i](int n) {
+                            counts->streamed[i] = n;
+                            if (n == kTokens && counts->fewest_at_first_end < 0) {
+                              counts->fewest_at_first_end =
+                                  *std::min_element(counts->streamed.begin(), counts->streamed.end());
                             }
                           }));
   }
   all_submitted.Notify();
+  for (const auto& job : jobs) job->done.WaitForNotification();
   WaitForAll(jobs);
-  EXPECT_GT(fewest_at_first_end, 0) << "a call had not streamed a token when the first one ended";
+  EXPECT_GT(counts->fewest_at_first_end, 0) << "a call had not streamed a token when the first one ended";
 }
 
 }  // namespace

@@ -68,8 +68,10 @@ class ChunkWriter : public grpc::ServerWriteReactor<v1::ExportChunk> {
   size_t next_ = 0;
 };
 
-// The tenant whose share of MigrationMemory a call uses.
-std::string MigrationTenant(const absl::StatusOr<Principal>& caller) {
+// The tenant whose share of MigrationMemory a call uses: "" (the whole
+// total) on a server without API keys, where every caller is one tenant.
+std::string MigrationTenant(bool authenticating, const absl::StatusOr<Principal>& caller) {
+  if (!authenticating) return std::string();
   return caller.ok() ? caller->tenant : std::string(kDefaultTenant);
 }
 
@@ -101,7 +103,7 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
   }
   what.omit.insert(omit.begin(), omit.end());
   io_->Submit([this, reactor, what = std::move(what), hashes_only = request->page_hashes_only(),
-               tenant = MigrationTenant(CallerOf(ctx))] {
+               tenant = MigrationTenant(authenticating(), CallerOf(ctx))] {
     if (hashes_only) {  // the stored record's list, no page read
       absl::StatusOr<SessionRecord> record =
           what.checkpoint ? [&]() -> absl::StatusOr<SessionRecord> {
@@ -191,7 +193,8 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
   const absl::StatusOr<Principal> caller = CallerOf(ctx);
   const Principal who = caller.ok() ? *caller : Principal{};
   const bool authenticated = caller.ok();
-  absl::StatusOr<MigrationMemory::Lease> lease = migration_memory_->Take(MigrationTenant(caller), 0);
+  // Taking 0 bytes never fails; the chunks grow it.
+  absl::StatusOr<MigrationMemory::Lease> lease = migration_memory_->Take(MigrationTenant(authenticating(), caller), 0);
   return new ImportReader(io_, *std::move(lease), [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
     if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
     if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");

@@ -10,8 +10,9 @@
 //
 // Take and Grow: RESOURCE_EXHAUSTED, and nothing taken, when the bytes
 // would pass the server's total or the tenant's share; the message gives
-// both figures in MiB (never client input beyond the tenant's name, which
-// the server authenticated).
+// both figures in MiB (never client input). Taking 0 bytes always works.
+// The tenant "" (a server without API keys, where every caller is one
+// tenant) has the whole total as its share.
 //
 // Thread-safe. A Lease must not outlive its MigrationMemory.
 #ifndef KVSESSION_SERVICE_MIGRATION_MEMORY_H_

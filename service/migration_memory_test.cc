@@ -22,5 +22,13 @@ TEST(MigrationMemory, TakesUpToTheTotalAndEachTenantsShareAndGetsItBackWhenALeas
   EXPECT_EQ(memory.held_by("beta"), 60);
 }
 
+TEST(MigrationMemory, TheTenantOfAServerWithoutKeysHasTheWholeTotal) {
+  MigrationMemory memory(/*total_bytes=*/100, /*per_tenant_bytes=*/60);
+  absl::StatusOr<MigrationMemory::Lease> all = memory.Take("", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(memory.Take("", 1).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(memory.Take("", 0).ok()) << "taking nothing always works";
+}
+
 }  // namespace
 }  // namespace kvs

@@ -47,6 +47,7 @@ class ServiceTestServer {
   }
   ~ServiceTestServer() {
     if (server_) server_->Shutdown();
+    server_.reset();  // before the service it serves
     engine_->Stop();
     io_.reset();  // runs what was queued before the engine goes
     completions_.reset();

@@ -134,10 +134,17 @@ TEST_F(MigrationTest, ImportStreamsInFlightAreBoundedAndGiveTheirMemoryBackWhenT
   {
     OpenImport held(client);  // 768 KiB of the 1 MiB, kept open
     ASSERT_TRUE(held.Write("KVSM", 768 << 10));
-    std::this_thread::sleep_for(std::chrono::seconds(1));  // read by the server
-    OpenImport second(client);
-    second.Write("KVSM", 512 << 10);
-    const grpc::Status refused = second.writer->Finish();
+    // Once the server has read the held stream's chunk, a second stream
+    // of 512 KiB passes the limit (before that, it ends DATA_LOSS: not a
+    // whole stream).
+    grpc::Status refused;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      OpenImport second(client);
+      second.Write("KVSM", 512 << 10);
+      refused = second.writer->Finish();
+      if (refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
     EXPECT_THAT(refused.error_message(), HasSubstr("--max-migration-mb"));
     held.ctx.TryCancel();
