@@ -52,17 +52,17 @@ absl::Status MigrationMemory::Add(const std::string& tenant, int64_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   // The tenant "" (a server without API keys: one tenant) has no share
   // of its own: the total is its share.
-  int64_t& mine = held_by_[tenant];
+  const auto it = held_by_.find(tenant);
+  const int64_t mine = it == held_by_.end() ? 0 : it->second;
   const int64_t share = tenant.empty() ? total_limit_ : tenant_limit_;
   if (held_ + bytes > total_limit_ || mine + bytes > share) {
     const bool tenant_full = mine + bytes > share;
-    if (mine == 0) held_by_.erase(tenant);
     return absl::ResourceExhaustedError(absl::StrCat(
         "migration streams in flight would hold ", ((tenant_full ? mine : held_) + bytes) >> 20, " MiB, past ",
         tenant_full ? "the tenant's share of " : "the server's ", (tenant_full ? share : total_limit_) >> 20,
         " MiB (--max-migration-mb); finish or cancel other migrations, or retry later"));
   }
-  mine += bytes;
+  held_by_[tenant] = mine + bytes;
   held_ += bytes;
   return absl::OkStatus();
 }
