@@ -1,6 +1,10 @@
 #include "service/generate_reactor.h"
 
 #include <chrono>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 #include "service/grpc_status.h"
 #include "service/proto_convert.h"
@@ -62,6 +66,9 @@ void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& t
     absl::MutexLock lock(&mu_);
     pending_.add_token_ids(token.id);
     pending_.mutable_text()->append(text);
+    // The encoded growth, within a few bytes (the id's varint, the text's
+    // bytes and, below, the log-probabilities' entry with its tag).
+    int64_t added = 6 + static_cast<int64_t>(text.size());
     if (!token.top.empty()) {
       v1::TokenLogprobs* lp = pending_.add_logprobs();
       v1::TokenLogprob* sampled = lp->mutable_sampled();
@@ -74,6 +81,12 @@ void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& t
         alt->set_logprob(t.logprob);
         alt->set_piece(t.piece);
       }
+      added += 6 + static_cast<int64_t>(lp->ByteSizeLong());
+    }
+    pending_bytes_ += added;
+    if (!overflowed_ && pending_bytes_ + in_flight_bytes_ > max_unsent_bytes_) {
+      overflowed_ = true;
+      if (job_) job_->Cancel();
     }
     action = NextAction();
   }
@@ -88,10 +101,18 @@ void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
     pending_.mutable_text()->append(final_text);
     pending_.set_finish_reason(ToProto(reason));
     ToProto(usage, pending_.mutable_usage());
-    if (!status.ok() && reason != FinishReason::kCancelled) {
-      pending_.set_error_message(std::string(status.message()));
+    if (overflowed_ && reason == FinishReason::kCancelled && !cancelled_ && !client_gone_) {
+      const absl::Status unread = absl::ResourceExhaustedError(absl::StrCat(
+          "the client did not read the stream: more than ", max_unsent_bytes_ >> 10,
+          " KiB waited to be sent (kvsessiond --max-unsent-stream-kb), so generation stopped"));
+      pending_.set_error_message(std::string(unread.message()));
+      status_ = ToGrpc(unread);
+    } else {
+      if (!status.ok() && reason != FinishReason::kCancelled) {
+        pending_.set_error_message(std::string(status.message()));
+      }
+      status_ = ToGrpc(status);
     }
-    status_ = ToGrpc(status);
     complete_ = true;
     action = NextAction();
   }
@@ -109,6 +130,8 @@ GenerateReactor::Action GenerateReactor::NextAction() {
   if (complete_) {
     in_flight_ = std::move(pending_);
     pending_.Clear();
+    in_flight_bytes_ = pending_bytes_;
+    pending_bytes_ = 0;
     writing_ = true;
     final_sent_ = true;
     if (!status_.ok()) return {Action::kWrite, {}};  // Finish(status_) follows in OnWriteDone
@@ -118,6 +141,8 @@ GenerateReactor::Action GenerateReactor::NextAction() {
   if (pending_.token_ids_size() > 0 || !pending_.text().empty()) {
     in_flight_ = std::move(pending_);
     pending_.Clear();
+    in_flight_bytes_ = pending_bytes_;
+    pending_bytes_ = 0;
     writing_ = true;
     return {Action::kWrite, {}};
   }
@@ -140,6 +165,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    in_flight_bytes_ = 0;
     if (!ok) {
       client_gone_ = true;
       if (job_) job_->Cancel();

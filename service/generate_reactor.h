@@ -7,6 +7,17 @@
 // A client cancellation or deadline cancels the job, which stops within one
 // engine step; the tokens generated so far stay in the session.
 //
+// A client that does not read: gRPC's flow control holds the write in
+// flight, and tokens wait here. Once the bytes not yet taken by the client
+// (the write in flight and what waits, counted as their encoded sizes)
+// pass `max_unsent_bytes`, the job is cancelled as if by the client; the
+// tokens of its last step still join the stream, so the stream holds every
+// token the session gained. The call then ends RESOURCE_EXHAUSTED ("the
+// client did not read the stream"), after the final message (finish reason
+// CANCELLED, usage, error_message), when the client reads them; until it
+// reads or leaves, the stream holds about max_unsent_bytes plus one step's
+// tokens.
+//
 // Lifetime: gRPC deletes the reactor in OnDone, which may run on another
 // thread as soon as Finish (or StartWriteAndFinish) is called; so Finish is
 // called once, after the job's last callback (or instead of submitting a
@@ -18,6 +29,7 @@
 #ifndef KVSESSION_SERVICE_GENERATE_REACTOR_H_
 #define KVSESSION_SERVICE_GENERATE_REACTOR_H_
 
+#include <cstdint>
 #include <memory>
 
 #include <grpcpp/grpcpp.h>
@@ -31,7 +43,8 @@ namespace kvs {
 
 class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateResponse> {
  public:
-  GenerateReactor() = default;
+  // `max_unsent_bytes` >= 1 (kvsessiond --max-unsent-stream-kb).
+  explicit GenerateReactor(int64_t max_unsent_bytes) : max_unsent_bytes_(max_unsent_bytes) {}
 
   // The listener to give the engine (forwards to this reactor).
   std::shared_ptr<JobListener> listener();
@@ -66,8 +79,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   // call (UBSan's vptr check reported exactly that under load).
   static void Perform(GenerateReactor* reactor, const Action& action);
 
+  const int64_t max_unsent_bytes_;
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
+  // Encoded bytes of in_flight_ and pending_ (in_flight_ until its
+  // OnWriteDone); past max_unsent_bytes_ the job is cancelled (overflowed_).
+  int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   kvsession::v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
   kvsession::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);

@@ -57,6 +57,11 @@ class KvSessionService final : public ParsingCallbackService {
     migration_memory_ = std::make_unique<MigrationMemory>(total_bytes, kMaxMigrationBytes);
   }
 
+  // How many encoded bytes a Generate stream may hold that its client has
+  // not taken (generate_reactor.h); past them its generation stops and the
+  // call ends RESOURCE_EXHAUSTED. Default 4 MiB. Set before serving.
+  void SetMaxUnsentStreamBytes(int64_t bytes) { max_unsent_stream_bytes_ = bytes; }
+
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::CreateSessionRequest* request,
                                           kvsession::v1::Session* response) override;
@@ -153,6 +158,7 @@ class KvSessionService final : public ParsingCallbackService {
   const ServerFacts facts_;
   const InputResolver inputs_;
   TenantUsage* tenant_usage_ = nullptr;
+  int64_t max_unsent_stream_bytes_ = int64_t{4} << 20;
   std::unique_ptr<MigrationMemory> migration_memory_ =
       std::make_unique<MigrationMemory>(int64_t{2} << 30, kMaxMigrationBytes);
   // Admits an engine job on a held session against its tenant's quotas

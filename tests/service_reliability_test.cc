@@ -148,6 +148,68 @@ TEST_F(ReliabilityTest, TheCallRightAfterACancelSucceeds) {
   }
 }
 
+// A client that opens a Generate and never reads: gRPC's flow control
+// stops the server's writes, and the tokens would wait in the server's
+// memory, as many as the call asked for. Past --max-unsent-stream-kb the
+// generation stops; once the client reads, it gets every token the session
+// gained and RESOURCE_EXHAUSTED saying why.
+TEST_F(ReliabilityTest, AGenerateWhoseClientDoesNotReadStopsAtTheUnsentLimitAndStillDeliversEveryToken) {
+  StartServer("tiny-llama-gqa.gguf", {"--max-unsent-stream-kb", "16"});
+  const v1::Session s = Create("Once upon a time");
+  constexpr int kAsked = 1500;
+  v1::GenerateRequest req;
+  req.set_session_id(s.id());
+  req.set_max_tokens(kAsked);
+  req.set_ignore_eos(true);
+  req.set_top_logprobs(20);  // several hundred bytes a token
+  req.mutable_sampling()->set_temperature(0.0f);
+  // Without BDP probing the client's stream window stays at its initial
+  // 64 KiB, so the server's writes stop after about 64 KiB unread.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto channel = grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::KvSession::NewStub(channel);
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&ctx, req);
+
+  // The job ends while nothing is read.
+  v1::Session after;
+  for (int i = 0; i < 6000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    absl::StatusOr<v1::Session> now = client_->GetSession(s.id(), /*include_tokens=*/true);
+    ASSERT_TRUE(now.ok()) << now.status();
+    after = *now;
+    if (after.state() == v1::SESSION_STATE_IDLE && after.length() > s.length()) break;
+  }
+  ASSERT_EQ(after.state(), v1::SESSION_STATE_IDLE) << "the unread Generate never stopped";
+  EXPECT_LT(after.length(), s.length() + kAsked) << "generation ran to max_tokens into an unread stream";
+
+  std::vector<int> received;
+  v1::GenerateResponse m, last;
+  while (reader->Read(&m)) {
+    received.insert(received.end(), m.token_ids().begin(), m.token_ids().end());
+    last = m;
+  }
+  const grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("did not read"));
+  EXPECT_LT(st.error_message().size(), 200u);
+  EXPECT_EQ(last.finish_reason(), v1::FINISH_REASON_CANCELLED);
+  EXPECT_EQ(last.usage().generated_tokens(), static_cast<int>(received.size()));
+  EXPECT_EQ(last.usage().session_tokens(), after.length());
+  const std::vector<int> gained(after.token_ids().begin() + s.length(), after.token_ids().end());
+  EXPECT_EQ(received, gained) << "the stream and the session disagree";
+
+  // The session goes on; a stream that is read is not limited by the flag
+  // (400 tokens with 5 alternatives each are about 40 KiB).
+  v1::GenerateRequest next = req;
+  next.set_max_tokens(400);
+  next.set_top_logprobs(5);
+  absl::StatusOr<GenerateResult> r = client_->Generate(next);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids.size(), 400u);
+}
+
 // Issue 8 item 7: GetSession during a Generate shows the session's pages.
 TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
   StartServer("tiny-llama-gqa.gguf");
