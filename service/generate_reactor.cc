@@ -45,9 +45,10 @@ class GenerateReactor::Listener : public JobListener {
 
 std::shared_ptr<JobListener> GenerateReactor::listener() { return std::make_shared<Listener>(this); }
 
-void GenerateReactor::SetJob(std::shared_ptr<JobHandle> handle) {
+void GenerateReactor::SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantJob> claim) {
   absl::MutexLock lock(&mu_);
   job_ = std::move(handle);
+  claim_ = std::move(claim);
   if (cancelled_ || client_gone_) job_->Cancel();
 }
 
@@ -113,6 +114,9 @@ void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
       }
       status_ = ToGrpc(status);
     }
+    // A stream that kept up gives its tenant's generates slot back with
+    // the job, before its last message goes out.
+    if (!overflowed_) claim_.reset();
     complete_ = true;
     action = NextAction();
   }

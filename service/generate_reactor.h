@@ -16,7 +16,9 @@
 // client did not read the stream"), after the final message (finish reason
 // CANCELLED, usage, error_message), when the client reads them; until it
 // reads or leaves, the stream holds about max_unsent_bytes plus one step's
-// tokens.
+// tokens, and keeps the job's claim on its tenant's generates quota
+// (tenant_usage.h); a stream that did not overflow gives the claim back
+// when its job ends.
 //
 // Lifetime: gRPC deletes the reactor in OnDone, which may run on another
 // thread as soon as Finish (or StartWriteAndFinish) is called; so Finish is
@@ -38,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kvsession/v1/kvsession.pb.h"
 #include "service/engine.h"
+#include "service/tenant_usage.h"
 
 namespace kvs {
 
@@ -48,9 +51,9 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
 
   // The listener to give the engine (forwards to this reactor).
   std::shared_ptr<JobListener> listener();
-  // Records the job's handle, so a client cancellation reaches it. Call
-  // before submitting the job.
-  void SetJob(std::shared_ptr<JobHandle> handle);
+  // Records the job's handle, so a client cancellation reaches it, and its
+  // tenant claim (null without quotas). Call before submitting the job.
+  void SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantJob> claim);
   // Ends the call without a job (the request failed before generating).
   void FailEarly(const absl::Status& status);
 
@@ -82,6 +85,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   const int64_t max_unsent_bytes_;
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<TenantJob> claim_ ABSL_GUARDED_BY(mu_);  // held past the job if overflowed_
   // Encoded bytes of in_flight_ and pending_ (in_flight_ until its
   // OnWriteDone); past max_unsent_bytes_ the job is cancelled (overflowed_).
   int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -352,7 +352,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     }
     const int prompt = static_cast<int>(input.ids.size());
     auto handle = std::make_shared<JobHandle>();
-    reactor->SetJob(handle);
+    reactor->SetJob(handle, *quota);
     sessions_->SetJob(*s, handle);
     engine_->Submit(s, std::move(input.ids), prompt, std::move(gen),
                     ReleaseWhenDone(reactor->listener(), *std::move(quota)),

@@ -49,7 +49,8 @@ class ReleasingListener : public JobListener {
   void OnToken(const GeneratedToken& token, const std::string& text) override { inner_->OnToken(token, text); }
   void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
               const std::string& final_text, const SessionInfo& session) override {
-    job_.reset();  // OnDone runs once, on one thread
+    job_->EndReservations();  // OnDone runs once, on one thread
+    job_.reset();
     inner_->OnDone(status, reason, usage, final_text, session);
   }
 
@@ -75,6 +76,7 @@ int64_t TenantUsageFigures::get(Quota q) const {
 }
 
 TenantJob::~TenantJob() { usage_->End(id_); }
+void TenantJob::EndReservations() { usage_->EndReservations(id_); }
 
 TenantUsage::TenantUsage(SessionManager* sessions, const TenantQuotas* quotas)
     : sessions_(sessions), quotas_(quotas) {
@@ -87,12 +89,23 @@ void TenantUsage::End(uint64_t id) {
   jobs_.erase(id);
 }
 
+void TenantUsage::EndReservations(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  Job& job = it->second;
+  job.session = nullptr;  // the session is counted as any idle one again
+  job.pages.clear();
+  job.growth_pages = 0;
+  job.store_bytes = 0;
+}
+
 int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* admitting) const {
   std::set<PageId> pages;
   int64_t extra = 0;
   std::set<const Session*> in_jobs;
   for (const auto& [id, job] : jobs_) {
-    if (job.tenant != tenant) continue;
+    if (job.tenant != tenant || job.session == nullptr) continue;
     in_jobs.insert(job.session);
     pages.insert(job.pages.begin(), job.pages.end());
     extra += job.growth_pages;

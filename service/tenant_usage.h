@@ -29,7 +29,10 @@
 //   generates    the tenant's running engine jobs: Generate, Append and
 //                CreateSession with input (each a forward-pass job that
 //                holds a session; Append is counted because it costs the
-//                same compute as a Generate's prompt).
+//                same compute as a Generate's prompt); and the Generate
+//                streams stopped because their client did not read them
+//                (generate_reactor.h), until the stream ends: each holds
+//                its unsent tokens in RAM, so their number is bounded too.
 //
 // Enforcement:
 //   AdmitJob      before an engine job starts: max_generates, then
@@ -91,10 +94,13 @@ struct TenantUsageFigures {
 class TenantUsage;
 
 // A running engine job's claim on its tenant's quotas; destroying it (when
-// the job has ended) gives the claim back.
+// the job has ended) gives the claim back. EndReservations gives back the
+// job's KV and store reservations and keeps it in the generates count
+// until destroyed (ReleaseWhenDone calls it when the job ends).
 class TenantJob {
  public:
   ~TenantJob();
+  void EndReservations();
   TenantJob(const TenantJob&) = delete;
   TenantJob& operator=(const TenantJob&) = delete;
 
@@ -141,6 +147,7 @@ class TenantUsage {
     bool generate = false;
   };
   void End(uint64_t id);
+  void EndReservations(uint64_t id);
   int64_t KvPagesLocked(const std::string& tenant, const Session* admitting) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -154,7 +161,8 @@ class TenantUsage {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
-// `inner` with `job` kept alive until its OnDone has run.
+// `inner` with `job` kept alive until its OnDone has run; there the job's
+// reservations end, and `job` is released (others may hold it longer).
 std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
                                              std::shared_ptr<TenantJob> job);
 

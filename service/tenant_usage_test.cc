@@ -70,6 +70,32 @@ TEST(TenantUsage, AJobClaimCountsAgainstMaxGeneratesUntilItIsDestroyed) {
   env.sessions().Release(*b);
 }
 
+TEST(TenantUsage, AClaimWhoseReservationsEndedStillCountsAsAGenerateButReservesNoKvOrStore) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&env.sessions(), &quotas);
+  const std::string id = env.MakeSession(20);  // 2 pages
+  const TenantUsageFigures idle = usage.Usage(kDefaultTenant);
+  auto s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok());
+  const KvGeometry& g = env.pool().geometry();
+  absl::StatusOr<std::shared_ptr<TenantJob>> claim = usage.AdmitJob(**s, 4 * g.page_tokens, true);
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  const TenantUsageFigures running = usage.Usage(kDefaultTenant);
+  EXPECT_EQ(running.generates, 1);
+  EXPECT_GT(running.kv_bytes, idle.kv_bytes) << "the pages the job may add";
+  EXPECT_GT(running.store_bytes, idle.store_bytes);
+  env.sessions().Release(*s);
+  (*claim)->EndReservations();
+  const TenantUsageFigures ended = usage.Usage(kDefaultTenant);
+  EXPECT_EQ(ended.generates, 1) << "until the claim is destroyed";
+  EXPECT_EQ(ended.kv_bytes, idle.kv_bytes);
+  EXPECT_EQ(ended.store_bytes, idle.store_bytes);
+  claim->reset();
+  EXPECT_EQ(usage.Usage(kDefaultTenant).generates, 0);
+}
+
 TEST(TenantUsage, AJobThatMayWritePastMaxStoreBytesIsRefusedAtAdmission) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;

@@ -195,6 +195,61 @@ TEST_F(TenantQuotaTest, MaxGeneratesRefusesASecondConcurrentGenerateOrAppendOfTh
   EXPECT_EQ(TenantOf(*acme_).generates().usage(), 0);
 }
 
+// A Generate whose client does not read stops at --max-unsent-stream-kb
+// (generate_reactor.h) but holds its unsent tokens until the client reads
+// or leaves: it keeps its generates slot until then, so a tenant cannot
+// park more such streams than its quota. A stream that is read gives its
+// slot back when its job ends (the test above).
+TEST_F(TenantQuotaTest, AGenerateStreamItsClientDoesNotReadKeepsItsGeneratesSlotUntilItIsRead) {
+  Start({"max_generates=1"}, {"--max-unsent-stream-kb", "1"});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time");
+  absl::StatusOr<v1::Session> b = acme_->CreateSession("There was a dog");
+  ASSERT_TRUE(a.ok() && b.ok());
+  v1::GenerateRequest unread;
+  unread.set_session_id(a->id());
+  unread.set_max_tokens(100);
+  unread.set_ignore_eos(true);
+  unread.set_top_logprobs(20);  // a few hundred bytes a token
+  // A small stream window (no BDP probing) stops the server's writes after
+  // a few KiB that the client does not read.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  auto stub = v1::KvSession::NewStub(
+      grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer acme-key");
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub->Generate(&ctx, unread);
+  // Its job ends while nothing is read.
+  absl::StatusOr<v1::Session> a_now;
+  for (int i = 0; i < 3000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    a_now = acme_->GetSession(a->id(), false, false);
+    ASSERT_TRUE(a_now.ok()) << a_now.status();
+    if (a_now->state() == v1::SESSION_STATE_IDLE && a_now->length() > a->length()) break;
+  }
+  ASSERT_EQ(a_now->state(), v1::SESSION_STATE_IDLE) << "the unread Generate never stopped";
+  ASSERT_LT(a_now->length(), a->length() + 100) << "the unread Generate was not stopped";
+
+  EXPECT_EQ(TenantOf(*acme_).generates().usage(), 1);
+  v1::GenerateRequest other;
+  other.set_session_id(b->id());
+  other.set_max_tokens(2);
+  ExpectQuotaError(acme_->Generate(other).status(), "max_generates=1");
+
+  v1::GenerateResponse m;
+  while (reader->Read(&m)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  // The slot comes back when the stream ends (the server's side of it may
+  // end a moment after the client saw its status).
+  for (int i = 0; i < 1000 && TenantOf(*acme_).generates().usage() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(TenantOf(*acme_).generates().usage(), 0);
+  EXPECT_TRUE(acme_->Generate(other).ok());
+}
+
 TEST_F(TenantQuotaTest, MaxKvBytesRefusesAJobPastItAfterEvictingTheTenantsOwnIdleSessions) {
   Start({});
   absl::StatusOr<v1::ServerInfo> server = acme_->GetServerInfo();
