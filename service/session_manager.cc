@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/escaping.h"
@@ -10,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "proto/route_key.h"
 #include "service/session_rewind.h"
+#include "service/task_executor.h"
 
 namespace kvs {
 namespace {
@@ -84,7 +86,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
     absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
     // No KV room now (running calls hold it): wait for them, within the
     // call's deadline, like a call waiting in the engine's queue.
+    std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
     while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline) {
+      if (!waiting) waiting.emplace();
       absl::SleepFor(absl::Milliseconds(5));
       kv = persistence_.LoadKv(*s);
     }

@@ -9,10 +9,12 @@
 #include <set>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
 #include "cache/fault_injection_fs.h"
 #include "service/service_test_env.h"
+#include "service/task_executor.h"
 
 namespace kvs {
 namespace {
@@ -261,6 +263,38 @@ TEST(SessionManager, AnEvictedSessionComesBackFromDiskWithTheSameKvBytes) {
     }
   }
   env.sessions().Release(*s);
+}
+
+// An Acquire that waits for KV memory (the session is on disk, the pool is
+// held by others) waits in a BlockingWait: on an executor of one io
+// thread, the tasks queued behind it still run.
+TEST(SessionManager, AnAcquireWaitingForKvMemoryLetsTheIoTasksQueuedBehindItRun) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/16);
+  const std::string id = env.MakeSession(40);  // 3 pages
+  env.Reopen();                                 // its KV only on disk
+  std::vector<PageId> held;                     // every page, held by "others"
+  for (absl::StatusOr<PageId> p = env.pool().Allocate(); p.ok(); p = env.pool().Allocate()) held.push_back(*p);
+  ASSERT_EQ(held.size(), 16u);
+
+  TaskExecutor io(1);
+  absl::Notification acquire_ended, next_ran;
+  absl::StatusOr<std::shared_ptr<Session>> acquired;
+  io.Submit([&] {
+    acquired = env.sessions().Acquire(id, "Generate", absl::Now() + absl::Seconds(60));
+    acquire_ended.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  io.Submit([&] { next_ran.Notify(); });
+  EXPECT_TRUE(next_ran.WaitForNotificationWithTimeout(absl::Seconds(20)))
+      << "the task queued behind the waiting Acquire did not run";
+  EXPECT_FALSE(acquire_ended.HasBeenNotified()) << "the Acquire did not wait";
+
+  for (PageId p : held) env.pool().Release(p);
+  acquire_ended.WaitForNotification();
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_TRUE((*acquired)->resident());
+  env.sessions().Release(*acquired);
 }
 
 TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {

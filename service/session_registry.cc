@@ -1,11 +1,13 @@
 #include "service/session_registry.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/auth/tenant_quotas.h"
 #include "service/session_io_metrics.h"
+#include "service/task_executor.h"
 
 namespace kvs {
 
@@ -91,6 +93,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
   // after the client's next call: a running job gets this long to turn out
   // cancelled before the call is refused.
   const absl::Time grace_end = std::min(deadline, absl::Now() + kCancelGrace);
+  std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
   for (;;) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
@@ -111,6 +114,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
                                              " when it ends"));
     }
     // Poll: a cancel flips the job's flag without this mutex.
+    if (!waiting) waiting.emplace();
     mu_.AwaitWithDeadline(absl::Condition(
                               +[](Session* x) { return !x->busy && x->readers == 0; }, s.get()),
                           std::min(deadline, now + absl::Milliseconds(5)));

@@ -3,10 +3,20 @@
 // loop. Tasks run in submission order per thread pick-up (no ordering
 // guarantee across threads).
 //
+// Waits: a task that waits for something other than its own work (a busy
+// session to be released, KV memory to be freed by running calls) marks
+// the wait with a BlockingWait. While it waits it does not count against
+// the executor's threads: queued tasks start on another thread, a spare
+// one started on demand (at most `max_spare_threads` of them; they stay,
+// idle, once started). So a few calls waiting for a busy session cannot
+// hold up every other call. Past the spares, tasks queue as before.
+// When the waits end, more than `n_threads` tasks may run for a while; no
+// further task starts until fewer do.
+//
 // Its threads are named "kvs-io" (top -H, perf).
 //
 // Ownership: owns its threads; the destructor runs the tasks already queued,
-// then joins.
+// then joins. Thread-safe.
 #ifndef KVSESSION_SERVICE_TASK_EXECUTOR_H_
 #define KVSESSION_SERVICE_TASK_EXECUTOR_H_
 
@@ -22,22 +32,46 @@ namespace kvs {
 
 class TaskExecutor {
  public:
-  explicit TaskExecutor(int n_threads);
+  explicit TaskExecutor(int n_threads, int max_spare_threads = 32);
   ~TaskExecutor();
   TaskExecutor(const TaskExecutor&) = delete;
   TaskExecutor& operator=(const TaskExecutor&) = delete;
 
   void Submit(std::function<void()> task);
-  // How many threads run the tasks (how many may run at once).
-  int threads() const { return static_cast<int>(threads_.size()); }
+  // How many tasks run at once outside waits (n_threads).
+  int threads() const { return n_threads_; }
+  // Threads started so far, spares included (tests, diagnostics).
+  int started_threads() const;
 
  private:
+  friend class BlockingWait;
   void Loop();
+  void StartThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartSpareIfNeededLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginWait();
+  void EndWait();
 
-  absl::Mutex mu_;
+  const int n_threads_;
+  const int max_threads_;  // n_threads + max_spare_threads
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;  // threads running a task
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;  // of those, inside a BlockingWait
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+// Marks the calling task as waiting until destroyed (see above). Does
+// nothing on a thread that is not a TaskExecutor's. Nests.
+class BlockingWait {
+ public:
+  BlockingWait();
+  ~BlockingWait();
+  BlockingWait(const BlockingWait&) = delete;
+  BlockingWait& operator=(const BlockingWait&) = delete;
+
+ private:
+  TaskExecutor* const executor_;
 };
 
 }  // namespace kvs
