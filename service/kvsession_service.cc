@@ -662,52 +662,56 @@ grpc::ServerUnaryReactor* KvSessionService::Tokenize(grpc::CallbackServerContext
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "input is empty"));
     return reactor;
   }
+  if (absl::Status st = request->session_id().empty() ? absl::OkStatus()
+                                                      : CheckSessionId("session_id", request->session_id());
+      !st.ok()) {
+    reactor->Finish(ToGrpc(st));
+    return reactor;
+  }
+  // A mebibyte of text takes a good part of a second to tokenize: off
+  // gRPC's callback threads, which every other call needs.
+  // Calls queue there; one whose client left or whose deadline passed
+  // meanwhile is not worked on.
+  tokenizing_->Submit([this, ctx, reactor, request, response] {
+    if (ctx->IsCancelled()) return reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    reactor->Finish(ToGrpc(TokenizeNow(*request, response)));
+  });
+  return reactor;
+}
+
+absl::Status KvSessionService::TokenizeNow(const v1::TokenizeRequest& request,
+                                           v1::TokenizeResponse* response) const {
   std::vector<int32_t> base;  // what the session holds before
   ChatState chat;
-  const bool new_session = request->session_id().empty();
+  const bool new_session = request.session_id().empty();
   if (new_session) {
     const Tokenizer& tok = model_.tokenizer();
     if (tok.add_bos() && tok.bos_id() >= 0) base.push_back(tok.bos_id());
   } else {
-    if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
-      reactor->Finish(ToGrpc(st));
-      return reactor;
-    }
-    absl::StatusOr<SessionInfo> info = sessions_->Get(request->session_id(), /*include_tokens=*/true);
-    if (!info.ok()) {
-      reactor->Finish(ToGrpc(info.status()));
-      return reactor;
-    }
+    absl::StatusOr<SessionInfo> info = sessions_->Get(request.session_id(), /*include_tokens=*/true);
+    if (!info.ok()) return info.status();
     base = std::move(info->tokens);
     chat = info->chat;
   }
   GenerationPromptChoice prompt_choice;
-  prompt_choice.enable_thinking = !request->has_enable_thinking() || request->enable_thinking();
+  prompt_choice.enable_thinking = !request.has_enable_thinking() || request.enable_thinking();
   // Without add_generation_prompt, count the input alone (as Append adds it).
-  if (!request->add_generation_prompt()) prompt_choice.add = false;
-  absl::StatusOr<ResolvedInput> ids = inputs_.Resolve(&request->input(), base, chat, &prompt_choice);
-  absl::Status st = ids.status();
-  if (st.ok()) {
-    // Token ids are checked like Append's (the range; no context limit).
-    for (int32_t id : ids->ids) {
-      if (id < 0 || id >= model_.config().vocab_size) {
-        st = absl::InvalidArgumentError(absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+  if (!request.add_generation_prompt()) prompt_choice.add = false;
+  absl::StatusOr<ResolvedInput> ids = inputs_.Resolve(&request.input(), base, chat, &prompt_choice);
+  if (!ids.ok()) return ids.status();
+  // Token ids are checked like Append's (the range; no context limit).
+  for (int32_t id : ids->ids) {
+    if (id < 0 || id >= model_.config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
                                                      model_.config().vocab_size, ")"));
-        break;
-      }
     }
-  }
-  if (!st.ok()) {
-    reactor->Finish(ToGrpc(st));
-    return reactor;
   }
   std::vector<int32_t> out;
   if (new_session) out = base;
   out.insert(out.end(), ids->ids.begin(), ids->ids.end());
   response->mutable_token_ids()->Add(out.begin(), out.end());
   response->set_text(inputs_.Decode(out, /*include_special=*/true));
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* KvSessionService::Detokenize(grpc::CallbackServerContext* ctx,

@@ -141,6 +141,9 @@ class KvSessionService final : public ParsingCallbackService {
                      int prompt_tokens, std::shared_ptr<JobHandle> handle, absl::Time deadline,
                      std::function<void(const absl::Status&, const JobUsage&, const SessionInfo&)> done);
   SamplingParams ServerDefaultSampling() const;
+  // Tokenize's work (on tokenizing_): the ids, or its error.
+  absl::Status TokenizeNow(const kvsession::v1::TokenizeRequest& request,
+                           kvsession::v1::TokenizeResponse* response) const;
   // For a call that made new sessions (`ids`) and is about to answer: if
   // the call has ended meanwhile (the client cancelled, or its deadline
   // passed, while the sessions were written), the client can never learn
@@ -159,6 +162,9 @@ class KvSessionService final : public ParsingCallbackService {
   const InputResolver inputs_;
   TenantUsage* tenant_usage_ = nullptr;
   int64_t max_unsent_stream_bytes_ = int64_t{4} << 20;
+  // Tokenize calls, one at a time, off gRPC's callback threads.
+  std::unique_ptr<TaskExecutor> tokenizing_ =
+      std::make_unique<TaskExecutor>(1, /*max_spare_threads=*/0, "kvs-tokenize");
   std::unique_ptr<MigrationMemory> migration_memory_ =
       std::make_unique<MigrationMemory>(int64_t{2} << 30, kMaxMigrationBytes);
   // Admits an engine job on a held session against its tenant's quotas

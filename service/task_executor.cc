@@ -15,8 +15,8 @@ thread_local int wait_depth = 0;
 
 }  // namespace
 
-TaskExecutor::TaskExecutor(int n_threads, int max_spare_threads)
-    : n_threads_(n_threads), max_threads_(n_threads + max_spare_threads) {
+TaskExecutor::TaskExecutor(int n_threads, int max_spare_threads, const char* thread_name)
+    : n_threads_(n_threads), thread_name_(thread_name), max_threads_(n_threads + max_spare_threads) {
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < n_threads; ++i) StartThreadLocked();
 }
@@ -72,7 +72,7 @@ void TaskExecutor::EndWait() {
 }
 
 void TaskExecutor::Loop() {
-  pthread_setname_np(pthread_self(), "kvs-io");  // top -H, perf
+  pthread_setname_np(pthread_self(), thread_name_);  // top -H, perf
   current_executor = this;
   for (;;) {
     std::function<void()> task;

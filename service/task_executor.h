@@ -13,7 +13,7 @@
 // When the waits end, more than `n_threads` tasks may run for a while; no
 // further task starts until fewer do.
 //
-// Its threads are named "kvs-io" (top -H, perf).
+// Its threads are named `thread_name` ("kvs-io" unless given; top -H, perf).
 //
 // Ownership: owns its threads; the destructor runs the tasks already queued,
 // then joins. Thread-safe.
@@ -32,7 +32,7 @@ namespace kvs {
 
 class TaskExecutor {
  public:
-  explicit TaskExecutor(int n_threads, int max_spare_threads = 32);
+  explicit TaskExecutor(int n_threads, int max_spare_threads = 32, const char* thread_name = "kvs-io");
   ~TaskExecutor();
   TaskExecutor(const TaskExecutor&) = delete;
   TaskExecutor& operator=(const TaskExecutor&) = delete;
@@ -52,6 +52,7 @@ class TaskExecutor {
   void EndWait();
 
   const int n_threads_;
+  const char* const thread_name_;  // at most 15 characters
   const int max_threads_;  // n_threads + max_spare_threads
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);

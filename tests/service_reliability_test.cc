@@ -210,6 +210,54 @@ TEST_F(ReliabilityTest, AGenerateWhoseClientDoesNotReadStopsAtTheUnsentLimitAndS
   EXPECT_EQ(r->ids.size(), 400u);
 }
 
+// Tokenize of a mebibyte of text takes a good part of a second of CPU.
+// Clients tokenizing in a loop do not hold up other calls: Tokenize runs
+// on its own thread, not on the callback threads every call needs.
+TEST_F(ReliabilityTest, ClientsTokenizingLargeTextsInALoopDoNotHoldUpOtherCalls) {
+  StartServer("tiny-qwen3.gguf");
+  const v1::Session s = Create("Once upon a time");
+  std::string text;
+  for (int i = 0; text.size() < 1000000; ++i) absl::StrAppend(&text, "word", i % 977, " and more, ");
+  text.resize(1000000);
+  std::atomic<bool> stop{false};
+  std::atomic<int> tokenized{0};
+  std::vector<std::thread> loopers;
+  for (int i = 0; i < 4; ++i) {
+    loopers.emplace_back([&] {
+      KvSessionClient client(server_->address());
+      v1::TokenizeRequest req;
+      req.mutable_input()->set_text(text);
+      while (!stop) {
+        absl::StatusOr<v1::TokenizeResponse> r = client.Tokenize(req);
+        if (r.ok()) ++tokenized;
+      }
+    });
+  }
+  for (int i = 0; i < 2000 && tokenized.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_GT(tokenized.load(), 0);
+  // Each GetSession gets 100 ms, a thousand times what it takes on an idle
+  // server. With the callback threads tokenizing, each took 140-400 ms
+  // (4 loopers, tiny-qwen3's byte-level BPE); off them, under 1 ms.
+  auto stub = v1::KvSession::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  int late = 0;
+  for (int i = 0; i < 20; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    v1::GetSessionRequest req;
+    req.set_session_id(s.id());
+    v1::Session got;
+    const grpc::Status st = stub->GetSession(&ctx, req, &got);
+    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      ++late;
+    } else {
+      EXPECT_TRUE(st.ok()) << st.error_message();
+    }
+  }
+  stop = true;
+  for (std::thread& t : loopers) t.join();
+  EXPECT_LE(late, 4) << "of 20 GetSession calls during the tokenizing (a loaded machine may delay a few)";
+}
+
 // Issue 8 item 7: GetSession during a Generate shows the session's pages.
 TEST_F(ReliabilityTest, GetSessionDuringAGenerateShowsItsKvPages) {
   StartServer("tiny-llama-gqa.gguf");
