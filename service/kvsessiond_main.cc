@@ -151,6 +151,7 @@ ABSL_FLAG(int64_t, tenant_max_store_bytes, 0,
           "default per-tenant quota: bytes stored for its sessions and checkpoints (0 = unlimited)");
 ABSL_FLAG(int64_t, tenant_max_generates, 0,
           "default per-tenant quota: concurrent Generate / Append calls (0 = unlimited)");
+ABSL_FLAG(int64_t, tenant_max_checkpoints, 0, "default per-tenant quota: checkpoints owned (0 = unlimited)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
 
 namespace kvs {
@@ -325,8 +326,9 @@ int Serve() {
       {absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_client_ca)});
   if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
   TenantQuotas quotas({absl::GetFlag(FLAGS_tenant_max_sessions), absl::GetFlag(FLAGS_tenant_max_kv_bytes),
-                       absl::GetFlag(FLAGS_tenant_max_store_bytes), absl::GetFlag(FLAGS_tenant_max_generates)});
-  for (Quota q : {Quota::kSessions, Quota::kKvBytes, Quota::kStoreBytes, Quota::kGenerates}) {
+                       absl::GetFlag(FLAGS_tenant_max_store_bytes), absl::GetFlag(FLAGS_tenant_max_generates),
+                       absl::GetFlag(FLAGS_tenant_max_checkpoints)});
+  for (Quota q : kAllQuotas) {
     if (quotas.defaults().get(q) < 0) return Fail(absl::StrCat("--tenant-", absl::StrReplaceAll(QuotaName(q), {{"_", "-"}}), " must be >= 0"));
   }
   std::unique_ptr<Authenticator> authenticator;

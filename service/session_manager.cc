@@ -240,9 +240,12 @@ absl::StatusOr<CheckpointRecord> SessionManager::Snapshot(const std::string& id,
                                                           const std::string& name,
                                                           int64_t* bytes_written,
                                                           absl::Time deadline) {
-  if (absl::Status st = CheckCheckpointRoom(); !st.ok()) return st;
   absl::StatusOr<std::shared_ptr<Session>> s = registry_.AcquireShared(id, "Snapshot", deadline);
   if (!s.ok()) return s.status();
+  if (absl::Status st = CheckCheckpointRoom((*s)->owner); !st.ok()) {
+    registry_.ReleaseShared(**s);
+    return st;
+  }
   absl::StatusOr<CheckpointRecord> c;
   {
     absl::MutexLock persist(&(*s)->persist_mu);
@@ -341,10 +344,8 @@ absl::Status SessionManager::Delete(const std::string& id, absl::Time deadline) 
   return absl::OkStatus();
 }
 
-absl::Status SessionManager::CheckCheckpointRoom() const {
-  if (registry_.checkpoint_count() < limits_.max_checkpoints) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat("the server holds its limit of ", limits_.max_checkpoints,
-                                                   " checkpoints (--max-checkpoints); delete some first"));
+absl::Status SessionManager::CheckCheckpointRoom(const std::string& owner) const {
+  return registry_.CheckpointRoom(owner, limits_.max_checkpoints);
 }
 
 absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {

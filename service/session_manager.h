@@ -156,7 +156,8 @@ class SessionManager : public KvRoomMaker {
   absl::StatusOr<SessionInfo> Truncate(const std::string& id, int length, int* removed = nullptr,
                                        absl::Time deadline = absl::Now());
   // A checkpoint of the session's current state. A reader, like Fork.
-  // RESOURCE_EXHAUSTED when the server holds max_checkpoints already.
+  // RESOURCE_EXHAUSTED when the server holds max_checkpoints already, or
+  // the session's owner its max_checkpoints quota (tenant_quotas.h).
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,
                                             absl::Time deadline = absl::Now());
@@ -227,8 +228,9 @@ class SessionManager : public KvRoomMaker {
   int resident_count() const { return registry_.resident_count(); }
 
  private:
-  // OK, or RESOURCE_EXHAUSTED when the server holds max_checkpoints.
-  absl::Status CheckCheckpointRoom() const;
+  // OK, or RESOURCE_EXHAUSTED when the server holds max_checkpoints, or
+  // `owner` its max_checkpoints quota (SessionRegistry::CheckpointRoom).
+  absl::Status CheckCheckpointRoom(const std::string& owner) const;
   // INVALID_ARGUMENT when `source` with `added` over it has more than
   // limits().max_labels labels (a Fork's branch).
   absl::Status CheckMergedLabels(const std::map<std::string, std::string>& source,

@@ -115,7 +115,7 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
     if (registry_.HasCheckpoint(c.id())) {
       return absl::AlreadyExistsError(absl::StrCat("checkpoint '", c.id(), "' already exists here"));
     }
-    if (absl::Status st = CheckCheckpointRoom(); !st.ok()) return st;
+    if (absl::Status st = CheckCheckpointRoom(CheckpointOwner(c)); !st.ok()) return st;
     if (absl::Status s = store_->PutCheckpoint(c, encode, &stats); !s.ok()) return s;
     registry_.AddCheckpoint(c);
     result.checkpoint_id = c.id();

@@ -278,7 +278,28 @@ int SessionRegistry::resident_count() const {
 
 void SessionRegistry::AddCheckpoint(const CheckpointRecord& checkpoint) {
   absl::MutexLock lock(&mu_);
-  checkpoints_[checkpoint.id()] = checkpoint;
+  if (checkpoints_.insert_or_assign(checkpoint.id(), checkpoint).second) {
+    ++owned_checkpoints_[CheckpointOwner(checkpoint)];
+  }
+}
+
+int SessionRegistry::owned_checkpoint_count(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = owned_checkpoints_.find(owner);
+  return it == owned_checkpoints_.end() ? 0 : it->second;
+}
+
+absl::Status SessionRegistry::CheckpointRoom(const std::string& owner, int server_limit) const {
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int64_t>(checkpoints_.size()) >= server_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat("the server holds its limit of ", server_limit,
+                                                     " checkpoints (--max-checkpoints); delete some first"));
+  }
+  const int64_t limit = tenant_checkpoint_limit_ ? tenant_checkpoint_limit_(owner) : 0;
+  const auto it = owned_checkpoints_.find(owner);
+  const int64_t have = it == owned_checkpoints_.end() ? 0 : it->second;
+  if (limit > 0 && have >= limit) return QuotaExceeded(Quota::kCheckpoints, limit);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<CheckpointRecord> SessionRegistry::GetCheckpoint(const std::string& id) const {
@@ -309,7 +330,11 @@ bool SessionRegistry::CheckpointVisibleTo(const std::string& id, const std::stri
 
 void SessionRegistry::RemoveCheckpoint(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  checkpoints_.erase(id);
+  auto it = checkpoints_.find(id);
+  if (it == checkpoints_.end()) return;
+  const std::string owner = CheckpointOwner(it->second);
+  checkpoints_.erase(it);
+  if (--owned_checkpoints_[owner] <= 0) owned_checkpoints_.erase(owner);
 }
 
 std::vector<CheckpointRecord> SessionRegistry::ListCheckpoints(const std::string& session_id,

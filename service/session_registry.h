@@ -96,6 +96,18 @@ class SessionRegistry {
   }
   // Sessions (resident or not) owned by `owner`.
   int owned_count(const std::string& owner) const;
+  // The tenant's max_checkpoints quota (0 = unlimited), as
+  // SetTenantSessionLimit. Set once, before the registry is shared.
+  void SetTenantCheckpointLimit(std::function<int64_t(const std::string&)> limit) {
+    tenant_checkpoint_limit_ = std::move(limit);
+  }
+  // Checkpoints owned by `owner` (CheckpointOwner).
+  int owned_checkpoint_count(const std::string& owner) const;
+  // OK if one more checkpoint of `owner` fits: RESOURCE_EXHAUSTED when the
+  // server holds `server_limit` (--max-checkpoints) already, QuotaExceeded
+  // at the owner's max_checkpoints. A check, not a reservation: checkpoints
+  // written at once may pass it together.
+  absl::Status CheckpointRoom(const std::string& owner, int server_limit) const;
   // Runs on_session(const Session&) for every session, then
   // on_checkpoint(const CheckpointRecord&) for every checkpoint, with the
   // registry's mutex held (see session.h for the fields it guards; the
@@ -196,7 +208,9 @@ class SessionRegistry {
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, CheckpointRecord> checkpoints_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> owned_ ABSL_GUARDED_BY(mu_);  // sessions per owner
+  std::map<std::string, int> owned_checkpoints_ ABSL_GUARDED_BY(mu_);  // checkpoints per owner
   std::function<int64_t(const std::string&)> tenant_limit_;
+  std::function<int64_t(const std::string&)> tenant_checkpoint_limit_;
 };
 
 }  // namespace kvs

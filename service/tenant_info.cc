@@ -16,6 +16,7 @@ void FillTenantInfo(const Principal& caller, const TenantUsage* usage, kvsession
   set(Quota::kKvBytes, out->mutable_kv_bytes());
   set(Quota::kStoreBytes, out->mutable_store_bytes());
   set(Quota::kGenerates, out->mutable_generates());
+  set(Quota::kCheckpoints, out->mutable_checkpoints());
 }
 
 }  // namespace kvs

@@ -20,6 +20,7 @@ void RegisterTenantMetrics(metrics::Registry* registry, const TenantUsage* usage
         {"kvsession_tenant_kv_bytes", "Resident KV bytes attributed to the tenant.", Quota::kKvBytes},
         {"kvsession_tenant_store_bytes", "Stored bytes (pages and records) of the tenant.", Quota::kStoreBytes},
         {"kvsession_tenant_generates", "Engine jobs of the tenant running now.", Quota::kGenerates},
+        {"kvsession_tenant_checkpoints", "Checkpoints the tenant owns.", Quota::kCheckpoints},
     };
     for (const Family& f : kFamilies) {
       out.Family(f.name, f.help, "gauge");

@@ -71,6 +71,8 @@ int64_t TenantUsageFigures::get(Quota q) const {
       return store_bytes;
     case Quota::kGenerates:
       return generates;
+    case Quota::kCheckpoints:
+      return checkpoints;
   }
   return 0;
 }
@@ -82,6 +84,8 @@ TenantUsage::TenantUsage(SessionManager* sessions, const TenantQuotas* quotas)
     : sessions_(sessions), quotas_(quotas) {
   sessions_->registry()->SetTenantSessionLimit(
       [quotas](const std::string& tenant) { return quotas->Limits(tenant).max_sessions; });
+  sessions_->registry()->SetTenantCheckpointLimit(
+      [quotas](const std::string& tenant) { return quotas->Limits(tenant).max_checkpoints; });
 }
 
 void TenantUsage::End(uint64_t id) {
@@ -151,6 +155,7 @@ int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
 TenantUsageFigures TenantUsage::Usage(const std::string& tenant) const {
   TenantUsageFigures u;
   u.sessions = sessions_->registry()->owned_count(tenant);
+  u.checkpoints = sessions_->registry()->owned_checkpoint_count(tenant);
   absl::MutexLock lock(&mu_);
   for (const auto& [id, job] : jobs_) u.generates += job.tenant == tenant && job.generate;
   u.kv_bytes = KvPagesLocked(tenant, nullptr) * static_cast<int64_t>(sessions_->pool()->geometry().page_bytes());

@@ -33,6 +33,9 @@
 //                streams stopped because their client did not read them
 //                (generate_reactor.h), until the stream ends: each holds
 //                its unsent tokens in RAM, so their number is bounded too.
+//   checkpoints  checkpoints whose owner is the tenant (SessionRegistry
+//                counts them; Snapshot and a checkpoint import refuse
+//                past the quota, SessionRegistry::CheckpointRoom).
 //
 // Enforcement:
 //   AdmitJob      before an engine job starts: max_generates, then
@@ -88,6 +91,7 @@ struct TenantUsageFigures {
   int64_t kv_bytes = 0;
   int64_t store_bytes = 0;
   int64_t generates = 0;
+  int64_t checkpoints = 0;
   int64_t get(Quota q) const;
 };
 
@@ -113,7 +117,8 @@ class TenantJob {
 
 class TenantUsage {
  public:
-  // Installs the max_sessions quota in the manager's registry.
+  // Installs the max_sessions and max_checkpoints quotas in the manager's
+  // registry.
   TenantUsage(SessionManager* sessions, const TenantQuotas* quotas);
 
   const TenantQuotas& quotas() const { return *quotas_; }

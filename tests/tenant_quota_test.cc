@@ -123,6 +123,41 @@ TEST_F(TenantQuotaTest, ImportSessionRefusesASessionPastTheOwnersQuotasAndWrites
   EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 1);
 }
 
+TEST_F(TenantQuotaTest, MaxCheckpointsRefusesSnapshotsAndCheckpointImportsPastItUntilOneIsDeleted) {
+  Start({"max_checkpoints=2"});
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time");
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<v1::Checkpoint> first = acme_->Snapshot(a->id(), "one");
+  ASSERT_TRUE(first.ok()) << first.status();
+  v1::ExportSessionRequest req;
+  req.set_checkpoint_id(first->id());
+  absl::StatusOr<ExportedSession> stream = ExportSession(*acme_, req);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE(acme_->DeleteCheckpoint(first->id()).ok());
+  ASSERT_TRUE(acme_->Snapshot(a->id(), "two").ok());
+  absl::StatusOr<v1::Checkpoint> three = acme_->Snapshot(a->id(), "three");
+  ASSERT_TRUE(three.ok()) << three.status();
+
+  ExpectQuotaError(acme_->Snapshot(a->id(), "four").status(), "max_checkpoints=2");
+  ExpectQuotaError(ImportSession(*acme_, stream->bytes).status(), "max_checkpoints=2");
+  const v1::TenantInfo info = TenantOf(*acme_);
+  EXPECT_EQ(info.checkpoints().usage(), 2);
+  EXPECT_EQ(info.checkpoints().limit(), 2);
+  absl::StatusOr<v1::ListCheckpointsResponse> listed = acme_->ListCheckpoints("");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->checkpoints_size(), 2) << "the refused calls made none";
+  // Another tenant has its own count.
+  absl::StatusOr<v1::Session> b = beta_->CreateSession("beta");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(beta_->Snapshot(b->id(), "").ok());
+
+  ASSERT_TRUE(acme_->DeleteCheckpoint(three->id()).ok());
+  EXPECT_EQ(TenantOf(*acme_).checkpoints().usage(), 1);
+  absl::StatusOr<v1::ImportSessionResponse> imported = ImportSession(*acme_, stream->bytes);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  ExpectQuotaError(acme_->Snapshot(a->id(), "four").status(), "max_checkpoints=2");
+}
+
 TEST_F(TenantQuotaTest, KvsessionInfoShowsTheCallersTenantAndItsQuotas) {
   Start({"max_sessions=5"}, {"--tenant-max-generates", "2"});
   ASSERT_TRUE(acme_->CreateSession("one").ok());

@@ -16,7 +16,7 @@ namespace kvs {
 namespace {
 
 constexpr std::string_view kQuotaNames[] = {"max_sessions", "max_kv_bytes", "max_store_bytes",
-                                            "max_generates"};
+                                            "max_generates", "max_checkpoints"};
 
 bool ValidTenant(std::string_view t) { return IsTenantName(t); }
 
@@ -85,7 +85,8 @@ absl::StatusOr<ApiKeyFile> ParseApiKeyFile(std::string_view text) {
       if (eq == std::string_view::npos || !known) {
         return LineError(line_number, absl::StrCat("field ", i + 1,
                                                    ": expected max_sessions=, max_kv_bytes=, "
-                                                   "max_store_bytes= or max_generates=N"));
+                                                   "max_store_bytes=, max_generates= or "
+                                                   "max_checkpoints=N"));
       }
       int64_t value = 0;
       const std::string_view digits = fields[i].substr(eq + 1);

@@ -7,7 +7,8 @@
 //   ROLE       user | admin
 //   SHA256HEX  the lowercase hex SHA-256 of the API key (64 characters);
 //              the key itself never appears in the file
-//   QUOTA      max_sessions | max_kv_bytes | max_store_bytes | max_generates,
+//   QUOTA      max_sessions | max_kv_bytes | max_store_bytes | max_generates
+//              | max_checkpoints,
 //              VALUE a non-negative integer (0 = unlimited): the tenant's
 //              quota, overriding the --tenant-max-* default; with several
 //              lines the most restrictive wins (tenant_quotas.h, which

@@ -7,9 +7,6 @@
 namespace kvs {
 namespace {
 
-constexpr Quota kAllQuotas[] = {Quota::kSessions, Quota::kKvBytes, Quota::kStoreBytes,
-                                Quota::kGenerates};
-
 // The more restrictive of two limits (0 = unlimited).
 int64_t Stricter(int64_t a, int64_t b) {
   if (a == 0) return b;
@@ -29,6 +26,8 @@ const char* QuotaName(Quota q) {
       return "max_store_bytes";
     case Quota::kGenerates:
       return "max_generates";
+    case Quota::kCheckpoints:
+      return "max_checkpoints";
   }
   return "?";
 }
@@ -47,6 +46,8 @@ int64_t QuotaLimits::get(Quota q) const {
       return max_store_bytes;
     case Quota::kGenerates:
       return max_generates;
+    case Quota::kCheckpoints:
+      return max_checkpoints;
   }
   return 0;
 }
@@ -64,6 +65,9 @@ void QuotaLimits::set(Quota q, int64_t v) {
       break;
     case Quota::kGenerates:
       max_generates = v;
+      break;
+    case Quota::kCheckpoints:
+      max_checkpoints = v;
       break;
   }
 }

@@ -1,6 +1,6 @@
 // TenantQuotas: the table of per-tenant quota limits (issue 10).
 //
-// Four quotas, each an int64 limit where 0 means unlimited:
+// Five quotas, each an int64 limit where 0 means unlimited:
 //   max_sessions     sessions the tenant owns (resident or only on disk)
 //   max_kv_bytes     resident KV bytes attributed to the tenant
 //                    (service/tenant_usage.h defines the count)
@@ -8,10 +8,12 @@
 //                    records and their pages take in the store
 //   max_generates    concurrent engine jobs of the tenant (Generate,
 //                    Append, and CreateSession with input)
+//   max_checkpoints  checkpoints the tenant owns (each keeps a record in
+//                    the server's RAM; --max-checkpoints bounds the server)
 //
 // Where the limits come from: kvsessiond's --tenant-max-sessions,
-// --tenant-max-kv-bytes, --tenant-max-store-bytes, --tenant-max-generates
-// give every tenant's default (the flags carry a `tenant-` prefix because
+// --tenant-max-kv-bytes, --tenant-max-store-bytes, --tenant-max-generates,
+// --tenant-max-checkpoints give every tenant's default (the flags carry a `tenant-` prefix because
 // --max-sessions already bounds the whole server). A `QUOTA=VALUE` field
 // on a tenant's line in --auth-keys (api_key_file.h) overrides the default
 // for that tenant. When a tenant has several key lines naming the same
@@ -40,9 +42,15 @@
 
 namespace kvs {
 
-enum class Quota { kSessions, kKvBytes, kStoreBytes, kGenerates };
+enum class Quota { kSessions, kKvBytes, kStoreBytes, kGenerates, kCheckpoints };
 
-// "max_sessions", "max_kv_bytes", "max_store_bytes", "max_generates".
+// "max_sessions", "max_kv_bytes", "max_store_bytes", "max_generates",
+// "max_checkpoints".
+const char* QuotaName(Quota q);
+// Every quota, in the order above.
+inline constexpr Quota kAllQuotas[] = {Quota::kSessions, Quota::kKvBytes, Quota::kStoreBytes,
+                                       Quota::kGenerates, Quota::kCheckpoints};
+
 const char* QuotaName(Quota q);
 
 // RESOURCE_EXHAUSTED "tenant quota max_sessions=100 reached" (the limit,
@@ -54,6 +62,7 @@ struct QuotaLimits {
   int64_t max_kv_bytes = 0;
   int64_t max_store_bytes = 0;
   int64_t max_generates = 0;
+  int64_t max_checkpoints = 0;
   int64_t get(Quota q) const;
   void set(Quota q, int64_t v);
 };

@@ -26,6 +26,16 @@ TEST(TenantQuotas, TheKeysFileOverridesTheFlagDefaultsForItsTenantOnly) {
   EXPECT_EQ(q.Tenants(), (std::vector<std::string>{"acme", "beta"}));
 }
 
+TEST(TenantQuotas, EveryQuotaIsReadFromAKeyLineUnderItsName) {
+  int64_t value = 3;
+  std::string quotas;
+  for (Quota q : kAllQuotas) quotas += std::string(QuotaName(q)) + "=" + std::to_string(value++) + " ";
+  TenantQuotas q(QuotaLimits{}, Parse(Line("acme", "k1", quotas)));
+  value = 3;
+  for (Quota quota : kAllQuotas) EXPECT_EQ(q.Limits("acme").get(quota), value++) << QuotaName(quota);
+  EXPECT_EQ(QuotaName(Quota::kCheckpoints), std::string("max_checkpoints"));
+}
+
 TEST(TenantQuotas, WhenATenantsLinesDisagreeTheMostRestrictiveValueWins) {
   TenantQuotas q(QuotaLimits{}, Parse(Line("acme", "k1", "max_sessions=5 max_kv_bytes=0 max_generates=0") +
                                       Line("acme", "k2", "max_sessions=3 max_kv_bytes=4096 max_generates=0") +
