@@ -75,10 +75,7 @@ RenderedChat ChatTemplate::Tokenize(const std::vector<ChatPiece>& pieces, Follow
   // text but gets no tokens, as the tokenizer splits the whole text.
   bool strip_run_start = follows == Follows::kWhitespaceSwallowingToken;
   const auto flush = [&] {
-    if (strip_run_start) {
-      const size_t kept = run.find_first_not_of(" \t\n\v\f\r");
-      run.erase(0, kept == std::string::npos ? run.size() : kept);
-    }
+    if (strip_run_start) run.erase(0, run.size() - Tokenizer::AfterSwallowedWhitespace(run).size());
     if (run.empty()) return;
     // Plain text: never parse control tokens out of it.
     std::vector<int32_t> ids = run_follows_text

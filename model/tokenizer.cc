@@ -293,6 +293,11 @@ bool Tokenizer::StripsWhitespaceAfter(int32_t id) const {
   return special_tokens_[special_index_[id]].strip_right;
 }
 
+std::string_view Tokenizer::AfterSwallowedWhitespace(std::string_view text) {
+  while (!text.empty() && IsAsciiSpace(text.front())) text.remove_prefix(1);
+  return text;
+}
+
 std::vector<size_t> Tokenizer::SpecialTokensIn(std::string_view text, bool parse_special) const {
   std::vector<size_t> found;
   for (size_t pos = 0; pos < text.size(); ++pos) {
@@ -336,9 +341,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecialTokens(std::string_view 
         if (match > 0) next.push_back({rest.substr(0, match), -1});
         next.push_back({rest.substr(match, token_text.size()), special.id});
         rest.remove_prefix(match + token_text.size());
-        while (special.strip_right && !rest.empty() && IsAsciiSpace(rest.front())) {
-          rest.remove_prefix(1);
-        }
+        if (special.strip_right) rest = AfterSwallowedWhitespace(rest);
       }
       if (!rest.empty()) next.push_back({rest, -1});
     }

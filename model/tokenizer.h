@@ -92,6 +92,9 @@ class Tokenizer {
   // text is split on special tokens (llama.cpp's RSTRIP attribute: Phi-3's
   // markers); false for any other id.
   bool StripsWhitespaceAfter(int32_t id) const;
+  // What such a token leaves of the text after it: `text` without its
+  // leading ASCII whitespace (space, \t, \n, \v, \f, \r).
+  static std::string_view AfterSwallowedWhitespace(std::string_view text);
   int32_t bos_id() const { return bos_id_; }  // -1 when the vocabulary has none
   int32_t eos_id() const { return eos_id_; }
   bool add_bos() const { return add_bos_; }

@@ -56,9 +56,9 @@ absl::StatusOr<std::vector<int32_t>> InputResolver::ResolveText(
     case ChatTemplate::Follows::kText:
       return tok.EncodeContinuation(text, input.parse_special());
     case ChatTemplate::Follows::kWhitespaceSwallowingToken: {
-      const size_t kept = text.find_first_not_of(" \t\n\v\f\r");
-      if (kept == std::string::npos) return std::vector<int32_t>();
-      return tok.Encode(std::string_view(text).substr(kept), /*add_special=*/false, input.parse_special());
+      const std::string_view kept = Tokenizer::AfterSwallowedWhitespace(text);
+      if (kept.empty()) return std::vector<int32_t>();
+      return tok.Encode(kept, /*add_special=*/false, input.parse_special());
     }
     case ChatTemplate::Follows::kSpecialTokenOrStart:
       break;
