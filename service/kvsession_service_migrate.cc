@@ -42,30 +42,35 @@ absl::Status ReadHashes(const char* field, const google::protobuf::RepeatedPtrFi
   return absl::OkStatus();
 }
 
-// Writes a list of chunks, one in flight at a time, then finishes; holds
-// the memory lease of the stream until then.
+// Writes `first`, then `bytes` in chunks of kChunkBytes (each copied out
+// when its turn comes, so the stream is held once), one in flight at a
+// time, then finishes; holds the memory lease of the stream until then.
 class ChunkWriter : public grpc::ServerWriteReactor<v1::ExportChunk> {
  public:
-  void Start(std::vector<v1::ExportChunk> chunks, MigrationMemory::Lease lease = {}) {
-    chunks_ = std::move(chunks);
+  void Start(v1::ExportChunk first, std::string bytes = {}, MigrationMemory::Lease lease = {}) {
+    chunk_ = std::move(first);
+    bytes_ = std::move(bytes);
     lease_ = std::move(lease);
-    Next();
+    chunk_.set_data(bytes_.substr(0, kChunkBytes));
+    sent_ = chunk_.data().size();
+    StartWrite(&chunk_);
   }
   void Fail(const absl::Status& status) { Finish(ToGrpc(status)); }
   void OnWriteDone(bool ok) override {
     if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
-    Next();
+    if (sent_ == bytes_.size()) return Finish(grpc::Status::OK);
+    chunk_.Clear();
+    chunk_.set_data(bytes_.substr(sent_, kChunkBytes));
+    sent_ += chunk_.data().size();
+    StartWrite(&chunk_);
   }
   void OnDone() override { delete this; }
 
  private:
-  void Next() {
-    if (next_ == chunks_.size()) return Finish(grpc::Status::OK);
-    StartWrite(&chunks_[next_++]);
-  }
-  std::vector<v1::ExportChunk> chunks_;
+  v1::ExportChunk chunk_;  // the one in flight
+  std::string bytes_;
+  size_t sent_ = 0;  // bytes_ handed to chunks so far
   MigrationMemory::Lease lease_;
-  size_t next_ = 0;
 };
 
 // The tenant whose share of MigrationMemory a call uses: "" (the whole
@@ -117,27 +122,29 @@ grpc::ServerWriteReactor<v1::ExportChunk>* KvSessionService::ExportSession(
             absl::StrCat(what.checkpoint ? "no checkpoint '" : "no session '", what.id, "'")));
       }
       if (!record.ok()) return reactor->Fail(record.status());
-      std::vector<v1::ExportChunk> chunks(1);
-      for (const std::string& h : record->page_hashes()) chunks[0].add_page_hashes(h);
-      return reactor->Start(std::move(chunks));
+      v1::ExportChunk chunk;
+      for (const std::string& h : record->page_hashes()) chunk.add_page_hashes(h);
+      return reactor->Start(std::move(chunk));
     }
-    absl::StatusOr<ExportedStream> out = sessions_->Export(what);
-    if (!out.ok()) return reactor->Fail(out.status());
-    // Held until the client has read it all (or gone).
-    absl::StatusOr<MigrationMemory::Lease> lease =
-        migration_memory_->Take(tenant, static_cast<int64_t>(out->bytes.size()));
+    // The stream counts against the migration memory as it is built, and
+    // until the client has read it all (or gone).
+    absl::StatusOr<MigrationMemory::Lease> lease = migration_memory_->Take(tenant, 0);
     if (!lease.ok()) return reactor->Fail(lease.status());
-    std::vector<v1::ExportChunk> chunks;
-    chunks.emplace_back();
-    for (const PageHash& h : out->page_hashes) chunks[0].add_page_hashes(std::string(h.view()));
-    chunks[0].set_total_bytes(static_cast<int64_t>(out->bytes.size()));
-    chunks[0].set_pages_sent(out->pages_sent);
-    chunks[0].set_pages_omitted(out->pages_omitted);
-    for (size_t at = 0; at < out->bytes.size(); at += kChunkBytes) {
-      if (at > 0) chunks.emplace_back();
-      chunks.back().set_data(out->bytes.substr(at, kChunkBytes));
+    ExportRequest request = what;
+    request.reserve = [&lease](int64_t bytes) {
+      return bytes > lease->bytes() ? lease->Grow(bytes - lease->bytes()) : absl::OkStatus();
+    };
+    absl::StatusOr<ExportedStream> out = sessions_->Export(request);
+    if (!out.ok()) return reactor->Fail(out.status());
+    if (absl::Status st = request.reserve(static_cast<int64_t>(out->bytes.size())); !st.ok()) {
+      return reactor->Fail(st);
     }
-    reactor->Start(std::move(chunks), *std::move(lease));
+    v1::ExportChunk first;
+    for (const PageHash& h : out->page_hashes) first.add_page_hashes(std::string(h.view()));
+    first.set_total_bytes(static_cast<int64_t>(out->bytes.size()));
+    first.set_pages_sent(out->pages_sent);
+    first.set_pages_omitted(out->pages_omitted);
+    reactor->Start(std::move(first), std::move(out->bytes), *std::move(lease));
   });
   return reactor;
 }

@@ -1,7 +1,7 @@
 // MigrationMemory: the RAM that migration streams in flight hold on this
 // server (ImportSession buffers its stream until the client closes it;
-// ExportSession builds its stream whole and keeps it until the client has
-// read it), bounded in total and per tenant, so no client can hold more
+// ExportSession builds its stream whole, counted page by page as it is
+// built, and keeps it until the client has read it), bounded in total and per tenant, so no client can hold more
 // than its share by opening streams it never finishes.
 //
 //   absl::StatusOr<MigrationMemory::Lease> lease = memory.Take(tenant, bytes);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <set>
@@ -295,6 +296,39 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryLetsTheIoTasksQueuedBehindItRun)
   ASSERT_TRUE(acquired.ok()) << acquired.status();
   EXPECT_TRUE((*acquired)->resident());
   env.sessions().Release(*acquired);
+}
+
+// ExportSession counts the stream against the migration memory as it is
+// built: Export asks `reserve` before each page, and stops at a refusal.
+TEST(SessionManager, AnExportAsksItsReserveBeforeEachPageAndStopsAtARefusal) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(100);  // 7 pages
+  ExportRequest request;
+  request.id = id;
+  std::vector<int64_t> asked;
+  request.reserve = [&](int64_t bytes) {
+    asked.push_back(bytes);
+    return absl::OkStatus();
+  };
+  absl::StatusOr<ExportedStream> whole = env.sessions().Export(request);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(asked.size(), 7u) << "once per page";
+  EXPECT_TRUE(std::is_sorted(asked.begin(), asked.end()));
+  EXPECT_LE(asked.back(), static_cast<int64_t>(whole->bytes.size()));
+  // All but the pages' framing and the stream's end (a few hundred bytes;
+  // ExportSession reserves the whole stream once it is built).
+  EXPECT_GE(asked.back(), static_cast<int64_t>(whole->bytes.size()) - 512);
+
+  const int64_t limit = asked[2];
+  asked.clear();
+  request.reserve = [&](int64_t bytes) {
+    asked.push_back(bytes);
+    return bytes > limit ? absl::ResourceExhaustedError("no room") : absl::OkStatus();
+  };
+  absl::StatusOr<ExportedStream> refused = env.sessions().Export(request);
+  EXPECT_EQ(refused.status(), absl::ResourceExhaustedError("no room"));
+  EXPECT_EQ(asked.size(), 4u) << "it stopped at the first refusal";
 }
 
 TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {

@@ -81,6 +81,11 @@ absl::StatusOr<ExportedStream> SessionManager::Export(const ExportRequest& reque
             "'", request.id, "' exports to more than the migration limit of ",
             request.max_bytes >> 20, " MiB"));
       }
+      if (request.reserve) {
+        if (absl::Status st = request.reserve(static_cast<int64_t>(writer.size() + page->size())); !st.ok()) {
+          return st;
+        }
+      }
       writer.AddPage(hash, *page);
       ++out.pages_sent;
     }

@@ -5,10 +5,12 @@
 #define KVSESSION_SERVICE_SESSION_MIGRATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "cache/migration_stream.h"
 #include "cache/page_hash.h"
 
@@ -24,6 +26,10 @@ struct ExportRequest {
   bool checkpoint = false;
   absl::flat_hash_set<PageHash> omit;  // pages the receiver holds
   int64_t max_bytes = kMaxMigrationBytes;
+  // Called, when set, before the stream being built grows to `bytes` in
+  // all (its record, then each page); an error ends the export with it
+  // (the caller's memory lease: MigrationMemory).
+  std::function<absl::Status(int64_t bytes)> reserve;
 };
 
 struct ExportedStream {
