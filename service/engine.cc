@@ -521,9 +521,9 @@ void Engine::Plan(const Active& active, StepReport& report) {
   // however many jobs before it end. Results do not depend on the batch.
   const size_t n = active.size();
   const auto first_after = [&](uint64_t admission) {
-    size_t i = 0;
-    while (i < n && active[i]->admission <= admission) ++i;
-    return i == n ? 0 : i;
+    const auto it = std::upper_bound(active.begin(), active.end(), admission,
+                                     [](uint64_t a, const auto& job) { return a < job->admission; });
+    return it == active.end() ? size_t{0} : static_cast<size_t>(it - active.begin());
   };
   const size_t decode_start = first_after(decode_after_);
   for (size_t i = 0; i < n; ++i) {
