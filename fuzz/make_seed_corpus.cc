@@ -14,6 +14,7 @@
 #include "cache/record_validation.h"
 #include "kvsession/v1/kvsession.pb.h"
 #include "model/gguf_writer.h"
+#include "tools/model_synth.h"
 
 namespace {
 
@@ -121,6 +122,35 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
   Write(dir, "generate_without_message", std::string(1, static_cast<char>(0x80 | 2)));
 }
 
+// Tiny models the loader accepts: llama (F32, Q8_0) and qwen3 (F16, QK
+// norms, heads x head_dim != dim), each a few tens of KB.
+void WriteModels(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  struct Seed {
+    const char* name;
+    const char* arch;
+    kvs::GgmlType type;
+    int head_dim;
+  };
+  for (const Seed& s : {Seed{"llama_f32.gguf", "llama", kvs::GgmlType::kF32, 0},
+                        Seed{"llama_q8_0.gguf", "llama", kvs::GgmlType::kQ8_0, 0},
+                        Seed{"qwen3_f16.gguf", "qwen3", kvs::GgmlType::kF16, 32}}) {
+    kvs::SynthSpec spec;
+    spec.arch = s.arch;
+    spec.n_layers = 1;
+    spec.dim = 32;
+    spec.n_heads = 2;
+    spec.n_kv_heads = 1;
+    spec.head_dim = s.head_dim;
+    spec.ffn_dim = 32;
+    spec.vocab_size = 64;
+    spec.context_length = 16;
+    spec.weight_type = s.type;
+    const absl::Status st = kvs::WriteSynthModel(spec, (dir / s.name).string());
+    if (!st.ok()) std::fprintf(stderr, "%s: %s\n", s.name, std::string(st.message()).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +162,7 @@ int main(int argc, char** argv) {
 
   Write(root / "gguf_file", "tiny.gguf", TinyGguf());
   WriteServiceRequests(root / "service_requests");
+  WriteModels(root / "model_load");
 
   const char* texts[] = {"Hello world", " leading space and  two", "naïve café 日本語 🙂",
                          "<|im_start|>user\nhi<|im_end|>", "line\r\nbreak\ttab 12345"};
