@@ -76,8 +76,10 @@ endfunction()
 
 # kvs_fuzz_skip_simd_kernels(): in the fuzz build, compiles the SIMD kernel
 # variants (kernels/*_avx2.cc, *_avx512*.cc, *_amx.cc) without sanitizers or
-# coverage: no fuzz target reaches them, and instrumenting their intrinsics
-# costs most of the fuzz build's time.
+# coverage: the fuzz targets that compute (model_load, service_requests)
+# run the scalar kernels or trust the SIMD ones to the release and ASan
+# jobs' tests, and instrumenting their intrinsics costs most of the fuzz
+# build's time.
 function(kvs_fuzz_skip_simd_kernels)
   get_target_property(srcs kvs_kernels SOURCES)
   get_target_property(dir kvs_kernels SOURCE_DIR)

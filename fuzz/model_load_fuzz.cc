@@ -9,7 +9,8 @@
 // metadata the forward pass can use as they are: a tensor of the wrong
 // size, a head count that does not divide, a vocabulary shorter than the
 // embeddings must be refused, never read out of bounds (ASan checks each
-// read the pass makes).
+// read the pass makes: the scalar kernels run, since the fuzz build leaves
+// the SIMD ones uninstrumented, cmake/sanitizers.cmake).
 //
 // Seeds (fuzz/corpus/model_load/): tiny llama and qwen3 models of F32,
 // F16 and Q8_0 weights written by tools/model_synth.h (make_seed_corpus).
@@ -24,6 +25,7 @@
 
 #include "cache/kv_sequence.h"
 #include "cache/page_pool.h"
+#include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
@@ -59,6 +61,8 @@ void RunTwoTokens(const kvs::Model& model, kvs::MatmulPath path) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool scalar = kvs::ForceKernelIsa(kvs::KernelIsa::kScalar);
+  (void)scalar;
   const std::string path = ScratchPath();
   FILE* f = fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;

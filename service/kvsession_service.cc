@@ -668,10 +668,21 @@ grpc::ServerUnaryReactor* KvSessionService::Tokenize(grpc::CallbackServerContext
     reactor->Finish(ToGrpc(st));
     return reactor;
   }
-  // A mebibyte of text takes a good part of a second to tokenize: off
-  // gRPC's callback threads, which every other call needs.
-  // Calls queue there; one whose client left or whose deadline passed
-  // meanwhile is not worked on.
+  // Small inputs tokenize here at once (well under a millisecond). A
+  // mebibyte of text takes a good part of a second: off gRPC's callback
+  // threads, which every other call needs, one at a time, a bounded number
+  // waiting; one whose client left or whose deadline passed meanwhile is
+  // not worked on.
+  if (request->input().ByteSizeLong() <= kInlineTokenizeBytes) {
+    reactor->Finish(ToGrpc(TokenizeNow(*request, response)));
+    return reactor;
+  }
+  if (tokenizing_->queued() >= kMaxQueuedTokenizes) {
+    reactor->Finish(ToGrpc(absl::ResourceExhaustedError(absl::StrCat(
+        kMaxQueuedTokenizes, " large Tokenize calls (over ", kInlineTokenizeBytes >> 10,
+        " KiB of input) wait already; retry later"))));
+    return reactor;
+  }
   tokenizing_->Submit([this, ctx, reactor, request, response] {
     if (ctx->IsCancelled()) return reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
     reactor->Finish(ToGrpc(TokenizeNow(*request, response)));

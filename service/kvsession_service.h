@@ -162,7 +162,11 @@ class KvSessionService final : public ParsingCallbackService {
   const InputResolver inputs_;
   TenantUsage* tenant_usage_ = nullptr;
   int64_t max_unsent_stream_bytes_ = int64_t{4} << 20;
-  // Tokenize calls, one at a time, off gRPC's callback threads.
+  // Tokenize calls with more than kInlineTokenizeBytes of input, one at a
+  // time, off gRPC's callback threads; past kMaxQueuedTokenizes waiting,
+  // RESOURCE_EXHAUSTED.
+  static constexpr size_t kInlineTokenizeBytes = size_t{16} << 10;
+  static constexpr int kMaxQueuedTokenizes = 16;
   std::unique_ptr<TaskExecutor> tokenizing_ =
       std::make_unique<TaskExecutor>(1, /*max_spare_threads=*/0, "kvs-tokenize");
   std::unique_ptr<MigrationMemory> migration_memory_ =

@@ -26,9 +26,11 @@ struct ExportRequest {
   bool checkpoint = false;
   absl::flat_hash_set<PageHash> omit;  // pages the receiver holds
   int64_t max_bytes = kMaxMigrationBytes;
-  // Called, when set, before the stream being built grows to `bytes` in
-  // all (its record, then each page); an error ends the export with it
-  // (the caller's memory lease: MigrationMemory).
+  // Called, when set, before each page joins the stream being built, with
+  // the stream's bytes in all once it has (the record and the pages so
+  // far, without their framing: the caller reserves the whole stream once
+  // it is built); an error ends the export with it (the caller's memory
+  // lease: MigrationMemory).
   std::function<absl::Status(int64_t bytes)> reserve;
 };
 

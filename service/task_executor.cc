@@ -43,6 +43,11 @@ int TaskExecutor::started_threads() const {
   return static_cast<int>(threads_.size());
 }
 
+int TaskExecutor::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(tasks_.size());
+}
+
 void TaskExecutor::Submit(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
@@ -57,7 +62,9 @@ void TaskExecutor::StartSpareIfNeededLocked() {
   const int started = static_cast<int>(threads_.size());
   const int idle = started - running_;
   const int may_start = std::min(static_cast<int>(tasks_.size()), n_threads_ - (running_ - waiting_));
-  if (!stopping_ && idle < may_start && started < max_threads_) StartThreadLocked();
+  // Also while stopping: the destructor runs the queued tasks, and one
+  // waiting for another needs a spare then too (it joins late threads).
+  if (idle < may_start && started < max_threads_) StartThreadLocked();
 }
 
 void TaskExecutor::BeginWait() {

@@ -42,6 +42,8 @@ class TaskExecutor {
   int threads() const { return n_threads_; }
   // Threads started so far, spares included (tests, diagnostics).
   int started_threads() const;
+  // Tasks submitted and not yet started.
+  int queued() const;
 
  private:
   friend class BlockingWait;

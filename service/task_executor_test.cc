@@ -74,6 +74,20 @@ TEST(TaskExecutor, OutsideWaitsNoMoreThanItsThreadsRunAtOnce) {
   EXPECT_EQ(io.started_threads(), 2);
 }
 
+TEST(TaskExecutor, ItsDestructorRunsTheQueuedTaskAWaitingTaskWaitsFor) {
+  auto io = std::make_unique<TaskExecutor>(1);
+  absl::Notification released;
+  bool in_time = false;
+  io->Submit([&] {
+    absl::SleepFor(absl::Milliseconds(100));  // the destructor has begun
+    BlockingWait wait;
+    in_time = released.WaitForNotificationWithTimeout(absl::Seconds(20));
+  });
+  io->Submit([&] { released.Notify(); });
+  io.reset();  // runs both, then joins
+  EXPECT_TRUE(in_time) << "the queued task ran only after the wait gave up";
+}
+
 TEST(TaskExecutor, ABlockingWaitOffTheExecutorsThreadsChangesNothing) {
   TaskExecutor io(1);
   { BlockingWait wait; }

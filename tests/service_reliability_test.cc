@@ -1,6 +1,7 @@
 // Integration tests of issue 8's reliability contract on the real
 // kvsessiond over loopback gRPC: hostile ids and tokens, concurrent calls on
 // one session, and what a client sees right after cancelling.
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <string>
@@ -211,8 +212,9 @@ TEST_F(ReliabilityTest, AGenerateWhoseClientDoesNotReadStopsAtTheUnsentLimitAndS
 }
 
 // Tokenize of a mebibyte of text takes a good part of a second of CPU.
-// Clients tokenizing in a loop do not hold up other calls: Tokenize runs
-// on its own thread, not on the callback threads every call needs.
+// Clients tokenizing such texts in a loop do not hold up other calls, nor
+// another client's small Tokenize: large ones run on their own thread, not
+// on the callback threads every call needs.
 TEST_F(ReliabilityTest, ClientsTokenizingLargeTextsInALoopDoNotHoldUpOtherCalls) {
   StartServer("tiny-qwen3.gguf");
   const v1::Session s = Create("Once upon a time");
@@ -235,27 +237,39 @@ TEST_F(ReliabilityTest, ClientsTokenizingLargeTextsInALoopDoNotHoldUpOtherCalls)
   }
   for (int i = 0; i < 2000 && tokenized.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_GT(tokenized.load(), 0);
-  // Each GetSession gets 100 ms, a thousand times what it takes on an idle
-  // server. With the callback threads tokenizing, each took 140-400 ms
-  // (4 loopers, tiny-qwen3's byte-level BPE); off them, under 1 ms.
+  // The median of 21 calls of each kind. With the callback threads
+  // tokenizing, GetSession took 140-400 ms (4 loopers, tiny-qwen3's
+  // byte-level BPE); off them, under 1 ms on an idle machine. The bound
+  // leaves room for a loaded one (sanitizers, parallel tests).
+  const auto median_ms = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   auto stub = v1::KvSession::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
-  int late = 0;
-  for (int i = 0; i < 20; ++i) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
-    v1::GetSessionRequest req;
-    req.set_session_id(s.id());
+  std::vector<double> get_ms, tokenize_ms;
+  for (int i = 0; i < 21; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    grpc::ClientContext get_ctx;
+    v1::GetSessionRequest get;
+    get.set_session_id(s.id());
     v1::Session got;
-    const grpc::Status st = stub->GetSession(&ctx, req, &got);
-    if (st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      ++late;
-    } else {
-      EXPECT_TRUE(st.ok()) << st.error_message();
-    }
+    const grpc::Status st = stub->GetSession(&get_ctx, get, &got);
+    const auto t1 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    grpc::ClientContext tokenize_ctx;
+    v1::TokenizeRequest small;
+    small.mutable_input()->set_text("How many tokens is this?");
+    v1::TokenizeResponse ids;
+    const grpc::Status tst = stub->Tokenize(&tokenize_ctx, small, &ids);
+    const auto t2 = std::chrono::steady_clock::now();
+    EXPECT_TRUE(tst.ok()) << tst.error_message();
+    get_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    tokenize_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
   }
   stop = true;
   for (std::thread& t : loopers) t.join();
-  EXPECT_LE(late, 4) << "of 20 GetSession calls during the tokenizing (a loaded machine may delay a few)";
+  EXPECT_LT(median_ms(get_ms), 100.0) << "GetSession while others tokenize";
+  EXPECT_LT(median_ms(tokenize_ms), 100.0) << "a small Tokenize while others tokenize large texts";
 }
 
 // Issue 8 item 7: GetSession during a Generate shows the session's pages.
