@@ -85,8 +85,10 @@ void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& t
       added += 6 + static_cast<int64_t>(lp->ByteSizeLong());
     }
     pending_bytes_ += added;
-    if (!overflowed_ && pending_bytes_ + in_flight_bytes_ > max_unsent_bytes_) {
+    const bool server_full = unsent_->Add(added);
+    if (!overflowed_ && (server_full || pending_bytes_ + in_flight_bytes_ > max_unsent_bytes_)) {
       overflowed_ = true;
+      server_full_ = server_full;
       if (job_) job_->Cancel();
     }
     action = NextAction();
@@ -103,9 +105,14 @@ void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
     pending_.set_finish_reason(ToProto(reason));
     ToProto(usage, pending_.mutable_usage());
     if (overflowed_ && reason == FinishReason::kCancelled && !cancelled_ && !client_gone_) {
-      const absl::Status unread = absl::ResourceExhaustedError(absl::StrCat(
-          "the client did not read the stream: more than ", max_unsent_bytes_ >> 10,
-          " KiB waited to be sent (kvsessiond --max-unsent-stream-kb), so generation stopped"));
+      const absl::Status unread = absl::ResourceExhaustedError(
+          server_full_ ? absl::StrCat("the client did not read the stream, and the streams whose clients do not "
+                                      "read hold the server's limit of ",
+                                      unsent_->limit() >> 20, " MiB (kvsessiond --max-unsent-mb), so "
+                                      "generation stopped")
+                       : absl::StrCat("the client did not read the stream: more than ", max_unsent_bytes_ >> 10,
+                                      " KiB waited to be sent (kvsessiond --max-unsent-stream-kb), so "
+                                      "generation stopped"));
       pending_.set_error_message(std::string(unread.message()));
       status_ = ToGrpc(unread);
     } else {
@@ -169,6 +176,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    unsent_->Remove(in_flight_bytes_);
     in_flight_bytes_ = 0;
     if (!ok) {
       client_gone_ = true;
@@ -191,6 +199,12 @@ void GenerateReactor::OnCancel() {
   if (job_) job_->Cancel();
 }
 
-void GenerateReactor::OnDone() { delete this; }
+void GenerateReactor::OnDone() {
+  {
+    absl::MutexLock lock(&mu_);
+    unsent_->Remove(pending_bytes_ + in_flight_bytes_);
+  }
+  delete this;
+}
 
 }  // namespace kvs

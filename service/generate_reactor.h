@@ -10,7 +10,9 @@
 // A client that does not read: gRPC's flow control holds the write in
 // flight, and tokens wait here. Once the bytes not yet taken by the client
 // (the write in flight and what waits, counted as their encoded sizes)
-// pass `max_unsent_bytes`, the job is cancelled as if by the client; the
+// pass `max_unsent_bytes`, or all streams' together pass the server's
+// limit (`unsent`, unsent_bytes.h), the job is cancelled as if by the
+// client; the
 // tokens of its last step still join the stream, so the stream holds every
 // token the session gained. The call then ends RESOURCE_EXHAUSTED ("the
 // client did not read the stream"), after the final message (finish reason
@@ -41,13 +43,16 @@
 #include "kvsession/v1/kvsession.pb.h"
 #include "service/engine.h"
 #include "service/tenant_usage.h"
+#include "service/unsent_bytes.h"
 
 namespace kvs {
 
 class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateResponse> {
  public:
-  // `max_unsent_bytes` >= 1 (kvsessiond --max-unsent-stream-kb).
-  explicit GenerateReactor(int64_t max_unsent_bytes) : max_unsent_bytes_(max_unsent_bytes) {}
+  // `max_unsent_bytes` >= 1 (kvsessiond --max-unsent-stream-kb); `unsent`
+  // counts every stream's (borrowed).
+  GenerateReactor(int64_t max_unsent_bytes, UnsentBytes* unsent)
+      : max_unsent_bytes_(max_unsent_bytes), unsent_(unsent) {}
 
   // The listener to give the engine (forwards to this reactor).
   std::shared_ptr<JobListener> listener();
@@ -83,6 +88,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   static void Perform(GenerateReactor* reactor, const Action& action);
 
   const int64_t max_unsent_bytes_;
+  UnsentBytes* const unsent_;
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<TenantJob> claim_ ABSL_GUARDED_BY(mu_);  // held past the job if overflowed_
@@ -91,6 +97,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  bool server_full_ ABSL_GUARDED_BY(mu_) = false;  // overflowed by the server's limit
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   kvsession::v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
   kvsession::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);

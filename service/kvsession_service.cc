@@ -304,7 +304,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  auto* reactor = new GenerateReactor(max_unsent_stream_bytes_);
+  auto* reactor = new GenerateReactor(max_unsent_stream_bytes_, unsent_.get());
   if (absl::Status st = CheckSessionId("session_id", request->session_id()); !st.ok()) {
     reactor->FailEarly(st);
     return reactor;

@@ -25,6 +25,7 @@
 #include "service/session_migration.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
+#include "service/unsent_bytes.h"
 #include "service/tenant_usage.h"
 
 namespace kvs {
@@ -61,6 +62,10 @@ class KvSessionService final : public ParsingCallbackService {
   // not taken (generate_reactor.h); past them its generation stops and the
   // call ends RESOURCE_EXHAUSTED. Default 4 MiB. Set before serving.
   void SetMaxUnsentStreamBytes(int64_t bytes) { max_unsent_stream_bytes_ = bytes; }
+  // All Generate streams' unsent bytes together (unsent_bytes.h); past
+  // them, the stream that adds more stops likewise. Default 1 GiB. Set
+  // before serving.
+  void SetMaxUnsentBytes(int64_t bytes) { unsent_ = std::make_unique<UnsentBytes>(bytes); }
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::CreateSessionRequest* request,
@@ -162,6 +167,7 @@ class KvSessionService final : public ParsingCallbackService {
   const InputResolver inputs_;
   TenantUsage* tenant_usage_ = nullptr;
   int64_t max_unsent_stream_bytes_ = int64_t{4} << 20;
+  std::unique_ptr<UnsentBytes> unsent_ = std::make_unique<UnsentBytes>(int64_t{1} << 30);
   // Tokenize calls with more than kInlineTokenizeBytes of input, one at a
   // time, off gRPC's callback threads; past kMaxQueuedTokenizes waiting,
   // RESOURCE_EXHAUSTED.

@@ -108,6 +108,9 @@ ABSL_FLAG(int, max_migration_mb, 2048,
 ABSL_FLAG(int, max_unsent_stream_kb, 4096,
           "KiB a Generate stream may hold that its client has not read; beyond, its generation "
           "stops and the call ends RESOURCE_EXHAUSTED once the client reads what was sent");
+ABSL_FLAG(int, max_unsent_mb, 1024,
+          "MiB all Generate streams together may hold that their clients have not read; beyond, the "
+          "stream that adds more stops as at --max-unsent-stream-kb");
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
@@ -189,6 +192,7 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   if (c.page_tokens < 1 || c.page_tokens > 256) return absl::InvalidArgumentError("--page-tokens must be in [1, 256]");
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
   if (absl::GetFlag(FLAGS_max_unsent_stream_kb) < 1) return absl::InvalidArgumentError("--max-unsent-stream-kb must be >= 1");
+  if (absl::GetFlag(FLAGS_max_unsent_mb) < 1) return absl::InvalidArgumentError("--max-unsent-mb must be >= 1");
   bool matmul_ok = false;
   c.matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
   if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
@@ -479,6 +483,7 @@ int Serve() {
   if (metrics_http && authenticator) RegisterTenantMetrics(&registry, &tenant_usage);
   KvSessionService service(**model, &sessions, &engine, &io, facts);
   service.SetTenantUsage(&tenant_usage);
+  service.SetMaxUnsentBytes(int64_t{absl::GetFlag(FLAGS_max_unsent_mb)} << 20);
   service.SetMaxUnsentStreamBytes(int64_t{absl::GetFlag(FLAGS_max_unsent_stream_kb)} << 10);
   service.SetMigrationMemory(int64_t{std::max(1, absl::GetFlag(FLAGS_max_migration_mb))} << 20);
   service.SetAuthenticator(authenticator.get());

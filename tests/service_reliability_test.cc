@@ -211,6 +211,71 @@ TEST_F(ReliabilityTest, AGenerateWhoseClientDoesNotReadStopsAtTheUnsentLimitAndS
   EXPECT_EQ(r->ids.size(), 400u);
 }
 
+// Streams whose clients do not read share the server's --max-unsent-mb:
+// one that stays under its own limit still stops once all of them
+// together hold the server's, and the bytes come back as clients read.
+TEST_F(ReliabilityTest, UnreadGenerateStreamsTogetherStopAtTheServersUnsentLimitAndGiveItBackWhenRead) {
+  StartServer("tiny-llama-gqa.gguf", {"--max-unsent-mb", "1"});
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // a 64 KiB stream window
+  auto stub = v1::KvSession::NewStub(
+      grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
+  struct Unread {
+    v1::Session session;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader;
+  };
+  // 1500 tokens with 20 alternatives each: about 600 KiB, under the
+  // stream's own 4 MiB; two of them pass the server's 1 MiB.
+  constexpr int kAsked = 1500;
+  const auto open = [&](Unread& u, const std::string& text) {
+    u.session = Create(text);
+    v1::GenerateRequest req;
+    req.set_session_id(u.session.id());
+    req.set_max_tokens(kAsked);
+    req.set_ignore_eos(true);
+    req.set_top_logprobs(20);
+    u.reader = stub->Generate(&u.ctx, req);
+  };
+  const auto wait_idle = [&](const Unread& u) {
+    absl::StatusOr<v1::Session> now;
+    for (int i = 0; i < 6000; ++i) {
+      now = client_->GetSession(u.session.id());
+      if (now.ok() && now->state() == v1::SESSION_STATE_IDLE && now->length() > u.session.length()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(now.ok() && now->state() == v1::SESSION_STATE_IDLE) << "the Generate never ended";
+    return now.ok() ? now->length() - u.session.length() : 0;
+  };
+  const auto read_all = [](Unread& u, int* tokens) {
+    v1::GenerateResponse m;
+    while (u.reader->Read(&m)) *tokens += m.token_ids_size();
+    return u.reader->Finish();
+  };
+
+  Unread first, second;
+  open(first, "Once upon a time");
+  EXPECT_EQ(wait_idle(first), kAsked) << "one unread stream stays under both limits";
+  open(second, "There was a dog");
+  const int second_generated = wait_idle(second);
+  EXPECT_LT(second_generated, kAsked) << "the second one passed the server's limit";
+
+  int first_tokens = 0, second_tokens = 0;
+  EXPECT_TRUE(read_all(first, &first_tokens).ok());
+  EXPECT_EQ(first_tokens, kAsked);
+  const grpc::Status st = read_all(second, &second_tokens);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("--max-unsent-mb"));
+  EXPECT_EQ(second_tokens, second_generated) << "every token the session gained was sent";
+
+  // Read, the bytes are the server's again: an unread stream runs to its end.
+  Unread third;
+  open(third, "A bird sang");
+  EXPECT_EQ(wait_idle(third), kAsked);
+  int third_tokens = 0;
+  EXPECT_TRUE(read_all(third, &third_tokens).ok());
+}
+
 // Tokenize of a mebibyte of text takes a good part of a second of CPU.
 // Clients tokenizing such texts in a loop do not hold up other calls, nor
 // another client's small Tokenize: large ones run on their own thread, not
