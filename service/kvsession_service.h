@@ -66,6 +66,9 @@ class KvSessionService final : public ParsingCallbackService {
   // them, the stream that adds more stops likewise. Default 1 GiB. Set
   // before serving.
   void SetMaxUnsentBytes(int64_t bytes) { unsent_ = std::make_unique<UnsentBytes>(bytes); }
+  // For the metrics.
+  const UnsentBytes& unsent_bytes() const { return *unsent_; }
+  const MigrationMemory& migration_memory() const { return *migration_memory_; }
 
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* ctx,
                                           const kvsession::v1::CreateSessionRequest* request,

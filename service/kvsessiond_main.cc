@@ -313,6 +313,8 @@ void Drain(grpc::Server* server, Engine* engine, MetricsHttpServer* metrics) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   engine->Stop();
   server->Wait();
+  // Before the objects its collectors read are destroyed.
+  if (metrics != nullptr) metrics->Stop();
 }
 
 int Serve() {
@@ -486,6 +488,16 @@ int Serve() {
   service.SetMaxUnsentBytes(int64_t{absl::GetFlag(FLAGS_max_unsent_mb)} << 20);
   service.SetMaxUnsentStreamBytes(int64_t{absl::GetFlag(FLAGS_max_unsent_stream_kb)} << 10);
   service.SetMigrationMemory(int64_t{std::max(1, absl::GetFlag(FLAGS_max_migration_mb))} << 20);
+  if (metrics_http) {
+    registry.AddCollector([&service](metrics::Exposition& out) {
+      out.Gauge("kvsession_generate_unsent_bytes",
+                "Bytes of Generate messages their clients have not read yet, all streams (--max-unsent-mb).",
+                {}, service.unsent_bytes().total());
+      out.Gauge("kvsession_migration_memory_bytes",
+                "RAM migration streams in flight hold (--max-migration-mb).", {},
+                service.migration_memory().held());
+    });
+  }
   service.SetAuthenticator(authenticator.get());
   SessionOwnership ownership(&sessions);
   service.SetAccessPolicy(&ownership);

@@ -169,6 +169,10 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(after.value("kvsession_kv_warm_target_pages"), 4096 // 16)
         # Every mutation persisted: 3 creates and 2 generates at least.
         self.assertGreaterEqual(delta("kvsession_persist_duration_seconds_count"), 5)
+        # Every stream was read to its end; no migration is in flight.
+        self.assertEqual(after.types["kvsession_generate_unsent_bytes"], "gauge")
+        self.assertEqual(after.value("kvsession_generate_unsent_bytes"), 0)
+        self.assertEqual(after.value("kvsession_migration_memory_bytes"), 0)
 
     def test_a_request_that_does_not_parse_is_counted_as_invalid_argument(self):
         before = self.scrape()
