@@ -39,7 +39,7 @@ Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for 
   show      --session S [--ids] [--with-text]
   rm        --session S
   info
-  migrate   --session S --from A --to B [--with-checkpoints] [--keep-source]
+  migrate   --session S --from A --to B [--with-checkpoints] [--keep-source] [--timeout-ms MS]
             (moves a session to another server; pages B holds are not sent)
   chat      [--session S] [--system TEXT] [-n N] [--no-thinking] [sampling flags]
             reads a line, streams the reply, repeats (a new chat session without --session)

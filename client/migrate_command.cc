@@ -14,7 +14,7 @@
 namespace kvs {
 
 int MigrateCommand(const std::vector<std::string>& argv) {
-  std::set<std::string> value_flags = {"session", "from", "to"};
+  std::set<std::string> value_flags = {"session", "from", "to", "timeout-ms"};
   value_flags.insert(ConnectionValueFlags().begin(), ConnectionValueFlags().end());
   std::set<std::string> bool_flags = {"json", "with-checkpoints", "keep-source"};
   bool_flags.insert(ConnectionBoolFlags().begin(), ConnectionBoolFlags().end());
@@ -38,8 +38,15 @@ int MigrateCommand(const std::vector<std::string>& argv) {
   absl::StatusOr<std::unique_ptr<KvSessionClient>> to = ConnectFromFlags(*to_args);
   if (!from.ok()) return usage(std::string(from.status().message()));
   if (!to.ok()) return usage(std::string(to.status().message()));
-  const MigrateOptions options{.with_checkpoints = args->Has("with-checkpoints"),
-                               .keep_source = args->Has("keep-source")};
+  MigrateOptions options;
+  options.with_checkpoints = args->Has("with-checkpoints");
+  options.keep_source = args->Has("keep-source");
+  if (args->Has("timeout-ms")) {
+    absl::StatusOr<int64_t> ms = args->GetInt("timeout-ms", 0);
+    if (!ms.ok()) return usage(std::string(ms.status().message()));
+    if (*ms <= 0) return usage("--timeout-ms must be positive");
+    options.timeout = std::chrono::milliseconds(*ms);
+  }
   const std::string session = *args->Get("session");
   absl::StatusOr<MigrationReport> r = MigrateSession(**from, **to, session, options);
   if (!r.ok()) {

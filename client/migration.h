@@ -18,13 +18,18 @@
 // (and is reported in the error message), so rerunning after fixing the
 // cause reports ALREADY_EXISTS for those items. The one exception: when the
 // session was deleted from `from` and deleting a checkpoint there then
-// fails, the error names the checkpoints still on `from`.
+// fails, the error names the checkpoints still on `from`. Each migration
+// call has a deadline (MigrateOptions::timeout, else a default by its size:
+// MigrationCallTimeout below); one past it ends the move DEADLINE_EXCEEDED
+// like any other error.
 //
 // Thread-compatible; the clients may be shared.
 #ifndef KVSESSION_CLIENT_MIGRATION_H_
 #define KVSESSION_CLIENT_MIGRATION_H_
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +41,9 @@ namespace kvs {
 struct MigrateOptions {
   bool with_checkpoints = false;
   bool keep_source = false;
+  // The deadline of each migration call it makes (every ExportSession,
+  // FindMissingPages and ImportSession below); unset: each call's default.
+  std::optional<std::chrono::milliseconds> timeout;
 };
 
 struct MigrationReport {
@@ -50,18 +58,39 @@ absl::StatusOr<MigrationReport> MigrateSession(KvSessionClient& from, KvSessionC
                                                const std::string& session_id,
                                                const MigrateOptions& options = {});
 
-// The building blocks. A whole exported stream and its first chunk's facts.
+// The building blocks. Each call has a deadline: `timeout` from its start,
+// or by default MigrationCallTimeout of the bytes it carries (an export,
+// whose size is not known before, gets the largest stream's: 1 GiB). A call
+// past it ends DEADLINE_EXCEEDED, also when the server stopped answering.
+//
+// The default deadline of a call carrying `bytes`: 60 s plus 1 s per MiB
+// (a link of at least 1 MiB/s; a 1 GiB stream gets about 18 minutes).
+std::chrono::milliseconds MigrationCallTimeout(int64_t bytes);
+
+// A whole exported stream and its first chunk's facts.
 struct ExportedSession {
   std::string bytes;
   kvsession::v1::ExportChunk first;  // page_hashes, pages_sent, pages_omitted
 };
 absl::StatusOr<ExportedSession> ExportSession(KvSessionClient& from,
-                                              const kvsession::v1::ExportSessionRequest& request);
-// Sends `stream` in chunks of at most 1 MiB.
-absl::StatusOr<kvsession::v1::ImportSessionResponse> ImportSession(KvSessionClient& to,
-                                                                   const std::string& stream);
-absl::StatusOr<std::vector<std::string>> FindMissingPages(KvSessionClient& to,
-                                                          const std::vector<std::string>& hashes);
+                                              const kvsession::v1::ExportSessionRequest& request,
+                                              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+// Sends `stream` in chunks of at most 1 MiB, then half-closes, and returns
+// the server's answer (the statuses: docs/api.md, ImportSession). A server
+// that refuses the stream part way (RESOURCE_EXHAUSTED past its
+// --max-migration-mb, DATA_LOSS for bytes that are not a stream) ends the
+// call at once: the rest is not sent, and that status returns. It returns
+// at most about a second after its deadline also when the server stopped
+// reading the stream (a frozen process; gRPC cannot cancel a write stuck
+// on its socket): DEADLINE_EXCEEDED, the call cancelled and left to end on
+// gRPC's threads. After DEADLINE_EXCEEDED `to` may still have imported the
+// stream (the answer came too late): GetSession on `to` tells.
+absl::StatusOr<kvsession::v1::ImportSessionResponse> ImportSession(
+    KvSessionClient& to, const std::string& stream,
+    std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+absl::StatusOr<std::vector<std::string>> FindMissingPages(
+    KvSessionClient& to, const std::vector<std::string>& hashes,
+    std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
 }  // namespace kvs
 

@@ -4,8 +4,13 @@
 // have on the source; pages the target holds are not sent again; a
 // corrupted or truncated stream is DATA_LOSS and leaves nothing behind,
 // also after the target restarts; a well-formed stream whose record holds
-// a token the model does not have is INVALID_ARGUMENT.
+// a token the model does not have is INVALID_ARGUMENT; an import the target
+// refuses part way ends at once with the target's status, and one into a
+// target that stopped answering ends at the caller's timeout.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <set>
 #include <string>
@@ -142,6 +147,113 @@ TEST_F(MigrationTest, ImportStreamsAreBoundedAsTheirChunksArrive) {
   }
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_TRUE(client.GetSession(s).ok());
+}
+
+// Runs `call` on a thread of its own and returns what it returns. A call
+// that has not returned within `limit` fails the test and `server` is
+// killed, which ends any call into it: a hang fails the test instead of
+// stopping the test binary.
+template <typename Call>
+auto ReturnsWithin(std::chrono::seconds limit, ServerProcess& server, Call call) {
+  std::promise<decltype(call())> done;
+  std::future<decltype(call())> result = done.get_future();
+  std::thread runner([&] { done.set_value(call()); });
+  if (result.wait_for(limit) != std::future_status::ready) {
+    ADD_FAILURE() << "no answer within " << limit.count() << " s; the server is killed to end the call";
+    server.Kill();
+  }
+  runner.join();
+  return result.get();
+}
+
+// `stream` padded with junk to `bytes` (the server refuses or times out
+// before it would decode the stream whole).
+std::string Padded(const std::string& stream, size_t bytes) {
+  std::string padded = stream;
+  padded.resize(std::max(bytes, stream.size()), 'x');
+  return padded;
+}
+
+// A stream the target refuses part way (past its --max-migration-mb at
+// the fifth 1 MiB chunk: the first four were taken) ends the client's
+// ImportSession at once with the target's RESOURCE_EXHAUSTED: the client
+// stops writing, half-closes and gets the answer; the chunks after the
+// refused one are never read. Nothing is imported, and the memory the
+// refused stream held comes back.
+TEST_F(MigrationTest, AnImportTheTargetRefusesPartWayEndsAtOnceWithItsStatusAndImportsNothing) {
+  std::unique_ptr<ServerProcess> c = std::make_unique<ServerProcess>();
+  ASSERT_TRUE(c->Start(ModelPath(kModel), (dir_ / "c").string(), {"--max-migration-mb", "4"})) << c->log();
+  KvSessionClient client(c->address());
+  ASSERT_TRUE(client.WaitForServer(std::chrono::seconds(10)));
+  const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
+  const std::string stream = Export(*a_client_, s);
+  ASSERT_FALSE(stream.empty());
+  ASSERT_LT(stream.size(), size_t{1} << 20);
+  const std::string eight_chunks = Padded(stream, size_t{8} << 20);
+
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<v1::ImportSessionResponse> r =
+      ReturnsWithin(std::chrono::seconds(60), *c, [&] { return ImportSession(client, eight_chunks); });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("would hold 5 MiB"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--max-migration-mb"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(client.GetSession(s).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(Store(client).sessions(), 0);
+  EXPECT_EQ(Store(client).pages(), 0);
+
+  // What it held came back: the session itself migrates into C.
+  absl::StatusOr<MigrationReport> moved = MigrateSession(*a_client_, client, s);
+  // The refused call's end reaches the server on its own threads.
+  for (int i = 0; i < 50 && absl::IsResourceExhausted(moved.status()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    moved = MigrateSession(*a_client_, client, s);
+  }
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_TRUE(client.GetSession(s).ok());
+}
+
+// A target that stops answering holds a migration no longer than the
+// caller's timeout: ImportSession and `kvsession migrate --timeout-ms` end
+// DEADLINE_EXCEEDED and nothing is deleted from the source. The target is a
+// stopped process: its kernel takes the stream's bytes until the socket
+// buffers and HTTP/2 windows are full, then gRPC's socket write waits, and
+// a blocking ClientWriter::Write waited past its deadline and TryCancel.
+TEST_F(MigrationTest, AMigrationToATargetThatStopsAnsweringEndsAtTheCallersTimeout) {
+  std::unique_ptr<ServerProcess> c;
+  std::unique_ptr<KvSessionClient> c_client;
+  Start(c, c_client, "c");
+  ASSERT_TRUE(c_client->GetServerInfo().ok());  // connected before it stops
+  const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
+  const std::string stream = Export(*a_client_, s);
+  ASSERT_FALSE(stream.empty());
+  const pid_t pid = c->pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<v1::ImportSessionResponse> r = ReturnsWithin(std::chrono::seconds(60), *c, [&] {
+    return ImportSession(*c_client, Padded(stream, size_t{8} << 20), std::chrono::milliseconds(2000));
+  });
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+
+  start = std::chrono::steady_clock::now();
+  ProcessResult m = ReturnsWithin(std::chrono::seconds(60), *c, [&] {
+    return Kvsession({"migrate", "--session", s, "--from", a_->address(), "--to", c->address(),
+                      "--timeout-ms", "2000"});
+  });
+  EXPECT_EQ(m.exit_code, 1) << m.err;
+  EXPECT_THAT(m.err, HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_TRUE(a_client_->GetSession(s).ok());
+
+  // Running again, the target imports the stream.
+  if (!c->Running()) return;  // killed above (a failure already)
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  r = ImportSession(*c_client, stream);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->session_id(), s);
 }
 
 TEST_F(MigrationTest, MigrateWithCheckpointsMovesEveryCheckpointAlsoPastOneListPage) {
