@@ -51,6 +51,7 @@ template <typename Response, typename Call>
 absl::StatusOr<Response> KvSessionClient::Unary(std::string_view id, Call call) {
   grpc::ClientContext ctx;
   PrepareContext(&ctx, id);
+  if (unary_timeout_) ctx.set_deadline(std::chrono::system_clock::now() + *unary_timeout_);
   Response response;
   grpc::Status s = call(&ctx, &response);
   if (replica_observer_) replica_observer_(ReplicaOf(ctx));

@@ -45,6 +45,10 @@ class KvSessionClient {
 
   // Waits until the channel is connected or `timeout` passes.
   bool WaitForServer(std::chrono::milliseconds timeout);
+  // A deadline for every unary call made through the methods below
+  // (DEADLINE_EXCEEDED past it); unset (the default): none. Generate takes
+  // its own. Set before making calls.
+  void SetUnaryTimeout(std::optional<std::chrono::milliseconds> timeout) { unary_timeout_ = timeout; }
 
   absl::StatusOr<kvsession::v1::Session> CreateSession(
       const kvsession::v1::CreateSessionRequest& request);
@@ -103,6 +107,7 @@ class KvSessionClient {
   template <typename Response, typename Call>
   absl::StatusOr<Response> Unary(std::string_view id, Call call);
 
+  std::optional<std::chrono::milliseconds> unary_timeout_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<kvsession::v1::KvSession::Stub> stub_;
   struct CallHeaders {

@@ -46,6 +46,9 @@ int MigrateCommand(const std::vector<std::string>& argv) {
     if (!ms.ok()) return usage(std::string(ms.status().message()));
     if (*ms <= 0) return usage("--timeout-ms must be positive");
     options.timeout = std::chrono::milliseconds(*ms);
+    // The other calls of the move (GetSession, ListCheckpoints, the deletes).
+    (*from)->SetUnaryTimeout(options.timeout);
+    (*to)->SetUnaryTimeout(options.timeout);
   }
   const std::string session = *args->Get("session");
   absl::StatusOr<MigrationReport> r = MigrateSession(**from, **to, session, options);

@@ -247,6 +247,11 @@ TEST_F(MigrationTest, AMigrationToATargetThatStopsAnsweringEndsAtTheCallersTimeo
   EXPECT_THAT(m.err, HasSubstr("DEADLINE_EXCEEDED"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_TRUE(a_client_->GetSession(s).ok());
+  // The move's other calls (GetSession, the deletes) have the deadline too.
+  c_client->SetUnaryTimeout(std::chrono::milliseconds(500));
+  EXPECT_EQ(ReturnsWithin(std::chrono::seconds(60), *c, [&] { return c_client->GetSession(s).status().code(); }),
+            absl::StatusCode::kDeadlineExceeded);
+  c_client->SetUnaryTimeout(std::nullopt);
 
   // Running again, the target imports the stream.
   if (!c->Running()) return;  // killed above (a failure already)
