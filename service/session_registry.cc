@@ -113,8 +113,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
       return absl::AbortedError(absl::StrCat("session ", id, " is busy: ", held, "; retry ", what,
                                              " when it ends"));
     }
+    if (!waiting) {
+      // Marked outside the registry's mutex (it may start a thread), then
+      // looked at again.
+      mu_.Unlock();
+      waiting.emplace();
+      mu_.Lock();
+      continue;
+    }
     // Poll: a cancel flips the job's flag without this mutex.
-    if (!waiting) waiting.emplace();
     mu_.AwaitWithDeadline(absl::Condition(
                               +[](Session* x) { return !x->busy && x->readers == 0; }, s.get()),
                           std::min(deadline, now + absl::Milliseconds(5)));

@@ -193,7 +193,9 @@ class SessionRegistry {
  private:
   SessionInfo Describe(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session for `id` once `can_take` holds for it, waiting as the
-  // protocol above allows; the caller then takes it (mu_ held throughout).
+  // protocol above allows; the caller then takes it under mu_ (held but
+  // for a moment when the wait begins, BlockingWait; the session is then
+  // looked up again).
   absl::StatusOr<std::shared_ptr<Session>> WaitToTake(const std::string& id, const char* what,
                                                       bool exclusive, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
