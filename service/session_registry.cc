@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -25,7 +26,7 @@ absl::Status SessionRegistry::TenantRoom(const std::string& owner, int more) con
   if (!tenant_limit_) return absl::OkStatus();
   const int64_t limit = tenant_limit_(owner);
   const auto it = owned_.find(owner);
-  const int64_t have = it == owned_.end() ? 0 : it->second;
+  const int64_t have = it == owned_.end() ? 0 : static_cast<int64_t>(it->second.size());
   if (limit > 0 && have + more > limit) return QuotaExceeded(Quota::kSessions, limit);
   return absl::OkStatus();
 }
@@ -33,7 +34,7 @@ absl::Status SessionRegistry::TenantRoom(const std::string& owner, int more) con
 int SessionRegistry::owned_count(const std::string& owner) const {
   absl::MutexLock lock(&mu_);
   const auto it = owned_.find(owner);
-  return it == owned_.end() ? 0 : it->second;
+  return it == owned_.end() ? 0 : static_cast<int>(it->second.size());
 }
 
 absl::Status SessionRegistry::CheckRoom(int more, const std::string* owner) const {
@@ -62,7 +63,7 @@ absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sess
     if (absl::Status st = TenantRoom(owner, n); !st.ok()) return st;
   }
   for (const auto& s : sessions) {
-    ++owned_[s->owner];
+    owned_[s->owner].insert(s.get());
     sessions_[s->id] = s;
   }
   return absl::OkStatus();
@@ -70,7 +71,7 @@ absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sess
 
 void SessionRegistry::AddLoaded(std::shared_ptr<Session> session) {
   absl::MutexLock lock(&mu_);
-  ++owned_[session->owner];
+  owned_[session->owner].insert(session.get());
   sessions_[session->id] = std::move(session);
 }
 
@@ -81,7 +82,10 @@ void SessionRegistry::Remove(const std::string& id) {
   if (it == sessions_.end()) return;
   gone = std::move(it->second);
   sessions_.erase(it);
-  if (--owned_[gone->owner] <= 0) owned_.erase(gone->owner);
+  if (auto owned = owned_.find(gone->owner); owned != owned_.end()) {
+    owned->second.erase(gone.get());
+    if (owned->second.empty()) owned_.erase(owned);
+  }
   gone->kv.reset();
 }
 
@@ -286,14 +290,14 @@ int SessionRegistry::resident_count() const {
 void SessionRegistry::AddCheckpoint(const CheckpointRecord& checkpoint) {
   absl::MutexLock lock(&mu_);
   if (checkpoints_.insert_or_assign(checkpoint.id(), checkpoint).second) {
-    ++owned_checkpoints_[CheckpointOwner(checkpoint)];
+    owned_checkpoints_[CheckpointOwner(checkpoint)].insert(checkpoint.id());
   }
 }
 
 int SessionRegistry::owned_checkpoint_count(const std::string& owner) const {
   absl::MutexLock lock(&mu_);
   const auto it = owned_checkpoints_.find(owner);
-  return it == owned_checkpoints_.end() ? 0 : it->second;
+  return it == owned_checkpoints_.end() ? 0 : static_cast<int>(it->second.size());
 }
 
 absl::Status SessionRegistry::CheckpointRoom(const std::string& owner, int server_limit) const {
@@ -304,7 +308,7 @@ absl::Status SessionRegistry::CheckpointRoom(const std::string& owner, int serve
   }
   const int64_t limit = tenant_checkpoint_limit_ ? tenant_checkpoint_limit_(owner) : 0;
   const auto it = owned_checkpoints_.find(owner);
-  const int64_t have = it == owned_checkpoints_.end() ? 0 : it->second;
+  const int64_t have = it == owned_checkpoints_.end() ? 0 : static_cast<int64_t>(it->second.size());
   if (limit > 0 && have >= limit) return QuotaExceeded(Quota::kCheckpoints, limit);
   return absl::OkStatus();
 }
@@ -341,7 +345,10 @@ void SessionRegistry::RemoveCheckpoint(const std::string& id) {
   if (it == checkpoints_.end()) return;
   const std::string owner = CheckpointOwner(it->second);
   checkpoints_.erase(it);
-  if (--owned_checkpoints_[owner] <= 0) owned_checkpoints_.erase(owner);
+  if (auto owned = owned_checkpoints_.find(owner); owned != owned_checkpoints_.end()) {
+    owned->second.erase(id);
+    if (owned->second.empty()) owned_checkpoints_.erase(owned);
+  }
 }
 
 std::vector<CheckpointRecord> SessionRegistry::ListCheckpoints(const std::string& session_id,

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,15 +109,20 @@ class SessionRegistry {
   // at the owner's max_checkpoints. A check, not a reservation: checkpoints
   // written at once may pass it together.
   absl::Status CheckpointRoom(const std::string& owner, int server_limit) const;
-  // Runs on_session(const Session&) for every session, then
-  // on_checkpoint(const CheckpointRecord&) for every checkpoint, with the
-  // registry's mutex held (see session.h for the fields it guards; the
-  // callbacks must not call the registry).
+  // Runs on_session(const Session&) for every session `owner` owns, then
+  // on_checkpoint(const CheckpointRecord&) for every checkpoint it owns,
+  // with the registry's mutex held (see session.h for the fields it
+  // guards; the callbacks must not call the registry). The cost is the
+  // owner's sessions and checkpoints, not the whole registry's.
   template <typename F, typename G>
-  void ForEach(F&& on_session, G&& on_checkpoint) const {
+  void ForEachOwnedBy(const std::string& owner, F&& on_session, G&& on_checkpoint) const {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, s] : sessions_) on_session(*s);
-    for (const auto& [id, c] : checkpoints_) on_checkpoint(c);
+    if (auto it = owned_.find(owner); it != owned_.end()) {
+      for (const Session* s : it->second) on_session(*s);
+    }
+    if (auto it = owned_checkpoints_.find(owner); it != owned_checkpoints_.end()) {
+      for (const std::string& id : it->second) on_checkpoint(checkpoints_.at(id));
+    }
   }
   // Runs f(const Session&) on session `id` with the registry's mutex held
   // (the same rules as ForEach); false, without calling f, when there is
@@ -209,8 +215,9 @@ class SessionRegistry {
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, CheckpointRecord> checkpoints_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> owned_ ABSL_GUARDED_BY(mu_);  // sessions per owner
-  std::map<std::string, int> owned_checkpoints_ ABSL_GUARDED_BY(mu_);  // checkpoints per owner
+  // Each owner's sessions and checkpoint ids (ForEachOwnedBy, the counts).
+  std::map<std::string, std::set<const Session*>> owned_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::set<std::string>> owned_checkpoints_ ABSL_GUARDED_BY(mu_);
   std::function<int64_t(const std::string&)> tenant_limit_;
   std::function<int64_t(const std::string&)> tenant_checkpoint_limit_;
 };

@@ -114,9 +114,10 @@ int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* adm
     pages.insert(job.pages.begin(), job.pages.end());
     extra += job.growth_pages;
   }
-  sessions_->registry()->ForEach(
+  sessions_->registry()->ForEachOwnedBy(
+      tenant,
       [&](const Session& s) {
-        if (s.owner != tenant || !s.kv || in_jobs.count(&s) > 0) return;
+        if (!s.kv || in_jobs.count(&s) > 0) return;
         // Idle tables (and the admitting caller's own) are stable under
         // the registry's mutex; another holder's may be changing.
         if (!s.busy || &s == admitting) {
@@ -136,16 +137,16 @@ int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
   for (const auto& [id, job] : jobs_) {
     if (job.tenant == tenant) bytes += job.store_bytes;
   }
-  sessions_->registry()->ForEach(
+  sessions_->registry()->ForEachOwnedBy(
+      tenant,
       [&](const Session& s) {
-        if (s.owner != tenant || s.version == 0) return;  // never written
+        if (s.version == 0) return;  // never written
         bytes += s.persisted_record_bytes;
         std::vector<HashBytes> hashes;
         for (const PageHash& h : s.persisted_page_hashes) hashes.push_back(h.bytes);
         bytes += NewPageBytes(g, s.persisted_kv_length, hashes, &seen);
       },
       [&](const CheckpointRecord& c) {
-        if (CheckpointOwner(c) != tenant) return;
         bytes += static_cast<int64_t>(c.ByteSizeLong());
         bytes += NewPageBytes(g, c.session().kv_length(), HashesOf(c.session()), &seen);
       });

@@ -64,9 +64,10 @@
 // max_kv_bytes (the tenant's next job evicts it if needed).
 //
 // Thread safety: every method is thread-safe. AdmitJob and the checks are
-// serialised per server (one mutex), then read the registry under its
-// mutex (SessionRegistry::ForEach). Borrows the SessionManager and the
-// TenantQuotas, which must outlive it.
+// serialised per server (one mutex), then read the tenant's own sessions
+// and checkpoints under the registry's mutex (SessionRegistry::
+// ForEachOwnedBy: the cost grows with the tenant's, not the server's).
+// Borrows the SessionManager and the TenantQuotas, which must outlive it.
 #ifndef KVSESSION_SERVICE_TENANT_USAGE_H_
 #define KVSESSION_SERVICE_TENANT_USAGE_H_
 

@@ -33,6 +33,49 @@ TEST(TenantUsage, ForksCountTheirSharedPagesOnceInKvAndStoreBytes) {
   EXPECT_EQ(usage.Usage("acme").sessions, 0) << "another tenant owns none of them";
 }
 
+TEST(TenantUsage, EachTenantCountsOnlyItsOwnSessionsAndCheckpointsAsTheyComeAndGo) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&env.sessions(), &quotas);
+  const std::string mine = env.MakeSession(40);  // the default tenant's
+  const TenantUsageFigures alone = usage.Usage(kDefaultTenant);
+  std::vector<std::string> acme;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::shared_ptr<Session>> s = env.sessions().CreateAcquired({}, {}, "acme");
+    ASSERT_TRUE(s.ok()) << s.status();
+    env.Prefill(**s, std::vector<int32_t>(20 + 10 * i, 7 + i));
+    ASSERT_TRUE(env.sessions().PersistAndRelease(*s).ok());
+    acme.push_back((*s)->id);
+  }
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(acme[0], "", nullptr);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  const TenantUsageFigures both = usage.Usage("acme");
+  EXPECT_EQ(both.sessions, 2);
+  EXPECT_EQ(both.checkpoints, 1);
+  EXPECT_GT(both.kv_bytes, 0);
+  EXPECT_GT(both.store_bytes, 0);
+  const TenantUsageFigures still = usage.Usage(kDefaultTenant);
+  EXPECT_EQ(still.sessions, alone.sessions);
+  EXPECT_EQ(still.checkpoints, 0);
+  EXPECT_EQ(still.kv_bytes, alone.kv_bytes);
+  EXPECT_EQ(still.store_bytes, alone.store_bytes);
+
+  ASSERT_TRUE(env.sessions().DeleteCheckpoint(checkpoint->id()).ok());
+  ASSERT_TRUE(env.sessions().Delete(acme[1]).ok());
+  const TenantUsageFigures one = usage.Usage("acme");
+  EXPECT_EQ(one.sessions, 1);
+  EXPECT_EQ(one.checkpoints, 0);
+  EXPECT_LT(one.kv_bytes, both.kv_bytes);
+  EXPECT_LT(one.store_bytes, both.store_bytes);
+  ASSERT_TRUE(env.sessions().Delete(acme[0]).ok());
+  const TenantUsageFigures none = usage.Usage("acme");
+  EXPECT_EQ(none.sessions, 0);
+  EXPECT_EQ(none.kv_bytes, 0);
+  EXPECT_EQ(none.store_bytes, 0);
+  EXPECT_EQ(usage.Usage(kDefaultTenant).sessions, alone.sessions) << mine;
+}
+
 TEST(TenantUsage, AForkPastMaxSessionsMakesNoBranch) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;
