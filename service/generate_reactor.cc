@@ -85,7 +85,10 @@ void GenerateReactor::AddToken(const GeneratedToken& token, const std::string& t
       added += 6 + static_cast<int64_t>(lp->ByteSizeLong());
     }
     pending_bytes_ += added;
-    const bool server_full = unsent_->Add(added);
+    // At the server's limit only a stream that is itself backed up stops
+    // (its write waits and more than kBackedUpBytes wait behind it): a
+    // client that reads keeps its stream going.
+    const bool server_full = unsent_->Add(added) && writing_ && pending_bytes_ > kBackedUpBytes;
     if (!overflowed_ && (server_full || pending_bytes_ + in_flight_bytes_ > max_unsent_bytes_)) {
       overflowed_ = true;
       server_full_ = server_full;

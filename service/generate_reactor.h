@@ -11,8 +11,9 @@
 // flight, and tokens wait here. Once the bytes not yet taken by the client
 // (the write in flight and what waits, counted as their encoded sizes)
 // pass `max_unsent_bytes`, or all streams' together pass the server's
-// limit (`unsent`, unsent_bytes.h), the job is cancelled as if by the
-// client; the
+// limit (`unsent`, unsent_bytes.h) while this one is backed up (a write in
+// flight and more than kBackedUpBytes waiting behind it), the job is
+// cancelled as if by the client; the
 // tokens of its last step still join the stream, so the stream holds every
 // token the session gained. The call then ends RESOURCE_EXHAUSTED ("the
 // client did not read the stream"), after the final message (finish reason
@@ -51,6 +52,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
  public:
   // `max_unsent_bytes` >= 1 (kvsessiond --max-unsent-stream-kb); `unsent`
   // counts every stream's (borrowed).
+  // What a stream must hold waiting behind its write in flight to be
+  // stopped by the server's limit: more than a client that reads has.
+  static constexpr int64_t kBackedUpBytes = int64_t{64} << 10;
+
   GenerateReactor(int64_t max_unsent_bytes, UnsentBytes* unsent)
       : max_unsent_bytes_(max_unsent_bytes), unsent_(unsent) {}
 

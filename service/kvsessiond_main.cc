@@ -109,8 +109,8 @@ ABSL_FLAG(int, max_unsent_stream_kb, 4096,
           "KiB a Generate stream may hold that its client has not read; beyond, its generation "
           "stops and the call ends RESOURCE_EXHAUSTED once the client reads what was sent");
 ABSL_FLAG(int, max_unsent_mb, 1024,
-          "MiB all Generate streams together may hold that their clients have not read; beyond, the "
-          "stream that adds more stops as at --max-unsent-stream-kb");
+          "MiB all Generate streams together may hold that their clients have not read; beyond, each "
+          "stream that is itself backed up stops as at --max-unsent-stream-kb");
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
@@ -313,8 +313,6 @@ void Drain(grpc::Server* server, Engine* engine, MetricsHttpServer* metrics) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   engine->Stop();
   server->Wait();
-  // Before the objects its collectors read are destroyed.
-  if (metrics != nullptr) metrics->Stop();
 }
 
 int Serve() {
@@ -498,6 +496,11 @@ int Serve() {
                 service.migration_memory().held());
     });
   }
+  // This collector reads the service: stop serving scrapes before it goes,
+  // on every way out.
+  absl::Cleanup stop_metrics_before_service = [&metrics_http] {
+    if (metrics_http) metrics_http->Stop();
+  };
   service.SetAuthenticator(authenticator.get());
   SessionOwnership ownership(&sessions);
   service.SetAccessPolicy(&ownership);

@@ -50,6 +50,14 @@ absl::Status SessionRegistry::CheckRoom(int more, const std::string* owner) cons
   return absl::OkStatus();
 }
 
+void SessionRegistry::Insert(std::shared_ptr<Session> session) {
+  std::shared_ptr<Session>& slot = sessions_[session->id];
+  // Ids are unique, so nothing is replaced; if it were, the index follows.
+  if (slot != nullptr) Unindex(owned_, slot->owner, static_cast<const Session*>(slot.get()));
+  owned_[session->owner].insert(session.get());
+  slot = std::move(session);
+}
+
 absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sessions) {
   absl::MutexLock lock(&mu_);
   if (static_cast<int64_t>(sessions_.size() + sessions.size()) > max_sessions_) {
@@ -62,17 +70,13 @@ absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sess
   for (const auto& [owner, n] : adding) {
     if (absl::Status st = TenantRoom(owner, n); !st.ok()) return st;
   }
-  for (const auto& s : sessions) {
-    owned_[s->owner].insert(s.get());
-    sessions_[s->id] = s;
-  }
+  for (const auto& s : sessions) Insert(s);
   return absl::OkStatus();
 }
 
 void SessionRegistry::AddLoaded(std::shared_ptr<Session> session) {
   absl::MutexLock lock(&mu_);
-  owned_[session->owner].insert(session.get());
-  sessions_[session->id] = std::move(session);
+  Insert(std::move(session));
 }
 
 void SessionRegistry::Remove(const std::string& id) {
@@ -82,10 +86,7 @@ void SessionRegistry::Remove(const std::string& id) {
   if (it == sessions_.end()) return;
   gone = std::move(it->second);
   sessions_.erase(it);
-  if (auto owned = owned_.find(gone->owner); owned != owned_.end()) {
-    owned->second.erase(gone.get());
-    if (owned->second.empty()) owned_.erase(owned);
-  }
+  Unindex(owned_, gone->owner, static_cast<const Session*>(gone.get()));
   gone->kv.reset();
 }
 
@@ -289,9 +290,11 @@ int SessionRegistry::resident_count() const {
 
 void SessionRegistry::AddCheckpoint(const CheckpointRecord& checkpoint) {
   absl::MutexLock lock(&mu_);
-  if (checkpoints_.insert_or_assign(checkpoint.id(), checkpoint).second) {
-    owned_checkpoints_[CheckpointOwner(checkpoint)].insert(checkpoint.id());
+  if (auto it = checkpoints_.find(checkpoint.id()); it != checkpoints_.end()) {
+    Unindex(owned_checkpoints_, CheckpointOwner(it->second), checkpoint.id());  // replaced
   }
+  checkpoints_.insert_or_assign(checkpoint.id(), checkpoint);
+  owned_checkpoints_[CheckpointOwner(checkpoint)].insert(checkpoint.id());
 }
 
 int SessionRegistry::owned_checkpoint_count(const std::string& owner) const {
@@ -345,10 +348,7 @@ void SessionRegistry::RemoveCheckpoint(const std::string& id) {
   if (it == checkpoints_.end()) return;
   const std::string owner = CheckpointOwner(it->second);
   checkpoints_.erase(it);
-  if (auto owned = owned_checkpoints_.find(owner); owned != owned_checkpoints_.end()) {
-    owned->second.erase(id);
-    if (owned->second.empty()) owned_checkpoints_.erase(owned);
-  }
+  Unindex(owned_checkpoints_, owner, id);
 }
 
 std::vector<CheckpointRecord> SessionRegistry::ListCheckpoints(const std::string& session_id,

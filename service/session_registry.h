@@ -121,7 +121,9 @@ class SessionRegistry {
       for (const Session* s : it->second) on_session(*s);
     }
     if (auto it = owned_checkpoints_.find(owner); it != owned_checkpoints_.end()) {
-      for (const std::string& id : it->second) on_checkpoint(checkpoints_.at(id));
+      for (const std::string& id : it->second) {
+        if (auto c = checkpoints_.find(id); c != checkpoints_.end()) on_checkpoint(c->second);
+      }
     }
   }
   // Runs f(const Session&) on session `id` with the registry's mutex held
@@ -207,6 +209,16 @@ class SessionRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caches the page counts GetSession shows while the session is held.
   void NoteKvPages(Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds or replaces sessions_[session->id], keeping owned_ in step.
+  void Insert(std::shared_ptr<Session> session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `key` out of `index[owner]` (and the owner out once empty).
+  template <typename Key>
+  static void Unindex(std::map<std::string, std::set<Key>>& index, const std::string& owner, const Key& key) {
+    auto it = index.find(owner);
+    if (it == index.end()) return;
+    it->second.erase(key);
+    if (it->second.empty()) index.erase(it);
+  }
   // QuotaExceeded unless `more` sessions of `owner` fit its quota.
   absl::Status TenantRoom(const std::string& owner, int more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -259,6 +259,16 @@ TEST_F(ReliabilityTest, UnreadGenerateStreamsTogetherStopAtTheServersUnsentLimit
   open(second, "There was a dog");
   const int second_generated = wait_idle(second);
   EXPECT_LT(second_generated, kAsked) << "the second one passed the server's limit";
+  // With the limit reached, a stream whose client reads still runs to its
+  // end: only streams that are themselves backed up stop.
+  v1::GenerateRequest read;
+  read.set_session_id(Create("A cat sat").id());
+  read.set_max_tokens(400);
+  read.set_ignore_eos(true);
+  read.set_top_logprobs(5);
+  absl::StatusOr<GenerateResult> reading = client_->Generate(read);
+  ASSERT_TRUE(reading.ok()) << reading.status();
+  EXPECT_EQ(reading->ids.size(), 400u);
 
   int first_tokens = 0, second_tokens = 0;
   EXPECT_TRUE(read_all(first, &first_tokens).ok());
