@@ -103,6 +103,19 @@ class MigrationTest : public ::testing::Test {
   std::unique_ptr<KvSessionClient> a_client_, b_client_;
 };
 
+// MigrateSession of `s`, retried while the target still counts the
+// migration memory of calls it refused: their ends reach the server on its
+// own threads, a moment after the client has its status.
+absl::StatusOr<MigrationReport> MigrateOnceRefusedCallsEnded(KvSessionClient& from, KvSessionClient& to,
+                                                             const std::string& s) {
+  absl::StatusOr<MigrationReport> moved = MigrateSession(from, to, s);
+  for (int i = 0; i < 50 && absl::IsResourceExhausted(moved.status()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    moved = MigrateSession(from, to, s);
+  }
+  return moved;
+}
+
 // An ImportSession call of one chunk of `bytes` bytes beginning with
 // `head`; the status it ends with. (One chunk: a stream the server ends
 // while the client still writes is not what this checks.)
@@ -139,12 +152,7 @@ TEST_F(MigrationTest, ImportStreamsAreBoundedAsTheirChunksArrive) {
 
   // What they held came back: a real migration into C works.
   const std::string s = Create(*a_client_, "Once upon a time there was a little dragon who");
-  absl::StatusOr<MigrationReport> moved = MigrateSession(*a_client_, client, s);
-  // The refused calls' ends reach the server on its own threads.
-  for (int i = 0; i < 50 && absl::IsResourceExhausted(moved.status()); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    moved = MigrateSession(*a_client_, client, s);
-  }
+  absl::StatusOr<MigrationReport> moved = MigrateOnceRefusedCallsEnded(*a_client_, client, s);
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_TRUE(client.GetSession(s).ok());
 }
@@ -203,12 +211,7 @@ TEST_F(MigrationTest, AnImportTheTargetRefusesPartWayEndsAtOnceWithItsStatusAndI
   EXPECT_EQ(Store(client).pages(), 0);
 
   // What it held came back: the session itself migrates into C.
-  absl::StatusOr<MigrationReport> moved = MigrateSession(*a_client_, client, s);
-  // The refused call's end reaches the server on its own threads.
-  for (int i = 0; i < 50 && absl::IsResourceExhausted(moved.status()); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    moved = MigrateSession(*a_client_, client, s);
-  }
+  absl::StatusOr<MigrationReport> moved = MigrateOnceRefusedCallsEnded(*a_client_, client, s);
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_TRUE(client.GetSession(s).ok());
 }
