@@ -64,6 +64,7 @@
 #include "service/server_security.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
+#include "service/transport_options.h"
 
 ABSL_FLAG(std::string, model, "", "GGUF model file (required)");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "address to serve on (host:port; port 0 picks one)");
@@ -111,6 +112,22 @@ ABSL_FLAG(int, max_unsent_stream_kb, 4096,
 ABSL_FLAG(int, max_unsent_mb, 1024,
           "MiB all Generate streams together may hold that their clients have not read; beyond, each "
           "stream that is itself backed up stops as at --max-unsent-stream-kb");
+ABSL_FLAG(int, max_concurrent_streams, 256,
+          "calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); the "
+          "client's further calls on it wait until one ends (0: no limit)");
+ABSL_FLAG(int, keepalive_time_ms, 60000,
+          "ping a connection after this long without reading from it; with --keepalive-timeout-ms, "
+          "how soon a vanished client's calls are cancelled and what they hold is freed");
+ABSL_FLAG(int, keepalive_timeout_ms, 20000, "close a connection whose ping is unanswered this long");
+ABSL_FLAG(int, min_client_ping_interval_ms, 10000,
+          "clients may send keepalive pings this often (also with no call open); more often gets "
+          "GOAWAY too_many_pings");
+ABSL_FLAG(int, max_connection_idle_ms, 0, "close a connection that has had no call this long (0: never)");
+ABSL_FLAG(int, max_connection_age_ms, 0,
+          "send GOAWAY to connections older than this (+-10%), so clients reconnect and spread over "
+          "a fleet behind a TCP load balancer (0: never)");
+ABSL_FLAG(int, max_connection_age_grace_ms, 60000,
+          "after --max-connection-age-ms, calls still running get this long to end, then are cancelled");
 ABSL_FLAG(int, drain_delay_ms, 0,
           "on SIGTERM, health checks answer NOT_SERVING for this long before running calls are "
           "cancelled and the server stops (lets a load balancer stop routing here first)");
@@ -175,6 +192,7 @@ struct ServerConfig {
   KvDtype kv_dtype = KvDtype::kF16;
   int page_tokens = 16;
   MatmulPath matmul = MatmulPath::kFast;
+  TransportOptions transport;
 };
 
 absl::StatusOr<ServerConfig> ReadFlags() {
@@ -193,6 +211,14 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
   if (absl::GetFlag(FLAGS_max_unsent_stream_kb) < 1) return absl::InvalidArgumentError("--max-unsent-stream-kb must be >= 1");
   if (absl::GetFlag(FLAGS_max_unsent_mb) < 1) return absl::InvalidArgumentError("--max-unsent-mb must be >= 1");
+  c.transport.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  c.transport.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_ms);
+  c.transport.keepalive_timeout_ms = absl::GetFlag(FLAGS_keepalive_timeout_ms);
+  c.transport.min_client_ping_interval_ms = absl::GetFlag(FLAGS_min_client_ping_interval_ms);
+  c.transport.max_connection_idle_ms = absl::GetFlag(FLAGS_max_connection_idle_ms);
+  c.transport.max_connection_age_ms = absl::GetFlag(FLAGS_max_connection_age_ms);
+  c.transport.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
+  if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   bool matmul_ok = false;
   c.matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
   if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
@@ -261,7 +287,7 @@ int WaitForShutdownSignal(const sigset_t& signals, Authenticator* auth, TenantQu
   }
 }
 
-std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
+std::unique_ptr<grpc::Server> StartServer(const std::string& listen, const TransportOptions& transport,
                                           std::shared_ptr<grpc::ServerCredentials> credentials,
                                           KvSessionService* service, const ServiceLimits& limits,
                                           RpcMetrics* rpc_metrics, CallAudit* audit,
@@ -272,6 +298,7 @@ std::unique_ptr<grpc::Server> StartServer(const std::string& listen,
   builder.AddListeningPort(listen, std::move(credentials), port);
   builder.RegisterService(service);
   builder.SetMaxReceiveMessageSize(std::max(4 << 20, limits.max_input_bytes + (64 << 10)));
+  transport.Apply(builder);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(ReplicaHeaderInterceptors(replica));
   if (rpc_metrics != nullptr) interceptors.push_back(rpc_metrics->InterceptorFactory());
@@ -506,7 +533,7 @@ int Serve() {
   service.SetAccessPolicy(&ownership);
   int port = 0;
   std::unique_ptr<grpc::Server> server =
-      StartServer(config->listen, *credentials, &service, limits, rpc_metrics.get(), audit.get(),
+      StartServer(config->listen, config->transport, *credentials, &service, limits, rpc_metrics.get(), audit.get(),
                   facts.replica, &port);
   if (!server || port == 0) return Fail(absl::StrCat("cannot listen on ", config->listen));
   // grpc.health.v1 answers for the server ("") and for the service by name.
