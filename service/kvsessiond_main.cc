@@ -219,6 +219,7 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   c.transport.max_connection_age_ms = absl::GetFlag(FLAGS_max_connection_age_ms);
   c.transport.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
+  if (const std::string w = c.transport.Warning(); !w.empty()) std::cerr << "kvsessiond: warning: " << w << "\n";
   bool matmul_ok = false;
   c.matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
   if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");

@@ -40,6 +40,8 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& record,
                                            const RecordContext& context);
 
 // Marks `session` as holding exactly what `record` (just written) holds.
+// For a session in the registry, call SessionRegistry::MarkPersisted, which
+// also counts the record for its owner's store bytes.
 void MarkPersisted(const SessionRecord& record, Session* session);
 
 }  // namespace kvs

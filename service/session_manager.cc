@@ -108,13 +108,11 @@ absl::StatusOr<SessionRecord> SessionManager::Persist(const std::shared_ptr<Sess
     return BuildSessionRecord(*s, context_);
   });
   absl::Status st = persistence_.Write(record, *s);
-  registry_.UnderLock([&] {
-    if (st.ok()) {
-      MarkPersisted(record, s.get());
-    } else {
-      s->dirty = true;
-    }
-  });
+  if (st.ok()) {
+    registry_.MarkPersisted(record, *s);
+  } else {
+    registry_.UnderLock([&] { s->dirty = true; });
+  }
   if (!st.ok()) return st;
   return record;
 }
@@ -219,14 +217,14 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
       if (!st.ok()) {
         for (const auto& b : branches) registry_.Remove(b->id);
       } else {
+        for (size_t i = 0; i < branches.size(); ++i) registry_.MarkPersisted(records[i], *branches[i]);
+        registry_.MarkPersisted(records.back(), p);
         registry_.UnderLock([&] {
-          for (size_t i = 0; i < branches.size(); ++i) {
-            MarkPersisted(records[i], branches[i].get());
-            branches[i]->busy = false;
-            branches[i]->holder = "";
+          for (const auto& b : branches) {
+            b->busy = false;
+            b->holder = "";
           }
           p.rng = parent_rng;
-          MarkPersisted(records.back(), &p);
         });
       }
     }
@@ -311,7 +309,9 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   // but a concurrent DeleteCheckpoint may have dropped some since the load:
   // they are written back from RAM.
   if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
-  s->version = 1;
+  // As written (version 1): the size the store and a restart see. Not in
+  // the registry yet, so the plain MarkPersisted.
+  MarkPersisted(record, s.get());
   s->last_used_us = NowMicros();
   // The limits again, with the add: another call may have taken the last
   // slot since CheckRoom (the load and the write run unlocked). Then the

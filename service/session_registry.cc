@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "service/auth/tenant_quotas.h"
+#include "service/record_convert.h"
 #include "service/session_io_metrics.h"
 #include "service/task_executor.h"
 
@@ -53,8 +54,12 @@ absl::Status SessionRegistry::CheckRoom(int more, const std::string* owner) cons
 void SessionRegistry::Insert(std::shared_ptr<Session> session) {
   std::shared_ptr<Session>& slot = sessions_[session->id];
   // Ids are unique, so nothing is replaced; if it were, the index follows.
-  if (slot != nullptr) Unindex(owned_, slot->owner, static_cast<const Session*>(slot.get()));
+  if (slot != nullptr) {
+    Unindex(owned_, slot->owner, static_cast<const Session*>(slot.get()));
+    CountStored(*slot, -1);
+  }
   owned_[session->owner].insert(session.get());
+  CountStored(*session, +1);
   slot = std::move(session);
 }
 
@@ -87,7 +92,36 @@ void SessionRegistry::Remove(const std::string& id) {
   gone = std::move(it->second);
   sessions_.erase(it);
   Unindex(owned_, gone->owner, static_cast<const Session*>(gone.get()));
+  CountStored(*gone, -1);
   gone->kv.reset();
+}
+
+void SessionRegistry::CountStored(const Session& s, int sign) {
+  if (s.version == 0) return;  // never written
+  const StoredRecordFigures figures{s.persisted_record_bytes, s.persisted_kv_length, s.persisted_page_hashes};
+  sign > 0 ? stored_.Add(s.owner, figures) : stored_.Remove(s.owner, figures);
+}
+
+void SessionRegistry::CountStored(const CheckpointRecord& c, int sign) {
+  std::vector<PageHash> pages;
+  pages.reserve(c.session().page_hashes_size());
+  for (const std::string& h : c.session().page_hashes()) pages.push_back(PageHash::FromBytes(h).value_or(PageHash{}));
+  const StoredRecordFigures figures{static_cast<int64_t>(c.ByteSizeLong()), c.session().kv_length(), pages};
+  sign > 0 ? stored_.Add(CheckpointOwner(c), figures) : stored_.Remove(CheckpointOwner(c), figures);
+}
+
+int64_t SessionRegistry::stored_bytes(const std::string& owner) const {
+  absl::MutexLock lock(&mu_);
+  return stored_.bytes(owner);
+}
+
+void SessionRegistry::MarkPersisted(const SessionRecord& record, Session& session) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session.id);
+  const bool indexed = it != sessions_.end() && it->second.get() == &session;
+  if (indexed) CountStored(session, -1);
+  kvs::MarkPersisted(record, &session);
+  if (indexed) CountStored(session, +1);
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::string& id,
@@ -292,9 +326,11 @@ void SessionRegistry::AddCheckpoint(const CheckpointRecord& checkpoint) {
   absl::MutexLock lock(&mu_);
   if (auto it = checkpoints_.find(checkpoint.id()); it != checkpoints_.end()) {
     Unindex(owned_checkpoints_, CheckpointOwner(it->second), checkpoint.id());  // replaced
+    CountStored(it->second, -1);
   }
   checkpoints_.insert_or_assign(checkpoint.id(), checkpoint);
   owned_checkpoints_[CheckpointOwner(checkpoint)].insert(checkpoint.id());
+  CountStored(checkpoint, +1);
 }
 
 int SessionRegistry::owned_checkpoint_count(const std::string& owner) const {
@@ -347,6 +383,7 @@ void SessionRegistry::RemoveCheckpoint(const std::string& id) {
   auto it = checkpoints_.find(id);
   if (it == checkpoints_.end()) return;
   const std::string owner = CheckpointOwner(it->second);
+  CountStored(it->second, -1);
   checkpoints_.erase(it);
   Unindex(owned_checkpoints_, owner, id);
 }

@@ -45,6 +45,7 @@
 #include "service/job_handle.h"
 #include "service/context_policy.h"
 #include "service/session.h"
+#include "service/tenant_store_bytes.h"
 
 namespace kvs {
 
@@ -79,7 +80,8 @@ class SessionRegistry {
 
   // `pool` is read for page sharing in SessionInfo; `max_sessions` bounds
   // the number of sessions held.
-  SessionRegistry(const PagePool* pool, int max_sessions) : pool_(pool), max_sessions_(max_sessions) {}
+  SessionRegistry(const PagePool* pool, int max_sessions)
+      : pool_(pool), max_sessions_(max_sessions), stored_(pool->geometry()) {}
 
   // Adds sessions (new ids). RESOURCE_EXHAUSTED at the session limit; on
   // error nothing is added.
@@ -109,6 +111,13 @@ class SessionRegistry {
   // at the owner's max_checkpoints. A check, not a reservation: checkpoints
   // written at once may pass it together.
   absl::Status CheckpointRoom(const std::string& owner, int server_limit) const;
+  // The bytes the store holds for `owner`'s records and their pages
+  // (TenantStoreBytes), kept as records are written and removed.
+  int64_t stored_bytes(const std::string& owner) const;
+  // Marks `session` persisted as `record` (record_convert.h MarkPersisted)
+  // and counts the record's bytes and pages for its owner in place of the
+  // ones before. Every write of an indexed session's record ends here.
+  void MarkPersisted(const SessionRecord& record, Session& session);
   // Runs on_session(const Session&) for every session `owner` owns, then
   // on_checkpoint(const CheckpointRecord&) for every checkpoint it owns,
   // with the registry's mutex held (see session.h for the fields it
@@ -219,6 +228,10 @@ class SessionRegistry {
     it->second.erase(key);
     if (it->second.empty()) index.erase(it);
   }
+  // Counts (+1) or takes back (-1) `s`'s stored record in stored_, when
+  // it has been written.
+  void CountStored(const Session& s, int sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountStored(const CheckpointRecord& c, int sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // QuotaExceeded unless `more` sessions of `owner` fit its quota.
   absl::Status TenantRoom(const std::string& owner, int more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -230,6 +243,9 @@ class SessionRegistry {
   // Each owner's sessions and checkpoint ids (ForEachOwnedBy, the counts).
   std::map<std::string, std::set<const Session*>> owned_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::set<std::string>> owned_checkpoints_ ABSL_GUARDED_BY(mu_);
+  // What the store holds of each owner's sessions (those written at least
+  // once) and checkpoints.
+  TenantStoreBytes stored_ ABSL_GUARDED_BY(mu_);
   std::function<int64_t(const std::string&)> tenant_limit_;
   std::function<int64_t(const std::string&)> tenant_checkpoint_limit_;
 };

@@ -55,10 +55,8 @@ absl::StatusOr<SessionInfo> SessionManager::Truncate(const std::string& id, int 
     s->tokens.resize(length);
     s->chat = cut.chat;
   }
-  registry_.UnderLock([&] {
-    s->update_time_us = record.update_time_us();
-    MarkPersisted(record, s.get());
-  });
+  registry_.UnderLock([&] { s->update_time_us = record.update_time_us(); });
+  registry_.MarkPersisted(record, *s);
   SessionInfo info;
   registry_.Release(*s, &info);
   if (removed != nullptr) *removed = current - length;

@@ -1,7 +1,6 @@
 #include "service/tenant_usage.h"
 
 #include <algorithm>
-#include <array>
 #include <set>
 
 #include "cache/page_codec.h"
@@ -15,31 +14,7 @@ namespace {
 constexpr int64_t kRecordBytesPerToken = 8;
 constexpr int64_t kRecordOverheadBytes = 1024;
 
-using HashBytes = std::array<uint8_t, PageHash::kSize>;
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// Adds a record's pages (not yet in `seen`) at their encoded size.
-template <typename Hashes>
-int64_t NewPageBytes(const KvGeometry& g, int kv_length, const Hashes& hashes, std::set<HashBytes>* seen) {
-  int64_t bytes = 0;
-  int i = 0;
-  for (const auto& h : hashes) {
-    if (seen->insert(h).second) bytes += static_cast<int64_t>(EncodedPageBytes(g, PageTokensAt(g, kv_length, i)));
-    ++i;
-  }
-  return bytes;
-}
-
-std::vector<HashBytes> HashesOf(const SessionRecord& r) {
-  std::vector<HashBytes> out;
-  for (const std::string& h : r.page_hashes()) {
-    HashBytes b{};
-    std::copy_n(h.data(), std::min(h.size(), b.size()), b.begin());
-    out.push_back(b);
-  }
-  return out;
-}
 
 // ReleaseWhenDone's listener.
 class ReleasingListener : public JobListener {
@@ -105,13 +80,22 @@ void TenantUsage::EndReservations(uint64_t id) {
 }
 
 int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* admitting) const {
-  std::set<PageId> pages;
+  // Distinct pages, one bit each: PageIds are dense below the pool's size.
+  std::vector<bool> seen(static_cast<size_t>(sessions_->pool()->max_pages()));
+  int64_t distinct = 0;
+  auto count = [&](const std::vector<PageId>& table) {
+    for (PageId p : table) {
+      if (p < 0 || static_cast<size_t>(p) >= seen.size() || seen[p]) continue;
+      seen[p] = true;
+      ++distinct;
+    }
+  };
   int64_t extra = 0;
   std::set<const Session*> in_jobs;
   for (const auto& [id, job] : jobs_) {
     if (job.tenant != tenant || job.session == nullptr) continue;
     in_jobs.insert(job.session);
-    pages.insert(job.pages.begin(), job.pages.end());
+    count(job.pages);
     extra += job.growth_pages;
   }
   sessions_->registry()->ForEachOwnedBy(
@@ -121,35 +105,20 @@ int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* adm
         // Idle tables (and the admitting caller's own) are stable under
         // the registry's mutex; another holder's may be changing.
         if (!s.busy || &s == admitting) {
-          pages.insert(s.kv->page_table().begin(), s.kv->page_table().end());
+          count(s.kv->page_table());
         } else {
           extra += s.described_pages;
         }
       },
       [](const CheckpointRecord&) {});
-  return static_cast<int64_t>(pages.size()) + extra;
+  return distinct + extra;
 }
 
 int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
-  const KvGeometry& g = sessions_->record_context().geometry;
-  std::set<HashBytes> seen;
-  int64_t bytes = 0;
+  int64_t bytes = sessions_->registry()->stored_bytes(tenant);
   for (const auto& [id, job] : jobs_) {
     if (job.tenant == tenant) bytes += job.store_bytes;
   }
-  sessions_->registry()->ForEachOwnedBy(
-      tenant,
-      [&](const Session& s) {
-        if (s.version == 0) return;  // never written
-        bytes += s.persisted_record_bytes;
-        std::vector<HashBytes> hashes;
-        for (const PageHash& h : s.persisted_page_hashes) hashes.push_back(h.bytes);
-        bytes += NewPageBytes(g, s.persisted_kv_length, hashes, &seen);
-      },
-      [&](const CheckpointRecord& c) {
-        bytes += static_cast<int64_t>(c.ByteSizeLong());
-        bytes += NewPageBytes(g, c.session().kv_length(), HashesOf(c.session()), &seen);
-      });
   return bytes;
 }
 

@@ -63,10 +63,17 @@
 // or Snapshot of a session whose KV was on disk) is not checked against
 // max_kv_bytes (the tenant's next job evicts it if needed).
 //
+// Cost: store_bytes is kept as records are written and removed
+// (SessionRegistry::stored_bytes, TenantStoreBytes): a lookup plus the
+// tenant's running jobs. kv_bytes walks the tenant's sessions
+// (SessionRegistry::ForEachOwnedBy) and the page tables of its resident
+// ones, marking each page in a bitmap of the pool's pages (one bit a page:
+// the pool's size in bits is cleared per count, and AdmitJob counts again
+// after each eviction it makes).
+//
 // Thread safety: every method is thread-safe. AdmitJob and the checks are
-// serialised per server (one mutex), then read the tenant's own sessions
-// and checkpoints under the registry's mutex (SessionRegistry::
-// ForEachOwnedBy: the cost grows with the tenant's, not the server's).
+// serialised per server (one mutex), then read the registry under its
+// mutex.
 // Borrows the SessionManager and the TenantQuotas, which must outlive it.
 #ifndef KVSESSION_SERVICE_TENANT_USAGE_H_
 #define KVSESSION_SERVICE_TENANT_USAGE_H_

@@ -7,9 +7,19 @@
 #include "cache/page_codec.h"
 #include "service/service_test_env.h"
 #include "service/tenant_metrics.h"
+#include "service/tenant_usage_recount.h"
 
 namespace kvs {
 namespace {
+
+// Every tenant's kept figure equals the recount, and TenantUsage shows it.
+void ExpectStoreBytesMatchARecount(SessionManager& m, const TenantUsage& usage, const char* after) {
+  for (const std::string& tenant : {std::string(kDefaultTenant), std::string("acme")}) {
+    const int64_t recount = RecountStoreBytes(m, tenant);
+    EXPECT_EQ(m.registry()->stored_bytes(tenant), recount) << tenant << " after " << after;
+    EXPECT_EQ(usage.Usage(tenant).store_bytes, recount) << tenant << " after " << after;
+  }
+}
 
 TEST(TenantUsage, ForksCountTheirSharedPagesOnceInKvAndStoreBytes) {
   KVS_REQUIRE_SHARED_MODEL();
@@ -181,6 +191,63 @@ TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
   EXPECT_NE(text.find("kvsession_tenant_generates{tenant=\"acme\"} 0\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("tenant=\"default\""), std::string::npos) << "only the tenants the keys name";
   env.sessions().Discard(*s);
+}
+
+TEST(TenantUsage, StoreBytesKeptAsRecordsComeAndGoEqualARecountAfterEveryKindOfWriteAndARestart) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  TenantQuotas quotas{QuotaLimits{}};
+  auto usage = std::make_unique<TenantUsage>(&env.sessions(), &quotas);
+  const std::string mine = env.MakeSession(40);
+  absl::StatusOr<std::shared_ptr<Session>> created = env.sessions().CreateAcquired({}, {}, "acme");
+  ASSERT_TRUE(created.ok()) << created.status();
+  env.Prefill(**created, std::vector<int32_t>(37, 9));  // BOS + 37: a partial last page
+  ASSERT_TRUE(env.sessions().PersistAndRelease(*created).ok());
+  const std::string acme = (*created)->id;
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "creating");
+  EXPECT_GT(env.sessions().registry()->stored_bytes("acme"), 0);
+
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> whole = env.sessions().Fork(mine, 2, {}, {});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> cut =
+      env.sessions().Fork(acme, 2, {}, {}, absl::Now(), /*at_length=*/20);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "forks, whole and cut mid-page");
+
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(acme, "", nullptr);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "a snapshot");
+
+  absl::StatusOr<std::shared_ptr<Session>> grown = env.sessions().Acquire((*cut)[0]->id, "Append", absl::Now());
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  env.Prefill(**grown, std::vector<int32_t>(30, 11));
+  ASSERT_TRUE(env.sessions().PersistAndRelease(*grown).ok());
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "a branch growing");
+
+  ASSERT_TRUE(env.sessions().Truncate(mine, 17).ok());
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "a truncate");
+  absl::StatusOr<std::shared_ptr<Session>> restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  env.sessions().Release(*restored);
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "a restore");
+  ASSERT_TRUE(env.sessions().DeleteCheckpoint(checkpoint->id()).ok());
+  ASSERT_TRUE(env.sessions().Delete((*whole)[1]->id).ok());
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "deletes");
+
+  const int64_t mine_before = env.sessions().registry()->stored_bytes(kDefaultTenant);
+  const int64_t acme_before = env.sessions().registry()->stored_bytes("acme");
+  usage.reset();
+  env.Reopen();  // a restart: everything comes back from the store
+  usage = std::make_unique<TenantUsage>(&env.sessions(), &quotas);
+  ExpectStoreBytesMatchARecount(env.sessions(), *usage, "a restart");
+  EXPECT_EQ(env.sessions().registry()->stored_bytes(kDefaultTenant), mine_before);
+  EXPECT_EQ(env.sessions().registry()->stored_bytes("acme"), acme_before);
+
+  std::vector<std::string> all;
+  for (const SessionInfo& info : env.sessions().registry()->List("", 1000, nullptr)) all.push_back(info.id);
+  for (const std::string& id : all) ASSERT_TRUE(env.sessions().Delete(id).ok()) << id;
+  EXPECT_EQ(env.sessions().registry()->stored_bytes(kDefaultTenant), 0);
+  EXPECT_EQ(env.sessions().registry()->stored_bytes("acme"), 0);
 }
 
 }  // namespace

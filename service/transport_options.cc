@@ -29,6 +29,13 @@ absl::Status TransportOptions::Validate() const {
   return absl::OkStatus();
 }
 
+std::string TransportOptions::Warning() const {
+  if (keepalive_timeout_ms > 5000) return "";
+  return absl::StrCat("--keepalive-timeout-ms ", keepalive_timeout_ms,
+                      " is at most gRPC's 5 s backup poll: idle clients on a synchronous gRPC API "
+                      "may be cut off while alive");
+}
+
 void TransportOptions::Apply(grpc::ServerBuilder& builder) const {
   if (max_concurrent_streams > 0) builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, keepalive_time_ms);

@@ -7,17 +7,21 @@
 //    connection wait in the client until one ends; other connections are
 //    not affected. 0 leaves gRPC's own (no limit).
 //  - keepalive_time_ms / keepalive_timeout_ms: the server pings a
-//    connection with calls open after this long without reading from it,
-//    and closes it (cancelling its calls) when the ping is not answered in
-//    the timeout. A client that vanished (powered off, cut off, frozen)
-//    stops holding its streams' unsent messages, its tenant's
-//    max_generates slots and its sessions within about their sum. Keep
-//    the timeout above 5 s: a client on gRPC's synchronous API that is
-//    making no call answers pings only from gRPC's backup poller, every
-//    5 s, and would be cut off while alive.
+//    connection (with or without calls open) after this long without
+//    reading from it, and closes it (cancelling its calls) when the ping
+//    is not answered in the timeout. A client connected directly that
+//    vanished (powered off, cut off, frozen) stops holding its streams'
+//    unsent messages, its tenant's max_generates slots and its sessions
+//    within about their sum; behind a proxy, the proxy's own timeouts
+//    decide. Keep the timeout above 5 s (Warning() says so): a client on
+//    gRPC's synchronous API that is making no call answers pings only
+//    from gRPC's backup poller, every 5 s, and would be cut off while
+//    alive.
 //  - min_client_ping_interval_ms: clients may send keepalive pings this
-//    often, with or without calls; more often is answered with GOAWAY
-//    ("too_many_pings"), as gRPC does by default past one every 5 minutes.
+//    often, with or without calls; a client that pings more often gets
+//    GOAWAY ("too_many_pings") at its third early ping (the count resets
+//    whenever the server sends data), as gRPC does by default below one
+//    every 5 minutes.
 //  - max_connection_idle_ms: a connection with no call for this long is
 //    closed (GOAWAY; the client reconnects when it next calls). 0: never.
 //  - max_connection_age_ms / max_connection_age_grace_ms: a connection
@@ -30,6 +34,8 @@
 #define KVSESSION_SERVICE_TRANSPORT_OPTIONS_H_
 
 #include <grpcpp/server_builder.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -47,6 +53,11 @@ struct TransportOptions {
   // INVALID_ARGUMENT naming the flag when a value is out of range
   // (negative; keepalive time or timeout below 1 ms).
   absl::Status Validate() const;
+
+  // A sentence for the log when a valid value is a risk (a keepalive
+  // timeout of 5 s or less cuts off idle synchronous clients); empty
+  // otherwise.
+  std::string Warning() const;
 
   // Sets the channel arguments above on `builder`. Call after Validate.
   void Apply(grpc::ServerBuilder& builder) const;

@@ -41,5 +41,12 @@ TEST(TransportOptions, ZeroTurnsOffTheLimitsButNotTheKeepalive) {
   EXPECT_THAT(o.Validate().message(), HasSubstr("--keepalive-timeout-ms"));
 }
 
+TEST(TransportOptions, AKeepaliveTimeoutAtGrpcsBackupPollOrBelowIsWarnedAbout) {
+  TransportOptions o;
+  EXPECT_EQ(o.Warning(), "");
+  o.keepalive_timeout_ms = 5000;
+  EXPECT_THAT(o.Warning(), HasSubstr("--keepalive-timeout-ms 5000"));
+}
+
 }  // namespace
 }  // namespace kvs
