@@ -22,12 +22,18 @@ int PagesPerSlab(const KvGeometry& g) {
   return static_cast<int>(std::max<size_t>(1, kSlabTargetBytes / g.page_bytes()));
 }
 
-// Has the kernel back [memory, memory + bytes) now. MADV_POPULATE_WRITE
-// (Linux 5.14) fills the page tables without writing a byte; older kernels
-// get a write per 4 KiB.
+// Has the kernel back [memory, memory + bytes) now, for the kernel's
+// copies into it (a restore's pread) and the process's own accesses (the
+// checksum pass after it). MADV_POPULATE_WRITE (Linux 5.14) fills the page
+// tables; a write per 4 KiB then touches each page from user space too
+// (and does the whole job on older kernels). Under a hypervisor with
+// shadow page tables per mode (PVM, measured on a 2-core Zen 5 VM), the
+// first user-space access to a page the kernel populated still takes a
+// fault: touching it here took a 2,000-token q8_0 restore's load from 51.6
+// to 47.7 ms (medians of 7, docs/performance.md, "Issue 11's rows on Zen 5").
 void Populate(uint8_t* memory, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  if (::madvise(memory, bytes, MADV_POPULATE_WRITE) == 0) return;
+  ::madvise(memory, bytes, MADV_POPULATE_WRITE);
 #endif
   volatile uint8_t* p = memory;
   for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
