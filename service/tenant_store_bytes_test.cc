@@ -7,15 +7,7 @@
 namespace kvs {
 namespace {
 
-KvGeometry Geometry() {
-  KvGeometry g;
-  g.n_layers = 2;
-  g.n_kv_heads = 2;
-  g.head_dim = 8;
-  g.page_tokens = 16;
-  g.dtype = KvDtype::kF16;
-  return g;
-}
+KvGeometry Geometry() { return {.n_layers = 2, .n_kv_heads = 2, .head_dim = 8, .page_tokens = 16}; }
 
 PageHash Hash(uint8_t b) {
   PageHash h;
