@@ -24,7 +24,7 @@ struct FaultInjectionFileSystem::State {
 
   // OK, or the error of a write of `bytes` bytes (which then uses them up),
   // after any HoldWrites has been released.
-  IOStatus Check(uint64_t bytes) {
+  IOStatus Check(uint64_t bytes, bool sync = false) {
     absl::MutexLock lock(&mu);
     if (!writes_flow) {
       ++held_writes;
@@ -44,6 +44,10 @@ struct FaultInjectionFileSystem::State {
       case Fault::kIoError:
         ++failures;
         return IOStatus::IOError("injected fault: I/O error");
+      case Fault::kSyncError:
+        if (!sync) return IOStatus::OK();
+        ++failures;
+        return IOStatus::IOError("injected fault: sync failed");
     }
     return IOStatus::OK();
   }
@@ -87,16 +91,16 @@ class FaultyWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
     return target()->Flush(options, dbg);
   }
   IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
-    if (IOStatus s = state_->Check(0); !s.ok()) return s;
+    if (IOStatus s = state_->Check(0, /*sync=*/true); !s.ok()) return s;
     return target()->Sync(options, dbg);
   }
   IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
-    if (IOStatus s = state_->Check(0); !s.ok()) return s;
+    if (IOStatus s = state_->Check(0, /*sync=*/true); !s.ok()) return s;
     return target()->Fsync(options, dbg);
   }
   IOStatus RangeSync(uint64_t offset, uint64_t nbytes, const IOOptions& options,
                      IODebugContext* dbg) override {
-    if (IOStatus s = state_->Check(0); !s.ok()) return s;
+    if (IOStatus s = state_->Check(0, /*sync=*/true); !s.ok()) return s;
     return target()->RangeSync(offset, nbytes, options, dbg);
   }
 
@@ -119,11 +123,11 @@ class FaultyRandomRWFile : public rocksdb::FSRandomRWFileOwnerWrapper {
     return target()->Flush(options, dbg);
   }
   IOStatus Sync(const IOOptions& options, IODebugContext* dbg) override {
-    if (IOStatus s = state_->Check(0); !s.ok()) return s;
+    if (IOStatus s = state_->Check(0, /*sync=*/true); !s.ok()) return s;
     return target()->Sync(options, dbg);
   }
   IOStatus Fsync(const IOOptions& options, IODebugContext* dbg) override {
-    if (IOStatus s = state_->Check(0); !s.ok()) return s;
+    if (IOStatus s = state_->Check(0, /*sync=*/true); !s.ok()) return s;
     return target()->Fsync(options, dbg);
   }
 

@@ -42,7 +42,10 @@ namespace kvs {
 
 class FaultInjectionFileSystem : public rocksdb::FileSystemWrapper {
  public:
-  enum class Fault { kNone, kNoSpace, kIoError };
+  // kSyncError: writes reach the file (the OS's cache), every Sync, Fsync
+  // and RangeSync fails with IOError: a write whose outcome is uncertain,
+  // as after a failed fsync.
+  enum class Fault { kNone, kNoSpace, kIoError, kSyncError };
 
   explicit FaultInjectionFileSystem(
       std::shared_ptr<rocksdb::FileSystem> base = rocksdb::FileSystem::Default());

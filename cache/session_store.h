@@ -238,7 +238,9 @@ class SessionStore {
       WriteStats* stats = nullptr);
 
   // Deletes the session and the pages no other record references, in one
-  // batch. NOT_FOUND if there is no such session.
+  // batch. NOT_FOUND if there is no such session, judged after recovering
+  // from a failed write (whose record may then be in the store, and is
+  // deleted like any other): the recovery's errors come first.
   absl::Status DeleteSession(const std::string& id, WriteStats* stats = nullptr);
 
   // Writes `record`, replacing the checkpoint of the same id. Every page of
@@ -252,7 +254,7 @@ class SessionStore {
       const CheckpointRecord& record,
       absl::FunctionRef<absl::StatusOr<PageEncoding>(int page_index)> encode_missing,
       WriteStats* stats = nullptr);
-  // NOT_FOUND if there is no such checkpoint.
+  // NOT_FOUND if there is no such checkpoint (judged as DeleteSession's).
   absl::Status DeleteCheckpoint(const std::string& id, WriteStats* stats = nullptr);
 
   // The stored record: NOT_FOUND, or DATA_LOSS if it is corrupt.

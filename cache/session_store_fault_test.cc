@@ -158,6 +158,28 @@ TEST_F(SessionStoreFaultTest, WritesResumeAfterHealWithoutReopening) {
   }
 }
 
+// A put whose log write reached the file but whose sync failed is
+// refused, yet may be in the store once it is reopened. A delete of its id
+// then goes by what the reopened store holds: the record is deleted, and
+// does not come back after a restart.
+TEST_F(SessionStoreFaultTest, ADeleteAfterAPutWhoseSyncFailedDeletesWhatThatPutLeftInTheLog) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  fs_->FailWrites(Fault::kSyncError);
+  // The same tokens as `a`: no new page file, only the record's log write.
+  const absl::Status put = Put(Session("x", 12, 100));
+  ASSERT_FALSE(put.ok()) << "the sync was to fail";
+  fs_->Heal();
+  const absl::Status deleted = store_->DeleteSession("x");
+  EXPECT_TRUE(deleted.ok() || absl::IsNotFound(deleted)) << deleted;
+
+  Open(fs_);  // a restart
+  std::vector<std::string> ids;
+  for (const SessionRecord& r : loaded_sessions_) ids.push_back(r.id());
+  EXPECT_EQ(ids, std::vector<std::string>{"a"}) << "a deleted session came back after the restart";
+  ExpectReadable(a);
+}
+
 // The fault of the test below: a disk that fills up after 64 KiB more, or
 // one that starts failing every write at step 30.
 class SessionStoreFaultSequenceTest : public SessionStoreFaultTest,

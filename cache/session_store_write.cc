@@ -257,8 +257,12 @@ absl::Status SessionStore::DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStor
                                         RecordIndex* index, const std::string& kind,
                                         const std::string& id, WriteStats* stats) {
   if (absl::Status s = RequireLoaded(); !s.ok()) return s;
-  if (!index->contains(id)) return absl::NotFoundError(absl::StrCat(kind, " '", id, "' not found"));
+  // Recovery first: after a write whose outcome was uncertain, the record
+  // may be in the reopened store though the index never had it, and a
+  // delete answered NOT_FOUND from the old index would leave it to come
+  // back after a restart.
   if (absl::Status s = RecoverIfWriteFailed(/*frees_space=*/true); !s.ok()) return s;
+  if (!index->contains(id)) return absl::NotFoundError(absl::StrCat(kind, " '", id, "' not found"));
   rocksdb::WriteBatch batch;
   // The handle is read after recovery, which may have reopened the database.
   batch.Delete(this->*family, id);
