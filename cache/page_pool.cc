@@ -29,8 +29,9 @@ int PagesPerSlab(const KvGeometry& g) {
 // (and does the whole job on older kernels). Under a hypervisor with
 // shadow page tables per mode (PVM, measured on a 2-core Zen 5 VM), the
 // first user-space access to a page the kernel populated still takes a
-// fault: touching it here took a 2,000-token q8_0 restore's load from 51.6
-// to 47.7 ms (medians of 7, docs/performance.md, "Issue 11's rows on Zen 5").
+// fault: touching it here took the server's restore time of a 2,000-token
+// q8_0 session (kvsession_session_restore_duration_seconds) from 51.6 to
+// 47.7 ms (medians of 7, docs/performance.md, "Issue 11's rows on Zen 5").
 void Populate(uint8_t* memory, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   ::madvise(memory, bytes, MADV_POPULATE_WRITE);
