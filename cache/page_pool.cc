@@ -2,7 +2,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
+#include <climits>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,19 +29,35 @@ int PagesPerSlab(const KvGeometry& g) {
 // Has the kernel back [memory, memory + bytes) now, for the kernel's
 // copies into it (a restore's pread) and the process's own accesses (the
 // checksum pass after it). MADV_POPULATE_WRITE (Linux 5.14) fills the page
-// tables; a write per 4 KiB then touches each page from user space too
-// (and does the whole job on older kernels). Under a hypervisor with
-// shadow page tables per mode (PVM, measured on a 2-core Zen 5 VM), the
-// first user-space access to a page the kernel populated still takes a
-// fault: touching it here took the server's restore time of a 2,000-token
-// q8_0 session (kvsession_session_restore_duration_seconds) from 51.6 to
-// 47.7 ms (medians of 7, docs/performance.md, "Issue 11's rows on Zen 5").
+// tables; a write per 4 KiB then touches each page from user space (and
+// does the whole job on older kernels), and a readv of /dev/zero, one byte
+// per 4 KiB, from the kernel. Under a hypervisor with shadow page tables
+// per mode (PVM, measured on a 2-core Zen 5 VM), each mode's first access
+// to a page takes a fault of its own, so a restore into a populated page
+// still paid one in the user's pass and one in the kernel's copy. Medians
+// of 7 alternating rounds of the server's restore time of a 2,000-token
+// q8_0 session (kvsession_session_restore_duration_seconds;
+// bench/ab_restore.py; docs/performance.md, "Issue 11's rows on Zen 5" and
+// "Zen 5 again"): the user-space touch took it from 51.6 to 47.7 ms, the
+// kernel's from 44.4 to 39.9 (default pool) and 47.6 to 42.1
+// (--kv-prefault). The kernel's touch cost that VM about 0.5 s per GiB of
+// pool at startup with --kv-prefault; elsewhere it is a byte per page.
 void Populate(uint8_t* memory, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   ::madvise(memory, bytes, MADV_POPULATE_WRITE);
 #endif
   volatile uint8_t* p = memory;
   for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
+  const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+  if (zero >= 0) {
+    iovec pages[IOV_MAX];
+    for (size_t at = 0; at < bytes;) {
+      int n = 0;
+      for (; n < IOV_MAX && at < bytes; ++n, at += 4096) pages[n] = {memory + at, 1};
+      if (::readv(zero, pages, n) <= 0) break;
+    }
+    ::close(zero);
+  }
 }
 
 }  // namespace
