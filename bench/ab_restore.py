@@ -38,7 +38,17 @@ import tempfile
 import time
 import urllib.request
 
-METRIC = re.compile(r'^kvsession_session_restore_duration_seconds_sum(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$', re.M)
+METRIC = re.compile(r'^kvsession_session_restore_duration_seconds_(sum|count)(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$', re.M)
+
+RUNNING = []  # kvsessiond processes started and not yet stopped; killed on any exit
+
+
+def kill_running():
+    for process in RUNNING:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    RUNNING.clear()
 
 
 def wait_for_file(path, process, seconds=120):
@@ -65,20 +75,27 @@ class Server:
             [binary, '--listen', '127.0.0.1:0', '--port-file', self.port_file, '--metrics-listen', '127.0.0.1:0',
              '--metrics-port-file', self.metrics_port_file, '--data-dir', data_dir] + flags,
             stdout=log, stderr=log)
+        RUNNING.append(self.process)
         self.address = '127.0.0.1:' + wait_for_file(self.port_file, self.process)
         self.metrics = 'http://127.0.0.1:' + wait_for_file(self.metrics_port_file, self.process) + '/metrics'
 
     def restore_seconds(self):
+        """The one restore's time: the histogram's sum, its count 1."""
         text = urllib.request.urlopen(self.metrics, timeout=10).read().decode()
-        m = METRIC.search(text)
-        if m is None:
-            sys.exit('the server exports no kvsession_session_restore_duration_seconds_sum')
-        return float(m.group(1))
+        found = {kind: float(value) for kind, value in METRIC.findall(text)}
+        if found.get('count') != 1 or 'sum' not in found:
+            sys.exit(f'expected one restore in the server\'s metrics, found {found.get("count", 0):.0f}')
+        return found['sum']
 
     def stop(self):
         self.process.send_signal(signal.SIGTERM)
-        if self.process.wait(timeout=120) != 0:
-            sys.exit(f'{self.process.args[0]} exited with {self.process.returncode}')
+        try:
+            code = self.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            sys.exit(f'{self.process.args[0]} did not stop within 120 s of SIGTERM')
+        RUNNING.remove(self.process)
+        if code != 0:
+            sys.exit(f'{self.process.args[0]} exited with {code}')
 
 
 def cli(args, *command):
@@ -93,7 +110,8 @@ def page_cache(data_dir, cold):
         for name in files:
             fd = os.open(os.path.join(root, name), os.O_RDONLY)
             try:
-                if cold:
+                if cold:  # (DONTNEED keeps dirty pages: written back first)
+                    os.fdatasync(fd)
                     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 else:
                     while os.read(fd, 1 << 20):
@@ -117,6 +135,8 @@ def main():
     flags = argv[cut + 1:]
     if len(args.binaries) < 2:
         sys.exit('give at least two kvsessiond binaries')
+    if args.rounds < 1:
+        sys.exit('ROUNDS must be at least 1')
 
     scratch = tempfile.mkdtemp(prefix='kvs-ab-restore-')
     data_dir = os.path.join(scratch, 'store')
@@ -135,28 +155,31 @@ def main():
         if tokens < args.tokens // 2:
             sys.exit(f'the stored session holds {tokens} tokens')
 
-        figures = {b: [] for b in args.binaries}  # ms per round
+        figures = [[] for _ in args.binaries]  # ms per round, by position (a build may be given twice)
+        order = list(range(len(args.binaries)))
         for r in range(args.rounds):
-            for binary in args.binaries if r % 2 == 0 else args.binaries[::-1]:
+            for b in order if r % 2 == 0 else order[::-1]:
                 page_cache(data_dir, args.cold)
-                server = Server(binary, data_dir, flags, log)
+                server = Server(args.binaries[b], data_dir, flags, log)
                 cli(args, 'restore', '--server', server.address, '--session', session)
-                figures[binary].append(1000 * server.restore_seconds())
+                figures[b].append(1000 * server.restore_seconds())
                 server.stop()
     finally:
+        kill_running()
         log.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    first, last = args.binaries[0], args.binaries[-1]
+    first, last = figures[0], figures[-1]
     print(f'\nserver-side restore of a {tokens}-token session, page cache {"cold" if args.cold else "warm"}, '
           f'{args.rounds} rounds; server flags: {" ".join(flags)}\n')
     print('| build | ms per round | median ms |')
     print('|---|---|---|')
-    for b in args.binaries:
-        print(f'| {b} | {" ".join(f"{x:.1f}" for x in figures[b])} | {statistics.median(figures[b]):.1f} |')
-    below = sum(1 for a, b in zip(figures[first], figures[last]) if b < a)
-    print(f'\nlast / first: {statistics.median(figures[last]) / statistics.median(figures[first]):.2f}; '
-          f'the last build below the first in {below} of {args.rounds} rounds')
+    for b, binary in enumerate(args.binaries):
+        print(f'| {binary} | {" ".join(f"{x:.1f}" for x in figures[b])} | {statistics.median(figures[b]):.1f} |')
+    below = sum(1 for a, b in zip(first, last) if b < a)
+    above = sum(1 for a, b in zip(first, last) if b > a)
+    print(f'\nlast / first: {statistics.median(last) / statistics.median(first):.2f}; '
+          f'the last build below / above the first in {below} / {above} of {args.rounds} rounds')
 
 
 if __name__ == '__main__':

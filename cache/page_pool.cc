@@ -33,15 +33,15 @@ int PagesPerSlab(const KvGeometry& g) {
 // does the whole job on older kernels), and a readv of /dev/zero, one byte
 // per 4 KiB, from the kernel. Under a hypervisor with shadow page tables
 // per mode (PVM, measured on a 2-core Zen 5 VM), each mode's first access
-// to a page takes a fault of its own, so a restore into a populated page
-// still paid one in the user's pass and one in the kernel's copy. Medians
-// of 7 alternating rounds of the server's restore time of a 2,000-token
-// q8_0 session (kvsession_session_restore_duration_seconds;
-// bench/ab_restore.py; docs/performance.md, "Issue 11's rows on Zen 5" and
-// "Zen 5 again"): the user-space touch took it from 51.6 to 47.7 ms, the
-// kernel's from 44.4 to 39.9 (default pool) and 47.6 to 42.1
-// (--kv-prefault). The kernel's touch cost that VM about 0.5 s per GiB of
-// pool at startup with --kv-prefault; elsewhere it is a byte per page.
+// to a page takes a fault of its own, which a restore into a populated page
+// would otherwise pay in the kernel's copy and in the user's pass.
+// Medians of 7 alternating rounds of the server's restore time of a
+// 2,000-token q8_0 session (kvsession_session_restore_duration_seconds;
+// docs/performance.md, "Issue 11's rows on Zen 5" and "Zen 5 again"): the
+// user-space touch took it from 51.6 to 47.7 ms, the kernel's
+// (bench/ab_restore.py) from 44.4 to 39.9 (default pool) and 47.6 to 42.1
+// (--kv-prefault). The kernel's touch cost that VM 0.1-0.5 s per GiB of
+// pool at startup with --kv-prefault; elsewhere it writes a byte per page.
 void Populate(uint8_t* memory, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   ::madvise(memory, bytes, MADV_POPULATE_WRITE);
