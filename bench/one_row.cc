@@ -27,7 +27,7 @@ constexpr int kMaxForks = 64;
 
 int Usage() {
   std::cerr << "usage: kvs-bench --model M.gguf --one-row prefill:N|decode:N|fan-out:B [--runs 1] [--threads N] "
-               "[--kv-type f16|bf16|q8_0|f32]\n";
+               "[--kv-type f16|bf16|q8_0|f32] [--page-tokens 16]\n";
   return 2;
 }
 
@@ -43,17 +43,20 @@ bool WantsOneRow(int argc, char** argv) {
 
 int OneRowMain(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "one-row", "runs", "threads", "kv-type"}, {});
+                             {"model", "one-row", "runs", "threads", "kv-type", "page-tokens"}, {});
   if (!args.ok() || !args->Has("model") || !args->Has("one-row")) return Usage();
   const std::optional<KvDtype> dtype = KvDtypeFromName(args->GetOr("kv-type", "f16"));
   const absl::StatusOr<int64_t> runs = args->GetInt("runs", 1);
   const absl::StatusOr<int64_t> threads = args->GetInt("threads", 0);
+  // Tokens per KV page, as kvsessiond's --page-tokens (the suite's rows use the default).
+  const absl::StatusOr<int64_t> page_tokens = args->GetInt("page-tokens", EngineBench::kPageTokens);
   const std::string row = *args->Get("one-row");
   const size_t colon = row.find(':');
   int n = -1;
   if (colon == std::string::npos || !absl::SimpleAtoi(row.substr(colon + 1), &n)) return Usage();
   const std::string kind = row.substr(0, colon);
-  if (!dtype || !runs.ok() || *runs < 1 || !threads.ok() || *threads < 0 ||
+  if (!dtype || !runs.ok() || *runs < 1 || !threads.ok() || *threads < 0 || !page_tokens.ok() || *page_tokens < 1 ||
+      *page_tokens > 256 ||
       !(kind == "prefill" || kind == "decode" || kind == "fan-out") || n < 0 || (kind != "decode" && n < 1) ||
       (kind == "fan-out" && n > kMaxForks)) {
     return Usage();
@@ -71,11 +74,13 @@ int OneRowMain(int argc, char** argv) {
     return 1;
   }
   ThreadPool pool(static_cast<int>(*threads));
-  const int64_t pages_per_sequence = (context + EngineBench::kPageTokens - 1) / EngineBench::kPageTokens + 1;
+  const int64_t pages_per_sequence = (context + *page_tokens - 1) / *page_tokens + 1;
   const int64_t sequences = kind == "fan-out" ? n + 1 : 2;
-  EngineBench runner(**model, &pool, MatmulPath::kFast, *dtype, context, pages_per_sequence * sequences);
-  std::fprintf(stderr, "%s\nkernels %s, KV %s, %d threads; row %s, %d run%s\n", (*model)->Summary().c_str(),
-               ActiveKernelsName(), KvDtypeName(*dtype), pool.size(), row.c_str(), static_cast<int>(*runs),
+  EngineBench runner(**model, &pool, MatmulPath::kFast, *dtype, context, pages_per_sequence * sequences,
+                     static_cast<int>(*page_tokens));
+  std::fprintf(stderr, "%s\nkernels %s, KV %s, %d tokens a page, %d threads; row %s, %d run%s\n",
+               (*model)->Summary().c_str(), ActiveKernelsName(), KvDtypeName(*dtype), static_cast<int>(*page_tokens),
+               pool.size(), row.c_str(), static_cast<int>(*runs),
                *runs == 1 ? "" : "s");
 
   if (kind == "prefill") {

@@ -2,11 +2,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/uio.h>
-#include <climits>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,56 +9,21 @@
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cache/slab_memory.h"
 
 namespace kvs {
 namespace {
 
-constexpr size_t kSlabTargetBytes = 8u << 20;
 // How long KeepWarm's thread waits, once pages are taken, before it refills.
 constexpr absl::Duration kRefillDelay = absl::Milliseconds(50);
-
-int PagesPerSlab(const KvGeometry& g) {
-  return static_cast<int>(std::max<size_t>(1, kSlabTargetBytes / g.page_bytes()));
-}
-
-// Has the kernel back [memory, memory + bytes) now, for the kernel's
-// copies into it (a restore's pread) and the process's own accesses (the
-// checksum pass after it). MADV_POPULATE_WRITE (Linux 5.14) fills the page
-// tables; a write per 4 KiB then touches each page from user space (and
-// does the whole job on older kernels), and a readv of /dev/zero, one byte
-// per 4 KiB, from the kernel. Under a hypervisor with shadow page tables
-// per mode (PVM, measured on a 2-core Zen 5 VM), each mode's first access
-// to a page takes a fault of its own, which a restore into a populated page
-// would otherwise pay in the kernel's copy and in the user's pass.
-// Medians of 7 alternating rounds of the server's restore time of a
-// 2,000-token q8_0 session (kvsession_session_restore_duration_seconds;
-// docs/performance.md, "Issue 11's rows on Zen 5" and "Zen 5 again"): the
-// user-space touch took it from 51.6 to 47.7 ms, the kernel's
-// (bench/ab_restore.py) from 44.4 to 39.9 (default pool) and 47.6 to 42.1
-// (--kv-prefault). The kernel's touch cost that VM 0.1-0.5 s per GiB of
-// pool at startup with --kv-prefault; elsewhere it writes a byte per page.
-void Populate(uint8_t* memory, size_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  ::madvise(memory, bytes, MADV_POPULATE_WRITE);
-#endif
-  volatile uint8_t* p = memory;
-  for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
-  const int zero = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (zero >= 0) {
-    iovec pages[IOV_MAX];
-    for (size_t at = 0; at < bytes;) {
-      int n = 0;
-      for (; n < IOV_MAX && at < bytes; ++n, at += 4096) pages[n] = {memory + at, 1};
-      if (::readv(zero, pages, n) <= 0) break;
-    }
-    ::close(zero);
-  }
-}
 
 }  // namespace
 
 PagePool::PagePool(const KvGeometry& geometry, int64_t max_pages)
-    : geometry_(geometry), max_pages_(max_pages), pages_per_slab_(PagesPerSlab(geometry)) {
+    : geometry_(geometry),
+      max_pages_(max_pages),
+      slab_shape_(ChooseSlabShape(geometry.page_bytes(), max_pages)),
+      pages_per_slab_(slab_shape_.pages) {
   slabs_.assign((max_pages + pages_per_slab_ - 1) / pages_per_slab_, nullptr);
 }
 
@@ -74,7 +34,7 @@ PagePool::~PagePool() {
   }
   if (warm_thread_.joinable()) warm_thread_.join();
   for (uint8_t* s : slabs_) {
-    if (s != nullptr) ::munmap(s, static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes());
+    if (s != nullptr) UnmapSlab(s, slab_shape_.mapped_bytes);
   }
 }
 
@@ -131,20 +91,12 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
 uint8_t* PagePool::MapSlabMemory(bool populate) const {
   // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
   // idle pool costs address space, not RSS.
-  const size_t bytes = static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes();
-  void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  // Huge pages where the kernel allows them: attention walks a (layer,
-  // head) block per KV page, a page apart, so small pages cost a TLB miss
-  // per block.
-  ::madvise(m, bytes, MADV_HUGEPAGE);
-  if (populate) Populate(static_cast<uint8_t*>(m), bytes);
-  return static_cast<uint8_t*>(m);
+  return MapSlab(slab_shape_.mapped_bytes, populate);
 }
 
 void PagePool::InstallSlab(uint8_t* memory) {
   if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
-    ::munmap(memory, static_cast<size_t>(pages_per_slab_) * geometry_.page_bytes());
+    UnmapSlab(memory, slab_shape_.mapped_bytes);
     return;
   }
   slabs_[n_slabs_] = memory;

@@ -16,7 +16,9 @@
 //
 // Memory: slabs are mapped lazily by Allocate, or ahead of use by
 // KeepWarm (a background thread keeps that many free pages mapped and
-// resident) and Prefault (the whole budget, now).
+// resident) and Prefault (the whole budget, now). Each slab is whole,
+// aligned huge pages (cache/slab_memory.h), so the kernel can back every
+// page with huge pages.
 //
 // Contract: Allocate() hands out a page with one reference, or
 // RESOURCE_EXHAUSTED when `max_pages` pages are in use. A keyed page's
@@ -42,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/kv_geometry.h"
+#include "cache/slab_memory.h"
 
 namespace kvs {
 
@@ -171,7 +174,8 @@ class PagePool {
 
   const KvGeometry geometry_;
   const int64_t max_pages_;
-  const int pages_per_slab_;
+  const SlabShape slab_shape_;  // pages per slab, and each slab's mapping (cache/slab_memory.h)
+  const int pages_per_slab_;    // slab_shape_.pages, for data()
   // Sized once to the maximum slab count so data() can read it without the
   // lock while slabs are added.
   std::vector<uint8_t*> slabs_;

@@ -7,44 +7,13 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "cache/huge_pages_test_util.h"
 #include "gtest/gtest.h"
 
 namespace kvs {
 namespace {
-
-// The kernel's transparent-huge-page mode: "always", "madvise" or "never".
-std::string TransparentHugePageMode() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  std::getline(f, line);
-  const size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos) return "";
-  return line.substr(open + 1, close - open - 1);
-}
-
-// The "THPeligible:" field of the mapping that holds `p` in
-// /proc/self/smaps, or -1 when not found.
-int ThpEligible(const void* p) {
-  std::ifstream f("/proc/self/smaps");
-  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-  std::string line;
-  bool inside = false;
-  while (std::getline(f, line)) {
-    uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> lo >> dash >> hi && dash == '-') {
-      inside = lo <= at && at < hi;
-      continue;
-    }
-    if (inside && line.rfind("THPeligible:", 0) == 0) return std::stoi(line.substr(12));
-  }
-  return -1;
-}
 
 TEST(HugePageArenaTest, StartsAtAHugePageBoundaryAndHoldsWhatWasAskedForInWholeSmallPages) {
   HugePageArena arena;
