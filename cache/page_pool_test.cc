@@ -106,7 +106,7 @@ TEST(PagePoolTest, ACachedFreePageIsNotRevivedOutOfTheReserveExceptForItsCallers
 }
 
 TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
-  // 300 pages: several slabs, the last one partial.
+  // 300 pages: a slab of them (Populate's every touch).
   PagePool pool(Geometry(), 300);
   ASSERT_TRUE(pool.Prefault().ok());
   ASSERT_TRUE(pool.Prefault().ok());  // nothing left to map

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 
 namespace kvs {
@@ -39,9 +40,10 @@ size_t RoundUpToHugePages(size_t bytes) {
 // pool at startup with --kv-prefault; elsewhere it writes a byte per page.
 // (Those figures predate whole-huge-page slabs, which removed most of what
 // was left: slab_memory.h.)
-void Populate(uint8_t* memory, size_t bytes) {
+// False if the kernel has not the memory (ENOMEM).
+bool Populate(uint8_t* memory, size_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  ::madvise(memory, bytes, MADV_POPULATE_WRITE);
+  if (::madvise(memory, bytes, MADV_POPULATE_WRITE) != 0 && errno == ENOMEM) return false;
 #endif
   volatile uint8_t* p = memory;
   for (size_t at = 0; at < bytes; at += 4096) p[at] = 0;
@@ -55,6 +57,7 @@ void Populate(uint8_t* memory, size_t bytes) {
     }
     ::close(zero);
   }
+  return true;
 }
 
 }  // namespace
@@ -83,6 +86,9 @@ SlabShape ChooseSlabShape(size_t page_bytes, int64_t max_pages) {
 }
 
 uint8_t* MapAlignedToHugePages(size_t bytes) {
+  constexpr size_t kSmallPage = 4096;
+  if (bytes == 0 || bytes > SIZE_MAX - 2 * kSlabHugePageBytes) return nullptr;
+  bytes = (bytes + kSmallPage - 1) / kSmallPage * kSmallPage;
   // Over-map by one huge page, then return the unaligned head and the
   // tail past `bytes`.
   const size_t over = bytes + kSlabHugePageBytes;
@@ -102,7 +108,10 @@ uint8_t* MapSlab(size_t mapped_bytes, bool populate) {
   // Attention walks a (layer, head) block per KV page, a page apart, so
   // small pages cost a TLB miss per block.
   uint8_t* slab = MapAlignedToHugePages(mapped_bytes);
-  if (slab != nullptr && populate) Populate(slab, mapped_bytes);
+  if (slab != nullptr && populate && !Populate(slab, mapped_bytes)) {
+    UnmapSlab(slab, mapped_bytes);
+    return nullptr;
+  }
   return slab;
 }
 

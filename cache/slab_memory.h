@@ -35,12 +35,15 @@ struct SlabShape {
 };
 
 // The shape for pages of `page_bytes` (> 0) in a pool of `max_pages` (>= 1):
-// from the fewest pages that fill about 8 MiB (at least 1) up to twice as
-// many, the count that wastes the smallest share of its mapping (the
-// fewest pages on a tie), capped at max_pages.
+// from the most pages that fit 8 MiB (at least 1) up to twice as many (and
+// at most 256 more), the count that wastes the smallest share of its
+// mapping (the fewest pages on a tie), capped at max_pages. A pool whose
+// budget is not a whole number of slabs maps its last slab whole: up to
+// one slab more than the budget in address space, and in memory with
+// --kv-prefault.
 SlabShape ChooseSlabShape(size_t page_bytes, int64_t max_pages);
 
-// Maps `bytes` (a multiple of 4 KiB) of zeroed, private, anonymous memory
+// Maps `bytes` (rounded up to 4 KiB) of zeroed, private, anonymous memory
 // at a kSlabHugePageBytes-aligned address, advised MADV_HUGEPAGE, so every
 // whole 2 MiB of it may be a huge page; nullptr if the address space is
 // not there. (Also the model's weight arena, model/huge_page_arena.h.)
@@ -51,7 +54,9 @@ uint8_t* MapAlignedToHugePages(size_t bytes);
 // private, anonymous memory at a kSlabHugePageBytes-aligned address, asked
 // for huge pages. If `populate`, backs it now and touches every 4 KiB of
 // it from user space and from the kernel (see slab_memory.cc). nullptr if
-// the address space or the memory is not there.
+// the address space is not there, or if `populate` and the kernel cannot
+// back it (MADV_POPULATE_WRITE's ENOMEM; kernels before 5.14 fault it in
+// by the touches, where a shortage is the OOM killer's).
 uint8_t* MapSlab(size_t mapped_bytes, bool populate);
 
 // Returns a MapSlab mapping to the system.

@@ -3,6 +3,7 @@
 #include "cache/slab_memory.h"
 
 #include <cstring>
+#include <vector>
 
 #include "cache/huge_pages_test_util.h"
 #include "cache/kv_geometry.h"

@@ -28,11 +28,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cache/slab_memory.h"
+
 namespace kvs {
 
 class HugePageArena {
  public:
-  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugePage = kSlabHugePageBytes;  // the mapping is MapAlignedToHugePages's
 
   HugePageArena() = default;
   ~HugePageArena();
