@@ -1,10 +1,16 @@
 #include "cache/page_files.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "cache/slab_memory.h"
 #include "rocksdb/file_system.h"
 
 namespace kvs {
@@ -182,6 +188,68 @@ bool PageFiles::Holds(const PageHash& hash, std::string_view header, uint64_t by
   rocksdb::Slice got;
   if (!file->Read(0, header.size(), io, &got, stored.data(), nullptr).ok()) return false;
   return got.ToStringView() == header;
+}
+
+PageFiles::DirectReadBuffer::DirectReadBuffer(size_t file_bytes)
+    : size_((file_bytes + 1 + kSlabHugePageBytes - 1) / kSlabHugePageBytes * kSlabHugePageBytes),
+      data_(reinterpret_cast<char*>(MapAlignedToHugePages(size_))) {
+  if (data_ != nullptr) std::memset(data_, 0, size_);
+}
+
+PageFiles::DirectReadBuffer::~DirectReadBuffer() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+bool PageFiles::ReadsDirect(const PageHash& hash) const {
+  rocksdb::FileOptions options;
+  options.use_direct_reads = true;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  return fs_->NewRandomAccessFile(PathOf(hash), options, &file, nullptr).ok();
+}
+
+absl::Status PageFiles::ReadIntoDirect(const PageHash& hash, char* header, size_t header_bytes, char* payload,
+                                       size_t payload_bytes, DirectReadBuffer* buffer) const {
+  const size_t file_bytes = header_bytes + payload_bytes;
+  if (buffer == nullptr || buffer->data() == nullptr || buffer->size() <= file_bytes) {
+    return absl::UnimplementedError("no buffer for a direct read");
+  }
+  const std::string path = PathOf(hash);
+  rocksdb::FileOptions options;
+  options.use_direct_reads = true;
+  std::unique_ptr<rocksdb::FSRandomAccessFile> file;
+  rocksdb::IOStatus s = fs_->NewRandomAccessFile(path, options, &file, nullptr);
+  if (s.IsNotFound() || s.IsPathNotFound()) return FromIo(s, absl::StrCat("page file ", path));
+  if (!s.ok()) return absl::UnimplementedError("no direct reads");
+  // One read of the whole buffer from offset 0 (both aligned): a file of
+  // exactly file_bytes ends inside it, so a longer one shows.
+  rocksdb::Slice got;
+  s = file->Read(0, buffer->size(), rocksdb::IOOptions(), &got, buffer->data(), nullptr);
+  if (!s.ok()) return absl::UnimplementedError("direct read failed");
+  if (got.size() > file_bytes) {
+    return absl::DataLossError(absl::StrCat("page file ", path, " is longer than its page"));
+  }
+  if (got.size() < file_bytes) return absl::DataLossError(absl::StrCat("page file ", path, " is truncated"));
+  std::memcpy(header, got.data(), header_bytes);
+  std::memcpy(payload, got.data() + header_bytes, payload_bytes);
+  return absl::OkStatus();
+}
+
+bool PageFiles::LikelyCached(const PageHash& hash, uint64_t bytes) const {
+  if (bytes == 0) return false;
+  const int fd = ::open(PathOf(hash).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  // mincore of a one-page mapping of the file's last page: it asks the
+  // page cache without reading anything (a read with RWF_NOWAIT would
+  // start the readahead it reports missing).
+  const uint64_t os_page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t at = (bytes - 1) / os_page * os_page;
+  void* map = ::mmap(nullptr, os_page, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(at));
+  ::close(fd);
+  if (map == MAP_FAILED) return false;
+  unsigned char resident = 0;
+  const bool cached = ::mincore(map, os_page, &resident) == 0 && (resident & 1) != 0;
+  ::munmap(map, os_page);
+  return cached;
 }
 
 void PageFiles::Prefetch(const PageHash& hash, size_t bytes) const {

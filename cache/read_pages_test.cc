@@ -1,9 +1,15 @@
 // SessionStore::ReadPages, the restore path: many pages at once, straight
 // into their destinations, over a real RocksDB and real page files; bit
-// rot in a page file is DATA_LOSS naming the page.
+// rot in a page file is DATA_LOSS naming the page. Page files the page
+// cache does not hold are read from the disk directly, with the same
+// checks.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cache/fault_injection_fs.h"
@@ -12,6 +18,7 @@
 #include "cache/session_store.h"
 #include "cache/store_test_records.h"
 #include "gtest/gtest.h"
+#include "rocksdb/file_system.h"
 #include "tests/scratch_dir.h"
 
 namespace kvs {
@@ -183,6 +190,97 @@ TEST_F(ReadPagesTest, ATruncatedOrMissingPageFileIsDataLoss) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_EQ(failed, 2u);
   EXPECT_NE(s.message().find("missing"), std::string::npos) << s;
+}
+
+// Drops a file, if there is one, from the page cache (its dirty pages
+// written back first).
+void DropFromPageCache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+class ColdReadPagesTest : public ReadPagesTest {
+ protected:
+  void SetUp() override {
+    ReadPagesTest::SetUp();
+    files_.emplace(dir_ + "/pages", rocksdb::FileSystem::Default().get());
+    if (!files_->ReadsDirect(HashOf(record_, 0))) GTEST_SKIP() << "this file system has no direct reads";
+  }
+  size_t FileBytes() const { return EncodedPageBytes(Geometry(), Geometry().page_tokens); }
+  // Drops every page file of the record from the page cache; skips the
+  // test where the page cache keeps them anyway (tmpfs).
+  void MakeCold() {
+    for (int i = 0; i < record_.page_hashes_size(); ++i) {
+      DropFromPageCache(files_->PathOf(HashOf(record_, i)));
+    }
+    if (files_->LikelyCached(HashOf(record_, 0), FileBytes())) GTEST_SKIP() << "the page cache keeps these files";
+  }
+  std::optional<PageFiles> files_;
+};
+
+TEST_F(ColdReadPagesTest, ReadsEveryPageExactlyAndLeavesThePageCacheAsItWas) {
+  // With buffers mapped ahead (as kvsessiond does at startup) and, after
+  // the first round, the ones the readers kept.
+  store_->PrepareDirectReads(Geometry());
+  for (int threads : {1, 2, 4}) {
+    MakeCold();
+    if (IsSkipped()) return;
+    std::vector<std::vector<uint8_t>> out;
+    const std::vector<SessionStore::PageRead> reads = Reads(out);
+    ASSERT_TRUE(store_->ReadPages(reads, Geometry(), threads).ok()) << threads;
+    for (int i = 0; i < static_cast<int>(reads.size()) - 1; ++i) {
+      EXPECT_EQ(out[i], RamPage(record_, i)) << "page " << i << ", " << threads << " threads";
+      // Read past the page cache: the pool holds the page, the cache
+      // does not hold it a second time.
+      EXPECT_FALSE(files_->LikelyCached(HashOf(record_, i), FileBytes())) << "page " << i;
+    }
+    // The partial last page (packed, read through the page cache) as
+    // ReadPage gives it.
+    std::vector<uint8_t> last(Geometry().page_bytes(), 0);
+    ASSERT_TRUE(store_->ReadPage(reads.back().hash, Geometry(), reads.back().n_tokens, last.data()).ok());
+    EXPECT_EQ(out.back(), last);
+  }
+}
+
+TEST_F(ColdReadPagesTest, ACorruptTruncatedOrLongerPageFileIsDataLossNamingIt) {
+  const std::string rotten = files_->PathOf(HashOf(record_, 3));
+  {
+    std::fstream f(rotten, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << rotten;
+    f.seekg(kPageHeaderBytes + 1010);
+    const char c = static_cast<char>(f.get());
+    f.seekp(kPageHeaderBytes + 1010);
+    f.put(static_cast<char>(c ^ 0x04));
+  }
+  MakeCold();
+  if (IsSkipped()) return;
+  std::vector<std::vector<uint8_t>> out;
+  size_t failed = 0;
+  absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(failed, 3u);
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+  ASSERT_TRUE(std::filesystem::remove(rotten));
+
+  const std::string truncated = files_->PathOf(HashOf(record_, 2));
+  std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) - 1);
+  MakeCold();
+  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(failed, 2u);
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  ASSERT_TRUE(std::filesystem::remove(truncated));
+
+  const std::string longer = files_->PathOf(HashOf(record_, 1));
+  std::ofstream(longer, std::ios::binary | std::ios::app).put('x');
+  MakeCold();
+  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(failed, 1u);
+  EXPECT_NE(s.message().find("longer"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -462,6 +462,8 @@ int Serve() {
   TaskExecutor completions(absl::GetFlag(FLAGS_io_threads));
   SessionManager sessions(**model, &pool, store->get(), *fingerprint, limits);
   if (absl::Status s = sessions.LoadFromStore(); !s.ok()) return Fail(std::string(s.message()));
+  // A cold restore's direct reads land in buffers mapped now, not then.
+  (*store)->PrepareDirectReads(geometry);
   // The pool is warmed once the store's sessions are known: the longest one
   // restores without waiting for fresh memory too (at most the whole pool).
   int64_t warm_pages = 0;
