@@ -43,6 +43,17 @@ std::vector<uint8_t> RamPage(const SessionRecord& r, int page) {
   return bytes;
 }
 
+// Flips one bit of a payload byte of the page file at `path`: the page's
+// CRC-32C covers it.
+void FlipPayloadBit(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(kPageHeaderBytes + 1010);
+  const char c = static_cast<char>(f.get());
+  f.seekp(kPageHeaderBytes + 1010);
+  f.put(static_cast<char>(c ^ 0x04));
+}
+
 class ReadPagesTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -159,14 +170,7 @@ TEST_F(ReadPagesTest, BitRotInAPageFileIsDataLoss) {
   // Flip one payload byte of page 3's file: the page's CRC-32C covers it.
   const std::string path = absl::StrCat(dir_, "/pages/", HashOf(record_, 3).hex(), ".kvpage");
   store_.reset();
-  {
-    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << path;
-    f.seekg(kPageHeaderBytes + 1010);
-    const char c = static_cast<char>(f.get());
-    f.seekp(kPageHeaderBytes + 1010);
-    f.put(static_cast<char>(c ^ 0x04));
-  }
+  FlipPayloadBit(path);
   Reopen();
   std::vector<std::vector<uint8_t>> out;
   size_t failed = 0;
@@ -247,14 +251,7 @@ TEST_F(ColdReadPagesTest, ReadsEveryPageExactlyAndLeavesThePageCacheAsItWas) {
 
 TEST_F(ColdReadPagesTest, ACorruptTruncatedOrLongerPageFileIsDataLossNamingIt) {
   const std::string rotten = files_->PathOf(HashOf(record_, 3));
-  {
-    std::fstream f(rotten, std::ios::in | std::ios::out | std::ios::binary);
-    ASSERT_TRUE(f.good()) << rotten;
-    f.seekg(kPageHeaderBytes + 1010);
-    const char c = static_cast<char>(f.get());
-    f.seekp(kPageHeaderBytes + 1010);
-    f.put(static_cast<char>(c ^ 0x04));
-  }
+  FlipPayloadBit(rotten);
   MakeCold();
   if (IsSkipped()) return;
   std::vector<std::vector<uint8_t>> out;
