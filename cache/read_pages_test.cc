@@ -87,6 +87,17 @@ class ReadPagesTest : public testing::Test {
     return reads;
   }
 
+  // ReadPages of the whole record fails with DATA_LOSS at page `index`,
+  // its message holding `word`.
+  void ExpectDataLossAt(size_t index, absl::string_view word) {
+    std::vector<std::vector<uint8_t>> out;
+    size_t failed = 0;
+    const absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_EQ(failed, index);
+    EXPECT_NE(s.message().find(word), std::string::npos) << s;
+  }
+
   ScratchDir scratch_{"read_pages_test"};
   const std::string dir_ = scratch_.string();
   std::unique_ptr<SessionStore> store_;
@@ -183,17 +194,9 @@ TEST_F(ReadPagesTest, BitRotInAPageFileIsDataLoss) {
 TEST_F(ReadPagesTest, ATruncatedOrMissingPageFileIsDataLoss) {
   const std::string path = absl::StrCat(dir_, "/pages/", HashOf(record_, 2).hex(), ".kvpage");
   std::filesystem::resize_file(path, std::filesystem::file_size(path) - 1);
-  std::vector<std::vector<uint8_t>> out;
-  size_t failed = 0;
-  absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_EQ(failed, 2u);
-  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  ExpectDataLossAt(2, "truncated");
   ASSERT_TRUE(std::filesystem::remove(path));
-  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_EQ(failed, 2u);
-  EXPECT_NE(s.message().find("missing"), std::string::npos) << s;
+  ExpectDataLossAt(2, "missing");
 }
 
 // Drops a file, if there is one, from the page cache (its dirty pages
@@ -254,30 +257,19 @@ TEST_F(ColdReadPagesTest, ACorruptTruncatedOrLongerPageFileIsDataLossNamingIt) {
   FlipPayloadBit(rotten);
   MakeCold();
   if (IsSkipped()) return;
-  std::vector<std::vector<uint8_t>> out;
-  size_t failed = 0;
-  absl::Status s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_EQ(failed, 3u);
-  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s;
+  ExpectDataLossAt(3, "checksum");
   ASSERT_TRUE(std::filesystem::remove(rotten));
 
   const std::string truncated = files_->PathOf(HashOf(record_, 2));
   std::filesystem::resize_file(truncated, std::filesystem::file_size(truncated) - 1);
   MakeCold();
-  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_EQ(failed, 2u);
-  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  ExpectDataLossAt(2, "truncated");
   ASSERT_TRUE(std::filesystem::remove(truncated));
 
   const std::string longer = files_->PathOf(HashOf(record_, 1));
   std::ofstream(longer, std::ios::binary | std::ios::app).put('x');
   MakeCold();
-  s = store_->ReadPages(Reads(out), Geometry(), 2, &failed);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_EQ(failed, 1u);
-  EXPECT_NE(s.message().find("longer"), std::string::npos) << s;
+  ExpectDataLossAt(1, "longer");
 }
 
 }  // namespace
