@@ -104,12 +104,18 @@ class PageFiles {
   // then reads it with ReadInto, which reports any real I/O error.
   absl::Status ReadIntoDirect(const PageHash& hash, char* header, size_t header_bytes, char* payload,
                               size_t payload_bytes, DirectReadBuffer* buffer) const;
-  // Whether the file of `hash` can be opened for direct reads here.
+  // Whether the file of `hash` can be opened for direct reads here (a file
+  // system may still fail the reads: ReadIntoDirect then says
+  // UNIMPLEMENTED).
   bool ReadsDirect(const PageHash& hash) const;
   // Whether the page cache holds byte `bytes - 1` of the file of `hash`
-  // (mincore; nothing is read): a hint that a buffered read would not wait
-  // for the disk. False when the file is missing, shorter, or the kernel
-  // cannot tell.
+  // (mincore of a one-page mapping; nothing is read): a hint that a
+  // buffered read would not wait for the disk. False when the file is
+  // missing or shorter. Since Linux 5.2 mincore reports every page of a
+  // file the process neither owns nor may write as resident, so for such
+  // files this says true (a restore then reads buffered, as before). Plain
+  // POSIX calls, not the store's rocksdb::FileSystem: with another file
+  // system it says false, and ReadIntoDirect decides.
   bool LikelyCached(const PageHash& hash, uint64_t bytes) const;
   // Whether the file of `hash` exists and begins with `header` (a page's
   // 48-byte header, which holds its payload's length and CRC-32C) and is
@@ -151,7 +157,6 @@ class PageFiles {
 // between reads (SessionStore keeps its readers' buffers).
 class PageFiles::DirectReadBuffer {
  public:
-  static constexpr size_t kAlignment = 4096;  // what direct I/O needs of offsets, lengths and memory
   explicit DirectReadBuffer(size_t file_bytes);
   ~DirectReadBuffer();
   DirectReadBuffer(const DirectReadBuffer&) = delete;

@@ -106,6 +106,57 @@ TEST_F(PageFilesTest, ReadIntoRefusesAFileOfAnotherLength) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
 }
 
+// ReadIntoDirect where the file system takes O_DIRECT (else it says
+// UNIMPLEMENTED and the caller reads buffered: checked first).
+TEST_F(PageFilesTest, ADirectReadGivesReadIntosBytesAndRefusesAnotherLength) {
+  const std::string encoded = EncodedPageOf(record_, 0);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());
+  if (!files_.ReadsDirect(HashOf(record_, 0))) GTEST_SKIP() << "this file system has no direct reads";
+  PageFiles::DirectReadBuffer buffer(encoded.size());
+  ASSERT_NE(buffer.data(), nullptr);
+  std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
+  ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
+                                    payload.size(), &buffer)
+                  .ok());
+  EXPECT_EQ(header + payload, encoded);
+  // The file is one byte longer, then one byte shorter, than asked for.
+  absl::Status s = files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
+                                         payload.size() - 1, &buffer);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("longer"), std::string::npos) << s;
+  payload.push_back('\0');
+  s = files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(), payload.size(),
+                            &buffer);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
+  // No buffer, or one too small for the file and a byte more: the caller reads buffered.
+  PageFiles::DirectReadBuffer small(0);
+  EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
+                                                          payload.data(), small.size(), &small)));
+  EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
+                                                          payload.data(), payload.size() - 1, nullptr)));
+  // A missing file is NOT_FOUND, as for ReadInto.
+  EXPECT_TRUE(absl::IsNotFound(files_.ReadIntoDirect(HashOf(record_, 1), header.data(), header.size(),
+                                                     payload.data(), payload.size() - 1, &buffer)));
+}
+
+TEST_F(PageFilesTest, ADirectReadOfAFileOfWholeSectorsSeesItsEnd) {
+  // 4,096 bytes: the read's end falls on a sector boundary, not inside one.
+  std::string file(4096, '\0');
+  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 7);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 2), file, false).ok());
+  if (!files_.ReadsDirect(HashOf(record_, 2))) GTEST_SKIP() << "this file system has no direct reads";
+  PageFiles::DirectReadBuffer buffer(file.size());
+  std::string header(kPageHeaderBytes, '\0'), payload(file.size() - kPageHeaderBytes, '\0');
+  ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(), payload.data(),
+                                    payload.size(), &buffer)
+                  .ok());
+  EXPECT_EQ(header + payload, file);
+  payload.resize(payload.size() - 1);
+  EXPECT_TRUE(absl::IsDataLoss(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(),
+                                                     payload.data(), payload.size(), &buffer)));
+}
+
 TEST_F(PageFilesTest, AMissingPageIsNotFoundAndRemovingItIsOk) {
   EXPECT_TRUE(absl::IsNotFound(files_.Read(HashOf(record_, 0)).status()));
   char header[kPageHeaderBytes];

@@ -91,6 +91,7 @@
 #ifndef KVSESSION_CACHE_SESSION_STORE_H_
 #define KVSESSION_CACHE_SESSION_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -420,8 +421,11 @@ class SessionStore {
   // (PageFiles::ReadIntoDirect) when `direct` is given and the file is not
   // in the page cache. NOT_FOUND if its file is missing, DATA_LOSS if
   // anything fails its checks.
+  // `direct_works` (if given) is set false when a direct read fails, so
+  // the rest of a restore reads buffered.
   absl::Status ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry, std::string_view value,
-                                  int* stored_tokens, PageFiles::DirectReadBuffer* direct = nullptr) const;
+                                  int* stored_tokens, PageFiles::DirectReadBuffer* direct = nullptr,
+                                  std::atomic<bool>* direct_works = nullptr) const;
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
                             WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

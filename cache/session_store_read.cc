@@ -113,7 +113,8 @@ absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geom
 
 absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry,
                                               std::string_view value, int* stored_tokens,
-                                              PageFiles::DirectReadBuffer* direct) const {
+                                              PageFiles::DirectReadBuffer* direct,
+                                              std::atomic<bool>* direct_works) const {
   if (!IsPageFileEntry(value)) return DecodePageInto(geometry, value, read.page, stored_tokens);
   if (read.n_tokens != geometry.page_tokens) {
     // A partial page (a sequence's last): its payload is packed, not in
@@ -126,9 +127,11 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
   char header[kPageHeaderBytes];
   const size_t payload_bytes = PagePayloadBytes(geometry, geometry.page_tokens);
   absl::Status s = absl::UnimplementedError("buffered");
-  if (direct != nullptr && !page_files_.LikelyCached(read.hash, sizeof(header) + payload_bytes)) {
+  if (direct != nullptr && (direct_works == nullptr || direct_works->load(std::memory_order_relaxed)) &&
+      !page_files_.LikelyCached(read.hash, sizeof(header) + payload_bytes)) {
     s = page_files_.ReadIntoDirect(read.hash, header, sizeof(header), reinterpret_cast<char*>(read.page),
                                    payload_bytes, direct);
+    if (absl::IsUnimplemented(s) && direct_works != nullptr) direct_works->store(false, std::memory_order_relaxed);
   }
   if (absl::IsUnimplemented(s)) {
     s = page_files_.ReadInto(read.hash, header, sizeof(header), reinterpret_cast<char*>(read.page), payload_bytes);
@@ -181,6 +184,7 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
   // of its own (a hint may wait for a slot in the disk's queue): read cold,
   // the disk then has every page's read in flight instead of one per
   // reader.
+  std::atomic<bool> direct_works{direct};
   std::atomic<bool> done{false};
   std::thread prefetcher;
   if (reads.size() > 1 && !direct) {
@@ -223,7 +227,8 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
           result = FromRocks(statuses[i], absl::StrCat("page ", read.hash.hex()));
         } else {
           int stored_tokens = 0;
-          result = ReadStoredPageInto(read, geometry, values[i].ToStringView(), &stored_tokens, buffer.get());
+          result = ReadStoredPageInto(read, geometry, values[i].ToStringView(), &stored_tokens, buffer.get(),
+                                      &direct_works);
           if (absl::IsNotFound(result)) {
             result = absl::DataLossError(absl::StrCat("page ", read.hash.hex(), " missing: no page file"));
           } else if (!result.ok()) {
@@ -263,12 +268,20 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
 }
 
 void SessionStore::PrepareDirectReads(const KvGeometry& geometry) const {
-  std::optional<PageHash> any;
+  // A few stored pages (one may be a format-1 page without a file, or
+  // have lost its file): direct reads work if one of their files opens so.
+  constexpr int kProbes = 8;
+  std::vector<PageHash> probes;
   {
-    absl::MutexLock lock(&mu_);
-    if (!table_.pages.empty()) any = table_.pages.begin()->first;
+    absl::ReaderMutexLock lock(&mu_);
+    for (const auto& [hash, ref] : table_.pages) {
+      if (static_cast<int>(probes.size()) == kProbes) break;
+      probes.push_back(hash);
+    }
   }
-  if (!any || !page_files_.ReadsDirect(*any)) return;
+  if (std::none_of(probes.begin(), probes.end(), [&](const PageHash& h) { return page_files_.ReadsDirect(h); })) {
+    return;
+  }
   const size_t file_bytes = EncodedPageBytes(geometry, geometry.page_tokens);
   absl::MutexLock lock(&direct_buffers_mu_);
   while (direct_buffers_.size() < kKeptDirectReadBuffers) {
