@@ -13,9 +13,14 @@ endpoint: the restore alone (reading, checking and placing the pages),
 without the call, the client or the process start around it. Each start
 is a fresh process, so the sum is that one restore.
 
+With --store-per-build each build stores the session in a store of its
+own (the same text, so the same KV): for builds of different store
+formats, which cannot share one store.
+
 Before each start the store's files are read into the page cache (warm),
 or with --cold dropped from it (posix_fadvise DONTNEED; the disk's own
-cache aside). The builds must read the same store format.
+cache aside). Without --store-per-build the builds must read the same
+store format.
 
 Prints a Markdown table: per build, every round's figure in ms and their
 median; the last build's median over the first's; and in how many rounds
@@ -130,6 +135,8 @@ def main():
     parser.add_argument('binaries', nargs='+')
     parser.add_argument('--tokens', type=int, default=2000, help='the stored session\'s length, about')
     parser.add_argument('--cold', action='store_true', help='drop the store from the page cache before each start')
+    parser.add_argument('--store-per-build', action='store_true',
+                        help='each build stores the session in a store of its own (builds of different formats)')
     parser.add_argument('--cli', default=os.path.join(os.path.dirname(__file__), '..', 'build', 'bin', 'kvsession'))
     args = parser.parse_args(argv[:cut])
     flags = argv[cut + 1:]
@@ -139,14 +146,15 @@ def main():
         sys.exit('ROUNDS must be at least 1')
 
     scratch = tempfile.mkdtemp(prefix='kvs-ab-restore-')
-    data_dir = os.path.join(scratch, 'store')
     log = open(os.path.join(scratch, 'servers.log'), 'ab')
-    try:
-        server = Server(args.binaries[0], data_dir, flags, log)
-        # Text of about args.tokens tokens: common English words, a token
-        # each in the GPT-2, Llama and Qwen vocabularies.
-        common = ['the', 'of', 'and', 'to', 'in', 'is', 'was', 'for', 'on', 'that']
-        text = ' '.join(common[i % len(common)] for i in range(args.tokens))
+    # Text of about args.tokens tokens: common English words, a token each
+    # in the GPT-2, Llama and Qwen vocabularies.
+    common = ['the', 'of', 'and', 'to', 'in', 'is', 'was', 'for', 'on', 'that']
+    text = ' '.join(common[i % len(common)] for i in range(args.tokens))
+
+    def store(binary, data_dir):
+        """Stores the session with `binary` in `data_dir`: its id and length."""
+        server = Server(binary, data_dir, flags, log)
         session = cli(args, 'create', '--server', server.address, '--text', text)
         shown = cli(args, 'show', '--server', server.address, '--session', session, '--json')
         length = re.search(r'"length":\s*"?(\d+)', shown)
@@ -154,14 +162,27 @@ def main():
         tokens = int(length.group(1)) if length else 0
         if tokens < args.tokens // 2:
             sys.exit(f'the stored session holds {tokens} tokens')
+        return session, tokens
+
+    try:
+        # Per build: its store's directory and the session in it.
+        if args.store_per_build:
+            data_dirs = [os.path.join(scratch, f'store-{b}') for b in range(len(args.binaries))]
+            stored = [store(binary, d) for binary, d in zip(args.binaries, data_dirs)]
+        else:
+            data_dirs = [os.path.join(scratch, 'store')] * len(args.binaries)
+            stored = [store(args.binaries[0], data_dirs[0])] * len(args.binaries)
+        tokens = stored[0][1]
+        if any(t != tokens for _, t in stored):
+            sys.exit(f'the builds stored sessions of different lengths: {[t for _, t in stored]}')
 
         figures = [[] for _ in args.binaries]  # ms per round, by position (a build may be given twice)
         order = list(range(len(args.binaries)))
         for r in range(args.rounds):
             for b in order if r % 2 == 0 else order[::-1]:
-                page_cache(data_dir, args.cold)
-                server = Server(args.binaries[b], data_dir, flags, log)
-                cli(args, 'restore', '--server', server.address, '--session', session)
+                page_cache(data_dirs[b], args.cold)
+                server = Server(args.binaries[b], data_dirs[b], flags, log)
+                cli(args, 'restore', '--server', server.address, '--session', stored[b][0])
                 figures[b].append(1000 * server.restore_seconds())
                 server.stop()
     finally:

@@ -109,13 +109,19 @@ class PageFiles {
   // UNIMPLEMENTED).
   bool ReadsDirect(const PageHash& hash) const;
   // Whether the page cache holds byte `bytes - 1` of the file of `hash`
-  // (mincore of a one-page mapping; nothing is read): a hint that a
-  // buffered read would not wait for the disk. False when the file is
-  // missing or shorter. Since Linux 5.2 mincore reports every page of a
-  // file the process neither owns nor may write as resident, so for such
-  // files this says true (a restore then reads buffered, as before). Plain
-  // POSIX calls, not the store's rocksdb::FileSystem: with another file
-  // system it says false, and ReadIntoDirect decides.
+  // (nothing is read): a hint that a buffered read would not wait for the
+  // disk. False when the file is missing or shorter. Asks cachestat(2)
+  // (Linux 6.5) where the kernel has it and allows it for the file, else
+  // mincore of a one-page mapping; the mapping's munmap takes the
+  // process's memory-map lock for writing and may shoot down TLBs, which
+  // a restore's readers (one call per page) then wait on: on a 2-core
+  // Zen 5 VM, cachestat made a cold restore 5% faster (docs/performance.md,
+  // "Restores on this VM kind: three measurements"). Since Linux 5.2 mincore
+  // reports every page of a file the process neither owns nor may write
+  // as resident, so where it answers for such files this says true (a
+  // restore then reads buffered, as before). Plain POSIX calls, not the
+  // store's rocksdb::FileSystem: with another file system it says false,
+  // and ReadIntoDirect decides.
   bool LikelyCached(const PageHash& hash, uint64_t bytes) const;
   // Whether the file of `hash` exists and begins with `header` (a page's
   // 48-byte header, which holds its payload's length and CRC-32C) and is

@@ -4,7 +4,9 @@
 // file, and the last reference's delete removes the file.
 #include "cache/page_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -155,6 +157,25 @@ TEST_F(PageFilesTest, ADirectReadOfAFileOfWholeSectorsSeesItsEnd) {
   payload.resize(payload.size() - 1);
   EXPECT_TRUE(absl::IsDataLoss(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(),
                                                      payload.data(), payload.size(), &buffer)));
+}
+
+TEST_F(PageFilesTest, LikelyCachedSaysWhetherThePageCacheHoldsTheFilesLastByte) {
+  const PageHash hash = HashOf(record_, 0);
+  EXPECT_FALSE(files_.LikelyCached(hash, 1));  // no file yet
+  const std::string encoded = EncodedPageOf(record_, 0);
+  ASSERT_TRUE(files_.Write(hash, encoded, false).ok());
+  ASSERT_TRUE(files_.Read(hash).ok());
+  EXPECT_TRUE(files_.LikelyCached(hash, encoded.size()));
+  EXPECT_FALSE(files_.LikelyCached(hash, 0));
+  EXPECT_FALSE(files_.LikelyCached(hash, encoded.size() + 2 * 65536));  // past the file's end
+  const int fd = ::open(files_.PathOf(hash).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (files_.LikelyCached(hash, encoded.size())) GTEST_SKIP() << "the page cache keeps this file (tmpfs)";
+  ASSERT_TRUE(files_.Read(hash).ok());
+  EXPECT_TRUE(files_.LikelyCached(hash, encoded.size()));
 }
 
 TEST_F(PageFilesTest, AMissingPageIsNotFoundAndRemovingItIsOk) {
