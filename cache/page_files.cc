@@ -2,10 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -238,9 +239,13 @@ absl::Status PageFiles::ReadIntoDirect(const PageHash& hash, char* header, size_
 
 namespace {
 
-// cachestat(2) (Linux 6.5; the same number on every architecture), which
-// Debian 12's kernel headers do not declare yet.
+// cachestat(2) (Linux 6.5), which Debian 12's headers do not declare yet:
+// 451 on x86-64, arm64 and most other architectures.
+#ifdef SYS_cachestat
+constexpr long kCachestatSyscall = SYS_cachestat;
+#else
 constexpr long kCachestatSyscall = 451;
+#endif
 struct CachestatRange {
   uint64_t off;
   uint64_t len;
@@ -248,19 +253,26 @@ struct CachestatRange {
 struct Cachestat {
   uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
 };
-std::atomic<bool> cachestat_missing{false};
+// Set once cachestat has failed (a kernel without it, a seccomp filter):
+// mincore from then on.
+std::atomic<bool> cachestat_failed{false};
+constexpr long kOverlayfsMagic = 0x794c7630;  // OVERLAYFS_SUPER_MAGIC
 
 // Whether the page cache holds the OS page of `fd` at `at`: cachestat
 // where the kernel has it; else mincore of a one-page mapping, which asks
 // the page cache without reading anything (a read with RWF_NOWAIT would
 // start the readahead it reports missing) but, as any munmap, takes the
-// process's memory map lock for writing and may shoot down TLBs.
+// process's memory map lock for writing and may shoot down TLBs. Not
+// cachestat on overlayfs: it would ask the overlay file's own cache,
+// always empty, where a mapping reaches the real file's.
 bool PageCached(int fd, uint64_t at, uint64_t os_page) {
-  if (!cachestat_missing.load(std::memory_order_relaxed)) {
+  struct statfs fs {};
+  if (!cachestat_failed.load(std::memory_order_relaxed) && ::fstatfs(fd, &fs) == 0 &&
+      static_cast<long>(fs.f_type) != kOverlayfsMagic) {
     CachestatRange range{at, os_page};
-    Cachestat stat{};
-    if (::syscall(kCachestatSyscall, fd, &range, &stat, 0) == 0) return stat.nr_cache > 0;
-    if (errno == ENOSYS) cachestat_missing.store(true, std::memory_order_relaxed);
+    Cachestat cs{};
+    if (::syscall(kCachestatSyscall, fd, &range, &cs, 0) == 0) return cs.nr_cache > 0;
+    cachestat_failed.store(true, std::memory_order_relaxed);
   }
   void* map = ::mmap(nullptr, os_page, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(at));
   if (map == MAP_FAILED) return false;

@@ -111,8 +111,9 @@ class PageFiles {
   // Whether the page cache holds byte `bytes - 1` of the file of `hash`
   // (nothing is read): a hint that a buffered read would not wait for the
   // disk. False when the file is missing or shorter. Asks cachestat(2)
-  // (Linux 6.5) where the kernel has it and allows it for the file, else
-  // mincore of a one-page mapping; the mapping's munmap takes the
+  // (Linux 6.5) where the kernel has it and allows it (not on overlayfs,
+  // where it sees the overlay's empty cache), else mincore of a one-page
+  // mapping; the mapping's munmap takes the
   // process's memory-map lock for writing and may shoot down TLBs, which
   // a restore's readers (one call per page) then wait on: on a 2-core
   // Zen 5 VM, cachestat made a cold restore 5% faster (docs/performance.md,

@@ -170,10 +170,10 @@ TEST_F(PageFilesTest, LikelyCachedSaysWhetherThePageCacheHoldsTheFilesLastByte) 
   EXPECT_FALSE(files_.LikelyCached(hash, encoded.size() + 2 * 65536));  // past the file's end
   const int fd = ::open(files_.PathOf(hash).c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ASSERT_EQ(::fdatasync(fd), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
   ::close(fd);
-  if (files_.LikelyCached(hash, encoded.size())) GTEST_SKIP() << "the page cache keeps this file (tmpfs)";
+  if (files_.LikelyCached(hash, encoded.size())) GTEST_SKIP() << "the page cache keeps this file (tmpfs keeps all)";
   ASSERT_TRUE(files_.Read(hash).ok());
   EXPECT_TRUE(files_.LikelyCached(hash, encoded.size()));
 }
