@@ -25,6 +25,7 @@ PagePool::PagePool(const KvGeometry& geometry, int64_t max_pages)
       slab_shape_(ChooseSlabShape(geometry.page_bytes(), max_pages)),
       pages_per_slab_(slab_shape_.pages) {
   slabs_.assign((max_pages + pages_per_slab_ - 1) / pages_per_slab_, nullptr);
+  slab_bytes_.assign(slabs_.size(), 0);
 }
 
 PagePool::~PagePool() {
@@ -33,9 +34,8 @@ PagePool::~PagePool() {
     stopping_ = true;
   }
   if (warm_thread_.joinable()) warm_thread_.join();
-  for (uint8_t* s : slabs_) {
-    if (s != nullptr) UnmapSlab(s, slab_shape_.mapped_bytes);
-  }
+  absl::MutexLock lock(&mu_);
+  for (int64_t i = 0; i < n_slabs_; ++i) UnmapSlab(slabs_[i], slab_bytes_[i]);
 }
 
 void PagePool::SetReserved(int64_t pages) {
@@ -76,9 +76,10 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
           "KV cache is full: all ", max_pages_, " pages (", max_pages_ * geometry_.page_tokens,
           " tokens, ", (max_pages_ * geometry_.page_bytes()) >> 20, " MiB) are in use"));
     }
-    uint8_t* memory = MapSlabMemory(/*populate=*/false);
+    const size_t bytes = SlabBytes(n_slabs_);
+    uint8_t* memory = MapSlabMemory(bytes, /*populate=*/false);
     if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
-    InstallSlab(memory);
+    InstallSlab(memory, bytes);
   }
   PageId page = free_.back();
   free_.pop_back();
@@ -88,18 +89,26 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
   return page;
 }
 
-uint8_t* PagePool::MapSlabMemory(bool populate) const {
-  // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
-  // idle pool costs address space, not RSS.
-  return MapSlab(slab_shape_.mapped_bytes, populate);
+size_t PagePool::SlabBytes(int64_t slab) const {
+  const int64_t pages = std::min<int64_t>(pages_per_slab_, max_pages_ - slab * pages_per_slab_);
+  if (pages >= pages_per_slab_) return slab_shape_.mapped_bytes;
+  const size_t bytes = static_cast<size_t>(pages) * geometry_.page_bytes();
+  return (bytes + kSlabHugePageBytes - 1) / kSlabHugePageBytes * kSlabHugePageBytes;
 }
 
-void PagePool::InstallSlab(uint8_t* memory) {
-  if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
-    UnmapSlab(memory, slab_shape_.mapped_bytes);
+uint8_t* PagePool::MapSlabMemory(size_t bytes, bool populate) const {
+  // Anonymous mappings: the kernel supplies zeroed memory lazily, so an
+  // idle pool costs address space, not RSS.
+  return MapSlab(bytes, populate);
+}
+
+void PagePool::InstallSlab(uint8_t* memory, size_t bytes) {
+  if (n_slabs_ == static_cast<int64_t>(slabs_.size()) || bytes < SlabBytes(n_slabs_)) {
+    UnmapSlab(memory, bytes);
     return;
   }
   slabs_[n_slabs_] = memory;
+  slab_bytes_[n_slabs_] = bytes;
   const int64_t first = n_slabs_ * pages_per_slab_;
   const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
   ++n_slabs_;
@@ -150,18 +159,20 @@ PagePool::WarmingPause::~WarmingPause() {
 
 absl::Status PagePool::WarmUp(bool background) {
   for (;;) {
+    size_t bytes;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_ || !WarmingNeeded() || (background && warming_pauses_ > 0)) {
         return absl::OkStatus();
       }
+      bytes = SlabBytes(n_slabs_);
     }
     // Populating takes milliseconds per slab: Allocate and Release go on
     // meanwhile (an Allocate that finds no free page maps its own slab).
-    uint8_t* memory = MapSlabMemory(/*populate=*/true);
+    uint8_t* memory = MapSlabMemory(bytes, /*populate=*/true);
     if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
     absl::MutexLock lock(&mu_);
-    InstallSlab(memory);
+    InstallSlab(memory, bytes);
   }
 }
 

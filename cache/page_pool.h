@@ -18,7 +18,9 @@
 // KeepWarm (a background thread keeps that many free pages mapped and
 // resident) and Prefault (the whole budget, now). Each slab is whole,
 // aligned huge pages (cache/slab_memory.h), so the kernel can back every
-// page with huge pages.
+// page with huge pages; the last slab of a budget that is not a whole
+// number of slabs is only as long as its pages need, so the pool never
+// maps more than its budget rounded up to a huge page.
 //
 // Contract: Allocate() hands out a page with one reference, or
 // RESOURCE_EXHAUSTED when `max_pages` pages are in use. A keyed page's
@@ -154,12 +156,16 @@ class PagePool {
   PagePoolStats Stats() const;
 
  private:
-  // Maps one slab's memory, backed now if `populate`; nullptr if it cannot
-  // be mapped. Needs no lock.
-  uint8_t* MapSlabMemory(bool populate) const;
-  // Installs `memory` as the next slab and frees its pages, or unmaps it
-  // when every slab is already installed.
-  void InstallSlab(uint8_t* memory) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The length of slab `slab`'s mapping: slab_shape_.mapped_bytes, or for
+  // a last slab of fewer pages, those pages rounded up to huge pages.
+  size_t SlabBytes(int64_t slab) const;
+  // Maps `bytes` of slab memory (SlabBytes of the slab it is for), backed
+  // now if `populate`; nullptr if it cannot be mapped. Needs no lock.
+  uint8_t* MapSlabMemory(size_t bytes, bool populate) const;
+  // Installs `memory`, `bytes` long, as the next slab and frees its pages;
+  // unmaps it instead when every slab is already installed or it is too
+  // short for the next one (mapped, unlocked, for the last).
+  void InstallSlab(uint8_t* memory, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps, populates and installs slabs until WarmingNeeded() is false (or,
   // for the background thread, a WarmingPause begins), the populating
   // outside the lock. RESOURCE_EXHAUSTED if a slab cannot be mapped.
@@ -179,6 +185,7 @@ class PagePool {
   // Sized once to the maximum slab count so data() can read it without the
   // lock while slabs are added.
   std::vector<uint8_t*> slabs_;
+  std::vector<size_t> slab_bytes_ ABSL_GUARDED_BY(mu_);  // each installed slab's mapping length
 
   mutable absl::Mutex mu_;
   int64_t n_slabs_ ABSL_GUARDED_BY(mu_) = 0;

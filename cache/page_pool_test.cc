@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -163,6 +164,28 @@ bool Resident(const PagePool& pool, PageId page) {
     if ((c & 1) == 0) return false;
   }
   return true;
+}
+
+// A budget of one slab and 3 pages: the last slab holds 3 pages (192 KiB),
+// so the pool maps one huge page for it, not a whole 8 MiB slab; with
+// --kv-prefault the rest of such a slab was resident, past the budget.
+TEST(PagePoolTest, APrefaultedPoolsLastSlabIsOnlyAsLongAsItsPagesNeed) {
+  const KvGeometry g = LargePageGeometry();
+  PagePool pool(g, 128 + 3);
+  ASSERT_TRUE(pool.Prefault().ok());
+  for (PageId p = 0; p < 131; ++p) EXPECT_TRUE(Resident(pool, p)) << p;
+  // The last slab starts at its first page (slabs are huge-page aligned).
+  const uintptr_t last_slab = reinterpret_cast<uintptr_t>(pool.data(128));
+  ASSERT_EQ(last_slab % kSlabHugePageBytes, 0u);
+  const uintptr_t used_end = last_slab + kSlabHugePageBytes;  // 3 pages, rounded up
+  const size_t rest = 128 * g.page_bytes() - kSlabHugePageBytes;  // the rest of a whole slab
+  std::vector<unsigned char> in_core(rest / static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  if (::mincore(reinterpret_cast<void*>(used_end), rest, in_core.data()) == 0) {
+    // Mapped (by something else): none of it may be the pool's, resident.
+    EXPECT_EQ(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return (c & 1) != 0; }), 0);
+  } else {
+    EXPECT_EQ(errno, ENOMEM);  // not mapped at all
+  }
 }
 
 // Free pages in mapped slabs (none are cached in these tests).

@@ -37,10 +37,9 @@ struct SlabShape {
 // The shape for pages of `page_bytes` (> 0) in a pool of `max_pages` (>= 1):
 // from the most pages that fit 8 MiB (at least 1) up to twice as many (and
 // at most 256 more), the count that wastes the smallest share of its
-// mapping (the fewest pages on a tie), capped at max_pages. A pool whose
-// budget is not a whole number of slabs maps its last slab whole: up to
-// one slab more than the budget in address space, and in memory with
-// --kv-prefault.
+// mapping (the fewest pages on a tie), capped at max_pages. (A pool whose
+// budget is not a whole number of slabs maps its last slab shorter:
+// PagePool::SlabBytes.)
 SlabShape ChooseSlabShape(size_t page_bytes, int64_t max_pages);
 
 // Maps `bytes` (rounded up to 4 KiB) of zeroed, private, anonymous memory
