@@ -40,8 +40,21 @@ PagePool::~PagePool() {
 
 void PagePool::SetReserved(int64_t pages) {
   absl::MutexLock lock(&mu_);
-  reserved_ = std::max<int64_t>(0, pages);
+  const int64_t reserved = std::max<int64_t>(0, pages);
+  if (reserved < reserved_) ++room_given_back_;
+  reserved_ = reserved;
   reserve_next_freed_ = 0;
+}
+
+int64_t PagePool::room_given_back() const {
+  absl::MutexLock lock(&mu_);
+  return room_given_back_;
+}
+
+bool PagePool::AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto given_back = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return room_given_back_ != seen; };
+  return mu_.AwaitWithDeadline(absl::Condition(&given_back), deadline);
 }
 
 void PagePool::ReserveNextFreed(int64_t pages) {
@@ -103,9 +116,16 @@ uint8_t* PagePool::MapSlabMemory(size_t bytes, bool populate) const {
 }
 
 void PagePool::InstallSlab(uint8_t* memory, size_t bytes) {
-  if (n_slabs_ == static_cast<int64_t>(slabs_.size()) || bytes < SlabBytes(n_slabs_)) {
+  if (n_slabs_ == static_cast<int64_t>(slabs_.size())) {
     UnmapSlab(memory, bytes);
     return;
+  }
+  // A mapping made (unlocked) for an earlier slab that lands on the last:
+  // its whole huge pages past the last slab's pages go back.
+  const size_t need = SlabBytes(n_slabs_);
+  if (bytes > need) {
+    UnmapSlab(memory + need, bytes - need);
+    bytes = need;
   }
   slabs_[n_slabs_] = memory;
   slab_bytes_[n_slabs_] = bytes;
@@ -214,6 +234,7 @@ void PagePool::Release(PageId page) {
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
+    ++room_given_back_;
     if (reserve_next_freed_ > 0) {
       --reserve_next_freed_;
       ++reserved_;

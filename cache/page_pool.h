@@ -19,8 +19,8 @@
 // resident) and Prefault (the whole budget, now). Each slab is whole,
 // aligned huge pages (cache/slab_memory.h), so the kernel can back every
 // page with huge pages; the last slab of a budget that is not a whole
-// number of slabs is only as long as its pages need, so the pool never
-// maps more than its budget rounded up to a huge page.
+// number of slabs is only its pages rounded up to a huge page, not a
+// whole slab.
 //
 // Contract: Allocate() hands out a page with one reference, or
 // RESOURCE_EXHAUSTED when `max_pages` pages are in use. A keyed page's
@@ -45,6 +45,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cache/kv_geometry.h"
 #include "cache/slab_memory.h"
 
@@ -132,6 +133,13 @@ class PagePool {
   void AddRef(PageId page);
   // Drops one reference; the page is free when none remain.
   void Release(PageId page);
+  // How many times room has been given back so far: a page freed by its
+  // last Release, or the reserve made smaller. For AwaitRoomGivenBack.
+  int64_t room_given_back() const;
+  // Waits until room_given_back() differs from `seen` (what the caller read
+  // before its Allocate found the pool full) or `deadline` passes; true in
+  // the first case. A caller that needs room waits here instead of polling.
+  bool AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const;
   int ref_count(PageId page) const;
 
   // Prefix cache. SetKey marks a full page's content (no-op when another
@@ -162,9 +170,10 @@ class PagePool {
   // Maps `bytes` of slab memory (SlabBytes of the slab it is for), backed
   // now if `populate`; nullptr if it cannot be mapped. Needs no lock.
   uint8_t* MapSlabMemory(size_t bytes, bool populate) const;
-  // Installs `memory`, `bytes` long, as the next slab and frees its pages;
-  // unmaps it instead when every slab is already installed or it is too
-  // short for the next one (mapped, unlocked, for the last).
+  // Installs `memory`, `bytes` long (at least SlabBytes of the next slab:
+  // slabs only get shorter), as the next slab and frees its pages, giving
+  // back what is longer than that slab needs; unmaps it instead when
+  // every slab is already installed.
   void InstallSlab(uint8_t* memory, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps, populates and installs slabs until WarmingNeeded() is false (or,
   // for the background thread, a WarmingPause begins), the populating
@@ -189,6 +198,7 @@ class PagePool {
 
   mutable absl::Mutex mu_;
   int64_t n_slabs_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t room_given_back_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int32_t> ref_counts_ ABSL_GUARDED_BY(mu_);
   std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);  // unkeyed free pages, LIFO
   // Keyed free pages in an intrusive doubly linked list, oldest first.

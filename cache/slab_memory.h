@@ -58,7 +58,8 @@ uint8_t* MapAlignedToHugePages(size_t bytes);
 // by the touches, where a shortage is the OOM killer's).
 uint8_t* MapSlab(size_t mapped_bytes, bool populate);
 
-// Returns a MapSlab mapping to the system.
+// Returns a MapSlab mapping, or its tail from a kSlabHugePageBytes
+// boundary on, to the system.
 void UnmapSlab(uint8_t* memory, size_t mapped_bytes);
 
 }  // namespace kvs
