@@ -188,6 +188,32 @@ TEST(PagePoolTest, APrefaultedPoolsLastSlabIsOnlyAsLongAsItsPagesNeed) {
   }
 }
 
+// A caller that found the pool full waits for room instead of polling:
+// woken by a page's last Release, or a smaller reserve; a deadline ends
+// the wait otherwise.
+TEST(PagePoolTest, AWaitForRoomEndsWhenAPageIsFreedOrTheReserveShrinksOrAtTheDeadline) {
+  PagePool pool(Geometry(), 2);
+  const PageId a = MustAllocate(pool);
+  const PageId b = MustAllocate(pool);
+  pool.AddRef(b);
+  int64_t seen = pool.room_given_back();
+  ASSERT_TRUE(absl::IsResourceExhausted(pool.Allocate().status()));
+  EXPECT_FALSE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Milliseconds(20)));
+  pool.Release(b);  // still referenced once: no room
+  EXPECT_FALSE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Milliseconds(20)));
+
+  std::thread releaser([&] { pool.Release(a); });
+  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::InfiniteFuture()));
+  releaser.join();
+  EXPECT_TRUE(pool.Allocate().ok());
+
+  pool.SetReserved(1);
+  seen = pool.room_given_back();
+  std::thread unreserver([&] { pool.SetReserved(0); });
+  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::InfiniteFuture()));
+  unreserver.join();
+}
+
 // Free pages in mapped slabs (none are cached in these tests).
 int64_t MappedFree(const PagePool& pool) {
   const PagePoolStats s = pool.Stats();

@@ -83,13 +83,18 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
   if (!acquired.ok()) return acquired.status();
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
+    int64_t seen = pool_->room_given_back();
     absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
-    // No KV room now (running calls hold it): wait for them, within the
-    // call's deadline, like a call waiting in the engine's queue.
+    // No KV room now (running calls hold it): wait for them to give some
+    // back, within the call's deadline, like a call waiting in the
+    // engine's queue. Woken by each page freed (or reserve shrunk), and
+    // every 5 ms regardless: room also comes from sessions becoming idle,
+    // which LoadKv's MakeRoom can then evict.
     std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
     while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline) {
       if (!waiting) waiting.emplace();
-      absl::SleepFor(absl::Milliseconds(5));
+      pool_->AwaitRoomGivenBack(seen, std::min(deadline, absl::Now() + absl::Milliseconds(5)));
+      seen = pool_->room_given_back();
       kv = persistence_.LoadKv(*s);
     }
     if (!kv.ok()) {
