@@ -234,10 +234,11 @@ void PagePool::Release(PageId page) {
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
-    ++room_given_back_;
     if (reserve_next_freed_ > 0) {
       --reserve_next_freed_;
       ++reserved_;
+    } else {
+      ++room_given_back_;  // (a page into the reserve gives no room to others)
     }
     if (keys_[page]) {
       LruPushBack(page);

@@ -134,7 +134,8 @@ class PagePool {
   // Drops one reference; the page is free when none remain.
   void Release(PageId page);
   // How many times room has been given back so far: a page freed by its
-  // last Release, or the reserve made smaller. For AwaitRoomGivenBack.
+  // last Release (and not taken by ReserveNextFreed), or the reserve made
+  // smaller. For AwaitRoomGivenBack.
   int64_t room_given_back() const;
   // Waits until room_given_back() differs from `seen` (what the caller read
   // before its Allocate found the pool full) or `deadline` passes; true in

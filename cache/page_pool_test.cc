@@ -203,14 +203,22 @@ TEST(PagePoolTest, AWaitForRoomEndsWhenAPageIsFreedOrTheReserveShrinksOrAtTheDea
   EXPECT_FALSE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Milliseconds(20)));
 
   std::thread releaser([&] { pool.Release(a); });
-  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::InfiniteFuture()));
+  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Seconds(30)));
   releaser.join();
-  EXPECT_TRUE(pool.Allocate().ok());
+  const absl::StatusOr<PageId> d = pool.Allocate();
+  ASSERT_TRUE(d.ok());
+  pool.Release(*d);
+  pool.Release(b);
 
   pool.SetReserved(1);
   seen = pool.room_given_back();
+  // A page freed into the reserve (ReserveNextFreed) gives no room.
+  const PageId c = MustAllocate(pool);
+  pool.ReserveNextFreed(1);
+  pool.Release(c);
+  EXPECT_EQ(pool.room_given_back(), seen);
   std::thread unreserver([&] { pool.SetReserved(0); });
-  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::InfiniteFuture()));
+  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Seconds(30)));
   unreserver.join();
 }
 

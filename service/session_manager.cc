@@ -83,7 +83,6 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
   if (!acquired.ok()) return acquired.status();
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
-    int64_t seen = pool_->room_given_back();
     absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
     // No KV room now (running calls hold it): wait for them to give some
     // back, within the call's deadline, like a call waiting in the
@@ -91,10 +90,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
     // every 5 ms regardless: room also comes from sessions becoming idle,
     // which LoadKv's MakeRoom can then evict.
     std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
+    // `seen` is read after the failed LoadKv, whose own give-back of the
+    // pages it took would otherwise wake the wait at once, every time; a
+    // page freed between the two costs at most the 5 ms.
     while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline) {
       if (!waiting) waiting.emplace();
-      pool_->AwaitRoomGivenBack(seen, std::min(deadline, absl::Now() + absl::Milliseconds(5)));
-      seen = pool_->room_given_back();
+      pool_->AwaitRoomGivenBack(pool_->room_given_back(), std::min(deadline, absl::Now() + absl::Milliseconds(5)));
       kv = persistence_.LoadKv(*s);
     }
     if (!kv.ok()) {
