@@ -113,9 +113,9 @@ class PageFiles {
   // disk. False when the file is missing or shorter. Asks cachestat(2)
   // (Linux 6.5) where the kernel has it and allows it (not on overlayfs,
   // where it sees the overlay's empty cache), else mincore of a one-page
-  // mapping; the mapping's munmap takes the
-  // process's memory-map lock for writing and may shoot down TLBs, which
-  // a restore's readers (one call per page) then wait on: on a 2-core
+  // mapping, whose munmap takes the process's memory-map lock for writing
+  // and may shoot down TLBs, which a restore's readers (one call per
+  // page) then wait on: on a 2-core
   // Zen 5 VM, cachestat made a cold restore 5% faster (docs/performance.md,
   // "Restores on this VM kind: three measurements"). Since Linux 5.2 mincore
   // reports every page of a file the process neither owns nor may write
