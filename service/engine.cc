@@ -390,7 +390,8 @@ void Engine::CloseChatTurn(Job& job, FinishReason reason) {
   if (s.tokens.empty() || !std::binary_search(eot.begin(), eot.end(), s.tokens.back())) return;
   const std::vector<int32_t>& after = job.chat->after_end_of_turn;
   // A SLIDE session takes them past the context too: its next call slides
-  // before it prefills them. An ERROR session leaves them out at its limit.
+  // before it prefills them. An ERROR session leaves them out at its limit;
+  // the next turn added starts with them (InputResolver's TurnCloser).
   if (job.slide || s.tokens.size() + after.size() <= static_cast<size_t>(sessions_->limits().max_context)) {
     s.AppendTokens(after);
   }

@@ -95,8 +95,7 @@ absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
     }
     list.push_back(ChatMessage{m.role(), m.content()});
   }
-  std::vector<int32_t> out;
-  if (chat->turn_open) out = chat_->RenderEndOfTurn().ids;
+  std::vector<int32_t> out = TurnCloser(session_tokens, *chat);
   const ChatTemplate::Follows follows =
       ChatTemplate::FollowsOf(out.empty() ? session_tokens : std::span<const int32_t>(out), *tokenizer_);
   absl::StatusOr<RenderedChat> rendered = chat_->RenderAppended(list, chat->started, follows);
@@ -113,6 +112,13 @@ absl::Status InputResolver::AppendMessages(const v1::ChatMessages& messages,
   ids->insert(ids->end(), out.begin(), out.end());
   *chat = ChatState{.started = true, .turn_open = false};
   return absl::OkStatus();
+}
+
+std::vector<int32_t> InputResolver::TurnCloser(std::span<const int32_t> tokens, const ChatState& chat) const {
+  if (chat.turn_open) return chat_->RenderEndOfTurn().ids;
+  const std::vector<int32_t>& eot = chat_->end_of_turn_ids();
+  if (!chat.started || tokens.empty() || !std::binary_search(eot.begin(), eot.end(), tokens.back())) return {};
+  return chat_->RenderAfterEndOfTurn().ids;
 }
 
 absl::StatusOr<ResolvedInput> InputResolver::Resolve(const v1::Input* input,
@@ -136,10 +142,12 @@ absl::StatusOr<ResolvedInput> InputResolver::Resolve(const v1::Input* input,
     const bool add = generate->add.value_or(state.started && !state.turn_open);
     if (add) {
       if (!chat_.ok()) return NoTemplate("add_generation_prompt");
-      if (state.turn_open) {
-        const std::vector<int32_t> close = chat_->RenderEndOfTurn().ids;
-        out.ids.insert(out.ids.end(), close.begin(), close.end());
-      }
+      // After this call's own input, only an open turn is closed: rendered
+      // messages end their turns themselves, and text or token input is
+      // the client's to end.
+      const std::vector<int32_t> close =
+          TurnCloser(out.ids.empty() ? session_tokens : std::span<const int32_t>(), state);
+      out.ids.insert(out.ids.end(), close.begin(), close.end());
       const ChatTemplate::Follows follows = ChatTemplate::FollowsOf(
           out.ids.empty() ? session_tokens : std::span<const int32_t>(out.ids), *tokenizer_);
       const std::vector<int32_t> prompt =

@@ -12,10 +12,15 @@
 //     gets the conversation's start (a BOS the template writes is not
 //     repeated after the session's own BOS); a chat gets only the new
 //     turns. An open assistant turn is closed first (end-of-turn marker and
-//     the text after it). The session becomes a chat with no open turn.
+//     the text after it). A turn closed by its end-of-turn token without
+//     the text after it (an ERROR session that stopped at its context
+//     limit, Engine::CloseChatTurn; or a truncation to that token) gets
+//     that text first ("\n" for ChatML). The session becomes a chat with
+//     no open turn.
 //   - Generate: unless add_generation_prompt is false, a chat session
 //     without an open assistant turn gets the generation prompt (true:
-//     always, closing an open turn first), and its turn becomes open.
+//     always, closing an open turn first, or finishing a closed one as
+//     messages do), and its turn becomes open.
 //
 // Errors (nothing changes on error): INVALID_ARGUMENT for oversized input,
 // invalid UTF-8, an empty message list, an unknown role;
@@ -97,6 +102,10 @@ class InputResolver {
   absl::Status AppendMessages(const kvsession::v1::ChatMessages& messages,
                               std::span<const int32_t> session_tokens, std::vector<int32_t>* ids,
                               ChatState* chat) const;
+  // What goes before a new turn in a session holding `tokens` with chat
+  // state `chat`: the close of an open turn, the text after a bare
+  // end-of-turn token that ends `tokens`, or nothing. Needs a template.
+  std::vector<int32_t> TurnCloser(std::span<const int32_t> tokens, const ChatState& chat) const;
   // FailedPrecondition naming the supported families, for `what` ("chat
   // messages", ...), when there is no template.
   absl::Status NoTemplate(std::string_view what) const;

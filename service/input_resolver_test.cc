@@ -96,6 +96,34 @@ TEST(InputResolverTest, AddGenerationPromptTrueClosesAnOpenTurnAndFalseAddsNothi
   EXPECT_TRUE(r->ids.empty());
 }
 
+// A turn the model ended with <|im_end|> where the "\n" after it did not
+// fit (an ERROR session at its limit) or was cut off (a truncation): the
+// next turn, or the generation prompt, comes after that "\n", as in
+// Hugging Face's rendering (qwen3.jsonl: <|im_end|> 198 <|im_start|>).
+TEST(InputResolverTest, ATurnEndedByABareEndOfTurnTokenGetsTheTextAfterItFirst) {
+  LOAD_OR_SKIP(qwen3, VocabPath("qwen3"));
+  const std::vector<int32_t> bare = {151644, 77091, 198, 9707, 151645};  // ...assistant\nHello<|im_end|>
+  const ChatState closed{.started = true, .turn_open = false};
+  GenerationPromptChoice automatic;
+  absl::StatusOr<ResolvedInput> r = qwen3_resolver->Resolve(nullptr, bare, closed, &automatic);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids, (std::vector<int32_t>{198, 151644, 77091, 198}));
+  const v1::Input next = Messages({{"user", "Hello"}});
+  r = qwen3_resolver->Resolve(&next, bare, closed, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids, (std::vector<int32_t>{198, 151644, 872, 198, 9707, 151645, 198}));
+  // With its "\n", or in a session that is not a chat, nothing is added.
+  std::vector<int32_t> whole = bare;
+  whole.push_back(198);
+  r = qwen3_resolver->Resolve(&next, whole, closed, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids.front(), 151644);
+  GenerationPromptChoice always{.add = true};
+  r = qwen3_resolver->Resolve(nullptr, bare, ChatState{}, &always);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ids.front(), 151644);
+}
+
 TEST(InputResolverTest, TextOnAChatLeavesItsStateAndPlainTextSessionsGetNoChatJob) {
   LOAD_OR_SKIP(qwen3, VocabPath("qwen3"));
   v1::Input text;

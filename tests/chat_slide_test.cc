@@ -8,8 +8,11 @@
 // (tools/model_synth.h), written once per run.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,14 +52,16 @@ class ChatSlideTest : public Qwen3ChatFixture {
     StartServer(model_path_, {"--kv-cache-mb", "64", "--max-context", std::to_string(kContext)});
   }
 
-  // A SLIDE chat created with a system message (kept: keep_tokens unset).
-  v1::Session CreateChat(const std::string& system = "Answer briefly.") {
+  // A chat (SLIDE unless told) created with a system message (kept:
+  // keep_tokens unset).
+  v1::Session CreateChat(const std::string& system = "Answer briefly.",
+                         v1::ContextPolicy policy = v1::CONTEXT_POLICY_SLIDE) {
     v1::CreateSessionRequest req;
     v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
     m->set_role("system");
     m->set_content(system);
     req.mutable_sampling()->set_temperature(0);
-    req.set_context_policy(v1::CONTEXT_POLICY_SLIDE);
+    req.set_context_policy(policy);
     absl::StatusOr<v1::Session> s = client_->CreateSession(req);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : v1::Session();
@@ -64,14 +69,22 @@ class ChatSlideTest : public Qwen3ChatFixture {
 
   // One round: the user's question i, a `reply`-token reply.
   GenerateResult Turn(const std::string& session, int i, int reply = 12) {
+    return Ask(session, Question(i), reply);
+  }
+
+  // One round with the user's `question`; `policy` overrides the session's
+  // for this call.
+  GenerateResult Ask(const std::string& session, const std::string& question, int reply,
+                     std::optional<v1::ContextPolicy> policy = std::nullopt) {
     v1::GenerateRequest req;
     req.set_session_id(session);
+    if (policy) req.set_context_policy(*policy);
     req.set_max_tokens(reply);
     req.mutable_sampling()->set_temperature(0);
     for (const auto& [id, b] : kNoMarkers) (*req.mutable_sampling()->mutable_logit_bias())[id] = b;
     v1::ChatMessage* m = req.mutable_input()->mutable_messages()->add_messages();
     m->set_role("user");
-    m->set_content(Question(i));
+    m->set_content(question);
     absl::StatusOr<GenerateResult> r = client_->Generate(req);
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : GenerateResult();
@@ -93,6 +106,38 @@ class ChatSlideTest : public Qwen3ChatFixture {
     const grpc::Status st = client_->stub()->Detokenize(&ctx, d, &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return resp.text();
+  }
+
+  // Round 1 (`question`, or Question(1)) with a reply of the length that
+  // puts a forced <|im_end|> at the context's last position (kContext - 1),
+  // then that token; `tokens`: the session's after it.
+  void ReplyEndingAtTheLastPosition(const v1::Session& chat, std::vector<int32_t>* tokens,
+                                    const std::string& question = Question(1)) {
+    // The user's turn and the generation prompt, counted first.
+    v1::TokenizeRequest count;
+    count.set_session_id(chat.id());
+    count.set_add_generation_prompt(true);
+    v1::ChatMessage* m = count.mutable_input()->mutable_messages()->add_messages();
+    m->set_role("user");
+    m->set_content(question);
+    grpc::ClientContext ctx;
+    v1::TokenizeResponse counted;
+    ASSERT_TRUE(client_->stub()->Tokenize(&ctx, count, &counted).ok());
+    const int reply = kContext - 1 - chat.length() - counted.token_ids_size();
+    ASSERT_GT(reply, 0);
+    const GenerateResult first = Ask(chat.id(), question, reply);
+    ASSERT_EQ(first.usage.session_tokens(), kContext - 1);
+    ASSERT_EQ(first.usage.tokens_dropped(), 0);
+    // The reply goes on by one token, forced to be the end of the turn.
+    v1::GenerateRequest end;
+    end.set_session_id(chat.id());
+    end.set_max_tokens(1);
+    end.mutable_sampling()->set_temperature(0);
+    (*end.mutable_sampling()->mutable_logit_bias())[kImEnd] = 100;
+    absl::StatusOr<GenerateResult> r = client_->Generate(end);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->ids, std::vector<int32_t>{kImEnd});
+    *tokens = Tokens(chat.id());
   }
 
   // The session after round `last`: the system turn, then whole turns
@@ -137,37 +182,43 @@ class ChatSlideTest : public Qwen3ChatFixture {
 // prefills them), so the conversation's markup stays the template's.
 TEST_F(ChatSlideTest, AReplyEndingAtTheContextsLastPositionStillClosesItsTurnWithTheNewline) {
   const v1::Session chat = CreateChat();
-  // The user's turn and the generation prompt, counted first.
-  v1::TokenizeRequest count;
-  count.set_session_id(chat.id());
-  count.set_add_generation_prompt(true);
-  v1::ChatMessage* m = count.mutable_input()->mutable_messages()->add_messages();
-  m->set_role("user");
-  m->set_content(Question(1));
-  grpc::ClientContext ctx;
-  v1::TokenizeResponse counted;
-  ASSERT_TRUE(client_->stub()->Tokenize(&ctx, count, &counted).ok());
-  const int reply = kContext - 1 - chat.length() - counted.token_ids_size();
-  ASSERT_GT(reply, 0);
-  const GenerateResult first = Turn(chat.id(), 1, reply);
-  ASSERT_EQ(first.usage.session_tokens(), kContext - 1);
-  ASSERT_EQ(first.usage.tokens_dropped(), 0);
-  // The reply goes on by one token, forced to be the end of the turn.
-  v1::GenerateRequest end;
-  end.set_session_id(chat.id());
-  end.set_max_tokens(1);
-  end.mutable_sampling()->set_temperature(0);
-  (*end.mutable_sampling()->mutable_logit_bias())[kImEnd] = 100;
-  absl::StatusOr<GenerateResult> r = client_->Generate(end);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->ids, std::vector<int32_t>{kImEnd});
-  const std::vector<int32_t> tokens = Tokens(chat.id());
+  std::vector<int32_t> tokens;
+  ASSERT_NO_FATAL_FAILURE(ReplyEndingAtTheLastPosition(chat, &tokens));
   ASSERT_EQ(tokens.size(), static_cast<size_t>(kContext) + 1);
   EXPECT_EQ(tokens[kContext - 1], kImEnd);
   EXPECT_EQ(Text({tokens.back()}), "\n");
   // The next turn renders after it as the template does.
   Turn(chat.id(), 2);
   const std::string text = Text(Tokens(chat.id()));
+  EXPECT_NE(text.find("<|im_end|>\n<|im_start|>user\n2. "), std::string::npos) << text;
+}
+
+// An ERROR session has no room for the "\n" after an <|im_end|> at its
+// last position. The turn is closed all the same, and whatever comes next
+// (here a turn with a per-call SLIDE) starts with that "\n", so the
+// conversation's markup is still the template's.
+TEST_F(ChatSlideTest, AnErrorChatsReplyEndingAtItsLimitGetsItsNewlineBeforeTheNextTurn) {
+  const v1::Session chat = CreateChat("Answer briefly.", v1::CONTEXT_POLICY_ERROR);
+  // A long first question (about 75 tokens) and a reply of the rest (about
+  // 40), so that the slide below (half the context after the system turn)
+  // drops the question and keeps the reply whose turn lacked its "\n".
+  std::string question = "1. Tell me";
+  while (question.size() < 380) question += " more about caches";
+  std::vector<int32_t> tokens;
+  ASSERT_NO_FATAL_FAILURE(ReplyEndingAtTheLastPosition(chat, &tokens, question));
+  ASSERT_EQ(tokens.size(), static_cast<size_t>(kContext));
+  EXPECT_EQ(tokens.back(), kImEnd);
+  absl::StatusOr<v1::Session> closed = client_->GetSession(chat.id());
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_FALSE(closed->assistant_turn_open());
+  const GenerateResult next = Ask(chat.id(), Question(2), 12, v1::CONTEXT_POLICY_SLIDE);
+  EXPECT_GT(next.usage.tokens_dropped(), 0);
+  // The system turn, the closed reply, question 2 and its open reply.
+  const std::vector<int32_t> after = Tokens(chat.id());
+  ASSERT_EQ(std::count(after.begin(), after.end(), kImStart), 4);
+  ExpectStartAndWholeTurns(chat.id(), 2);
+  const std::string text = Text(after);
+  EXPECT_EQ(text.find("1. Tell me"), std::string::npos) << text;
   EXPECT_NE(text.find("<|im_end|>\n<|im_start|>user\n2. "), std::string::npos) << text;
 }
 
