@@ -164,8 +164,10 @@ class LocalChat {
     tokens_.insert(tokens_.end(), input.begin(), input.end());
     if (absl::Status s = CatchUp(); !s.ok()) return s;
 
-    TokenStream stream(&model_.tokenizer(),
-                       TokenStreamOptions{max_tokens, context, {}, false});
+    TokenStreamOptions options;
+    options.max_tokens = max_tokens;
+    options.max_context = context;
+    TokenStream stream(&model_.tokenizer(), options);
     std::vector<int32_t> ids;
     std::string text;
     while (true) {
