@@ -62,6 +62,7 @@
 #include "service/tenant_usage.h"
 #include "service/model_fingerprint.h"
 #include "service/server_security.h"
+#include "service/session_expiry.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
 #include "service/transport_options.h"
@@ -173,6 +174,9 @@ ABSL_FLAG(int64_t, tenant_max_generates, 0,
           "default per-tenant quota: concurrent Generate / Append calls (0 = unlimited)");
 ABSL_FLAG(int64_t, tenant_max_checkpoints, 0, "default per-tenant quota: checkpoints owned (0 = unlimited)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
+ABSL_FLAG(absl::Duration, delete_idle_sessions_after, absl::ZeroDuration(),
+          "delete sessions no call has used for this long, as DeleteSession does (e.g. 720h; checkpoints stay; "
+          "0: keep sessions until they are deleted)");
 
 namespace kvs {
 namespace {
@@ -220,6 +224,10 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   c.transport.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
   if (absl::Status s = c.transport.Validate(); !s.ok()) return s;
   if (const std::string w = c.transport.Warning(); !w.empty()) std::cerr << "kvsessiond: warning: " << w << "\n";
+  if (const absl::Duration ttl = absl::GetFlag(FLAGS_delete_idle_sessions_after);
+      ttl != absl::ZeroDuration() && ttl < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--delete-idle-sessions-after must be 0 (never) or at least 1s");
+  }
   bool matmul_ok = false;
   c.matmul = ParseMatmulPath(absl::GetFlag(FLAGS_matmul), &matmul_ok);
   if (!matmul_ok) return absl::InvalidArgumentError("--matmul must be fast or exact");
@@ -480,6 +488,13 @@ int Serve() {
     }
   }
   sessions.SetSharedPrefixCache(absl::GetFlag(FLAGS_shared_prefix_cache));
+  // Idle sessions expire once the server serves (session_expiry.h), those
+  // that went idle past the TTL while it was down included.
+  std::unique_ptr<SessionExpiry> expiry;
+  const absl::Duration idle_ttl = absl::GetFlag(FLAGS_delete_idle_sessions_after);
+  if (idle_ttl > absl::ZeroDuration() && idle_ttl < absl::InfiniteDuration()) {
+    expiry = std::make_unique<SessionExpiry>(&sessions, idle_ttl);
+  }
   // Before the engine: running jobs hold claims on it until they end.
   TenantUsage tenant_usage(&sessions, &quotas);
   EngineOptions engine_options;
@@ -525,6 +540,11 @@ int Serve() {
                 "RAM migration streams in flight hold (--max-migration-mb).", {},
                 service.migration_memory().held());
     });
+    registry.AddCollector([expiry = expiry.get()](metrics::Exposition& out) {
+      out.Counter("kvsession_sessions_expired_total",
+                  "Sessions deleted for being unused for --delete-idle-sessions-after.", {},
+                  expiry != nullptr ? static_cast<double>(expiry->expired_count()) : 0.0);
+    });
   }
   // This collector reads the service: stop serving scrapes before it goes,
   // on every way out.
@@ -562,12 +582,19 @@ int Serve() {
   std::cerr << "\n";
   std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)
             << port << std::endl;
+  if (expiry) {
+    expiry->Start();
+    std::cerr << "kvsessiond: sessions unused for " << absl::FormatDuration(idle_ttl)
+              << " are deleted (checked every " << absl::FormatDuration(SessionExpiry::SweepInterval(idle_ttl))
+              << "; checkpoints stay)" << std::endl;
+  }
   if (metrics_http) metrics_http->SetReady(true);
   WritePortFile(absl::GetFlag(FLAGS_port_file), port);
 
   const int sig = WaitForShutdownSignal(signals, authenticator.get(), &quotas);
   std::cerr << "kvsessiond: " << (sig == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": cancelling generations, persisting sessions, shutting down" << std::endl;
+  if (expiry) expiry->Stop();  // no session expires while the server drains
   Drain(server.get(), &engine, metrics_http.get());
   std::cerr << "kvsessiond: stopped" << std::endl;
   return 0;

@@ -110,6 +110,9 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   s->labels = std::map<std::string, std::string>(r.labels().begin(), r.labels().end());
   s->create_time_us = r.create_time_us();
   s->update_time_us = r.update_time_us();
+  // Last used, as far as the store knows: when its state last changed
+  // (session_expiry.h counts idle time from here after a restart).
+  s->last_used_us = r.update_time_us();
   s->parent_session_id = r.parent_session_id();
   s->checkpoint_id = r.checkpoint_id();
   // Records written before ownership existed belong to the default tenant.

@@ -105,7 +105,15 @@ struct Session {
   // The last write of this session's state failed: RAM is newer than disk
   // (never evicted; the next persist retries).
   bool dirty = false;
-  int64_t last_used_us = 0;  // for evicting idle KV under memory pressure
+  // Held by the idle expiry (session_expiry.h) to be deleted: a call that
+  // finds it so waits for the delete to end (then NOT_FOUND) instead of
+  // answering ABORTED.
+  bool expiring = false;
+  // When a call last held it (Acquire or AcquireShared, and their
+  // release), or, for one not used since it was loaded, its record's
+  // update time: evicting idle KV (least recently used first) and idle
+  // expiry (session_expiry.h) read it.
+  int64_t last_used_us = 0;
 
   bool resident() const { return kv.has_value(); }
   int kv_length() const { return kv ? kv->length() : persisted_kv_length; }

@@ -226,9 +226,11 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
         for (size_t i = 0; i < branches.size(); ++i) registry_.MarkPersisted(records[i], *branches[i]);
         registry_.MarkPersisted(records.back(), p);
         registry_.UnderLock([&] {
+          const int64_t released = NowMicros();
           for (const auto& b : branches) {
             b->busy = false;
             b->holder = "";
+            b->last_used_us = released;
           }
           p.rng = parent_rng;
         });
@@ -340,13 +342,24 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreSession(const st
 absl::Status SessionManager::Delete(const std::string& id, absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<Session>> s = registry_.Acquire(id, "Delete", deadline);
   if (!s.ok()) return s.status();
-  absl::Status st = store_->DeleteSession(id);
+  return DeleteHeld(*s, /*taken_as_use=*/true);
+}
+
+absl::StatusOr<bool> SessionManager::DeleteIfUnusedSince(const std::string& id, absl::Time cutoff) {
+  absl::StatusOr<std::shared_ptr<Session>> s = registry_.TakeIfUnusedSince(id, absl::ToUnixMicros(cutoff), "Expiry");
+  if (!s.ok()) return false;  // gone, held or used meanwhile: the normal race
+  if (absl::Status st = DeleteHeld(*s, /*taken_as_use=*/false); !st.ok()) return st;
+  return true;
+}
+
+absl::Status SessionManager::DeleteHeld(const std::shared_ptr<Session>& s, bool taken_as_use) {
+  absl::Status st = store_->DeleteSession(s->id);
   if (absl::IsNotFound(st)) st = absl::OkStatus();  // created, never persisted
   if (!st.ok()) {
-    registry_.Release(**s);
+    taken_as_use ? registry_.Release(*s) : registry_.ReturnUnused(*s);
     return st;
   }
-  registry_.Remove(id);
+  registry_.Remove(s->id);
   return absl::OkStatus();
 }
 

@@ -167,6 +167,17 @@ class SessionManager : public KvRoomMaker {
                                                           absl::Time deadline = absl::Now());
   // Exclusive, like Acquire.
   absl::Status Delete(const std::string& id, absl::Time deadline = absl::Now());
+  // Idle expiry (session_expiry.h): the sessions nobody holds and nobody
+  // has used since `cutoff` (SessionRegistry::UnusedSince), a snapshot.
+  std::vector<std::string> UnusedSince(absl::Time cutoff) const {
+    return registry_.UnusedSince(absl::ToUnixMicros(cutoff));
+  }
+  // Deletes session `id` as Delete does if it is there, nobody holds it and
+  // nobody has used it since `cutoff` (checked as it is taken): true when
+  // deleted, false when not taken (gone, held, used since, another
+  // model's). Store errors leave the session as it was, its idle time
+  // included.
+  absl::StatusOr<bool> DeleteIfUnusedSince(const std::string& id, absl::Time cutoff);
   absl::Status DeleteCheckpoint(const std::string& id);
 
   absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const {
@@ -239,6 +250,10 @@ class SessionManager : public KvRoomMaker {
   static std::string NewId(const char* prefix, std::string_view route_key);
   // Sets the page-hash chain of a session whose KV was just loaded.
   void AdoptStoredHashes(Session& session) const;
+  // Deletes a session the caller holds exclusively from the store, then
+  // from the registry. On a store error gives it back: Release, or, when
+  // the take did not count as a use, ReturnUnused.
+  absl::Status DeleteHeld(const std::shared_ptr<Session>& session, bool taken_as_use);
   // Makes a session held by readers resident (under its persist_mu).
   absl::Status LoadForReaders(Session& session);
 

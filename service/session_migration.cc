@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "cache/migration_stream.h"
 #include "cache/page_codec.h"
 #include "service/record_convert.h"
@@ -133,6 +134,9 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
     if (absl::Status s = store_->PutSession(record, encode, &stats); !s.ok()) return s;
     // The limits again, with the add (a Create may have taken the slot).
     const std::shared_ptr<Session> imported = SessionFromRecord(record, context_);
+    // An import is a use (session_expiry.h): its idle time starts here, not
+    // at its last change on the source.
+    imported->last_used_us = absl::ToUnixMicros(absl::Now());
     if (absl::Status added = registry_.Add({&imported, 1}); !added.ok()) {
       store_->DeleteSession(record.id()).IgnoreError();
       return added;

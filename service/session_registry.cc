@@ -142,7 +142,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
     if (free) return s;
     // Waits that end soon by nature: readers finishing, or a cancelled
     // job's last step and persist. Anything else is a conflict to retry.
-    const bool ends_soon = !s->busy || (s->job != nullptr && s->job->cancelled());
+    const bool ends_soon = !s->busy || s->expiring || (s->job != nullptr && s->job->cancelled());
     const absl::Time now = absl::Now();
     if ((!ends_soon && now >= grace_end) || now >= deadline) {
       const std::string held =
@@ -254,6 +254,40 @@ std::vector<std::shared_ptr<Session>> SessionRegistry::EvictionCandidates() cons
   out.reserve(idle.size());
   for (auto& [t, s] : idle) out.push_back(std::move(s));
   return out;
+}
+
+std::vector<std::string> SessionRegistry::UnusedSince(int64_t cutoff_us) const {
+  std::vector<std::string> ids;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (!s->busy && s->readers == 0 && s->foreign.ok() && s->last_used_us < cutoff_us) ids.push_back(id);
+  }
+  return ids;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::TakeIfUnusedSince(const std::string& id,
+                                                                           int64_t cutoff_us, const char* what) {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("no session '", id, "'"));
+  Session& s = *it->second;
+  if (s.busy || s.readers > 0) return absl::AbortedError(absl::StrCat("session ", id, " is held"));
+  if (!s.foreign.ok()) return absl::AbortedError(absl::StrCat("session ", id, " is another model's"));
+  if (s.last_used_us >= cutoff_us) {
+    return absl::AbortedError(absl::StrCat("session ", id, " was used since the cutoff"));
+  }
+  s.busy = true;
+  s.expiring = true;
+  s.holder = what;
+  s.held_since_us = NowMicros();
+  return it->second;
+}
+
+void SessionRegistry::ReturnUnused(Session& s) {
+  absl::MutexLock lock(&mu_);
+  s.busy = false;
+  s.expiring = false;
+  s.holder = "";
 }
 
 SessionInfo SessionRegistry::Describe(const Session& s) const {

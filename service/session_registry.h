@@ -176,6 +176,22 @@ class SessionRegistry {
   // each may have changed by the time the caller looks).
   std::vector<std::shared_ptr<Session>> EvictionCandidates() const;
 
+  // Idle expiry (session_expiry.h). The ids of the sessions nobody holds
+  // whose last use (session.h last_used_us) is before `cutoff_us`, in id
+  // order; sessions of another model or KV geometry (`foreign`) are left
+  // out. A snapshot: each may have been used by the time the caller looks.
+  std::vector<std::string> UnusedSince(int64_t cutoff_us) const;
+  // Takes session `id` exclusively for `what` when nobody holds it and its
+  // last use is still before `cutoff_us`, without counting as a use, and
+  // marks it `expiring` (calls that find it wait for the delete instead of
+  // answering ABORTED). NOT_FOUND (no such session), ABORTED (held, used
+  // since, or foreign). On error nothing changes.
+  absl::StatusOr<std::shared_ptr<Session>> TakeIfUnusedSince(const std::string& id, int64_t cutoff_us,
+                                                             const char* what);
+  // Gives back a session TakeIfUnusedSince took (its delete failed), still
+  // not counted as used.
+  void ReturnUnused(Session& session);
+
   // Runs f() with the registry's mutex held.
   template <typename F>
   auto UnderLock(F&& f) const {

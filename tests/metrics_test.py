@@ -247,6 +247,23 @@ class MetricsTest(unittest.TestCase):
         self.client.generate_all(next(iter(pages)), 1, temperature=0)
         self.assertEqual(self.scrape().value("kvsession_session_restores_total"), 1)
 
+    def test_sessions_deleted_for_being_idle_are_counted_as_expired(self):
+        off = self.scrape()
+        self.assertIn(("kvsession_sessions_expired_total", ()), off.samples, "exported without the flag too")
+        self.assertEqual(off.value("kvsession_sessions_expired_total"), 0)
+        self.stop_server()
+        self.start_server("--delete-idle-sessions-after", "1s")
+        self.assertEqual(self.scrape().types["kvsession_sessions_expired"], "counter")
+        for n in range(2):
+            self.client.create("%d %s" % (n, self.reference[0]["prompt"]))
+        deadline = time.time() + 20
+        while self.scrape().value("kvsession_sessions") > 0 and time.time() < deadline:
+            time.sleep(0.1)
+        after = self.scrape()
+        self.assertEqual(after.value("kvsession_sessions"), 0)
+        self.assertEqual(after.value("kvsession_sessions_expired_total"), 2)
+        self.assertEqual(after.value("kvsession_store_sessions"), 0)
+
     def test_health_and_readiness_follow_the_server_until_it_drains(self):
         self.assertEqual(http_get(self.metrics_port, "/healthz")[0], 200)
         self.assertEqual(http_get(self.metrics_port, "/readyz")[0], 200)
