@@ -21,12 +21,9 @@
 // (__builtin_trap), as is a crash, a sanitizer report, or protobuf's parser
 // meeting invalid UTF-8 the service's own walk did not refuse first. KVS_FUZZ_VERBOSE=1
 // prints each call's method and status.
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -36,17 +33,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "cache/page_pool.h"
-#include "cache/session_store.h"
+#include "fuzz/fuzz_server.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
-#include "model/model.h"
-#include "service/engine.h"
-#include "service/kvsession_service.h"
-#include "service/model_fingerprint.h"
-#include "service/session_manager.h"
-#include "service/task_executor.h"
 #include "tests/raw_call.h"
-#include "tools/model_synth.h"
 
 namespace {
 
@@ -57,37 +46,18 @@ const std::string kCheckpointMarker = "ckpt_" + std::string(32, 'C');
 constexpr size_t kMaxMessageBytes = 1024;
 constexpr int kMaxLiveSessions = 24;
 
-[[noreturn]] void Fail(const std::string& what) {
-  std::fprintf(stderr, "service_requests_fuzz: %s\n", what.c_str());
-  std::fflush(stderr);
-  __builtin_trap();
-}
+[[noreturn]] void Fail(const std::string& what) { kvs::fuzz::Fail("service_requests_fuzz", what); }
 
-// The server, built once and never torn down (everything stays reachable,
-// so LeakSanitizer has nothing to report).
+// The in-process server (fuzz/fuzz_server.h) and the placeholders' targets.
 struct Server {
-  std::string dir;
-  std::unique_ptr<kvs::Model> model;
-  std::unique_ptr<kvs::SessionStore> store;
-  std::unique_ptr<kvs::PagePool> pool;
-  std::unique_ptr<kvs::TaskExecutor> io;
-  std::unique_ptr<kvs::TaskExecutor> completions;
-  std::unique_ptr<kvs::SessionManager> sessions;
-  std::unique_ptr<kvs::Engine> engine;
-  std::unique_ptr<kvs::KvSessionService> service;
-  std::unique_ptr<grpc::Server> server;
+  kvs::fuzz::FuzzServer* fuzz = nullptr;
+  kvs::SessionManager* sessions = nullptr;
+  v1::KvSession::Stub* stub = nullptr;
   std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::KvSession::Stub> stub;
   const google::protobuf::ServiceDescriptor* methods = nullptr;
   std::string session_id;     // the live session the placeholder names
   std::string checkpoint_id;  // the live checkpoint the placeholder names
 };
-
-template <class T>
-T Must(absl::StatusOr<T> v, const char* what) {
-  if (!v.ok()) Fail(absl::StrCat(what, ": ", v.status().ToString()));
-  return *std::move(v);
-}
 
 // Protobuf logs each string field with invalid UTF-8 its parser meets. The
 // service's walk (service/utf8_field_finder.h) must refuse such a request
@@ -102,67 +72,12 @@ void OnProtobufLog(google::protobuf::LogLevel level, const char* filename, int l
 Server* Start() {
   google::protobuf::SetLogHandler(&OnProtobufLog);
   auto* s = new Server;
-  s->dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/kvs_service_fuzz.", getpid());
-  std::filesystem::remove_all(s->dir);
-  std::filesystem::create_directories(s->dir);
-  const std::string model_path = s->dir + "/model.gguf";
-  kvs::SynthSpec spec;
-  spec.n_layers = 1;
-  spec.dim = 32;
-  spec.n_heads = 2;
-  spec.n_kv_heads = 1;
-  spec.ffn_dim = 64;
-  spec.context_length = 128;
-  if (absl::Status st = kvs::WriteSynthModel(spec, model_path); !st.ok()) Fail(st.ToString());
-  s->model = Must(kvs::Model::Load(model_path), "model");
-  const std::string fingerprint = Must(kvs::FingerprintFile(model_path), "fingerprint");
-  kvs::StoreOptions store_options;
-  store_options.sync_writes = false;
-  s->store = Must(kvs::SessionStore::Open(s->dir + "/data", store_options), "store");
-  const kvs::ModelConfig& c = s->model->config();
-  kvs::KvGeometry geometry;
-  geometry.n_layers = c.n_layers;
-  geometry.n_kv_heads = c.n_kv_heads;
-  geometry.head_dim = c.head_dim;
-  geometry.page_tokens = 16;
-  geometry.dtype = kvs::KvDtype::kF16;
-  s->pool = std::make_unique<kvs::PagePool>(geometry, 1024);
-  kvs::ServiceLimits limits;
-  limits.max_sessions = 4 * kMaxLiveSessions;
-  limits.max_context = c.context_length;
-  limits.max_tokens_per_generate = 32;
-  limits.max_fork_count = 4;
-  limits.max_input_bytes = 4096;
-  s->io = std::make_unique<kvs::TaskExecutor>(2);
-  s->completions = std::make_unique<kvs::TaskExecutor>(2);
-  s->sessions = std::make_unique<kvs::SessionManager>(*s->model, s->pool.get(), s->store.get(), fingerprint, limits);
-  if (absl::Status st = s->sessions->LoadFromStore(); !st.ok()) Fail(st.ToString());
-  kvs::EngineOptions engine_options;
-  engine_options.threads = 1;
-  s->engine = std::make_unique<kvs::Engine>(*s->model, s->sessions.get(), s->completions.get(), engine_options);
-  s->service = std::make_unique<kvs::KvSessionService>(
-      *s->model, s->sessions.get(), s->engine.get(), s->io.get(),
-      kvs::ServerFacts{.version = "fuzz",
-                       .model_path = model_path,
-                       .kernels = "fuzz",
-                       .max_batch_tokens = engine_options.max_batch_tokens,
-                       .chat_template = "",
-                       .replica = "fuzz"});
-  // Loopback TCP, not InProcessChannel: gRPC 1.51's in-process transport
-  // never frees server-streaming calls (about 12 KB per Generate; not so
-  // over TCP), which would grow the fuzzer to its RSS limit.
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(s->service.get());
-  s->server = builder.BuildAndStart();
-  if (!s->server || port == 0) Fail("the server did not start");
-  s->channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-  s->stub = v1::KvSession::NewStub(s->channel);
+  s->fuzz = kvs::fuzz::StartFuzzServer("service_requests_fuzz", 4 * kMaxLiveSessions);
+  s->sessions = s->fuzz->sessions.get();
+  s->stub = s->fuzz->stub.get();
+  s->channel = s->fuzz->channel;
   s->methods = google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
       v1::KvSession::service_full_name());
-  std::atexit([] { std::filesystem::remove_all(absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                                             "/kvs_service_fuzz.", getpid())); });
   return s;
 }
 
@@ -208,21 +123,6 @@ void Tidy(Server* s) {
   }
 }
 
-bool Acceptable(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-    case grpc::StatusCode::INVALID_ARGUMENT:
-    case grpc::StatusCode::NOT_FOUND:
-    case grpc::StatusCode::FAILED_PRECONDITION:
-    case grpc::StatusCode::OUT_OF_RANGE:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-    case grpc::StatusCode::ABORTED:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -249,7 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // damaged one (nothing stored is damaged), ALREADY_EXISTS for a repeat.
   const bool import_answer = method->name() == "ImportSession" &&
                              (code == grpc::StatusCode::DATA_LOSS || code == grpc::StatusCode::ALREADY_EXISTS);
-  if ((!Acceptable(code) && !import_answer) || reply.status.error_message().size() > kMaxMessageBytes) {
+  if ((!kvs::fuzz::Actionable(code) && !import_answer) || reply.status.error_message().size() > kMaxMessageBytes) {
     Fail(absl::StrCat(method->name(), " answered code ", code, " with a message of ",
                       reply.status.error_message().size(), " bytes: ",
                       reply.status.error_message().substr(0, 300)));
