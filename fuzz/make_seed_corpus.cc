@@ -124,6 +124,52 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
 
 // Tiny models the loader accepts: llama (F32, Q8_0) and qwen3 (F16, QK
 // norms, heads x head_dim != dim), each a few tens of KB.
+// session_import: control byte 0 (the harness sets the fingerprint, the
+// geometry, a new id and the page hashes; see session_import_fuzz.cc),
+// then a record of the fuzz server's byte vocabulary (ids < 256, context
+// 128): a plain session, a chat with an open turn, a slid session, and
+// one with sampling defaults.
+void WriteSessionImports(const std::filesystem::path& dir) {
+  auto write = [&](const std::string& name, const kvs::SessionRecord& r) {
+    Write(dir, name, std::string(1, '\0') + r.SerializeAsString());
+  };
+  kvs::SessionRecord plain;
+  for (int t = 0; t < 40; ++t) plain.add_tokens(65 + t % 26);
+  // The defaults a server writes (model/sampler.h SamplingParams), greedy.
+  kvs::SamplingRecord* sampling = plain.mutable_sampling();
+  sampling->set_temperature(0);
+  sampling->set_top_k(40);
+  sampling->set_top_p(0.95f);
+  sampling->set_min_p(0.05f);
+  sampling->set_repetition_penalty(1);
+  sampling->set_repetition_last_n(64);
+  plain.set_kv_length(39);
+  plain.set_create_time_us(1700000000000000);
+  plain.set_update_time_us(1700000000000000);
+  plain.set_version(3);
+  write("plain", plain);
+  kvs::SessionRecord chat = plain;
+  chat.set_chat(true);
+  chat.set_chat_turn_open(true);
+  write("chat_turn_open", chat);
+  kvs::SessionRecord slid = plain;
+  slid.set_context_policy(1);
+  slid.set_keep_tokens(16);
+  slid.set_tokens_dropped(64);
+  slid.set_slide_salt(std::string(16, '\x5a'));
+  slid.set_slide_salt_page(1);
+  write("slid", slid);
+  kvs::SessionRecord sampled = plain;
+  sampled.mutable_sampling()->set_temperature(0.8f);
+  sampled.mutable_sampling()->set_top_k(5);
+  sampled.mutable_sampling()->set_top_p(0.9f);
+  sampled.mutable_sampling()->set_repetition_penalty(1.1f);
+  sampled.mutable_sampling()->set_repetition_last_n(16);
+  (*sampled.mutable_sampling()->mutable_logit_bias())[66] = 5.0f;
+  for (uint64_t w : {1u, 2u, 3u, 4u}) sampled.add_rng_state(w);
+  write("sampled", sampled);
+}
+
 void WriteModels(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   struct Seed {
@@ -197,5 +243,6 @@ int main(int argc, char** argv) {
   c.set_name("seed");
   *c.mutable_session() = s;
   Write(root / "session_record", "checkpoint", c.SerializeAsString());
+  WriteSessionImports(root / "session_import");
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/migration_stream.h"
 #include "service/grpc_status.h"
+#include "service/import_checks.h"
 #include "service/kvsession_service.h"
 #include "service/request_checks.h"
 #include "service/tenant_usage.h"
@@ -232,15 +233,8 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
               ? "the stream's session chains from the shared prefix pool; only an admin may import it"
               : "the stream's session slid past its context; only an admin may import it");
     }
-    // Every token is fed to the model (the last one is in no page, so no
-    // page hash vouches for it).
-    const int32_t vocab = model_.config().vocab_size;
-    for (const int32_t token : record.tokens()) {
-      if (token < 0 || token >= vocab) {
-        return absl::InvalidArgumentError(absl::StrCat("the stream's session holds token id ", token,
-                                                       ", outside the vocabulary [0, ", vocab, ")"));
-      }
-    }
+    // Token ids, sampling defaults, context policy (service/import_checks.h).
+    if (absl::Status st = CheckImportedSession(record, model_.config().vocab_size); !st.ok()) return st;
     if (tenant_usage_ != nullptr) {
       if (absl::Status st = tenant_usage_->CheckImport(owner, stream_bytes); !st.ok()) return st;
     }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <memory>
 #include <set>
@@ -414,6 +415,42 @@ TEST_F(MigrationTest, AStreamWhoseSessionHoldsATokenOutsideTheVocabularyIsInvali
     EXPECT_EQ(Store(*b_client_).pages(), store_before.pages());
   }
   // The stream as exported imports and generates.
+  ASSERT_TRUE(ImportSession(*b_client_, stream).ok());
+  EXPECT_EQ(Greedy(*b_client_, s, 4).size(), 4u);
+}
+
+// A stream's other fields are client input too. A record whose sampling
+// defaults are missing (proto3 zeros: top_p 0) or out of range, or whose
+// context policy is unknown, would be stored and then fail every
+// Generate that does not override them: the import refuses it and stores
+// nothing (found by fuzz/session_import_fuzz.cc).
+TEST_F(MigrationTest, AStreamWhoseSessionHasSamplingOrContextFieldsNoRequestCouldSetIsInvalidArgument) {
+  const std::string s = Create(*a_client_, "A session whose defaults will be forged");
+  const std::string stream = Export(*a_client_, s);
+  absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(stream);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  ASSERT_TRUE(contents->session.has_value());
+  const v1::StoreInfo store_before = Store(*b_client_);
+  const std::vector<std::pair<std::function<void(SessionRecord*)>, std::string>> forgeries = {
+      {[](SessionRecord* r) { r->clear_sampling(); }, "top_p"},
+      {[](SessionRecord* r) { r->mutable_sampling()->set_temperature(-1); }, "temperature"},
+      {[](SessionRecord* r) { (*r->mutable_sampling()->mutable_logit_bias())[1 << 30] = 1; }, "logit_bias"},
+      {[](SessionRecord* r) { r->set_context_policy(7); }, "context policy"},
+      {[](SessionRecord* r) { r->set_keep_tokens(-16); }, "keep_tokens"},
+  };
+  for (const auto& [forge, named] : forgeries) {
+    SCOPED_TRACE(named);
+    SessionRecord record = *contents->session;
+    forge(&record);
+    MigrationStreamWriter writer;
+    writer.SetSession(record);
+    for (const auto& [hash, page] : contents->pages) writer.AddPage(hash, page);
+    absl::StatusOr<v1::ImportSessionResponse> r = ImportSession(*b_client_, std::move(writer).Finish());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(named));
+    EXPECT_EQ(b_client_->GetSession(s).status().code(), absl::StatusCode::kNotFound);
+    EXPECT_EQ(Store(*b_client_).pages(), store_before.pages());
+  }
   ASSERT_TRUE(ImportSession(*b_client_, stream).ok());
   EXPECT_EQ(Greedy(*b_client_, s, 4).size(), 4u);
 }

@@ -1,0 +1,250 @@
+// libFuzzer target: a session record a client imports (ImportSession), then
+// every call a client may make on what was imported. A real KvSessionService
+// serves in this process (fuzz/fuzz_server.h).
+//
+// A fuzzer cannot forge a migration stream's checksums, so the input is the
+// record and the harness frames it (cache/migration_stream.h), with pages:
+//
+//   byte 0:  control bits
+//              0 clear: the record gets this server's model fingerprint and
+//                       KV geometry (set: its own, as mutated)
+//              1 clear: a new session id and the default owner
+//              2 clear: page_hashes recomputed from its tokens
+//                       (FillPageHashes: the chain the store checks)
+//              3 set:   the pages' KV bytes are 0xFF (NaN in f16), else a
+//                       fixed pattern of small values
+//   rest:    a kvs.SessionRecord, protobuf bytes
+//
+// Every page the record names is in the stream when the record has this
+// server's geometry (encoded by EncodePage), so the import reaches past the
+// page checks to the record's own fields: token ids, lengths, sampling,
+// chat and context-overflow state. The seed corpus
+// (fuzz/corpus/session_import/, make_seed_corpus) holds a plain session, a
+// chat with an open turn, a slid session and one with sampling defaults.
+//
+// Findings (__builtin_trap), besides crashes and sanitizer reports: the
+// import or any later call ending with a status no client can act on
+// (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to
+// a damaged stream and ALREADY_EXISTS to a repeat), or a message over 1024
+// bytes. After an import that answered OK, DATA_LOSS is a finding too: the
+// server accepted what it cannot read back. KVS_FUZZ_VERBOSE=1 prints each
+// call's status.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cache/migration_stream.h"
+#include "cache/page_codec.h"
+#include "cache/record_validation.h"
+#include "cache/session_record.pb.h"
+#include "fuzz/fuzz_server.h"
+#include "kvsession/v1/kvsession.grpc.pb.h"
+
+namespace {
+
+namespace v1 = kvsession::v1;
+
+constexpr char kTarget[] = "session_import_fuzz";
+constexpr size_t kMaxMessageBytes = 1024;
+constexpr int kMaxLiveSessions = 16;
+
+[[noreturn]] void Fail(const std::string& what) { kvs::fuzz::Fail(kTarget, what); }
+
+kvs::fuzz::FuzzServer* Server() {
+  static kvs::fuzz::FuzzServer* server = kvs::fuzz::StartFuzzServer(kTarget, 4 * kMaxLiveSessions);
+  return server;
+}
+
+// A call's deadline: a hang is a finding (DEADLINE_EXCEEDED is not actionable).
+void Deadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+}
+
+// Checks one call's status; `imported`: the session was imported OK, so
+// DATA_LOSS is the server contradicting itself.
+void Check(const char* call, const grpc::Status& st, bool imported) {
+  static const bool verbose = std::getenv("KVS_FUZZ_VERBOSE") != nullptr;
+  if (verbose) {
+    std::fprintf(stderr, "%s: code %d: %s\n", call, st.error_code(), st.error_message().substr(0, 200).c_str());
+  }
+  const bool import_answer = !imported && (st.error_code() == grpc::StatusCode::DATA_LOSS ||
+                                           st.error_code() == grpc::StatusCode::ALREADY_EXISTS);
+  if ((!kvs::fuzz::Actionable(st.error_code()) && !import_answer) ||
+      st.error_message().size() > kMaxMessageBytes) {
+    Fail(absl::StrCat(call, " answered code ", st.error_code(), " with a message of ", st.error_message().size(),
+                      " bytes: ", st.error_message().substr(0, 300)));
+  }
+}
+
+// The record, adjusted as the control byte says; false when the bytes are
+// not a record.
+bool ReadRecord(uint8_t control, const uint8_t* data, size_t size, kvs::SessionRecord* record) {
+  if (!record->ParseFromArray(data, static_cast<int>(size))) return false;
+  const kvs::fuzz::FuzzServer& s = *Server();
+  if ((control & 1) == 0) {
+    record->set_model_fingerprint(s.fingerprint);
+    *record->mutable_geometry() = kvs::ToGeometryRecord(s.geometry);
+  }
+  if ((control & 2) == 0) {
+    static uint64_t next = 0;
+    record->set_id(absl::StrFormat("ses_%032x", ++next));
+    record->clear_owner();
+  }
+  if ((control & 4) == 0) (void)kvs::FillPageHashes(record);  // a bad shape keeps its hashes
+  return true;
+}
+
+// The stream of `record` with every page it names, when its geometry is
+// the server's (others are refused before any page is read).
+std::string Frame(const kvs::SessionRecord& record, bool nan_pages) {
+  const kvs::fuzz::FuzzServer& s = *Server();
+  kvs::MigrationStreamWriter writer;
+  writer.SetSession(record);
+  absl::StatusOr<kvs::KvGeometry> g = kvs::FromGeometryRecord(record.geometry());
+  const kvs::KvGeometry& ours = s.geometry;
+  if (g.ok() && g->n_layers == ours.n_layers && g->n_kv_heads == ours.n_kv_heads && g->head_dim == ours.head_dim &&
+      g->page_tokens == ours.page_tokens && g->dtype == ours.dtype) {
+    std::vector<uint8_t> page(ours.page_bytes());
+    for (size_t i = 0; i < page.size(); ++i) page[i] = nan_pages ? 0xFF : static_cast<uint8_t>(i % 2 ? 0x2C : i % 97);
+    const int kv_length = std::max(0, record.kv_length());
+    for (int i = 0; i < record.page_hashes_size(); ++i) {
+      const std::optional<kvs::PageHash> hash = kvs::PageHash::FromBytes(record.page_hashes(i));
+      if (!hash) continue;
+      const int n_tokens = std::clamp(kv_length - i * ours.page_tokens, 1, ours.page_tokens);
+      writer.AddPage(*hash, kvs::EncodePage(ours, page.data(), n_tokens));
+    }
+  }
+  return std::move(writer).Finish();
+}
+
+// ImportSession of `stream` in chunks of 64 KiB; the imported id, or "".
+std::string Import(const std::string& stream) {
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::ImportSessionResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportChunk>> writer = Server()->stub->ImportSession(&ctx, &response);
+  for (size_t at = 0; at < stream.size(); at += 65536) {
+    v1::ImportChunk chunk;
+    chunk.set_data(stream.substr(at, 65536));
+    if (!writer->Write(chunk)) break;
+  }
+  writer->WritesDone();
+  const grpc::Status st = writer->Finish();
+  Check("ImportSession", st, /*imported=*/false);
+  return st.ok() ? response.session_id() : std::string();
+}
+
+// Every call a client may make on the imported session `id`, in the order
+// a conversation would.
+void Use(const std::string& id) {
+  v1::KvSession::Stub& stub = *Server()->stub;
+  v1::Session session;
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::GetSessionRequest req;
+    req.set_session_id(id);
+    req.set_include_token_ids(true);
+    req.set_include_text(true);
+    Check("GetSession", stub.GetSession(&ctx, req, &session), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::GenerateRequest req;
+    req.set_session_id(id);
+    req.set_max_tokens(3);
+    std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader = stub.Generate(&ctx, req);
+    v1::GenerateResponse message;
+    while (reader->Read(&message)) {
+    }
+    Check("Generate", reader->Finish(), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::AppendRequest req;
+    req.set_session_id(id);
+    req.mutable_input()->set_text(" and then");
+    v1::AppendResponse response;
+    Check("Append", stub.Append(&ctx, req, &response), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ForkRequest req;
+    req.set_session_id(id);
+    req.set_count(2);
+    v1::ForkResponse response;
+    Check("Fork", stub.Fork(&ctx, req, &response), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::TruncateRequest req;
+    req.set_session_id(id);
+    req.set_length(std::max(1, session.length() / 2));
+    v1::TruncateResponse response;
+    Check("Truncate", stub.Truncate(&ctx, req, &response), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::SnapshotRequest req;
+    req.set_session_id(id);
+    v1::Checkpoint checkpoint;
+    Check("Snapshot", stub.Snapshot(&ctx, req, &checkpoint), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ExportSessionRequest req;
+    req.set_session_id(id);
+    std::unique_ptr<grpc::ClientReader<v1::ExportChunk>> reader = stub.ExportSession(&ctx, req);
+    v1::ExportChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    Check("ExportSession", reader->Finish(), true);
+  }
+  {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::DeleteSessionRequest req;
+    req.set_session_id(id);
+    v1::DeleteSessionResponse response;
+    Check("DeleteSession", stub.DeleteSession(&ctx, req, &response), true);
+  }
+}
+
+// Keeps the number of sessions and checkpoints bounded (imports may
+// repeat an id, forks and snapshots add more).
+void Tidy() {
+  kvs::SessionManager& sessions = *Server()->sessions;
+  if (sessions.session_count() > kMaxLiveSessions) {
+    for (const kvs::SessionInfo& info : sessions.List("", 10000)) {
+      (void)sessions.Delete(info.id, absl::Now() + absl::Seconds(5));
+    }
+  }
+  const std::vector<kvs::CheckpointRecord> checkpoints = sessions.ListCheckpoints("", "", 10000);
+  if (checkpoints.size() > kMaxLiveSessions) {
+    for (const kvs::CheckpointRecord& c : checkpoints) (void)sessions.DeleteCheckpoint(c.id());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  kvs::SessionRecord record;
+  if (!ReadRecord(data[0], data + 1, size - 1, &record)) return 0;
+  Tidy();
+  const std::string id = Import(Frame(record, (data[0] & 8) != 0));
+  if (!id.empty()) Use(id);
+  return 0;
+}

@@ -1,0 +1,32 @@
+#include "service/import_checks.h"
+
+#include "absl/strings/str_cat.h"
+#include "service/context_policy.h"
+#include "service/record_convert.h"
+
+namespace kvs {
+
+absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size) {
+  for (const int32_t token : record.tokens()) {
+    if (token < 0 || token >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("the stream's session holds token id ", token,
+                                                     ", outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  if (absl::Status st = FromRecord(record.sampling()).ValidateFor(vocab_size); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the stream's session's sampling defaults: ", st.message()));
+  }
+  if (record.context_policy() != static_cast<int32_t>(ContextPolicy::kError) &&
+      record.context_policy() != static_cast<int32_t>(ContextPolicy::kSlide)) {
+    return absl::InvalidArgumentError(absl::StrCat("the stream's session has context policy ", record.context_policy(),
+                                                   "; 0 (ERROR) or 1 (SLIDE)"));
+  }
+  if (record.keep_tokens() < 0 || record.tokens_dropped() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the stream's session has keep_tokens ", record.keep_tokens(),
+                                                   " and tokens_dropped ", record.tokens_dropped(),
+                                                   "; neither may be negative"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvs

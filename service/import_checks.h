@@ -1,0 +1,32 @@
+// The checks an imported session record (ImportSession, cache/
+// migration_stream.h) passes on top of the store's own invariants
+// (cache/record_validation.h), before anything is written: the fields a
+// session of this server could never hold, whatever server wrote the
+// stream. A stream is client bytes; what it says is taken as a request
+// would be, so a session it makes can be used as it is.
+//
+//   every token id is in [0, vocab_size) (each is fed to the model; the
+//     last one is in no page, so no page hash vouches for it);
+//   the sampling defaults pass SamplingParams::ValidateFor(vocab_size), as
+//     a CreateSession's would (a record without them, proto3's zeros, has
+//     top_p 0: refused, not stored to fail every later Generate);
+//   context_policy is ERROR (0) or SLIDE (1); keep_tokens and
+//     tokens_dropped are not negative.
+//
+// Pure function, thread-safe. INVALID_ARGUMENT naming the first field
+// that fails; messages quote numbers, never the record's strings.
+#ifndef KVSESSION_SERVICE_IMPORT_CHECKS_H_
+#define KVSESSION_SERVICE_IMPORT_CHECKS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "cache/session_record.pb.h"
+
+namespace kvs {
+
+absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size);
+
+}  // namespace kvs
+
+#endif  // KVSESSION_SERVICE_IMPORT_CHECKS_H_

@@ -1,0 +1,78 @@
+// CheckImportedSession: what an imported record may hold beyond the
+// store's invariants (service/import_checks.h).
+#include "service/import_checks.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model/sampler.h"
+#include "service/record_convert.h"
+
+namespace kvs {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int32_t kVocab = 256;
+
+// A record as a server writes it: tokens of the vocabulary, the default
+// sampling, ERROR policy.
+SessionRecord Written() {
+  SessionRecord r;
+  for (int t = 0; t < 20; ++t) r.add_tokens(t * 12);
+  r.set_kv_length(19);
+  *r.mutable_sampling() = ToRecord(SamplingParams{});
+  return r;
+}
+
+void ExpectRefused(const SessionRecord& r, const std::string& named) {
+  const absl::Status st = CheckImportedSession(r, kVocab);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(named));
+}
+
+TEST(ImportChecks, ARecordAsAServerWritesItPasses) {
+  EXPECT_TRUE(CheckImportedSession(Written(), kVocab).ok());
+  SessionRecord slid = Written();
+  slid.set_context_policy(1);
+  slid.set_keep_tokens(16);
+  slid.set_tokens_dropped(4096);
+  EXPECT_TRUE(CheckImportedSession(slid, kVocab).ok());
+}
+
+TEST(ImportChecks, ATokenOutsideTheVocabularyIsRefused) {
+  for (int32_t forged : {-1, kVocab, 2147483647}) {
+    SessionRecord r = Written();
+    r.set_tokens(19, forged);
+    ExpectRefused(r, "outside the vocabulary");
+  }
+}
+
+TEST(ImportChecks, SamplingDefaultsARequestCouldNotSetAreRefused) {
+  SessionRecord none = Written();
+  none.clear_sampling();
+  ExpectRefused(none, "top_p");
+  SessionRecord hot = Written();
+  hot.mutable_sampling()->set_temperature(1000);
+  ExpectRefused(hot, "temperature");
+  SessionRecord bias = Written();
+  (*bias.mutable_sampling()->mutable_logit_bias())[kVocab] = 1;
+  ExpectRefused(bias, "logit_bias token id 256 is outside the vocabulary");
+}
+
+TEST(ImportChecks, AnUnknownContextPolicyOrANegativeCountIsRefused) {
+  SessionRecord policy = Written();
+  policy.set_context_policy(2);
+  ExpectRefused(policy, "context policy 2");
+  SessionRecord keep = Written();
+  keep.set_keep_tokens(-1);
+  ExpectRefused(keep, "keep_tokens -1");
+  SessionRecord dropped = Written();
+  dropped.set_tokens_dropped(-5);
+  ExpectRefused(dropped, "tokens_dropped -5");
+}
+
+}  // namespace
+}  // namespace kvs
