@@ -72,6 +72,13 @@ Engine::~Engine() { Stop(); }
 absl::Status Engine::Validate(const Session& session, std::span<const int32_t> input,
                               const std::optional<GenerateOptions>& generate) const {
   const int vocab = model_.config().vocab_size;
+  // The idle invariant (session.h): the KV leaves the last token to feed.
+  // A session that breaks it would get no step and run to its deadline.
+  if (session.kv_length() > std::max<int>(0, static_cast<int>(session.tokens.size()) - 1)) {
+    return absl::FailedPreconditionError(absl::StrCat("the session's KV covers ", session.kv_length(),
+                                                      " positions of its ", session.tokens.size(),
+                                                      " tokens: it is not a state a call could leave"));
+  }
   for (int32_t id : input) {
     if (id < 0 || id >= vocab) {
       return absl::InvalidArgumentError(

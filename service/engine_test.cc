@@ -148,6 +148,29 @@ class EngineTest : public ::testing::Test {
   std::vector<StepReport> steps_;
 };
 
+// A session whose KV covers its last token (no call leaves one, but a
+// stored record could say so) gives a Generate nothing to feed: refused at
+// once, not a job that no step ever serves until its deadline.
+TEST_F(EngineTest, ASessionWhoseKvCoversItsLastTokenIsRefusedRatherThanNeverServed) {
+  KVS_REQUIRE_SHARED_MODEL();
+  Start(/*max_batch_tokens=*/64);
+  const std::string id = env_->MakeSession(20);  // BOS + 20 tokens, KV for 20
+  auto s = env_->sessions().Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(engine_->Validate(**s, {}, Greedy(1)).ok());
+  int32_t last = 0;
+  {
+    absl::MutexLock lock(&(*s)->tokens_mu);
+    last = (*s)->tokens.back();
+    (*s)->tokens.pop_back();  // KV for 20 of 20 tokens
+  }
+  const absl::Status st = engine_->Validate(**s, {}, Greedy(1));
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
+  EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("covers 20 positions of its 20 tokens"));
+  (*s)->AppendTokens({&last, 1});
+  env_->sessions().Release(*s);
+}
+
 TEST_F(EngineTest, APrefillIsCutIntoChunksOfTheStepBudget) {
   KVS_REQUIRE_SHARED_MODEL();
   Start(/*max_batch_tokens=*/16);

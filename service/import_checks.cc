@@ -1,5 +1,7 @@
 #include "service/import_checks.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "service/context_policy.h"
 #include "service/record_convert.h"
@@ -12,6 +14,13 @@ absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_siz
       return absl::InvalidArgumentError(absl::StrCat("the stream's session holds token id ", token,
                                                      ", outside the vocabulary [0, ", vocab_size, ")"));
     }
+  }
+  // The last token is fed by the next Generate (service/session.h): a KV
+  // over it would leave that Generate nothing to feed.
+  if (record.kv_length() > std::max(0, record.tokens_size() - 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("the stream's session has KV for ", record.kv_length(),
+                                                   " positions and ", record.tokens_size(),
+                                                   " tokens; its KV may cover all of them but the last"));
   }
   if (absl::Status st = FromRecord(record.sampling()).ValidateFor(vocab_size); !st.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("the stream's session's sampling defaults: ", st.message()));

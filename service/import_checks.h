@@ -7,6 +7,10 @@
 //
 //   every token id is in [0, vocab_size) (each is fed to the model; the
 //     last one is in no page, so no page hash vouches for it);
+//   kv_length leaves the last token out (at most tokens - 1, or 0): the
+//     next Generate feeds that token for its logits (service/session.h);
+//     a KV over it left the Generate nothing to feed, and it ran until its
+//     deadline;
 //   the sampling defaults pass SamplingParams::ValidateFor(vocab_size), as
 //     a CreateSession's would (a record without them, proto3's zeros, has
 //     top_p 0: refused, not stored to fail every later Generate);

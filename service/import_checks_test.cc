@@ -50,6 +50,18 @@ TEST(ImportChecks, ATokenOutsideTheVocabularyIsRefused) {
   }
 }
 
+TEST(ImportChecks, AKvOverTheLastTokenIsRefused) {
+  SessionRecord all = Written();
+  all.set_kv_length(all.tokens_size());
+  ExpectRefused(all, "KV for 20 positions and 20 tokens");
+  SessionRecord behind = Written();
+  behind.set_kv_length(3);  // as a cancelled Append may leave it
+  EXPECT_TRUE(CheckImportedSession(behind, kVocab).ok());
+  SessionRecord empty;
+  *empty.mutable_sampling() = ToRecord(SamplingParams{});
+  EXPECT_TRUE(CheckImportedSession(empty, kVocab).ok()) << "no tokens, no KV: a vocabulary without BOS";
+}
+
 TEST(ImportChecks, SamplingDefaultsARequestCouldNotSetAreRefused) {
   SessionRecord none = Written();
   none.clear_sampling();
