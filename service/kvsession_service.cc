@@ -605,6 +605,11 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   limits->set_max_fork_count(l.max_fork_count);
   limits->set_max_input_bytes(l.max_input_bytes);
   limits->set_max_batch_tokens(facts_.max_batch_tokens);
+  if (l.idle_session_ttl > absl::ZeroDuration()) {
+    const int64_t us = absl::ToInt64Microseconds(l.idle_session_ttl);
+    limits->mutable_idle_session_ttl()->set_seconds(us / 1000000);
+    limits->mutable_idle_session_ttl()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
+  }
   const PagePoolStats ps = sessions_->pool()->Stats();
   const KvGeometry& g = sessions_->pool()->geometry();
   v1::KvCacheInfo* kv = response->mutable_kv_cache();

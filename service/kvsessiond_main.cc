@@ -244,6 +244,8 @@ ServiceLimits LimitsFromFlags(const ModelConfig& c) {
   limits.max_tokens_per_generate = absl::GetFlag(FLAGS_max_tokens_per_generate);
   limits.max_fork_count = absl::GetFlag(FLAGS_max_fork_count);
   limits.max_input_bytes = absl::GetFlag(FLAGS_max_input_bytes);
+  const absl::Duration ttl = absl::GetFlag(FLAGS_delete_idle_sessions_after);
+  limits.idle_session_ttl = ttl < absl::InfiniteDuration() ? ttl : absl::ZeroDuration();
   return limits;
 }
 
@@ -491,8 +493,8 @@ int Serve() {
   // Idle sessions expire once the server serves (session_expiry.h), those
   // that went idle past the TTL while it was down included.
   std::unique_ptr<SessionExpiry> expiry;
-  const absl::Duration idle_ttl = absl::GetFlag(FLAGS_delete_idle_sessions_after);
-  if (idle_ttl > absl::ZeroDuration() && idle_ttl < absl::InfiniteDuration()) {
+  const absl::Duration idle_ttl = limits.idle_session_ttl;
+  if (idle_ttl > absl::ZeroDuration()) {
     expiry = std::make_unique<SessionExpiry>(&sessions, idle_ttl);
   }
   // Before the engine: running jobs hold claims on it until they end.

@@ -48,6 +48,7 @@ void ToProto(const SessionInfo& info, v1::Session* out) {
   for (const auto& [k, v] : info.labels) (*out->mutable_labels())[k] = v;
   ToTimestamp(info.create_time_us, out->mutable_create_time());
   ToTimestamp(info.update_time_us, out->mutable_update_time());
+  ToTimestamp(info.last_used_us, out->mutable_last_use_time());
   out->set_state(info.busy ? v1::SESSION_STATE_BUSY : v1::SESSION_STATE_IDLE);
   out->set_resident(info.resident);
   out->set_parent_session_id(info.parent_session_id);

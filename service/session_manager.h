@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "cache/page_pool.h"
 #include "cache/session_record.pb.h"
 #include "cache/session_store.h"
@@ -55,6 +56,9 @@ struct ServiceLimits {
   int max_input_bytes = 1 << 20;
   int max_labels = 64;
   int max_label_bytes = 256;
+  // kvsessiond --delete-idle-sessions-after, for GetServerInfo (the
+  // expiry itself is SessionExpiry's); zero: never.
+  absl::Duration idle_session_ttl = absl::ZeroDuration();
 };
 
 class SessionManager : public KvRoomMaker {

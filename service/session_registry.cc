@@ -298,6 +298,7 @@ SessionInfo SessionRegistry::Describe(const Session& s) const {
   info.labels = s.labels;
   info.create_time_us = s.create_time_us;
   info.update_time_us = s.update_time_us;
+  info.last_used_us = s.last_used_us;
   info.busy = s.busy;
   info.resident = s.kv.has_value();
   info.parent_session_id = s.parent_session_id;

@@ -57,6 +57,7 @@ struct SessionInfo {
   std::map<std::string, std::string> labels;
   int64_t create_time_us = 0;
   int64_t update_time_us = 0;
+  int64_t last_used_us = 0;  // session.h last_used_us
   bool busy = false;
   bool resident = false;
   std::string parent_session_id;

@@ -21,6 +21,9 @@ TEST_F(SessionExpiryServiceTest, AnUnusedSessionGoesAfterItsTtlWhileOneInUseAndT
   constexpr auto kTtl = std::chrono::seconds(2);
   StartServer("aidreams260K.gguf", {"--delete-idle-sessions-after", "2s"});
   EXPECT_THAT(server_->log(), HasSubstr("sessions unused for 2s are deleted"));
+  const v1::Limits limits = client_->GetServerInfo().value().limits();
+  ASSERT_TRUE(limits.has_idle_session_ttl());
+  EXPECT_EQ(limits.idle_session_ttl().seconds(), 2);
   const auto created = Clock::now();
   const v1::Session idle = Create("Once upon a time there was a little dragon");
   const v1::Session used = Create("The little girl went to the park");
@@ -38,6 +41,13 @@ TEST_F(SessionExpiryServiceTest, AnUnusedSessionGoesAfterItsTtlWhileOneInUseAndT
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
   ASSERT_EQ(idle_code, absl::StatusCode::kNotFound) << "the unused session was never deleted";
+  // The clock a client reads: `used`'s last use is its last Generate, after
+  // `idle` was created.
+  const v1::Session used_now = client_->GetSession(used.id()).value();
+  EXPECT_GT(used_now.last_use_time().seconds() * 1000000000LL + used_now.last_use_time().nanos(),
+            idle.last_use_time().seconds() * 1000000000LL + idle.last_use_time().nanos() + 1000000000LL)
+      << "more than a second of Generates after the idle session's creation";
+  EXPECT_GT(idle.last_use_time().seconds(), 0);
   EXPECT_GE(Clock::now() - created, kTtl) << "deleted before its TTL";
   EXPECT_TRUE(client_->GetSession(used.id()).ok()) << "a session in use stays";
   absl::StatusOr<v1::Session> restored = client_->RestoreCheckpoint(checkpoint->id());
@@ -49,6 +59,7 @@ TEST_F(SessionExpiryServiceTest, AnUnusedSessionGoesAfterItsTtlWhileOneInUseAndT
   server_->Stop();
   std::this_thread::sleep_for(kTtl);
   StartServer("aidreams260K.gguf");
+  EXPECT_FALSE(client_->GetServerInfo().value().limits().has_idle_session_ttl()) << "never, without the flag";
   EXPECT_EQ(client_->GetSession(idle.id()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(client_->GetSession(used.id()).ok());
   EXPECT_TRUE(client_->GetSession(restored->id()).ok());
