@@ -122,8 +122,6 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
   Write(dir, "generate_without_message", std::string(1, static_cast<char>(0x80 | 2)));
 }
 
-// Tiny models the loader accepts: llama (F32, Q8_0) and qwen3 (F16, QK
-// norms, heads x head_dim != dim), each a few tens of KB.
 // session_import: control byte 0 (the harness sets the fingerprint, the
 // geometry, a new id and the page hashes; see session_import_fuzz.cc),
 // then a record of the fuzz server's byte vocabulary (ids < 256, context
@@ -170,6 +168,8 @@ void WriteSessionImports(const std::filesystem::path& dir) {
   write("sampled", sampled);
 }
 
+// Tiny models the loader accepts: llama (F32, Q8_0) and qwen3 (F16, QK
+// norms, heads x head_dim != dim), each a few tens of KB.
 void WriteModels(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   struct Seed {

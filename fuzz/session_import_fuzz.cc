@@ -8,7 +8,7 @@
 //   byte 0:  control bits
 //              0 clear: the record gets this server's model fingerprint and
 //                       KV geometry (set: its own, as mutated)
-//              1 clear: a new session id and the default owner
+//              1 clear: a new session id (set: its own)
 //              2 clear: page_hashes recomputed from its tokens
 //                       (FillPageHashes: the chain the store checks)
 //              3 set:   the pages' KV bytes are 0xFF (NaN in f16), else a
@@ -26,9 +26,16 @@
 // import or any later call ending with a status no client can act on
 // (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to
 // a damaged stream and ALREADY_EXISTS to a repeat), or a message over 1024
-// bytes. After an import that answered OK, DATA_LOSS is a finding too: the
-// server accepted what it cannot read back. KVS_FUZZ_VERBOSE=1 prints each
+// bytes. After an import that answered OK, DATA_LOSS is a finding too (the
+// server accepted what it cannot read back), and so is INVALID_ARGUMENT
+// for the first Generate of an ERROR-policy session, which sends nothing
+// but max_tokens: what the import stored must be usable as it is (a SLIDE
+// session's kept tokens may leave no page to drop on this server's
+// smaller context: INVALID_ARGUMENT is its answer). Calls stop once an input has
+// taken 15 s (libFuzzer's -timeout is 30). KVS_FUZZ_VERBOSE=1 prints each
 // call's status.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -94,8 +101,10 @@ bool ReadRecord(uint8_t control, const uint8_t* data, size_t size, kvs::SessionR
   if ((control & 2) == 0) {
     static uint64_t next = 0;
     record->set_id(absl::StrFormat("ses_%032x", ++next));
-    record->clear_owner();
   }
+  // The caller is the default tenant (no API keys): another owner's
+  // session is PERMISSION_DENIED, which tenant tests cover.
+  record->clear_owner();
   if ((control & 4) == 0) (void)kvs::FillPageHashes(record);  // a bad shape keeps its hashes
   return true;
 }
@@ -141,9 +150,11 @@ std::string Import(const std::string& stream) {
 }
 
 // Every call a client may make on the imported session `id`, in the order
-// a conversation would.
-void Use(const std::string& id) {
+// a conversation would, while the input has time left.
+void Use(const std::string& id, bool slides) {
   v1::KvSession::Stub& stub = *Server()->stub;
+  const auto start = std::chrono::steady_clock::now();
+  auto time_left = [&] { return std::chrono::steady_clock::now() - start < std::chrono::seconds(15); };
   v1::Session session;
   {
     grpc::ClientContext ctx;
@@ -164,8 +175,14 @@ void Use(const std::string& id) {
     v1::GenerateResponse message;
     while (reader->Read(&message)) {
     }
-    Check("Generate", reader->Finish(), true);
+    const grpc::Status st = reader->Finish();
+    Check("Generate", st, true);
+    if (st.error_code() == grpc::StatusCode::INVALID_ARGUMENT && !slides) {
+      Fail("the imported session's first Generate (max_tokens only) is INVALID_ARGUMENT: " +
+           st.error_message().substr(0, 300));
+    }
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -175,6 +192,7 @@ void Use(const std::string& id) {
     v1::AppendResponse response;
     Check("Append", stub.Append(&ctx, req, &response), true);
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -184,6 +202,7 @@ void Use(const std::string& id) {
     v1::ForkResponse response;
     Check("Fork", stub.Fork(&ctx, req, &response), true);
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -193,6 +212,7 @@ void Use(const std::string& id) {
     v1::TruncateResponse response;
     Check("Truncate", stub.Truncate(&ctx, req, &response), true);
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -201,6 +221,7 @@ void Use(const std::string& id) {
     v1::Checkpoint checkpoint;
     Check("Snapshot", stub.Snapshot(&ctx, req, &checkpoint), true);
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -212,6 +233,7 @@ void Use(const std::string& id) {
     }
     Check("ExportSession", reader->Finish(), true);
   }
+  if (!time_left()) return;
   {
     grpc::ClientContext ctx;
     Deadline(&ctx);
@@ -245,6 +267,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!ReadRecord(data[0], data + 1, size - 1, &record)) return 0;
   Tidy();
   const std::string id = Import(Frame(record, (data[0] & 8) != 0));
-  if (!id.empty()) Use(id);
+  if (!id.empty()) Use(id, record.context_policy() != 0);
   return 0;
 }

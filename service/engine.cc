@@ -73,11 +73,13 @@ absl::Status Engine::Validate(const Session& session, std::span<const int32_t> i
                               const std::optional<GenerateOptions>& generate) const {
   const int vocab = model_.config().vocab_size;
   // The idle invariant (session.h): the KV leaves the last token to feed.
-  // A session that breaks it would get no step and run to its deadline.
-  if (session.kv_length() > std::max<int>(0, static_cast<int>(session.tokens.size()) - 1)) {
-    return absl::FailedPreconditionError(absl::StrCat("the session's KV covers ", session.kv_length(),
-                                                      " positions of its ", session.tokens.size(),
-                                                      " tokens: it is not a state a call could leave"));
+  // A job on a session that breaks it, with no input to feed either, would
+  // get no step and run to its deadline. (Input repairs it.)
+  const int64_t fed_last = static_cast<int64_t>(session.tokens.size()) + static_cast<int64_t>(input.size()) - 1;
+  if (session.kv_length() > std::max<int64_t>(0, fed_last)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the session's KV covers ", session.kv_length(), " positions of its ", session.tokens.size(),
+        " tokens, leaving none to feed: give input, or Truncate it"));
   }
   for (int32_t id : input) {
     if (id < 0 || id >= vocab) {

@@ -167,6 +167,8 @@ TEST_F(EngineTest, ASessionWhoseKvCoversItsLastTokenIsRefusedRatherThanNeverServ
   const absl::Status st = engine_->Validate(**s, {}, Greedy(1));
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition) << st;
   EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr("covers 20 positions of its 20 tokens"));
+  const std::vector<int32_t> input = {42};
+  EXPECT_TRUE(engine_->Validate(**s, input, Greedy(1)).ok()) << "input gives it a token to feed";
   (*s)->AppendTokens({&last, 1});
   env_->sessions().Release(*s);
 }

@@ -8,7 +8,8 @@
 
 namespace kvs {
 
-absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size) {
+absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size, int32_t context_length,
+                                  int32_t page_tokens) {
   for (const int32_t token : record.tokens()) {
     if (token < 0 || token >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("the stream's session holds token id ", token,
@@ -30,10 +31,19 @@ absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_siz
     return absl::InvalidArgumentError(absl::StrCat("the stream's session has context policy ", record.context_policy(),
                                                    "; 0 (ERROR) or 1 (SLIDE)"));
   }
-  if (record.keep_tokens() < 0 || record.tokens_dropped() < 0) {
+  if (record.keep_tokens() < 0 || record.keep_tokens() > context_length) {
     return absl::InvalidArgumentError(absl::StrCat("the stream's session has keep_tokens ", record.keep_tokens(),
-                                                   " and tokens_dropped ", record.tokens_dropped(),
-                                                   "; neither may be negative"));
+                                                   "; [0, ", context_length, "] here"));
+  }
+  if (record.tokens_dropped() < 0 || record.tokens_dropped() >= (int64_t{1} << 62)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the stream's session has tokens_dropped ", record.tokens_dropped(), "; [0, 2^62) here"));
+  }
+  if (!record.slide_salt().empty() &&
+      static_cast<int64_t>(record.slide_salt_page()) * page_tokens >= record.tokens_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("the stream's session has its slide salt at page ",
+                                                   record.slide_salt_page(), ", past its ", record.tokens_size(),
+                                                   " tokens"));
   }
   return absl::OkStatus();
 }

@@ -14,8 +14,14 @@
 //   the sampling defaults pass SamplingParams::ValidateFor(vocab_size), as
 //     a CreateSession's would (a record without them, proto3's zeros, has
 //     top_p 0: refused, not stored to fail every later Generate);
-//   context_policy is ERROR (0) or SLIDE (1); keep_tokens and
-//     tokens_dropped are not negative.
+//   context_policy is ERROR (0) or SLIDE (1); keep_tokens is in
+//     [0, context_length] (a server clamps it to its max_context);
+//     tokens_dropped in [0, 2^62) (a slide adds to it);
+//   a slid session's salt page starts within its tokens (slide_salt_page *
+//     page_tokens < tokens: a slide puts the salt at or before the kept
+//     pages, and a cut or fork below it drops it).
+// The caller has checked the record is of this server's model and KV
+// geometry (SessionManager::Import: FAILED_PRECONDITION first).
 //
 // Pure function, thread-safe. INVALID_ARGUMENT naming the first field
 // that fails; messages quote numbers, never the record's strings.
@@ -29,7 +35,10 @@
 
 namespace kvs {
 
-absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size);
+// `vocab_size` and `context_length` are the model's, `page_tokens` the KV
+// geometry's.
+absl::Status CheckImportedSession(const SessionRecord& record, int32_t vocab_size, int32_t context_length,
+                                  int32_t page_tokens);
 
 }  // namespace kvs
 

@@ -16,6 +16,8 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int32_t kVocab = 256;
+constexpr int32_t kContext = 128;
+constexpr int32_t kPageTokens = 16;
 
 // A record as a server writes it: tokens of the vocabulary, the default
 // sampling, ERROR policy.
@@ -28,18 +30,18 @@ SessionRecord Written() {
 }
 
 void ExpectRefused(const SessionRecord& r, const std::string& named) {
-  const absl::Status st = CheckImportedSession(r, kVocab);
+  const absl::Status st = CheckImportedSession(r, kVocab, kContext, kPageTokens);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr(named));
 }
 
 TEST(ImportChecks, ARecordAsAServerWritesItPasses) {
-  EXPECT_TRUE(CheckImportedSession(Written(), kVocab).ok());
+  EXPECT_TRUE(CheckImportedSession(Written(), kVocab, kContext, kPageTokens).ok());
   SessionRecord slid = Written();
   slid.set_context_policy(1);
   slid.set_keep_tokens(16);
   slid.set_tokens_dropped(4096);
-  EXPECT_TRUE(CheckImportedSession(slid, kVocab).ok());
+  EXPECT_TRUE(CheckImportedSession(slid, kVocab, kContext, kPageTokens).ok());
 }
 
 TEST(ImportChecks, ATokenOutsideTheVocabularyIsRefused) {
@@ -56,10 +58,10 @@ TEST(ImportChecks, AKvOverTheLastTokenIsRefused) {
   ExpectRefused(all, "KV for 20 positions and 20 tokens");
   SessionRecord behind = Written();
   behind.set_kv_length(3);  // as a cancelled Append may leave it
-  EXPECT_TRUE(CheckImportedSession(behind, kVocab).ok());
+  EXPECT_TRUE(CheckImportedSession(behind, kVocab, kContext, kPageTokens).ok());
   SessionRecord empty;
   *empty.mutable_sampling() = ToRecord(SamplingParams{});
-  EXPECT_TRUE(CheckImportedSession(empty, kVocab).ok()) << "no tokens, no KV: a vocabulary without BOS";
+  EXPECT_TRUE(CheckImportedSession(empty, kVocab, kContext, kPageTokens).ok()) << "no tokens, no KV: a vocabulary without BOS";
 }
 
 TEST(ImportChecks, SamplingDefaultsARequestCouldNotSetAreRefused) {
@@ -84,6 +86,29 @@ TEST(ImportChecks, AnUnknownContextPolicyOrANegativeCountIsRefused) {
   SessionRecord dropped = Written();
   dropped.set_tokens_dropped(-5);
   ExpectRefused(dropped, "tokens_dropped -5");
+}
+
+// Values a slide's arithmetic would overflow on: a server clamps
+// keep_tokens to its context, a slide adds to tokens_dropped, and a salt
+// page lies within the tokens.
+TEST(ImportChecks, SlideStateNoServerCouldReachIsRefused) {
+  SessionRecord keep = Written();
+  keep.set_context_policy(1);
+  keep.set_keep_tokens(kContext + 1);
+  ExpectRefused(keep, "keep_tokens 129");
+  keep.set_keep_tokens(kContext);
+  EXPECT_TRUE(CheckImportedSession(keep, kVocab, kContext, kPageTokens).ok());
+  SessionRecord dropped = Written();
+  dropped.set_tokens_dropped(int64_t{1} << 62);
+  ExpectRefused(dropped, "tokens_dropped");
+  SessionRecord salted = Written();  // 20 tokens: pages 0 and 1
+  salted.set_slide_salt(std::string(16, 'x'));
+  salted.set_slide_salt_page(1);
+  EXPECT_TRUE(CheckImportedSession(salted, kVocab, kContext, kPageTokens).ok());
+  salted.set_slide_salt_page(2);
+  ExpectRefused(salted, "slide salt at page 2");
+  salted.set_slide_salt_page(1 << 28);  // times 16 overflows an int
+  ExpectRefused(salted, "slide salt at page");
 }
 
 }  // namespace

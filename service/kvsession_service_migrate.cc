@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "cache/migration_stream.h"
 #include "service/grpc_status.h"
-#include "service/import_checks.h"
 #include "service/kvsession_service.h"
 #include "service/request_checks.h"
 #include "service/tenant_usage.h"
@@ -233,8 +232,6 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
               ? "the stream's session chains from the shared prefix pool; only an admin may import it"
               : "the stream's session slid past its context; only an admin may import it");
     }
-    // Token ids, sampling defaults, context policy (service/import_checks.h).
-    if (absl::Status st = CheckImportedSession(record, model_.config().vocab_size); !st.ok()) return st;
     if (tenant_usage_ != nullptr) {
       if (absl::Status st = tenant_usage_->CheckImport(owner, stream_bytes); !st.ok()) return st;
     }

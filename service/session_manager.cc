@@ -93,7 +93,15 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
     // `seen` is read after the failed LoadKv, whose own give-back of the
     // pages it took would otherwise wake the wait at once, every time; a
     // page freed between the two costs at most the 5 ms.
-    while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline) {
+    // A KV larger than the whole pool (a session from a server with more)
+    // never fits: answered now, not at the deadline.
+    const int64_t t = context_.geometry.page_tokens;
+    const int64_t pages = (s->persisted_kv_length + t - 1) / t;
+    if (absl::IsResourceExhausted(kv.status()) && pages > pool_->max_pages()) {
+      kv = absl::ResourceExhaustedError(absl::StrCat("the session's KV takes ", pages, " pages; this server's KV cache holds ",
+                                                     pool_->max_pages(), " (--kv-cache-mb)"));
+    }
+    while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline && pages <= pool_->max_pages()) {
       if (!waiting) waiting.emplace();
       pool_->AwaitRoomGivenBack(pool_->room_given_back(), std::min(deadline, absl::Now() + absl::Milliseconds(5)));
       kv = persistence_.LoadKv(*s);

@@ -224,8 +224,10 @@ class SessionManager : public KvRoomMaker {
   // it, not resident. FAILED_PRECONDITION (another model or KV geometry; a
   // page the stream omits that the store does not hold), ALREADY_EXISTS
   // (the id is listed here), RESOURCE_EXHAUSTED (session limit, disk
-  // full), INVALID_ARGUMENT (the record breaks the store's invariants or a
-  // page is not of its geometry), store errors. On error nothing changes.
+  // full), INVALID_ARGUMENT (the record breaks the store's invariants, a
+  // page is not of its geometry, or the record holds fields no session of
+  // this server could: import_checks.h), store errors. On error nothing
+  // changes.
   absl::StatusOr<ImportResult> Import(const MigrationContents& contents);
   // Whether the store holds the page (FindMissingPages).
   bool HasStoredPage(const PageHash& hash) const { return store_->HasPage(hash); }

@@ -2,6 +2,7 @@
 // reference counts, the busy protocol, eviction order, and persistence.
 #include "service/session_manager.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -329,6 +330,24 @@ TEST(SessionManager, AnExportAsksItsReserveBeforeEachPageAndStopsAtARefusal) {
   absl::StatusOr<ExportedStream> refused = env.sessions().Export(request);
   EXPECT_EQ(refused.status(), absl::ResourceExhaustedError("no room"));
   EXPECT_EQ(asked.size(), 4u) << "it stopped at the first refusal";
+}
+
+// A stored session whose KV is larger than the whole pool (written by a
+// server with more KV memory) can never load here: RESOURCE_EXHAUSTED at
+// once, naming the sizes, not after waiting out the call's deadline.
+TEST(SessionManager, ASessionLargerThanTheWholeKvPoolIsRefusedAtOnce) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);  // 3 pages
+  PagePool small(env.pool().geometry(), 2);
+  SessionManager here(env.model(), &small, &env.store(), std::string(32, 'f'), env.limits());
+  ASSERT_TRUE(here.LoadFromStore().ok());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<Session>> s = here.Acquire(id, "Generate", start + absl::Seconds(30));
+  EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_FALSE(here.Get(id, false)->busy) << "released";
 }
 
 TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {

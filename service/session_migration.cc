@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "cache/migration_stream.h"
 #include "cache/page_codec.h"
+#include "service/import_checks.h"
 #include "service/record_convert.h"
 #include "service/auth/principal.h"
 #include "service/session_manager.h"
@@ -102,6 +103,12 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
   // Another model's or geometry's record would be listed but unusable.
   if (std::shared_ptr<Session> probe = SessionFromRecord(record, context_); !probe->foreign.ok()) {
     return probe->foreign;
+  }
+  // Token ids, KV length, sampling defaults, context state (import_checks.h).
+  if (absl::Status st = CheckImportedSession(record, model_.config().vocab_size, model_.config().context_length,
+                                             context_.geometry.page_tokens);
+      !st.ok()) {
+    return st;
   }
   auto encode = [&](int page_index) -> absl::StatusOr<std::string> {
     const PageHash hash = *PageHash::FromBytes(record.page_hashes(page_index));
