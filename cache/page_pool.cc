@@ -41,7 +41,7 @@ PagePool::~PagePool() {
 void PagePool::SetReserved(int64_t pages) {
   absl::MutexLock lock(&mu_);
   const int64_t reserved = std::max<int64_t>(0, pages);
-  if (reserved < reserved_) ++room_given_back_;
+  if (reserved < reserved_) GiveRoomBack();
   reserved_ = reserved;
   reserve_next_freed_ = 0;
 }
@@ -55,6 +55,21 @@ bool PagePool::AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto given_back = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return room_given_back_ != seen; };
   return mu_.AwaitWithDeadline(absl::Condition(&given_back), deadline);
+}
+
+void PagePool::NoteRoomMayBeMade() {
+  absl::MutexLock lock(&mu_);
+  GiveRoomBack();
+}
+
+void PagePool::SetRoomGivenBackCallback(std::function<void()> callback) {
+  absl::MutexLock lock(&mu_);
+  room_given_back_callback_ = std::move(callback);
+}
+
+void PagePool::GiveRoomBack() {
+  ++room_given_back_;
+  if (room_given_back_callback_) room_given_back_callback_();
 }
 
 void PagePool::ReserveNextFreed(int64_t pages) {
@@ -226,7 +241,7 @@ void PagePool::AddRef(PageId page) {
   ++references_;
 }
 
-void PagePool::Release(PageId page) {
+bool PagePool::Release(PageId page) {
   absl::MutexLock lock(&mu_);
   ABSL_RAW_CHECK(ref_counts_[page] > 0, "Release of a free page");
   --references_;
@@ -234,18 +249,22 @@ void PagePool::Release(PageId page) {
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
+    bool gave_room = false;
     if (reserve_next_freed_ > 0) {
       --reserve_next_freed_;
       ++reserved_;
     } else {
-      ++room_given_back_;  // (a page into the reserve gives no room to others)
+      gave_room = true;  // (a page into the reserve gives no room to others)
     }
     if (keys_[page]) {
       LruPushBack(page);
     } else {
       free_.push_back(page);
     }
+    if (gave_room) GiveRoomBack();
+    return gave_room;
   }
+  return false;
 }
 
 bool PagePool::TakeSole(PageId page) {
@@ -281,6 +300,12 @@ std::optional<PageId> PagePool::LookupKey(const PageKey& key, bool from_reserve)
   ++ref_counts_[page];
   ++references_;
   return page;
+}
+
+bool PagePool::KeyReferenced(const PageKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = key_index_.find(key);
+  return it != key_index_.end() && ref_counts_[it->second] > 0;
 }
 
 bool PagePool::has_key(PageId page) const {

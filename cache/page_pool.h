@@ -35,6 +35,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -131,16 +132,29 @@ class PagePool {
   // into). SetReserved ends it.
   void ReserveNextFreed(int64_t pages);
   void AddRef(PageId page);
-  // Drops one reference; the page is free when none remain.
-  void Release(PageId page);
+  // Drops one reference; the page is free when none remain. True when this
+  // gave room back (room_given_back() grew by one).
+  bool Release(PageId page);
   // How many times room has been given back so far: a page freed by its
-  // last Release (and not taken by ReserveNextFreed), or the reserve made
-  // smaller. For AwaitRoomGivenBack.
+  // last Release (and not taken by ReserveNextFreed), the reserve made
+  // smaller, or a holder of pages that became able to give them up
+  // (NoteRoomMayBeMade). For AwaitRoomGivenBack and the room callback.
   int64_t room_given_back() const;
   // Waits until room_given_back() differs from `seen` (what the caller read
   // before its Allocate found the pool full) or `deadline` passes; true in
   // the first case. A caller that needs room waits here instead of polling.
   bool AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const;
+  // Counts as room given back without a page freed: pages are held by
+  // something that could now give them up on request (the session registry
+  // calls it when a session becomes idle and clean, which MakeRoom may
+  // evict). Wakes the waiters, who try again.
+  void NoteRoomMayBeMade();
+  // Called each time room_given_back() grows, on the thread that gave the
+  // room back, with the pool's lock held: it must be quick, must not call
+  // into the pool, and may take only a lock that is never held while
+  // calling out (a leaf). One callback at a time (the engine's); an empty
+  // one removes it.
+  void SetRoomGivenBackCallback(std::function<void()> callback);
   int ref_count(PageId page) const;
 
   // Prefix cache. SetKey marks a full page's content (no-op when another
@@ -150,6 +164,9 @@ class PagePool {
   // nullopt when only reserved pages are left, unless from_reserve.
   void SetKey(PageId page, const PageKey& key);
   std::optional<PageId> LookupKey(const PageKey& key, bool from_reserve = false);
+  // True when a page holds `key` and has references: LookupKey would share
+  // it and take no room (a keyed free page takes room as it is revived).
+  bool KeyReferenced(const PageKey& key) const;
   bool has_key(PageId page) const;
   // If `page` has exactly one reference (the caller's), removes its key, so
   // LookupKey can no longer hand it out and its owner may change it in
@@ -185,6 +202,8 @@ class PagePool {
   bool WarmerHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // KeepWarm's background thread: WarmUp whenever allocations need it.
   void WarmLoop();
+  // ++room_given_back_, and the callback.
+  void GiveRoomBack() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LruRemove(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LruPushBack(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -200,6 +219,7 @@ class PagePool {
   mutable absl::Mutex mu_;
   int64_t n_slabs_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t room_given_back_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> room_given_back_callback_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> ref_counts_ ABSL_GUARDED_BY(mu_);
   std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);  // unkeyed free pages, LIFO
   // Keyed free pages in an intrusive doubly linked list, oldest first.

@@ -222,6 +222,40 @@ TEST(PagePoolTest, AWaitForRoomEndsWhenAPageIsFreedOrTheReserveShrinksOrAtTheDea
   unreserver.join();
 }
 
+// Release says whether it gave room back, and the room callback hears of
+// each time room_given_back() grows (a page's last Release, a smaller
+// reserve, NoteRoomMayBeMade) and of nothing else.
+TEST(PagePoolTest, TheRoomCallbackHearsOfEachTimeRoomIsGivenBackAndReleaseSaysSo) {
+  PagePool pool(Geometry(), 4);
+  int calls = 0;
+  pool.SetRoomGivenBackCallback([&] { ++calls; });
+  const PageId a = MustAllocate(pool);
+  pool.AddRef(a);
+  EXPECT_FALSE(pool.Release(a)) << "still referenced";
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(pool.Release(a));
+  EXPECT_EQ(calls, 1);
+
+  pool.SetReserved(2);
+  EXPECT_EQ(calls, 1) << "a larger reserve gives nothing back";
+  const PageId b = MustAllocate(pool);
+  pool.ReserveNextFreed(1);
+  EXPECT_FALSE(pool.Release(b)) << "freed into the reserve";
+  EXPECT_EQ(calls, 1);
+  pool.SetReserved(1);
+  EXPECT_EQ(calls, 2);
+
+  int64_t seen = pool.room_given_back();
+  std::thread noter([&] { pool.NoteRoomMayBeMade(); });
+  EXPECT_TRUE(pool.AwaitRoomGivenBack(seen, absl::Now() + absl::Seconds(30)));
+  noter.join();
+  EXPECT_EQ(calls, 3);
+
+  pool.SetRoomGivenBackCallback(nullptr);
+  pool.NoteRoomMayBeMade();
+  EXPECT_EQ(calls, 3) << "removed";
+}
+
 // Free pages in mapped slabs (none are cached in these tests).
 int64_t MappedFree(const PagePool& pool) {
   const PagePoolStats s = pool.Stats();

@@ -21,9 +21,6 @@ constexpr int kMaxSamplingLanes = 8;
 constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxStopStrings = 8;
 constexpr int kMaxStopBytes = 256;
-// With no call running, a queued call that has found no room for this
-// long is refused (at most one per this long): see AdmitWaiting.
-constexpr absl::Duration kIdleQueueGrace = absl::Seconds(1);
 
 }  // namespace
 
@@ -64,6 +61,11 @@ Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
   for (int i = 0; i < lanes; ++i) samplers_.emplace_back(model.config().vocab_size);
   draws_.reserve(std::min(kMaxDecodeRows, options.max_batch_tokens));
   draw_tops_.resize(static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) * kMaxTopLogprobs);
+  // Room given back in the pool (a page freed, the reserve shrunk, a
+  // session become evictable) wakes the loop, for the calls queued for it.
+  // The callback shares the signal, so it stays safe after the engine goes
+  // (it is not removed: an engine made later on the same pool replaces it).
+  sessions_->pool()->SetRoomGivenBackCallback([wake = wake_] { wake->Wake(); });
   loop_ = std::thread([this] { Loop(); });
 }
 
@@ -167,8 +169,10 @@ void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input
            FinishReason::kError);
     return;
   }
+  job->handle->SetWaker(wake_);
   handles_.push_back(job->handle);
   incoming_.push_back(std::move(job));
+  wake_->Wake();
 }
 
 bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
@@ -192,6 +196,7 @@ void Engine::Stop() {
     stopping_ = true;
     for (const auto& h : handles_) h->Cancel();
   }
+  wake_->Wake();
   if (loop_.joinable()) loop_.join();
   // Wait for the last persists (they run on the executor).
   WaitIdle(std::chrono::hours(1));
@@ -209,49 +214,55 @@ void Engine::Loop() {
 }
 
 bool Engine::TakeIncoming(Active& active) {
-  std::vector<std::unique_ptr<Job>> refused;
-  {
-    absl::MutexLock lock(&mu_);
-    auto work = [](Engine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-      return e->stopping_ || !e->incoming_.empty();
-    };
-    if (active.empty() && waiting_.empty()) {
-      mu_.Await(absl::Condition(+work, this));
-    } else if (active.empty()) {
-      // Queued jobs only: wake for new work, or to re-check room and deadlines.
-      mu_.AwaitWithTimeout(absl::Condition(+work, this), absl::Milliseconds(5));
-    }
-    for (auto& j : incoming_) {
-      if (static_cast<int>(waiting_.size()) >= options_.max_queued_jobs) {
-        refused.push_back(std::move(j));
-      } else {
-        waiting_.push_back(std::move(j));
+  // Looks first (after a step: the jobs it ended gave their room back),
+  // then, while no job runs, sleeps until something may change what can
+  // run: new work or Stop, a queued call cancelled, room given back in the
+  // pool, or the next time a queued call's deadline or the idle grace falls
+  // due (NextQueueCheck). A wake that comes while it looks makes the next
+  // sleep return at once (WakeSignal). No step runs without a job.
+  for (bool look = true;; look = false) {
+    if (!look) wake_->WaitAndClear(NextQueueCheck());
+    std::vector<std::unique_ptr<Job>> refused;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& j : incoming_) {
+        if (static_cast<int>(waiting_.size()) >= options_.max_queued_jobs) {
+          refused.push_back(std::move(j));
+        } else {
+          waiting_.push_back(std::move(j));
+        }
+      }
+      incoming_.clear();
+      // Forget handles of jobs that are gone.
+      handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
+                                    [](const auto& h) { return h.use_count() == 1; }),
+                     handles_.end());
+      if (stopping_) {
+        for (auto& j : waiting_) j->handle->Cancel();
       }
     }
-    incoming_.clear();
-    // Forget handles of jobs that are gone.
-    handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
-                                  [](const auto& h) { return h.use_count() == 1; }),
-                   handles_.end());
-    if (stopping_) {
-      for (auto& j : waiting_) j->handle->Cancel();
+    for (auto& job : refused) {
+      Finish(std::move(job),
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "the server is at capacity: ", options_.max_queued_jobs,
+                 " calls already wait for KV memory; retry later")),
+             FinishReason::kError);
     }
-  }
-  for (auto& job : refused) {
-    Finish(std::move(job),
-           absl::ResourceExhaustedError(absl::StrCat(
-               "the server is at capacity: ", options_.max_queued_jobs,
-               " calls already wait for KV memory; retry later")),
-           FinishReason::kError);
-  }
-  AdmitWaiting(active);
-  {
+    AdmitWaiting(active);
     absl::MutexLock lock(&mu_);
     stats_.active_jobs = static_cast<int>(active.size());
     stats_.queued_jobs = static_cast<int>(waiting_.size());
-    if (stopping_ && active.empty() && waiting_.empty()) return false;
+    if (!active.empty()) return true;
+    if (stopping_ && waiting_.empty()) return false;
   }
-  return true;
+}
+
+absl::Time Engine::NextQueueCheck() const {
+  if (waiting_.empty()) return absl::InfiniteFuture();
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& job : waiting_) next = std::min(next, job->deadline);
+  // AdmitWaiting's idle refusal of the head, with no job running.
+  return std::min(next, std::max(waiting_.front()->queued_at, last_idle_refusal_) + options_.idle_queue_grace);
 }
 
 int64_t Engine::PagesStillNeeded(const Job& job) const {
@@ -315,8 +326,8 @@ void Engine::AdmitWaiting(Active& active) {
       // a session ends soon), the head is refused, and its session, once
       // released, can be evicted for the next; one refusal per grace, so
       // the next head gets that room first.
-      if (active.empty() && now - job.queued_at >= kIdleQueueGrace &&
-          now - last_idle_refusal_ >= kIdleQueueGrace) {
+      if (active.empty() && now - job.queued_at >= options_.idle_queue_grace &&
+          now - last_idle_refusal_ >= options_.idle_queue_grace) {
         last_idle_refusal_ = now;
         auto refused = std::move(waiting_.front());
         waiting_.pop_front();

@@ -71,6 +71,7 @@
 #include "service/page_staging.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
+#include "service/wake_signal.h"
 
 namespace kvs {
 
@@ -137,6 +138,10 @@ struct EngineOptions {
   MatmulPath matmul = MatmulPath::kFast;
   // Jobs that wait for KV room before they start (beyond: RESOURCE_EXHAUSTED).
   int max_queued_jobs = 64;
+  // With no job running, the head of the queue is refused after waiting
+  // this long without finding room, and then at most one job per this long
+  // (see Submit). Tests lengthen it to see a queue that is only woken.
+  absl::Duration idle_queue_grace = absl::Seconds(1);
   // Called on the engine thread after every step, before the jobs that
   // ended in it are persisted and answered (tests, metrics); must not block.
   std::function<void(const StepReport&)> step_observer;
@@ -179,6 +184,10 @@ class Engine {
   // first token. So does the head of the queue when no job is running and
   // it has found no room for a second (the waiting jobs' own sessions hold
   // the pages; one such refusal a second, so the next gets the room).
+  // Queued jobs are looked at again after each step, when room is given
+  // back in the pool (a page freed, a session become idle and clean), when
+  // one is cancelled, and when a deadline or the idle grace falls due; the
+  // engine does not poll.
   //
   // `chat` (service/chat_state.h), for a session that is or becomes a
   // chat: its ChatState is set to chat->after_input when the input is
@@ -214,8 +223,12 @@ class Engine {
 
   void Loop();
   // Moves submitted jobs into the admission queue and admits what fits
-  // into `active`; false to stop.
+  // into `active`, sleeping (wake_) while nothing runs; returns true with
+  // at least one job active, false to stop.
   bool TakeIncoming(Active& active);
+  // When a queued call must next be looked at with nothing else happening:
+  // the earliest deadline, or the head's idle grace (engine thread).
+  absl::Time NextQueueCheck() const;
   // Admits queued jobs, in order, while the pool has room for them.
   void AdmitWaiting(Active& active);
   void Admit(Job& job);
@@ -303,6 +316,9 @@ class Engine {
   absl::Time last_idle_refusal_ = absl::InfinitePast();  // AdmitWaiting (engine thread)
   const Active* current_active_ = nullptr;     // the step loop's (engine thread)
 
+  // Wakes the loop while no job runs (TakeIncoming); shared with the jobs'
+  // handles and the page pool's callback, which may outlive the engine.
+  const std::shared_ptr<WakeSignal> wake_ = std::make_shared<WakeSignal>();
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Job>> incoming_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<JobHandle>> handles_ ABSL_GUARDED_BY(mu_);

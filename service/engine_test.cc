@@ -67,6 +67,7 @@ class EngineTest : public ::testing::Test {
     EngineOptions options;
     options.threads = threads;
     options.max_batch_tokens = max_batch_tokens;
+    options.idle_queue_grace = idle_queue_grace_;
     options.step_observer = [this](const StepReport& r) {
       absl::MutexLock lock(&mu_);
       steps_.push_back(r);
@@ -133,6 +134,13 @@ class EngineTest : public ::testing::Test {
     for (const StepReport& r : Steps()) n += r.decode_rows == rows;
     return n;
   }
+  // Whether the engine's queue holds `n` calls within `timeout`.
+  bool QueuedWithin(int n, absl::Duration timeout) {
+    for (const absl::Time end = absl::Now() + timeout; absl::Now() < end; absl::SleepFor(absl::Milliseconds(5))) {
+      if (engine_->Stats().queued_jobs == n) return true;
+    }
+    return false;
+  }
   // Waits for every job; each must have ended OK.
   static void WaitForAll(const std::vector<std::shared_ptr<RecordingListener>>& jobs) {
     for (const auto& job : jobs) {
@@ -141,6 +149,9 @@ class EngineTest : public ::testing::Test {
     }
   }
 
+  // Set before Start: a long one leaves a queue with nothing running only
+  // to what wakes it.
+  absl::Duration idle_queue_grace_ = absl::Seconds(1);
   std::unique_ptr<ServiceTestEnv> env_;
   std::unique_ptr<TaskExecutor> io_;
   std::unique_ptr<Engine> engine_;
@@ -341,6 +352,79 @@ TEST_F(EngineTest, WhenTheCallsWaitingHoldThePagesEachNeedsTheHeadIsRefusedAndTh
   ASSERT_TRUE(second->status.ok()) << second->status;
   EXPECT_EQ(second->ids.size(), 40u);
   EXPECT_EQ(env_->sessions().Get(x, false)->length, 80);  // as it was
+}
+
+// With nothing running, the queue sleeps (no timer: the idle grace is a
+// minute here) and is woken by what may let a call in. A session held
+// elsewhere keeps the pages a queued call needs; its release makes it
+// evictable, which wakes the engine, and the call runs.
+TEST_F(EngineTest, ACallQueuedForKvMemoryRunsWhenAnotherSessionIsReleasedNotAtATimer) {
+  KVS_REQUIRE_SHARED_MODEL();
+  idle_queue_grace_ = absl::Seconds(60);
+  // 13 pages of 16 tokens: x and y hold 5 each; y's call may grow it to
+  // 120 tokens, 4 pages more (one for copy-on-write), and 3 are free.
+  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
+  const std::string x = env_->MakeSession(79);
+  const std::string y = env_->MakeSession(79, 400);
+  auto held = env_->sessions().Acquire(x);
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto job = Submit(y, {}, Greedy(40), 0, nullptr, absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(QueuedWithin(1, absl::Seconds(30))) << job->status;
+  // Asleep: no step runs while nothing can (the loop used to run an empty
+  // one every 5 ms while calls were queued).
+  const size_t steps = Steps().size();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_EQ(Steps().size(), steps) << "the engine polled";
+  EXPECT_FALSE(job->done.HasBeenNotified()) << job->status;
+  const absl::Time released = absl::Now();
+  env_->sessions().Release(*held);
+  ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the release did not wake the queue";
+  ASSERT_TRUE(job->status.ok()) << job->status;
+  EXPECT_EQ(job->ids.size(), 40u);
+  EXPECT_LT(absl::Now() - released, absl::Seconds(30));
+  EXPECT_FALSE(env_->sessions().Get(x, false)->resident) << "x was evicted for it";
+}
+
+// A queued call cancelled with nothing running is answered at once, not
+// when its deadline or the idle grace comes.
+TEST_F(EngineTest, ACallCancelledWhileQueuedIsAnsweredAtOnce) {
+  KVS_REQUIRE_SHARED_MODEL();
+  idle_queue_grace_ = absl::Seconds(60);
+  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
+  const std::string x = env_->MakeSession(79);
+  const std::string y = env_->MakeSession(79, 400);
+  auto held = env_->sessions().Acquire(x);
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto job = Submit(y, {}, Greedy(40), 0, nullptr, absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(QueuedWithin(1, absl::Seconds(30))) << job->status;
+  job->handle->Cancel();
+  ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the cancel did not wake the queue";
+  EXPECT_TRUE(absl::IsCancelled(job->status)) << job->status;
+  EXPECT_TRUE(job->ids.empty());
+  EXPECT_EQ(env_->sessions().Get(y, false)->length, 80) << "as it was";
+  env_->sessions().Release(*held);
+}
+
+// A queued call's deadline wakes the sleeping queue: refused when it
+// passes, not before and not at the idle grace.
+TEST_F(EngineTest, AQueuedCallIsRefusedWhenItsDeadlinePassesWithNothingElseHappening) {
+  KVS_REQUIRE_SHARED_MODEL();
+  idle_queue_grace_ = absl::Seconds(60);
+  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
+  const std::string x = env_->MakeSession(79);
+  const std::string y = env_->MakeSession(79, 400);
+  auto held = env_->sessions().Acquire(x);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const absl::Time submitted = absl::Now();
+  auto job = Submit(y, {}, Greedy(40), 0, nullptr, submitted + absl::Milliseconds(300));
+  ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the deadline did not wake the queue";
+  EXPECT_GE(absl::Now() - submitted, absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsResourceExhausted(job->status)) << job->status;
+  EXPECT_THAT(std::string(job->status.message()), ::testing::HasSubstr("before its deadline"));
+  env_->sessions().Release(*held);
 }
 
 TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {

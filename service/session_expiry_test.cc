@@ -127,12 +127,14 @@ TEST(SessionExpiry, ACallThatComesWhileTheSessionIsBeingDeletedGetsNotFound) {
   auto taken = env.sessions().registry()->TakeIfUnusedSince(id, absl::ToUnixMicros(AfterNow()), "Expiry");
   ASSERT_TRUE(taken.ok()) << taken.status();
   absl::Status seen;
-  std::thread call([&] { seen = env.sessions().Acquire(id, "Generate", absl::Now() + absl::Seconds(10)).status(); });
+  std::thread call([&] { seen = env.sessions().Acquire(id, "Generate", absl::Now() + absl::Seconds(60)).status(); });
   // Past the grace a running call gets before a conflict is ABORTED.
   absl::SleepFor(3 * SessionRegistry::kCancelGrace);
+  const absl::Time removed = absl::Now();
   env.sessions().registry()->Remove(id);  // the delete's end
   call.join();
   EXPECT_TRUE(absl::IsNotFound(seen)) << seen;
+  EXPECT_LT(absl::Now() - removed, absl::Seconds(30)) << "the removal did not wake the call";
 }
 
 // ImportSession makes a session whose record may have last changed long

@@ -83,28 +83,20 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
   if (!acquired.ok()) return acquired.status();
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
-    absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
     // No KV room now (running calls hold it): wait for them to give some
     // back, within the call's deadline, like a call waiting in the
-    // engine's queue. Woken by each page freed (or reserve shrunk), and
-    // every 5 ms regardless: room also comes from sessions becoming idle,
-    // which LoadKv's MakeRoom can then evict.
+    // engine's queue. Woken when room is given back in the pool (a page
+    // freed, the reserve shrunk, a session become idle and clean, which
+    // LoadKv's MakeRoom can then evict); `room_seen` leaves out the load's
+    // own give-back and counts what came while it looked. A KV larger than
+    // the whole pool is refused at once (room_seen -1).
+    int64_t room_seen = -1;
+    absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s, &room_seen);
     std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
-    // `seen` is read after the failed LoadKv, whose own give-back of the
-    // pages it took would otherwise wake the wait at once, every time; a
-    // page freed between the two costs at most the 5 ms.
-    // A KV larger than the whole pool (a session from a server with more)
-    // never fits: answered now, not at the deadline.
-    const int64_t t = context_.geometry.page_tokens;
-    const int64_t pages = (s->persisted_kv_length + t - 1) / t;
-    if (absl::IsResourceExhausted(kv.status()) && pages > pool_->max_pages()) {
-      kv = absl::ResourceExhaustedError(absl::StrCat("the session's KV takes ", pages, " pages; this server's KV cache holds ",
-                                                     pool_->max_pages(), " (--kv-cache-mb)"));
-    }
-    while (absl::IsResourceExhausted(kv.status()) && absl::Now() < deadline && pages <= pool_->max_pages()) {
+    while (absl::IsResourceExhausted(kv.status()) && room_seen >= 0 && absl::Now() < deadline) {
       if (!waiting) waiting.emplace();
-      pool_->AwaitRoomGivenBack(pool_->room_given_back(), std::min(deadline, absl::Now() + absl::Milliseconds(5)));
-      kv = persistence_.LoadKv(*s);
+      if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) break;
+      kv = persistence_.LoadKv(*s, &room_seen);
     }
     if (!kv.ok()) {
       registry_.Release(*s);
@@ -242,6 +234,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
           }
           p.rng = parent_rng;
         });
+        registry_.NoteIdle(branches);
       }
     }
   }

@@ -299,6 +299,63 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryLetsTheIoTasksQueuedBehindItRun)
   env.sessions().Release(*acquired);
 }
 
+// An Acquire waiting for KV memory is woken when another session becomes
+// evictable (released idle and clean), though no page was freed: it then
+// evicts that session and loads. Nothing polls: without the wake it would
+// wait out its minute.
+TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenAnotherSessionIsReleased) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/4);
+  const std::string stored = env.MakeSession(40);  // 3 pages
+  env.Reopen();                                     // its KV only on disk
+  const std::string resident = env.MakeSession(40, 90);
+  auto held = env.sessions().Acquire(resident);
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  absl::Notification acquire_ended;
+  absl::StatusOr<std::shared_ptr<Session>> acquired;
+  std::thread caller([&] {
+    acquired = env.sessions().Acquire(stored, "Generate", absl::Now() + absl::Seconds(60));
+    acquire_ended.Notify();
+  });
+  // The caller holds `stored` from its Acquire's start: then it looks for
+  // room, finds none and waits (a release before it looks is seen too).
+  for (const absl::Time end = absl::Now() + absl::Seconds(30);
+       !env.sessions().Get(stored, false)->busy && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_FALSE(acquire_ended.WaitForNotificationWithTimeout(absl::Milliseconds(100)))
+      << "it did not wait: " << acquired.status();
+  const absl::Time released = absl::Now();
+  env.sessions().Release(*held);
+  EXPECT_TRUE(acquire_ended.WaitForNotificationWithTimeout(absl::Seconds(30))) << "the release did not wake it";
+  caller.join();
+  EXPECT_LT(absl::Now() - released, absl::Seconds(30));
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_TRUE((*acquired)->resident());
+  EXPECT_FALSE(env.sessions().Get(resident, false)->resident) << "evicted for it";
+  env.sessions().Release(*acquired);
+}
+
+// A load that finds no KV room takes no page: had it taken the free ones
+// and given them back, each give-back would wake the other callers waiting
+// for room, whose loads would do the same to it, in turn, until a deadline.
+TEST(SessionManager, ALoadThatFindsNoKvRoomTakesNoPageAndWakesNoOne) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/4);
+  const std::string stored = env.MakeSession(40);  // 3 pages
+  env.Reopen();                                     // its KV only on disk
+  std::vector<PageId> held;                         // 2 pages held by "others": 2 free
+  for (int i = 0; i < 2; ++i) held.push_back(*env.pool().Allocate());
+  const int64_t seen = env.pool().room_given_back();
+  absl::StatusOr<std::shared_ptr<Session>> s = env.sessions().Acquire(stored, "Generate", absl::Now());
+  EXPECT_TRUE(absl::IsResourceExhausted(s.status())) << s.status();
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("loading the session takes 3 pages"));
+  EXPECT_EQ(env.pool().room_given_back(), seen) << "pages were taken and given back";
+  EXPECT_EQ(env.pool().Stats().pages_in_use, 2);
+  for (PageId p : held) env.pool().Release(p);
+}
+
 // ExportSession counts the stream against the migration memory as it is
 // built: Export asks `reserve` before each page, and stops at a refusal.
 TEST(SessionManager, AnExportAsksItsReserveBeforeEachPageAndStopsAtARefusal) {
@@ -348,6 +405,10 @@ TEST(SessionManager, ASessionLargerThanTheWholeKvPoolIsRefusedAtOnce) {
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_FALSE(here.Get(id, false)->busy) << "released";
+  // Fork and Snapshot load for readers and say the same.
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> forked = here.Fork(id, 1, {}, {});
+  EXPECT_TRUE(absl::IsResourceExhausted(forked.status())) << forked.status();
+  EXPECT_THAT(std::string(forked.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
 }
 
 TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {

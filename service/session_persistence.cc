@@ -60,7 +60,8 @@ absl::Status SessionPersistence::WriteBranches(
   });
 }
 
-absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
+absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t* room_seen) const {
+  if (room_seen != nullptr) *room_seen = -1;
   const KvGeometry& g = context_->geometry;
   const int t = g.page_tokens;
   const int kv_length = s.persisted_kv_length;
@@ -70,13 +71,38 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
                                             s.persisted_page_hashes.size(), " pages for ",
                                             kv_length, " KV positions"));
   }
+  if (n_pages > pool_->max_pages()) {
+    return absl::ResourceExhaustedError(absl::StrCat("the session's KV takes ", n_pages,
+                                                     " pages; this server's KV cache holds ",
+                                                     pool_->max_pages(), " (--kv-cache-mb)"));
+  }
+  // Read before looking for room: room given back from here on wakes a
+  // caller that waits (room_seen).
+  const int64_t room_before = pool_->room_given_back();
+  // Room first, taking nothing: a load that cannot fit gives nothing back,
+  // so two loads waiting for room do not wake each other in turn. Pages
+  // another sequence holds under the same key are shared and take none.
+  int64_t to_take = 0;
+  for (int i = 0; i < n_pages; ++i) {
+    to_take += !(PageTokensAt(g, kv_length, i) == t && pool_->KeyReferenced(s.persisted_page_hashes[i].bytes));
+  }
+  if (!room_->MakeRoom(to_take)) {
+    if (room_seen != nullptr) *room_seen = room_before;
+    const PagePoolStats st = pool_->Stats();
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache is full: loading the session takes ", to_take, " pages; ", st.pages_in_use, " of ",
+        st.max_pages, " are in use and ", st.pages_reserved, " set aside for running calls (--kv-cache-mb)"));
+  }
   const auto start = std::chrono::steady_clock::now();
   int64_t pages_read = 0;
   // The pool's warm pages are taken now; refilling waits for the copies.
   PagePool::WarmingPause pause(pool_);
   std::vector<PageId> pages;
+  // Returns how much room the give-back gave.
   auto give_back = [&] {
-    for (PageId p : pages) pool_->Release(p);
+    int64_t gave = 0;
+    for (PageId p : pages) gave += pool_->Release(p);
+    return gave;
   };
   // Pool pages first (full pages already in RAM under their key are
   // shared), then every page to read in one ReadPages: batched, parallel,
@@ -94,8 +120,9 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s) const {
     }
     absl::StatusOr<PageId> page = pool_->Allocate();
     if (!page.ok() && room_->MakeRoom(n_pages - i)) page = pool_->Allocate();
-    if (!page.ok()) {
-      give_back();
+    if (!page.ok()) {  // others took the room since the check
+      const int64_t gave = give_back();
+      if (room_seen != nullptr) *room_seen = room_before + gave;
       return page.status();
     }
     pages.push_back(*page);

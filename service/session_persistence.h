@@ -42,7 +42,18 @@ class SessionPersistence {
                              std::span<const std::shared_ptr<Session>> branches) const;
   // The session's stored KV (persisted_kv_length positions), in the pool.
   // Full pages already in RAM under their key are shared, not read.
-  absl::StatusOr<KvSequence> LoadKv(const Session& session) const;
+  // RESOURCE_EXHAUSTED at once, naming both sizes, when the KV takes more
+  // pages than the whole pool holds (a session from a server with more KV
+  // memory). Room is made (MakeRoom) before any page is taken: when there
+  // is none, RESOURCE_EXHAUSTED and nothing was taken or given back.
+  //
+  // `room_seen`, if not null, tells a caller that may wait for room: when
+  // the load failed for want of pool room that others may give back, it is
+  // set to the pool's room_given_back() as of before the load looked, plus
+  // what the load's own give-back added, so PagePool::AwaitRoomGivenBack
+  // (room_seen) returns as soon as anyone else gave room back since (at once
+  // if they already did). Otherwise -1: nothing to wait for.
+  absl::StatusOr<KvSequence> LoadKv(const Session& session, int64_t* room_seen = nullptr) const;
 
  private:
   // Page i as parts: a full page's payload is its pool page (the session

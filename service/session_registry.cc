@@ -75,7 +75,10 @@ absl::Status SessionRegistry::Add(std::span<const std::shared_ptr<Session>> sess
   for (const auto& [owner, n] : adding) {
     if (absl::Status st = TenantRoom(owner, n); !st.ok()) return st;
   }
-  for (const auto& s : sessions) Insert(s);
+  for (const auto& s : sessions) {
+    Insert(s);
+    NoteIfEvictable(*s);  // a restored checkpoint comes in idle and resident
+  }
   return absl::OkStatus();
 }
 
@@ -85,7 +88,7 @@ void SessionRegistry::AddLoaded(std::shared_ptr<Session> session) {
 }
 
 void SessionRegistry::Remove(const std::string& id) {
-  std::shared_ptr<Session> gone;  // destroyed (its KV released) after unlocking
+  std::shared_ptr<Session> gone;  // destroyed after unlocking (its KV is released below, locked)
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
@@ -122,6 +125,7 @@ void SessionRegistry::MarkPersisted(const SessionRecord& record, Session& sessio
   if (indexed) CountStored(session, -1);
   kvs::MarkPersisted(record, &session);
   if (indexed) CountStored(session, +1);
+  NoteIfEvictable(session);
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::string& id,
@@ -160,10 +164,17 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
       mu_.Lock();
       continue;
     }
-    // Poll: a cancel flips the job's flag without this mutex.
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](Session* x) { return !x->busy && x->readers == 0; }, s.get()),
-                          std::min(deadline, now + absl::Milliseconds(5)));
+    // Woken by whatever ends the wait under this mutex: the session let go
+    // (Release, ReleaseShared) or taken out (a delete, an expiry). Only a
+    // running job's cancel, which flips its flag without this mutex, is
+    // polled for, and only within the grace.
+    const Session* const waited = s.get();
+    auto changed = [this, &id, waited]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto at = sessions_.find(id);
+      return (!waited->busy && waited->readers == 0) || at == sessions_.end() || at->second.get() != waited;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&changed),
+                          ends_soon ? deadline : std::min(grace_end, now + absl::Milliseconds(5)));
   }
 }
 
@@ -200,12 +211,24 @@ void SessionRegistry::Release(Session& s, SessionInfo* described) {
   s.last_used_us = NowMicros();
   NoteKvPages(s);
   if (described != nullptr) *described = Describe(s);
+  NoteIfEvictable(s);
 }
 
 void SessionRegistry::ReleaseShared(Session& s) {
   absl::MutexLock lock(&mu_);
   --s.readers;
   s.last_used_us = NowMicros();
+  NoteIfEvictable(s);
+}
+
+void SessionRegistry::NoteIdle(std::span<const std::shared_ptr<Session>> sessions) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& s : sessions) NoteIfEvictable(*s);
+}
+
+void SessionRegistry::NoteIfEvictable(const Session& s) const {
+  // EvictIfIdle's test.
+  if (!s.busy && s.readers == 0 && !s.dirty && s.kv) pool_->NoteRoomMayBeMade();
 }
 
 void SessionRegistry::SetJob(Session& s, std::shared_ptr<JobHandle> job) {
@@ -288,6 +311,7 @@ void SessionRegistry::ReturnUnused(Session& s) {
   s.busy = false;
   s.expiring = false;
   s.holder = "";
+  NoteIfEvictable(s);
 }
 
 SessionInfo SessionRegistry::Describe(const Session& s) const {

@@ -22,7 +22,8 @@
 // page hashing (SessionKv).
 //
 // Thread safety: every method is thread-safe; all take the registry's one
-// mutex, never while calling out. UnderLock() runs a caller's function on
+// mutex, never while calling out, except into the page pool (its reference
+// counts, NoteRoomMayBeMade), which never calls back. UnderLock() runs a caller's function on
 // registry-guarded session fields (see session.h) with that mutex held.
 #ifndef KVSESSION_SERVICE_SESSION_REGISTRY_H_
 #define KVSESSION_SERVICE_SESSION_REGISTRY_H_
@@ -31,6 +32,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,9 +81,10 @@ class SessionRegistry {
  public:
   static constexpr absl::Duration kCancelGrace = absl::Milliseconds(100);
 
-  // `pool` is read for page sharing in SessionInfo; `max_sessions` bounds
-  // the number of sessions held.
-  SessionRegistry(const PagePool* pool, int max_sessions)
+  // `pool` is read for page sharing in SessionInfo and told when a session
+  // becomes evictable (NoteIfEvictable); `max_sessions` bounds the number
+  // of sessions held.
+  SessionRegistry(PagePool* pool, int max_sessions)
       : pool_(pool), max_sessions_(max_sessions), stored_(pool->geometry()) {}
 
   // Adds sessions (new ids). RESOURCE_EXHAUSTED at the session limit; on
@@ -166,6 +169,10 @@ class SessionRegistry {
   absl::StatusOr<std::shared_ptr<Session>> AcquireShared(const std::string& id, const char* what,
                                                          absl::Time deadline);
   void ReleaseShared(Session& session);
+  // For sessions made idle another way than Release (fork branches, set
+  // idle under UnderLock): tells the page pool of each one MakeRoom could
+  // now evict, so callers waiting for KV room try again.
+  void NoteIdle(std::span<const std::shared_ptr<Session>> sessions);
 
   // Sets or drops the session's resident KV (under the mutex, so readers
   // see resident() consistently).
@@ -235,6 +242,11 @@ class SessionRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Caches the page counts GetSession shows while the session is held.
   void NoteKvPages(Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the pool (NoteRoomMayBeMade) when `s` is one EvictIfIdle would
+  // drop: whoever waits for KV room tries again. Called wherever a session
+  // may become idle, clean and resident: Add, Release, ReleaseShared,
+  // MarkPersisted, ReturnUnused, NoteIdle.
+  void NoteIfEvictable(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds or replaces sessions_[session->id], keeping owned_ in step.
   void Insert(std::shared_ptr<Session> session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `key` out of `index[owner]` (and the owner out once empty).
@@ -252,7 +264,7 @@ class SessionRegistry {
   // QuotaExceeded unless `more` sessions of `owner` fit its quota.
   absl::Status TenantRoom(const std::string& owner, int more) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const PagePool* const pool_;
+  PagePool* const pool_;  // page counts, and NoteRoomMayBeMade
   const int max_sessions_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
