@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "cache/fault_injection_fs.h"
@@ -354,22 +355,43 @@ TEST_F(EngineTest, WhenTheCallsWaitingHoldThePagesEachNeedsTheHeadIsRefusedAndTh
   EXPECT_EQ(env_->sessions().Get(x, false)->length, 80);  // as it was
 }
 
-// With nothing running, the queue sleeps (no timer: the idle grace is a
-// minute here) and is woken by what may let a call in. A session held
-// elsewhere keeps the pages a queued call needs; its release makes it
-// evictable, which wakes the engine, and the call runs.
-TEST_F(EngineTest, ACallQueuedForKvMemoryRunsWhenAnotherSessionIsReleasedNotAtATimer) {
-  KVS_REQUIRE_SHARED_MODEL();
-  idle_queue_grace_ = absl::Seconds(60);
-  // 13 pages of 16 tokens: x and y hold 5 each; y's call may grow it to
-  // 120 tokens, 4 pages more (one for copy-on-write), and 3 are free.
-  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
-  const std::string x = env_->MakeSession(79);
-  const std::string y = env_->MakeSession(79, 400);
-  auto held = env_->sessions().Acquire(x);
-  ASSERT_TRUE(held.ok()) << held.status();
-  auto job = Submit(y, {}, Greedy(40), 0, nullptr, absl::Now() + absl::Seconds(120));
-  ASSERT_TRUE(QueuedWithin(1, absl::Seconds(30))) << job->status;
+// Queued calls with nothing running, in the tests below. The engine's
+// idle grace is a minute, so only what wakes the queue moves it. 13 pages
+// of 16 tokens: sessions x and y hold 5 each; a call on y that may grow it
+// to 120 tokens needs 4 more (one for copy-on-write) and 3 are free, while
+// x, held here, cannot be evicted.
+class EngineQueueTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    KVS_REQUIRE_SHARED_MODEL();
+    idle_queue_grace_ = absl::Seconds(60);
+    Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
+    x_ = env_->MakeSession(79);
+    y_ = env_->MakeSession(79, 400);
+    absl::StatusOr<std::shared_ptr<Session>> held = env_->sessions().Acquire(x_);
+    ASSERT_TRUE(held.ok()) << held.status();
+    held_ = *std::move(held);
+  }
+  void TearDown() override {
+    // Let go before the pool goes: the session's KV is the pool's pages.
+    if (held_) env_->sessions().Release(std::exchange(held_, nullptr));
+    EngineTest::TearDown();
+  }
+  // A call on y that cannot start while x is held: 40 tokens.
+  std::shared_ptr<RecordingListener> SubmitQueued(absl::Time deadline) {
+    auto job = Submit(y_, {}, Greedy(40), 0, nullptr, deadline);
+    EXPECT_TRUE(QueuedWithin(1, absl::Seconds(30))) << job->status;
+    return job;
+  }
+
+  std::string x_, y_;
+  std::shared_ptr<Session> held_;
+};
+
+// A held session keeps the pages a queued call needs; its release makes it
+// evictable, which wakes the sleeping engine, and the call runs.
+TEST_F(EngineQueueTest, ACallQueuedForKvMemoryRunsWhenAnotherSessionIsReleasedNotAtATimer) {
+  auto job = SubmitQueued(absl::Now() + absl::Seconds(120));
   // Asleep: no step runs while nothing can (the loop used to run an empty
   // one every 5 ms while calls were queued).
   const size_t steps = Steps().size();
@@ -377,54 +399,37 @@ TEST_F(EngineTest, ACallQueuedForKvMemoryRunsWhenAnotherSessionIsReleasedNotAtAT
   EXPECT_EQ(Steps().size(), steps) << "the engine polled";
   EXPECT_FALSE(job->done.HasBeenNotified()) << job->status;
   const absl::Time released = absl::Now();
-  env_->sessions().Release(*held);
+  env_->sessions().Release(std::exchange(held_, nullptr));
   ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
       << "the release did not wake the queue";
   ASSERT_TRUE(job->status.ok()) << job->status;
   EXPECT_EQ(job->ids.size(), 40u);
   EXPECT_LT(absl::Now() - released, absl::Seconds(30));
-  EXPECT_FALSE(env_->sessions().Get(x, false)->resident) << "x was evicted for it";
+  EXPECT_FALSE(env_->sessions().Get(x_, false)->resident) << "x was evicted for it";
 }
 
 // A queued call cancelled with nothing running is answered at once, not
 // when its deadline or the idle grace comes.
-TEST_F(EngineTest, ACallCancelledWhileQueuedIsAnsweredAtOnce) {
-  KVS_REQUIRE_SHARED_MODEL();
-  idle_queue_grace_ = absl::Seconds(60);
-  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
-  const std::string x = env_->MakeSession(79);
-  const std::string y = env_->MakeSession(79, 400);
-  auto held = env_->sessions().Acquire(x);
-  ASSERT_TRUE(held.ok()) << held.status();
-  auto job = Submit(y, {}, Greedy(40), 0, nullptr, absl::Now() + absl::Seconds(120));
-  ASSERT_TRUE(QueuedWithin(1, absl::Seconds(30))) << job->status;
+TEST_F(EngineQueueTest, ACallCancelledWhileQueuedIsAnsweredAtOnce) {
+  auto job = SubmitQueued(absl::Now() + absl::Seconds(120));
   job->handle->Cancel();
   ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
       << "the cancel did not wake the queue";
   EXPECT_TRUE(absl::IsCancelled(job->status)) << job->status;
   EXPECT_TRUE(job->ids.empty());
-  EXPECT_EQ(env_->sessions().Get(y, false)->length, 80) << "as it was";
-  env_->sessions().Release(*held);
+  EXPECT_EQ(env_->sessions().Get(y_, false)->length, 80) << "as it was";
 }
 
 // A queued call's deadline wakes the sleeping queue: refused when it
 // passes, not before and not at the idle grace.
-TEST_F(EngineTest, AQueuedCallIsRefusedWhenItsDeadlinePassesWithNothingElseHappening) {
-  KVS_REQUIRE_SHARED_MODEL();
-  idle_queue_grace_ = absl::Seconds(60);
-  Start(/*max_batch_tokens=*/64, 1, 1, {}, /*pool_pages=*/13);
-  const std::string x = env_->MakeSession(79);
-  const std::string y = env_->MakeSession(79, 400);
-  auto held = env_->sessions().Acquire(x);
-  ASSERT_TRUE(held.ok()) << held.status();
+TEST_F(EngineQueueTest, AQueuedCallIsRefusedWhenItsDeadlinePassesWithNothingElseHappening) {
   const absl::Time submitted = absl::Now();
-  auto job = Submit(y, {}, Greedy(40), 0, nullptr, submitted + absl::Milliseconds(300));
+  auto job = Submit(y_, {}, Greedy(40), 0, nullptr, submitted + absl::Milliseconds(300));
   ASSERT_TRUE(job->done.WaitForNotificationWithTimeout(absl::Seconds(30)))
       << "the deadline did not wake the queue";
   EXPECT_GE(absl::Now() - submitted, absl::Milliseconds(300));
   EXPECT_TRUE(absl::IsResourceExhausted(job->status)) << job->status;
   EXPECT_THAT(std::string(job->status.message()), ::testing::HasSubstr("before its deadline"));
-  env_->sessions().Release(*held);
 }
 
 TEST_F(EngineTest, ACachedPrefixIsAttachedInsteadOfComputed) {
