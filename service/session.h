@@ -95,6 +95,7 @@ struct Session {
   int readers = 0;
   const char* holder = "";          // what holds it exclusively, for messages
   int64_t held_since_us = 0;
+  uint64_t times_taken = 0;         // exclusive takes so far (waits in the registry watch it)
   std::shared_ptr<JobHandle> job;   // the exclusive holder's engine job, if any
   // Serialises the readers' writes of this session's record (a Fork draws
   // branch seeds from the session's generator and stores its new state).

@@ -72,6 +72,40 @@ TEST(SessionManager, ASecondAcquireOfABusySessionIsAbortedUntilItIsReleased) {
   EXPECT_EQ(env.sessions().Acquire(id).status().code(), absl::StatusCode::kNotFound);
 }
 
+// Two calls wait for a Fork's read to end (a wait that ends soon by
+// nature). When it ends, one takes the session and the other, now facing a
+// running call, is answered ABORTED at once, not when the first ends.
+TEST(SessionManager, OfTwoCallsWaitingForAReadToEndOneTakesTheSessionAndTheOtherIsAbortedAtOnce) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(5);
+  auto reader = env.sessions().registry()->AcquireShared(id, "Fork", absl::Now() + absl::Seconds(60));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<std::shared_ptr<Session>> got[2];
+  absl::Notification ended[2];
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 2; ++i) {
+    callers.emplace_back([&, i] {
+      got[i] = env.sessions().Acquire(id, "Generate", absl::Now() + absl::Seconds(60));
+      ended[i].Notify();
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(ended[0].HasBeenNotified() || ended[1].HasBeenNotified()) << "they did not wait for the read";
+  const absl::Time read_ended = absl::Now();
+  env.sessions().registry()->ReleaseShared(**reader);
+  EXPECT_TRUE(ended[0].WaitForNotificationWithTimeout(absl::Seconds(30)) &&
+              ended[1].WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the call that did not get the session waited for the one that did";
+  EXPECT_LT(absl::Now() - read_ended, absl::Seconds(30));
+  const int winner = got[0].ok() ? 0 : 1;
+  ASSERT_TRUE(got[winner].ok()) << got[winner].status();
+  EXPECT_TRUE(absl::IsAborted(got[1 - winner].status())) << got[1 - winner].status();
+  EXPECT_THAT(std::string(got[1 - winner].status().message()), ::testing::HasSubstr("a Generate is running on it"));
+  env.sessions().Release(*got[winner]);
+  for (std::thread& t : callers) t.join();
+}
+
 TEST(SessionManager, ForksAndSnapshotsOfAnIdleSessionRunTogether) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;
@@ -405,7 +439,7 @@ TEST(SessionManager, ASessionLargerThanTheWholeKvPoolIsRefusedAtOnce) {
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_FALSE(here.Get(id, false)->busy) << "released";
-  // Fork and Snapshot load for readers and say the same.
+  // Fork loads for readers and says the same.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> forked = here.Fork(id, 1, {}, {});
   EXPECT_TRUE(absl::IsResourceExhausted(forked.status())) << forked.status();
   EXPECT_THAT(std::string(forked.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));

@@ -86,7 +86,7 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   for (int i = 0; i < n_pages; ++i) {
     to_take += !(PageTokensAt(g, kv_length, i) == t && pool_->KeyReferenced(s.persisted_page_hashes[i].bytes));
   }
-  if (!room_->MakeRoom(to_take)) {
+  if (to_take > 0 && !room_->MakeRoom(to_take)) {
     if (room_seen != nullptr) *room_seen = room_before;
     const PagePoolStats st = pool_->Stats();
     return absl::ResourceExhaustedError(absl::StrCat(

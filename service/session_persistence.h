@@ -44,8 +44,9 @@ class SessionPersistence {
   // Full pages already in RAM under their key are shared, not read.
   // RESOURCE_EXHAUSTED at once, naming both sizes, when the KV takes more
   // pages than the whole pool holds (a session from a server with more KV
-  // memory). Room is made (MakeRoom) before any page is taken: when there
-  // is none, RESOURCE_EXHAUSTED and nothing was taken or given back.
+  // memory). Room is made (MakeRoom, which may evict idle sessions) before
+  // any page is taken: when there is none, RESOURCE_EXHAUSTED with no page
+  // taken or given back.
   //
   // `room_seen`, if not null, tells a caller that may wait for room: when
   // the load failed for want of pool room that others may give back, it is

@@ -168,10 +168,17 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
     // (Release, ReleaseShared) or taken out (a delete, an expiry). Only a
     // running job's cancel, which flips its flag without this mutex, is
     // polled for, and only within the grace.
+    // Any change of who holds it counts, not only a release: a session let
+    // go and taken at once by another caller makes this one's wait a
+    // conflict to answer now.
     const Session* const waited = s.get();
-    auto changed = [this, &id, waited]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool busy = s->busy;
+    const int readers = s->readers;
+    const uint64_t times_taken = s->times_taken;
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       auto at = sessions_.find(id);
-      return (!waited->busy && waited->readers == 0) || at == sessions_.end() || at->second.get() != waited;
+      return at == sessions_.end() || at->second.get() != waited || waited->busy != busy ||
+             waited->readers != readers || waited->times_taken != times_taken;
     };
     mu_.AwaitWithDeadline(absl::Condition(&changed),
                           ends_soon ? deadline : std::min(grace_end, now + absl::Milliseconds(5)));
@@ -186,6 +193,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Acquire(const std::str
   if (!s.ok()) return s;
   Session& x = **s;
   x.busy = true;
+  ++x.times_taken;
   x.holder = what;
   x.held_since_us = x.last_used_us = NowMicros();
   NoteKvPages(x);
@@ -300,6 +308,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::TakeIfUnusedSince(cons
     return absl::AbortedError(absl::StrCat("session ", id, " was used since the cutoff"));
   }
   s.busy = true;
+  ++s.times_taken;
   s.expiring = true;
   s.holder = what;
   s.held_since_us = NowMicros();
