@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "absl/base/internal/raw_logging.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cache/slab_memory.h"
@@ -90,6 +91,10 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
         " set aside for running calls (", (max_pages_ * geometry_.page_bytes()) >> 20,
         " MiB, --kv-cache-mb)"));
   }
+  return TakeFreePage();
+}
+
+absl::StatusOr<PageId> PagePool::TakeFreePage() {
   if (free_.empty() && n_slabs_ == static_cast<int64_t>(slabs_.size()) && lru_head_ >= 0) {
     // Evict the least recently freed cached prefix page.
     PageId page = lru_head_;
@@ -115,6 +120,74 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
   ++in_use_;
   ++references_;
   return page;
+}
+
+absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
+                                 std::vector<bool>* found) {
+  absl::MutexLock lock(&mu_);
+  pages->clear();
+  found->clear();
+  // The room the call takes, counted before anything is taken.
+  int64_t room = 0;
+  absl::flat_hash_set<PageId> revived;
+  for (const std::optional<PageKey>& key : keys) {
+    auto it = key ? key_index_.find(*key) : key_index_.end();
+    if (it == key_index_.end()) {
+      ++room;
+    } else if (ref_counts_[it->second] == 0 && revived.insert(it->second).second) {
+      ++room;
+    }
+  }
+  if (in_use_ + reserved_ + room > max_pages_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV cache is full: taking ", room, " pages, ", in_use_, " of ", max_pages_, " are in use and ",
+        reserved_, " set aside for running calls (--kv-cache-mb)"));
+  }
+  pages->assign(keys.size(), -1);
+  found->assign(keys.size(), false);
+  // Keys first, so no fresh page below evicts one of them.
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = keys[i] ? key_index_.find(*keys[i]) : key_index_.end();
+    if (it == key_index_.end()) continue;
+    const PageId page = it->second;
+    if (ref_counts_[page] == 0) {
+      LruRemove(page);
+      ++in_use_;
+    } else if (ref_counts_[page] == 1) {
+      ++shared_;
+    }
+    ++ref_counts_[page];
+    ++references_;
+    (*pages)[i] = page;
+    (*found)[i] = true;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if ((*found)[i]) continue;
+    absl::StatusOr<PageId> page = TakeFreePage();
+    if (!page.ok()) {
+      for (PageId p : *pages) {
+        if (p >= 0) UndoTake(p);
+      }
+      pages->clear();
+      found->clear();
+      return page.status();
+    }
+    (*pages)[i] = *page;
+  }
+  return absl::OkStatus();
+}
+
+void PagePool::UndoTake(PageId page) {
+  --references_;
+  const int32_t left = --ref_counts_[page];
+  if (left == 1) --shared_;
+  if (left > 0) return;
+  --in_use_;
+  if (keys_[page]) {
+    LruPushBack(page);
+  } else {
+    free_.push_back(page);
+  }
 }
 
 size_t PagePool::SlabBytes(int64_t slab) const {

@@ -38,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -121,6 +122,22 @@ class PagePool {
   // aside by SetReserved are only for callers that pass from_reserve (the
   // engine's running jobs); others see them as in use.
   absl::StatusOr<PageId> Allocate(bool from_reserve = false);
+  // A page for each entry of `keys`, taken in one step under the pool's
+  // lock, all or none (a stored session's pages as a restore loads them):
+  // for a key some page holds, that page with a new reference
+  // ((*found)[i] true; a free one is revived from the prefix cache); for
+  // nullopt or a key no page holds, a fresh page with one reference
+  // ((*found)[i] false). Every key found is taken before any fresh page,
+  // so the call never evicts a key it asks for. Room taken: the fresh
+  // pages and the revived free ones (a page already referenced, or asked
+  // for twice, takes none once held).
+  // RESOURCE_EXHAUSTED, with no page taken and no room given back, when
+  // that room is more than the pool has outside the reserve, or when
+  // memory cannot be mapped (cached prefixes evicted on the way stay
+  // evicted). So two calls racing for the last room never both take part
+  // of it and both fail.
+  absl::Status TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
+                         std::vector<bool>* found);
   // Sets aside `pages` free pages for from_reserve allocations (the engine
   // sets what its admitted jobs may still need). On error nothing changes.
   void SetReserved(int64_t pages);
@@ -202,6 +219,14 @@ class PagePool {
   bool WarmerHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // KeepWarm's background thread: WarmUp whenever allocations need it.
   void WarmLoop();
+  // Allocate's page taking, once the budget allows it: an unkeyed free
+  // page, else the least recently freed cached one (its key evicted), else
+  // a new slab's; RESOURCE_EXHAUSTED when none is left or a slab cannot
+  // be mapped. Sets the page's count to 1.
+  absl::StatusOr<PageId> TakeFreePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops one reference the calling method took (no room given back: the
+  // caller gives back only what it took in the same locked step).
+  void UndoTake(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ++room_given_back_, and the callback.
   void GiveRoomBack() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LruRemove(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -106,6 +106,95 @@ TEST(PagePoolTest, ACachedFreePageIsNotRevivedOutOfTheReserveExceptForItsCallers
   EXPECT_TRUE(pool.Allocate().ok());
 }
 
+// TakePages, a restore's pages in one step: keys some page holds give
+// that page (shared, or revived from the cache), the others fresh pages.
+TEST(PagePoolTest, TakePagesSharesAndRevivesKeyedPagesAndTakesFreshOnesForTheRest) {
+  PagePool pool(Geometry(), 6);
+  const PageId in_use = MustAllocate(pool);
+  pool.SetKey(in_use, Key(1));
+  const PageId cached = MustAllocate(pool);
+  pool.SetKey(cached, Key(2));
+  pool.Release(cached);  // free, still keyed
+  const std::vector<std::optional<PageKey>> keys = {Key(1), Key(2), Key(3), std::nullopt};
+  std::vector<PageId> pages;
+  std::vector<bool> found;
+  ASSERT_TRUE(pool.TakePages(keys, &pages, &found).ok());
+  ASSERT_EQ(pages.size(), 4u);
+  EXPECT_EQ(pages[0], in_use);
+  EXPECT_EQ(pages[1], cached);
+  EXPECT_EQ(found, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(pool.ref_count(in_use), 2);
+  EXPECT_EQ(pool.ref_count(cached), 1);
+  EXPECT_EQ(std::set<PageId>(pages.begin(), pages.end()).size(), 4u);
+  for (PageId p : {pages[2], pages[3]}) {
+    EXPECT_EQ(pool.ref_count(p), 1);
+    EXPECT_FALSE(pool.has_key(p));
+  }
+  const PagePoolStats st = pool.Stats();
+  EXPECT_EQ(st.pages_in_use, 4);
+  EXPECT_EQ(st.pages_shared, 1);
+  EXPECT_EQ(st.page_references, 5);
+  EXPECT_EQ(st.pages_cached, 0);
+}
+
+// When the room it needs is not there, TakePages takes nothing, so two
+// restores racing for the last pages cannot each take part and both fail
+// (and wake each other by giving it back).
+TEST(PagePoolTest, TakePagesTakesNothingWhenTheRoomItNeedsIsNotThere) {
+  PagePool pool(Geometry(), 4);
+  const PageId held = MustAllocate(pool);
+  pool.SetKey(held, Key(1));
+  const PageId cached = MustAllocate(pool);
+  pool.SetKey(cached, Key(2));
+  pool.Release(cached);
+  pool.SetReserved(1);
+  // Key 1 is shared (no room); key 2 revived and two fresh pages: 3 pages
+  // of room, where 4 - 1 in use - 1 reserved = 2 are left.
+  const std::vector<std::optional<PageKey>> keys = {Key(1), Key(2), std::nullopt, Key(9)};
+  const PagePoolStats before = pool.Stats();
+  const int64_t room_seen = pool.room_given_back();
+  std::vector<PageId> pages = {42};
+  std::vector<bool> found = {true};
+  const absl::Status s = pool.TakePages(keys, &pages, &found);
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_NE(s.message().find("taking 3 pages"), absl::string_view::npos) << s;
+  EXPECT_TRUE(pages.empty());
+  EXPECT_TRUE(found.empty());
+  const PagePoolStats after = pool.Stats();
+  EXPECT_EQ(after.pages_in_use, before.pages_in_use);
+  EXPECT_EQ(after.page_references, before.page_references);
+  EXPECT_EQ(after.pages_cached, 1);
+  EXPECT_EQ(pool.room_given_back(), room_seen);
+  EXPECT_EQ(pool.ref_count(held), 1);
+  EXPECT_EQ(pool.LookupKey(Key(2)), std::optional<PageId>(cached)) << "the cached page kept its key";
+  pool.Release(cached);
+  // With the reserve given up, the same call fits exactly.
+  pool.SetReserved(0);
+  ASSERT_TRUE(pool.TakePages(keys, &pages, &found).ok());
+  EXPECT_EQ(pool.Stats().pages_in_use, 4);
+}
+
+// Fresh pages come from the cache's oldest pages when nothing else is
+// free, but never from a page the same call asks for by key.
+TEST(PagePoolTest, TakePagesNeverEvictsAKeyItAsksFor) {
+  PagePool pool(Geometry(), 3);
+  std::vector<PageId> all;
+  for (int i = 0; i < 3; ++i) {
+    all.push_back(MustAllocate(pool));
+    pool.SetKey(all.back(), Key(10 + i));
+  }
+  for (PageId p : all) pool.Release(p);  // all cached; key 10 the oldest
+  const std::vector<std::optional<PageKey>> keys = {std::nullopt, Key(10), Key(12)};
+  std::vector<PageId> pages;
+  std::vector<bool> found;
+  ASSERT_TRUE(pool.TakePages(keys, &pages, &found).ok());
+  EXPECT_EQ(pages[1], all[0]);
+  EXPECT_EQ(pages[2], all[2]);
+  EXPECT_EQ(pages[0], all[1]) << "the fresh page is the one cached page not asked for";
+  EXPECT_EQ(found, (std::vector<bool>{false, true, true}));
+  EXPECT_FALSE(pool.has_key(pages[0]));
+}
+
 TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
   // 300 pages: a slab of them (Populate's every touch).
   PagePool pool(Geometry(), 300);

@@ -87,8 +87,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
     // back, within the call's deadline, like a call waiting in the
     // engine's queue. Woken when room is given back in the pool (a page
     // freed, the reserve shrunk, a session become idle and clean, which
-    // LoadKv's MakeRoom can then evict); `room_seen` leaves out the load's
-    // own give-back and counts what came while it looked. A KV larger than
+    // LoadKv's MakeRoom can then evict); a load that finds no room takes
+    // none, and `room_seen` counts what came while it looked. A KV larger than
     // the whole pool is refused at once (room_seen -1).
     int64_t room_seen = -1;
     absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s, &room_seen);

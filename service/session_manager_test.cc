@@ -371,6 +371,53 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenAnotherSessionIsRelea
   env.sessions().Release(*acquired);
 }
 
+// A restored checkpoint comes into the registry idle, stored and
+// resident: evictable, so a call that waits for KV memory its restore took
+// is woken as it is added, and evicts it.
+TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenARestoredCheckpointIsAdded) {
+  KVS_REQUIRE_SHARED_MODEL();
+  auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
+  ServiceTestEnv env(/*max_pages=*/4, /*page_tokens=*/16, StoreOn(fs));
+  const std::string source = env.MakeSession(40);  // 3 pages
+  int64_t written = 0;
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(source, "c", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  env.Reopen();
+  const std::string stored = env.MakeSession(40, 90);  // 3 pages of its own
+  env.Reopen();                                         // both only on disk
+
+  // The restore loads its 3 pages, then stalls writing its record: its
+  // session is not in the registry yet, so nothing can evict it.
+  fs->HoldWrites();
+  absl::StatusOr<std::shared_ptr<Session>> restored;
+  std::thread restore([&] { restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {}); });
+  for (const absl::Time end = absl::Now() + absl::Seconds(30); fs->held_writes() == 0 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(fs->held_writes(), 0);
+  ASSERT_EQ(env.pool().Stats().pages_in_use, 3);
+
+  absl::Notification acquire_ended;
+  absl::StatusOr<std::shared_ptr<Session>> acquired;
+  std::thread caller([&] {
+    acquired = env.sessions().Acquire(stored, "Generate", absl::Now() + absl::Seconds(60));
+    acquire_ended.Notify();
+  });
+  EXPECT_FALSE(acquire_ended.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "it did not wait: " << acquired.status();
+  const absl::Time added = absl::Now();
+  fs->ReleaseWrites();
+  restore.join();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_TRUE(acquire_ended.WaitForNotificationWithTimeout(absl::Seconds(30))) << "the add did not wake it";
+  caller.join();
+  EXPECT_LT(absl::Now() - added, absl::Seconds(30));
+  ASSERT_TRUE(acquired.ok()) << acquired.status();
+  EXPECT_TRUE((*acquired)->resident());
+  EXPECT_FALSE(env.sessions().Get((*restored)->id, false)->resident) << "evicted for it";
+  env.sessions().Release(*acquired);
+}
+
 // A load that finds no KV room takes no page: had it taken the free ones
 // and given them back, each give-back would wake the other callers waiting
 // for room, whose loads would do the same to it, in turn, until a deadline.

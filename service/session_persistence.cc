@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -82,51 +83,43 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   // Room first, taking nothing: a load that cannot fit gives nothing back,
   // so two loads waiting for room do not wake each other in turn. Pages
   // another sequence holds under the same key are shared and take none.
+  std::vector<std::optional<PageKey>> keys(n_pages);
   int64_t to_take = 0;
   for (int i = 0; i < n_pages; ++i) {
-    to_take += !(PageTokensAt(g, kv_length, i) == t && pool_->KeyReferenced(s.persisted_page_hashes[i].bytes));
+    if (PageTokensAt(g, kv_length, i) == t) keys[i] = s.persisted_page_hashes[i].bytes;
+    to_take += !(keys[i] && pool_->KeyReferenced(*keys[i]));
   }
-  if (to_take > 0 && !room_->MakeRoom(to_take)) {
+  auto no_room = [&] {
     if (room_seen != nullptr) *room_seen = room_before;
     const PagePoolStats st = pool_->Stats();
     return absl::ResourceExhaustedError(absl::StrCat(
         "KV cache is full: loading the session takes ", to_take, " pages; ", st.pages_in_use, " of ",
         st.max_pages, " are in use and ", st.pages_reserved, " set aside for running calls (--kv-cache-mb)"));
-  }
+  };
+  if (to_take > 0 && !room_->MakeRoom(to_take)) return no_room();
   const auto start = std::chrono::steady_clock::now();
   int64_t pages_read = 0;
   // The pool's warm pages are taken now; refilling waits for the copies.
   PagePool::WarmingPause pause(pool_);
+  // Every page in one step, all or none (full pages already in RAM under
+  // their key are shared or revived), so a load that others beat to the
+  // room since the check takes nothing and gives nothing back either.
   std::vector<PageId> pages;
-  // Returns how much room the give-back gave.
+  std::vector<bool> found;
+  absl::Status took = pool_->TakePages(keys, &pages, &found);
+  if (absl::IsResourceExhausted(took) && room_->MakeRoom(std::max<int64_t>(to_take, 1))) took = pool_->TakePages(keys, &pages, &found);
+  if (absl::IsResourceExhausted(took)) return no_room();
+  if (!took.ok()) return took;
   auto give_back = [&] {
-    int64_t gave = 0;
-    for (PageId p : pages) gave += pool_->Release(p);
-    return gave;
+    for (PageId p : pages) pool_->Release(p);
   };
-  // Pool pages first (full pages already in RAM under their key are
-  // shared), then every page to read in one ReadPages: batched, parallel,
-  // straight into the pool pages, each checksum checked once.
+  // Then every page to read in one ReadPages: batched, parallel, straight
+  // into the pool pages, each checksum checked once.
   std::vector<SessionStore::PageRead> reads;
   std::vector<int> read_index;  // page index of reads[k]
   for (int i = 0; i < n_pages; ++i) {
-    const PageHash& hash = s.persisted_page_hashes[i];
-    const int expected_tokens = PageTokensAt(g, kv_length, i);
-    if (expected_tokens == t) {
-      if (std::optional<PageId> cached = pool_->LookupKey(hash.bytes)) {
-        pages.push_back(*cached);
-        continue;
-      }
-    }
-    absl::StatusOr<PageId> page = pool_->Allocate();
-    if (!page.ok() && room_->MakeRoom(n_pages - i)) page = pool_->Allocate();
-    if (!page.ok()) {  // others took the room since the check
-      const int64_t gave = give_back();
-      if (room_seen != nullptr) *room_seen = room_before + gave;
-      return page.status();
-    }
-    pages.push_back(*page);
-    reads.push_back({hash, expected_tokens, pool_->data(*page)});
+    if (found[i]) continue;
+    reads.push_back({s.persisted_page_hashes[i], PageTokensAt(g, kv_length, i), pool_->data(pages[i])});
     read_index.push_back(i);
   }
   pages_read = static_cast<int64_t>(reads.size());

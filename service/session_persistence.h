@@ -45,15 +45,16 @@ class SessionPersistence {
   // RESOURCE_EXHAUSTED at once, naming both sizes, when the KV takes more
   // pages than the whole pool holds (a session from a server with more KV
   // memory). Room is made (MakeRoom, which may evict idle sessions) before
-  // any page is taken: when there is none, RESOURCE_EXHAUSTED with no page
-  // taken or given back.
+  // any page is taken, and the pages are then taken all at once
+  // (PagePool::TakePages): when there is no room, or others took it since
+  // the check, RESOURCE_EXHAUSTED with no page taken or given back.
   //
   // `room_seen`, if not null, tells a caller that may wait for room: when
   // the load failed for want of pool room that others may give back, it is
-  // set to the pool's room_given_back() as of before the load looked, plus
-  // what the load's own give-back added, so PagePool::AwaitRoomGivenBack
-  // (room_seen) returns as soon as anyone else gave room back since (at once
-  // if they already did). Otherwise -1: nothing to wait for.
+  // set to the pool's room_given_back() as of before the load looked, so
+  // PagePool::AwaitRoomGivenBack(room_seen) returns as soon as anyone gave
+  // room back since (at once if they already did). Otherwise -1: nothing
+  // to wait for.
   absl::StatusOr<KvSequence> LoadKv(const Session& session, int64_t* room_seen = nullptr) const;
 
  private:

@@ -165,9 +165,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
       continue;
     }
     // Woken by whatever ends the wait under this mutex: the session let go
-    // (Release, ReleaseShared) or taken out (a delete, an expiry). Only a
-    // running job's cancel, which flips its flag without this mutex, is
-    // polled for, and only within the grace.
+    // (Release, ReleaseShared) or taken out (a delete, an expiry). A
+    // running job's cancel flips its flag without this mutex and wakes no
+    // one here, and needs not: a job cancelled within the grace ends by a
+    // Release, which wakes this wait; at the grace's end the wait looks
+    // again, and a job cancelled by then makes it wait on to the deadline.
     // Any change of who holds it counts, not only a release: a session let
     // go and taken at once by another caller makes this one's wait a
     // conflict to answer now.
@@ -180,8 +182,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::WaitToTake(const std::
       return at == sessions_.end() || at->second.get() != waited || waited->busy != busy ||
              waited->readers != readers || waited->times_taken != times_taken;
     };
-    mu_.AwaitWithDeadline(absl::Condition(&changed),
-                          ends_soon ? deadline : std::min(grace_end, now + absl::Milliseconds(5)));
+    mu_.AwaitWithDeadline(absl::Condition(&changed), ends_soon ? deadline : grace_end);
   }
 }
 
