@@ -123,7 +123,7 @@ absl::StatusOr<PageId> PagePool::TakeFreePage() {
 }
 
 absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
-                                 std::vector<bool>* found) {
+                                 std::vector<bool>* found, int64_t* room_needed) {
   absl::MutexLock lock(&mu_);
   pages->clear();
   found->clear();
@@ -138,10 +138,11 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
       ++room;
     }
   }
+  if (room_needed != nullptr) *room_needed = room;
   if (in_use_ + reserved_ + room > max_pages_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "KV cache is full: taking ", room, " pages, ", in_use_, " of ", max_pages_, " are in use and ",
-        reserved_, " set aside for running calls (--kv-cache-mb)"));
+        "KV cache is full: room for ", room, " more pages is needed; ", in_use_, " of ", max_pages_,
+        " are in use and ", reserved_, " set aside for running calls (--kv-cache-mb)"));
   }
   pages->assign(keys.size(), -1);
   found->assign(keys.size(), false);

@@ -131,13 +131,16 @@ class PagePool {
   // so the call never evicts a key it asks for. Room taken: the fresh
   // pages and the revived free ones (a page already referenced, or asked
   // for twice, takes none once held).
+  // `room_needed`, if not null, is set to that room (as counted under the
+  // lock, before anything is taken), also on failure: what to ask a
+  // room-maker for before trying again.
   // RESOURCE_EXHAUSTED, with no page taken and no room given back, when
   // that room is more than the pool has outside the reserve, or when
-  // memory cannot be mapped (cached prefixes evicted on the way stay
-  // evicted). So two calls racing for the last room never both take part
-  // of it and both fail.
+  // memory cannot be mapped (then the pages revived are back in the cache,
+  // as its most recently freed). So two calls racing for the last room
+  // never both take part of it and both fail.
   absl::Status TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
-                         std::vector<bool>* found);
+                         std::vector<bool>* found, int64_t* room_needed = nullptr);
   // Sets aside `pages` free pages for from_reserve allocations (the engine
   // sets what its admitted jobs may still need). On error nothing changes.
   void SetReserved(int64_t pages);
@@ -220,9 +223,10 @@ class PagePool {
   // KeepWarm's background thread: WarmUp whenever allocations need it.
   void WarmLoop();
   // Allocate's page taking, once the budget allows it: an unkeyed free
-  // page, else the least recently freed cached one (its key evicted), else
-  // a new slab's; RESOURCE_EXHAUSTED when none is left or a slab cannot
-  // be mapped. Sets the page's count to 1.
+  // page, else one of a new slab (mapped now), else, with every slab
+  // mapped, the least recently freed cached one (its key evicted);
+  // RESOURCE_EXHAUSTED when none is left or a slab cannot be mapped. Sets
+  // the page's count to 1.
   absl::StatusOr<PageId> TakeFreePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops one reference the calling method took (no room given back: the
   // caller gives back only what it took in the same locked step).

@@ -157,7 +157,7 @@ TEST(PagePoolTest, TakePagesTakesNothingWhenTheRoomItNeedsIsNotThere) {
   std::vector<bool> found = {true};
   const absl::Status s = pool.TakePages(keys, &pages, &found);
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
-  EXPECT_NE(s.message().find("taking 3 pages"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("room for 3 more pages"), absl::string_view::npos) << s;
   EXPECT_TRUE(pages.empty());
   EXPECT_TRUE(found.empty());
   const PagePoolStats after = pool.Stats();

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
@@ -387,22 +388,35 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenARestoredCheckpointIs
   env.Reopen();                                         // both only on disk
 
   // The restore loads its 3 pages, then stalls writing its record: its
-  // session is not in the registry yet, so nothing can evict it.
+  // session is not in the registry yet, so nothing can evict it, and it
+  // cannot be added before the writes are let go.
   fs->HoldWrites();
   absl::StatusOr<std::shared_ptr<Session>> restored;
-  std::thread restore([&] { restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {}); });
-  for (const absl::Time end = absl::Now() + absl::Seconds(30); fs->held_writes() == 0 && absl::Now() < end;) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_GT(fs->held_writes(), 0);
-  ASSERT_EQ(env.pool().Stats().pages_in_use, 3);
-
   absl::Notification acquire_ended;
   absl::StatusOr<std::shared_ptr<Session>> acquired;
-  std::thread caller([&] {
+  std::thread restore, caller;
+  auto end_threads = absl::MakeCleanup([&] {
+    fs->ReleaseWrites();
+    if (restore.joinable()) restore.join();
+    if (caller.joinable()) caller.join();
+  });
+  restore = std::thread([&] { restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {}); });
+  for (const absl::Time end = absl::Now() + absl::Seconds(30);
+       env.pool().Stats().pages_in_use < 3 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(env.pool().Stats().pages_in_use, 3);
+
+  caller = std::thread([&] {
     acquired = env.sessions().Acquire(stored, "Generate", absl::Now() + absl::Seconds(60));
     acquire_ended.Notify();
   });
+  // The caller holds `stored` from its Acquire's start: then it looks for
+  // room, finds none and waits.
+  for (const absl::Time end = absl::Now() + absl::Seconds(30);
+       !env.sessions().Get(stored, false)->busy && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_FALSE(acquire_ended.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
       << "it did not wait: " << acquired.status();
   const absl::Time added = absl::Now();

@@ -89,14 +89,13 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
     if (PageTokensAt(g, kv_length, i) == t) keys[i] = s.persisted_page_hashes[i].bytes;
     to_take += !(keys[i] && pool_->KeyReferenced(*keys[i]));
   }
-  auto no_room = [&] {
+  if (to_take > 0 && !room_->MakeRoom(to_take)) {
     if (room_seen != nullptr) *room_seen = room_before;
     const PagePoolStats st = pool_->Stats();
     return absl::ResourceExhaustedError(absl::StrCat(
         "KV cache is full: loading the session takes ", to_take, " pages; ", st.pages_in_use, " of ",
         st.max_pages, " are in use and ", st.pages_reserved, " set aside for running calls (--kv-cache-mb)"));
-  };
-  if (to_take > 0 && !room_->MakeRoom(to_take)) return no_room();
+  }
   const auto start = std::chrono::steady_clock::now();
   int64_t pages_read = 0;
   // The pool's warm pages are taken now; refilling waits for the copies.
@@ -104,12 +103,20 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   // Every page in one step, all or none (full pages already in RAM under
   // their key are shared or revived), so a load that others beat to the
   // room since the check takes nothing and gives nothing back either.
+  // The room the take needs may exceed the check's count: a page counted
+  // as shared may have lost its other holder since (MakeRoom may have
+  // evicted it), so a retry asks for what the take counted.
   std::vector<PageId> pages;
   std::vector<bool> found;
-  absl::Status took = pool_->TakePages(keys, &pages, &found);
-  if (absl::IsResourceExhausted(took) && room_->MakeRoom(std::max<int64_t>(to_take, 1))) took = pool_->TakePages(keys, &pages, &found);
-  if (absl::IsResourceExhausted(took)) return no_room();
-  if (!took.ok()) return took;
+  int64_t needed = to_take;
+  absl::Status took = pool_->TakePages(keys, &pages, &found, &needed);
+  if (absl::IsResourceExhausted(took) && room_->MakeRoom(needed)) took = pool_->TakePages(keys, &pages, &found, &needed);
+  if (!took.ok()) {
+    // No room, or no memory to map: either may come back as others give
+    // room back.
+    if (room_seen != nullptr && absl::IsResourceExhausted(took)) *room_seen = room_before;
+    return absl::Status(took.code(), absl::StrCat("loading the session: ", took.message()));
+  }
   auto give_back = [&] {
     for (PageId p : pages) pool_->Release(p);
   };

@@ -4,6 +4,7 @@
 #include "service/session_persistence.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,65 @@ TEST(SessionPersistence, ALoadBeatenToTheRoomAfterItsCheckTakesNoPageAndGivesNon
   EXPECT_EQ(env.pool().Stats().pages_in_use, 2) << "only the thief's pages";
   EXPECT_EQ(env.pool().room_given_back(), room_before) << "the load took pages and gave them back";
   EXPECT_EQ(room_seen, room_before);
+}
+
+// Evicts as a SessionManager would: first `first` (the only other holder
+// of the load's shared pages), then `others`' pages until `pages` are free.
+class EvictingRoomMaker : public KvRoomMaker {
+ public:
+  EvictingRoomMaker(PagePool* pool, std::optional<KvSequence>* first, std::vector<PageId>* others)
+      : pool_(pool), first_(first), others_(others) {}
+  bool MakeRoom(int64_t pages) override {
+    asked.push_back(pages);
+    if (first_->has_value()) {
+      first_->reset();
+    } else {
+      while (Free() < pages && !others_->empty()) {
+        pool_->Release(others_->back());
+        others_->pop_back();
+      }
+    }
+    return Free() >= pages;
+  }
+  std::vector<int64_t> asked;
+
+ private:
+  int64_t Free() const {
+    const PagePoolStats st = pool_->Stats();
+    return st.max_pages - st.pages_in_use - st.pages_reserved;
+  }
+  PagePool* const pool_;
+  std::optional<KvSequence>* const first_;
+  std::vector<PageId>* const others_;
+};
+
+// A load counts the full pages another sequence holds as taking no room,
+// but its own MakeRoom may evict that holder: the pages then take room as
+// they are revived, and the load asks for that room before it gives up.
+TEST(SessionPersistence, ALoadWhosePagesLostTheirOtherHolderAsksForTheRoomTheyNowTake) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/4);
+  const std::string prefix = env.MakeSession(32);  // 2 full pages
+  env.Reopen();
+  const std::string longer = env.MakeSession(40);  // the same 2, and a partial third
+  env.Reopen();
+  std::shared_ptr<Session> s = StoredSession(env, longer);
+  std::optional<KvSequence> holder;
+  std::vector<PageId> others;
+  EvictingRoomMaker room(&env.pool(), &holder, &others);
+  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room);
+  absl::StatusOr<KvSequence> held = persistence.LoadKv(*StoredSession(env, prefix));
+  ASSERT_TRUE(held.ok()) << held.status();
+  holder.emplace(*std::move(held));
+  for (int i = 0; i < 2; ++i) others.push_back(*env.pool().Allocate());  // the pool is full
+  ASSERT_EQ(env.pool().Stats().pages_in_use, 4);
+  room.asked.clear();
+
+  absl::StatusOr<KvSequence> kv = persistence.LoadKv(*s);
+  ASSERT_TRUE(kv.ok()) << kv.status();
+  EXPECT_EQ(kv->num_pages(), 3);
+  EXPECT_EQ(room.asked, (std::vector<int64_t>{1, 3})) << "1 counted at first, 3 taken";
+  EXPECT_EQ(others.size(), 1u) << "one other page evicted for the third";
 }
 
 TEST(SessionPersistence, ALoadSharesTheFullPagesAnotherSessionHoldsAndReadsTheRest) {
