@@ -151,14 +151,7 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
     auto it = keys[i] ? key_index_.find(*keys[i]) : key_index_.end();
     if (it == key_index_.end()) continue;
     const PageId page = it->second;
-    if (ref_counts_[page] == 0) {
-      LruRemove(page);
-      ++in_use_;
-    } else if (ref_counts_[page] == 1) {
-      ++shared_;
-    }
-    ++ref_counts_[page];
-    ++references_;
+    TakeKeyed(page);
     (*pages)[i] = page;
     (*found)[i] = true;
   }
@@ -176,6 +169,17 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
     (*pages)[i] = *page;
   }
   return absl::OkStatus();
+}
+
+void PagePool::TakeKeyed(PageId page) {
+  if (ref_counts_[page] == 0) {
+    LruRemove(page);
+    ++in_use_;
+  } else if (ref_counts_[page] == 1) {
+    ++shared_;
+  }
+  ++ref_counts_[page];
+  ++references_;
 }
 
 void PagePool::UndoTake(PageId page) {
@@ -365,14 +369,7 @@ std::optional<PageId> PagePool::LookupKey(const PageKey& key, bool from_reserve)
   if (it == key_index_.end()) return std::nullopt;
   const PageId page = it->second;
   if (ref_counts_[page] == 0 && !from_reserve && in_use_ + reserved_ >= max_pages_) return std::nullopt;
-  if (ref_counts_[page] == 0) {
-    LruRemove(page);
-    ++in_use_;
-  } else if (ref_counts_[page] == 1) {
-    ++shared_;
-  }
-  ++ref_counts_[page];
-  ++references_;
+  TakeKeyed(page);
   return page;
 }
 

@@ -228,6 +228,9 @@ class PagePool {
   // RESOURCE_EXHAUSTED when none is left or a slab cannot be mapped. Sets
   // the page's count to 1.
   absl::StatusOr<PageId> TakeFreePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One more reference to a keyed page: shared if it has references,
+  // revived from the cache if not (the caller checked the budget).
+  void TakeKeyed(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops one reference the calling method took (no room given back: the
   // caller gives back only what it took in the same locked step).
   void UndoTake(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
