@@ -459,7 +459,7 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
     }
     absl::StatusOr<std::shared_ptr<Session>> s =
         request->has_checkpoint_id()
-            ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()))
+            ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()), deadline)
             : sessions_->RestoreSession(request->session_id(), deadline);
     if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
     // A checkpoint's restore makes a session; a session's restore loads one

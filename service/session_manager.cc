@@ -83,21 +83,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Acquire(const std::stri
   if (!acquired.ok()) return acquired.status();
   std::shared_ptr<Session> s = *std::move(acquired);
   if (!s->resident()) {
-    // No KV room now (running calls hold it): wait for them to give some
-    // back, within the call's deadline, like a call waiting in the
-    // engine's queue. Woken when room is given back in the pool (a page
-    // freed, the reserve shrunk, a session become idle and clean, which
-    // LoadKv's MakeRoom can then evict); a load that finds no room takes
-    // none, and `room_seen` counts what came while it looked. A KV larger than
-    // the whole pool is refused at once (room_seen -1).
-    int64_t room_seen = -1;
-    absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s, &room_seen);
-    std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
-    while (absl::IsResourceExhausted(kv.status()) && room_seen >= 0 && absl::Now() < deadline) {
-      if (!waiting) waiting.emplace();
-      if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) break;
-      kv = persistence_.LoadKv(*s, &room_seen);
-    }
+    absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(*s, deadline);
     if (!kv.ok()) {
       registry_.Release(*s);
       return kv.status();
@@ -144,9 +130,28 @@ void SessionManager::AdoptStoredHashes(Session& s) const {
   s.page_hashes->Adopt(stored.subspan(static_cast<size_t>(before_salt)));
 }
 
-absl::Status SessionManager::LoadForReaders(Session& s) {
+absl::StatusOr<KvSequence> SessionManager::LoadKvWaitingForRoom(const Session& s, absl::Time deadline) {
+  // No KV room now (running calls hold it): wait for them to give some
+  // back, within the call's deadline, like a call waiting in the engine's
+  // queue. Woken when room is given back in the pool (a page freed, the
+  // reserve shrunk, a session become idle and clean, which LoadKv's
+  // MakeRoom can then evict); a load that finds no room takes none, and
+  // `room_seen` counts what came while it looked. A KV larger than the
+  // whole pool is refused at once (room_seen -1).
+  int64_t room_seen = -1;
+  absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s, &room_seen);
+  std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
+  while (absl::IsResourceExhausted(kv.status()) && room_seen >= 0 && absl::Now() < deadline) {
+    if (!waiting) waiting.emplace();
+    if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) break;
+    kv = persistence_.LoadKv(s, &room_seen);
+  }
+  return kv;
+}
+
+absl::Status SessionManager::LoadForReaders(Session& s, absl::Time deadline) {
   if (s.resident()) return absl::OkStatus();
-  absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s);
+  absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(s, deadline);
   if (!kv.ok()) return kv.status();
   registry_.SetKv(s, *std::move(kv));
   AdoptStoredHashes(s);
@@ -181,7 +186,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
                         MinSessionLength(model_.tokenizer()));
     if (st.ok()) st = CheckMergedLabels(p.labels, labels);
-    if (st.ok()) st = LoadForReaders(p);
+    if (st.ok()) st = LoadForReaders(p, deadline);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
     if (st.ok()) {
@@ -282,7 +287,7 @@ absl::StatusOr<CheckpointRecord> SessionManager::Snapshot(const std::string& id,
 }
 
 absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
-    const std::string& checkpoint_id, const std::map<std::string, std::string>& labels) {
+    const std::string& checkpoint_id, const std::map<std::string, std::string>& labels, absl::Time deadline) {
   absl::StatusOr<CheckpointRecord> checkpoint = registry_.GetCheckpoint(checkpoint_id);
   if (!checkpoint.ok()) return checkpoint.status();
   const std::string owner = CheckpointOwner(*checkpoint);
@@ -303,7 +308,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   if (!s->foreign.ok()) return s->foreign;
   // Load the KV now: a restore that cannot read its pages fails here. The
   // session is not registered yet, so nobody else can see it.
-  absl::StatusOr<KvSequence> kv = persistence_.LoadKv(*s);
+  absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(*s, deadline);
   if (!kv.ok()) {
     // A DeleteCheckpoint may have dropped the pages meanwhile.
     if (!registry_.HasCheckpoint(checkpoint_id)) {

@@ -133,7 +133,9 @@ class SessionManager : public KvRoomMaker {
   // whose new state is stored with the branches (so a restored twin of the
   // source forks identically). NOT_FOUND, FAILED_PRECONDITION (another
   // model's session), ABORTED (a Generate, Append or Delete holds the
-  // source), RESOURCE_EXHAUSTED (session limit), store errors; on error no
+  // source), RESOURCE_EXHAUSTED (session limit, or no KV memory to load a
+  // stored source even after evicting idle sessions, until `deadline`, as
+  // Acquire), store errors; on error no
   // branch exists and the source is unchanged.
   // `at_length`, if set, makes the branches the source's first at_length
   // tokens (session_rewind.h: shared pages, no copy): INVALID_ARGUMENT
@@ -165,8 +167,11 @@ class SessionManager : public KvRoomMaker {
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,
                                             absl::Time deadline = absl::Now());
+  // A new session from the checkpoint, its KV loaded (waiting until
+  // `deadline` for KV room, as Acquire) and its record written.
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
-      const std::string& checkpoint_id, const std::map<std::string, std::string>& labels);
+      const std::string& checkpoint_id, const std::map<std::string, std::string>& labels,
+      absl::Time deadline = absl::Now());
   absl::StatusOr<std::shared_ptr<Session>> RestoreSession(const std::string& id,
                                                           absl::Time deadline = absl::Now());
   // Exclusive, like Acquire.
@@ -260,8 +265,12 @@ class SessionManager : public KvRoomMaker {
   // from the registry. On a store error gives it back: Release, or, when
   // the take did not count as a use, ReturnUnused.
   absl::Status DeleteHeld(const std::shared_ptr<Session>& session, bool taken_as_use);
-  // Makes a session held by readers resident (under its persist_mu).
-  absl::Status LoadForReaders(Session& session);
+  // The session's stored KV (SessionPersistence::LoadKv), waiting until `deadline`
+  // for KV room when the pool has none that MakeRoom can free.
+  absl::StatusOr<KvSequence> LoadKvWaitingForRoom(const Session& session, absl::Time deadline);
+  // Makes a session held by readers resident (under its persist_mu),
+  // waiting for KV room as LoadKvWaitingForRoom does.
+  absl::Status LoadForReaders(Session& session, absl::Time deadline);
 
   const Model& model_;
   PagePool* const pool_;

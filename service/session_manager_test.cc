@@ -432,6 +432,59 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenARestoredCheckpointIs
   env.sessions().Release(*acquired);
 }
 
+// Fork and a checkpoint's restore load a stored session's KV as Acquire
+// does: when running calls hold the KV memory they wait, within their
+// deadline, for room to be given back, instead of answering
+// RESOURCE_EXHAUSTED at once.
+TEST(SessionManager, AForkAndACheckpointRestoreWaitForKvMemoryAndAreWokenByARelease) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/4);
+  const std::string stored = env.MakeSession(40);  // 3 pages
+  int64_t written = 0;
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(stored, "c", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  env.Reopen();  // its KV only on disk
+  const std::string resident = env.MakeSession(40, 90);
+
+  for (const bool fork : {true, false}) {
+    SCOPED_TRACE(fork ? "Fork" : "RestoreCheckpoint");
+    auto held = env.sessions().Acquire(resident);  // 3 of the 4 pages, not evictable
+    ASSERT_TRUE(held.ok()) << held.status();
+    absl::Notification started, ended;
+    absl::Status result;
+    std::string made;
+    std::thread caller([&] {
+      started.Notify();
+      const absl::Time deadline = absl::Now() + absl::Seconds(60);
+      if (fork) {
+        auto branches = env.sessions().Fork(stored, 1, {}, {}, deadline);
+        result = branches.status();
+        if (branches.ok()) made = (*branches)[0]->id;
+      } else {
+        auto restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {}, deadline);
+        result = restored.status();
+        if (restored.ok()) made = (*restored)->id;
+      }
+      ended.Notify();
+    });
+    started.WaitForNotification();
+    EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(200))) << "it did not wait: " << result;
+    const absl::Time released = absl::Now();
+    env.sessions().Release(*held);
+    EXPECT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(30))) << "the release did not wake it";
+    caller.join();
+    EXPECT_LT(absl::Now() - released, absl::Seconds(30));
+    ASSERT_TRUE(result.ok()) << result;
+    EXPECT_TRUE(env.sessions().Get(made, false).ok());
+    // Back to the start: only `resident` in RAM.
+    ASSERT_TRUE(env.sessions().Delete(made).ok());
+    env.sessions().MakeRoom(env.pool().max_pages());
+    auto again = env.sessions().Acquire(resident);
+    ASSERT_TRUE(again.ok()) << again.status();
+    env.sessions().Release(*again);
+  }
+}
+
 // A load that finds no KV room takes no page: had it taken the free ones
 // and given them back, each give-back would wake the other callers waiting
 // for room, whose loads would do the same to it, in turn, until a deadline.
