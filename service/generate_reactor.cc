@@ -134,7 +134,7 @@ void GenerateReactor::Complete(const absl::Status& status, FinishReason reason,
 }
 
 GenerateReactor::Action GenerateReactor::NextAction() {
-  if (finished_ || writing_) return {};
+  if (finished_ || writing_ || starting_write_) return {};
   if (client_gone_ || cancelled_) {
     if (!complete_) return {};
     finished_ = true;
@@ -158,19 +158,35 @@ GenerateReactor::Action GenerateReactor::NextAction() {
     in_flight_bytes_ = pending_bytes_;
     pending_bytes_ = 0;
     writing_ = true;
+    starting_write_ = true;
     return {Action::kWrite, {}};
   }
   return {};
 }
 
-void GenerateReactor::Perform(GenerateReactor* reactor, const Action& action) {
-  switch (action.kind) {
-    case Action::kWrite: reactor->StartWrite(&reactor->in_flight_); break;
-    case Action::kWriteAndFinish:
-      reactor->StartWriteAndFinish(&reactor->in_flight_, grpc::WriteOptions(), action.status);
-      break;
-    case Action::kFinish: reactor->Finish(action.status); break;
-    case Action::kNone: break;
+GenerateReactor::Action GenerateReactor::AfterWriteStarted() {
+  starting_write_ = false;
+  if (final_sent_ && !writing_ && !finished_) {  // its OnWriteDone came first
+    finished_ = true;
+    return {Action::kFinish, client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_};
+  }
+  return NextAction();
+}
+
+void GenerateReactor::Perform(GenerateReactor* reactor, Action action) {
+  for (;;) {
+    switch (action.kind) {
+      case Action::kWrite: reactor->StartWrite(&reactor->in_flight_); break;
+      case Action::kWriteAndFinish:
+        reactor->StartWriteAndFinish(&reactor->in_flight_, grpc::WriteOptions(), action.status);
+        return;
+      case Action::kFinish: reactor->Finish(action.status); return;
+      case Action::kNone: return;
+    }
+    {
+      absl::MutexLock lock(&reactor->mu_);
+      action = reactor->AfterWriteStarted();
+    }
   }
 }
 
@@ -185,7 +201,11 @@ void GenerateReactor::OnWriteDone(bool ok) {
       client_gone_ = true;
       if (job_) job_->Cancel();
     }
-    if (final_sent_ && !finished_) {
+    if (starting_write_) {
+      // The thread whose StartWrite has not returned yet goes on from here
+      // (Perform): in_flight_ stays as it is until then.
+      action = {};
+    } else if (final_sent_ && !finished_) {
       finished_ = true;
       action = {Action::kFinish,
                 client_gone_ ? grpc::Status(grpc::StatusCode::CANCELLED, "cancelled") : status_};

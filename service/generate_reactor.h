@@ -83,6 +83,9 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
     grpc::Status status;
   };
   Action NextAction() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What follows once a StartWrite has returned (starting_write_ cleared):
+  // the Finish an OnWriteDone left to this thread, or NextAction.
+  Action AfterWriteStarted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts `action` on `reactor`; the reactor may be deleted when it
   // returns. Static on purpose: once the mutex is released, only the thread
   // that decided an action other than kNone keeps the reactor alive (no
@@ -90,7 +93,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   // pending); for kNone another thread may already have finished and
   // deleted it, so kNone must not touch `reactor`, not even for a member
   // call (UBSan's vptr check reported exactly that under load).
-  static void Perform(GenerateReactor* reactor, const Action& action);
+  // After a kWrite's StartWrite returns (gRPC has serialized in_flight_ by
+  // then), it takes the mutex again and performs what AfterWriteStarted
+  // says: until then no other thread refills in_flight_ or finishes the
+  // call (starting_write_), so in_flight_ is never changed while gRPC may
+  // still read it, and that order is one ThreadSanitizer sees (gRPC's own
+  // hand-off from the write to its OnWriteDone is invisible to it).
+  static void Perform(GenerateReactor* reactor, Action action);
 
   const int64_t max_unsent_bytes_;
   UnsentBytes* const unsent_;
@@ -106,7 +115,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   kvsession::v1::GenerateResponse pending_ ABSL_GUARDED_BY(mu_);
   kvsession::v1::GenerateResponse in_flight_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;         // a write is in flight (until OnWriteDone)
+  bool starting_write_ ABSL_GUARDED_BY(mu_) = false;  // its StartWrite has not returned yet
   bool complete_ ABSL_GUARDED_BY(mu_) = false;   // the job is done; pending_ is final
   bool final_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;   // Finish was called
