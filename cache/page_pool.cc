@@ -55,7 +55,15 @@ int64_t PagePool::room_given_back() const {
 bool PagePool::AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto given_back = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return room_given_back_ != seen; };
-  return mu_.AwaitWithDeadline(absl::Condition(&given_back), deadline);
+  ++room_waiters_;
+  const bool given = mu_.AwaitWithDeadline(absl::Condition(&given_back), deadline);
+  --room_waiters_;
+  return given;
+}
+
+int PagePool::room_waiters() const {
+  absl::MutexLock lock(&mu_);
+  return room_waiters_;
 }
 
 void PagePool::NoteRoomMayBeMade() {

@@ -164,6 +164,8 @@ class PagePool {
   // before its Allocate found the pool full) or `deadline` passes; true in
   // the first case. A caller that needs room waits here instead of polling.
   bool AwaitRoomGivenBack(int64_t seen, absl::Time deadline) const;
+  // Callers inside AwaitRoomGivenBack now (for tests and metrics).
+  int room_waiters() const;
   // Counts as room given back without a page freed: pages are held by
   // something that could now give them up on request (the session registry
   // calls it when a session becomes idle and clean, which MakeRoom may
@@ -251,6 +253,7 @@ class PagePool {
   mutable absl::Mutex mu_;
   int64_t n_slabs_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t room_given_back_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable int room_waiters_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> room_given_back_callback_ ABSL_GUARDED_BY(mu_);
   std::vector<int32_t> ref_counts_ ABSL_GUARDED_BY(mu_);
   std::vector<PageId> free_ ABSL_GUARDED_BY(mu_);  // unkeyed free pages, LIFO

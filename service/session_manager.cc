@@ -150,12 +150,28 @@ absl::StatusOr<KvSequence> SessionManager::LoadKvWaitingForRoom(const Session& s
 }
 
 absl::Status SessionManager::LoadForReaders(Session& s, absl::Time deadline) {
-  if (s.resident()) return absl::OkStatus();
-  absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(s, deadline);
-  if (!kv.ok()) return kv.status();
-  registry_.SetKv(s, *std::move(kv));
-  AdoptStoredHashes(s);
-  return absl::OkStatus();
+  std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
+  for (;;) {
+    int64_t room_seen = -1;
+    absl::Status st;
+    {
+      // One load per session: its readers load under its persist_mu.
+      absl::MutexLock persist(&s.persist_mu);
+      if (s.resident()) return absl::OkStatus();  // readers keep it so
+      absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s, &room_seen);
+      if (kv.ok()) {
+        registry_.SetKv(s, *std::move(kv));
+        AdoptStoredHashes(s);
+        return absl::OkStatus();
+      }
+      st = kv.status();
+    }
+    // The wait for room (as LoadKvWaitingForRoom's) without persist_mu,
+    // which the session's other readers take.
+    if (!absl::IsResourceExhausted(st) || room_seen < 0 || absl::Now() >= deadline) return st;
+    if (!waiting) waiting.emplace();
+    if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) return st;
+  }
 }
 
 absl::Status SessionManager::CheckMergedLabels(const std::map<std::string, std::string>& source,
@@ -177,16 +193,16 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
   absl::StatusOr<std::shared_ptr<Session>> parent = registry_.AcquireShared(id, "Fork", deadline);
   if (!parent.ok()) return parent.status();
   Session& p = **parent;
-  absl::Status st;
+  // Readers leave the tokens and labels as they are.
+  const int length = at_length.value_or(static_cast<int>(p.tokens.size()));
+  absl::Status st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
+                                   MinSessionLength(model_.tokenizer()));
+  if (st.ok()) st = CheckMergedLabels(p.labels, labels);
+  if (st.ok()) st = LoadForReaders(p, deadline);
   std::vector<std::shared_ptr<Session>> branches;
-  {
+  if (st.ok()) {
     // Readers of one session write its record one at a time.
     absl::MutexLock persist(&p.persist_mu);
-    const int length = at_length.value_or(static_cast<int>(p.tokens.size()));
-    st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
-                        MinSessionLength(model_.tokenizer()));
-    if (st.ok()) st = CheckMergedLabels(p.labels, labels);
-    if (st.ok()) st = LoadForReaders(p, deadline);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
     if (st.ok()) {

@@ -268,8 +268,9 @@ class SessionManager : public KvRoomMaker {
   // The session's stored KV (SessionPersistence::LoadKv), waiting until `deadline`
   // for KV room when the pool has none that MakeRoom can free.
   absl::StatusOr<KvSequence> LoadKvWaitingForRoom(const Session& session, absl::Time deadline);
-  // Makes a session held by readers resident (under its persist_mu),
-  // waiting for KV room as LoadKvWaitingForRoom does.
+  // Makes a session held by readers resident: the load under its
+  // persist_mu (one at a time), the wait for KV room, as
+  // LoadKvWaitingForRoom's, without it. Call without persist_mu.
   absl::Status LoadForReaders(Session& session, absl::Time deadline);
 
   const Model& model_;

@@ -411,14 +411,12 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenARestoredCheckpointIs
     acquired = env.sessions().Acquire(stored, "Generate", absl::Now() + absl::Seconds(60));
     acquire_ended.Notify();
   });
-  // The caller holds `stored` from its Acquire's start: then it looks for
-  // room, finds none and waits.
+  // It looks for room, finds none and waits.
   for (const absl::Time end = absl::Now() + absl::Seconds(30);
-       !env.sessions().Get(stored, false)->busy && absl::Now() < end;) {
+       env.pool().room_waiters() == 0 && !acquire_ended.HasBeenNotified() && absl::Now() < end;) {
     absl::SleepFor(absl::Milliseconds(5));
   }
-  EXPECT_FALSE(acquire_ended.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
-      << "it did not wait: " << acquired.status();
+  EXPECT_EQ(env.pool().room_waiters(), 1) << "it did not wait: " << acquired.status();
   const absl::Time added = absl::Now();
   fs->ReleaseWrites();
   restore.join();
@@ -468,7 +466,11 @@ TEST(SessionManager, AForkAndACheckpointRestoreWaitForKvMemoryAndAreWokenByARele
       ended.Notify();
     });
     started.WaitForNotification();
-    EXPECT_FALSE(ended.WaitForNotificationWithTimeout(absl::Milliseconds(200))) << "it did not wait: " << result;
+    for (const absl::Time end = absl::Now() + absl::Seconds(30);
+         env.pool().room_waiters() == 0 && !ended.HasBeenNotified() && absl::Now() < end;) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_EQ(env.pool().room_waiters(), 1) << "it did not wait: " << result;
     const absl::Time released = absl::Now();
     env.sessions().Release(*held);
     EXPECT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(30))) << "the release did not wake it";
@@ -483,6 +485,32 @@ TEST(SessionManager, AForkAndACheckpointRestoreWaitForKvMemoryAndAreWokenByARele
     ASSERT_TRUE(again.ok()) << again.status();
     env.sessions().Release(*again);
   }
+}
+
+// A Fork waiting for KV room to load its stored source holds it as a
+// reader, but not the lock its other readers load and write under: a
+// second Fork of the same source waits for room beside it (instead of
+// blocking an io thread on that lock), and both go on once room is back.
+TEST(SessionManager, TwoForksOfOneStoredSourceWaitForKvMemoryTogether) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/4);
+  const std::string stored = env.MakeSession(40);  // 3 pages
+  env.Reopen();
+  const std::string resident = env.MakeSession(40, 90);
+  auto held = env.sessions().Acquire(resident);
+  ASSERT_TRUE(held.ok()) << held.status();
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> forked[2];
+  std::vector<std::thread> forks;
+  for (auto& f : forked) {
+    forks.emplace_back([&] { f = env.sessions().Fork(stored, 1, {}, {}, absl::Now() + absl::Seconds(60)); });
+  }
+  for (const absl::Time end = absl::Now() + absl::Seconds(30); env.pool().room_waiters() < 2 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(env.pool().room_waiters(), 2);
+  env.sessions().Release(*held);
+  for (std::thread& t : forks) t.join();
+  for (const auto& f : forked) EXPECT_TRUE(f.ok()) << f.status();
 }
 
 // A load that finds no KV room takes no page: had it taken the free ones
