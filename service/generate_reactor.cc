@@ -148,7 +148,10 @@ GenerateReactor::Action GenerateReactor::NextAction() {
     pending_bytes_ = 0;
     writing_ = true;
     final_sent_ = true;
-    if (!status_.ok()) return {Action::kWrite, {}};  // Finish(status_) follows in OnWriteDone
+    if (!status_.ok()) {
+      starting_write_ = true;
+      return {Action::kWrite, {}};  // Finish(status_) follows its OnWriteDone
+    }
     finished_ = true;
     return {Action::kWriteAndFinish, grpc::Status::OK};
   }

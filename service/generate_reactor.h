@@ -93,12 +93,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   // pending); for kNone another thread may already have finished and
   // deleted it, so kNone must not touch `reactor`, not even for a member
   // call (UBSan's vptr check reported exactly that under load).
-  // After a kWrite's StartWrite returns (gRPC has serialized in_flight_ by
-  // then), it takes the mutex again and performs what AfterWriteStarted
-  // says: until then no other thread refills in_flight_ or finishes the
-  // call (starting_write_), so in_flight_ is never changed while gRPC may
-  // still read it, and that order is one ThreadSanitizer sees (gRPC's own
-  // hand-off from the write to its OnWriteDone is invisible to it).
+  // After a kWrite's StartWrite returns (once the stream is bound, gRPC
+  // has serialized in_flight_ by then; a write started earlier is
+  // serialized as the stream binds), it takes the mutex again and performs
+  // what AfterWriteStarted says: until then no other thread refills
+  // in_flight_ or finishes the call (starting_write_), so the reactor lives
+  // and in_flight_ is never changed while gRPC reads it, in an order
+  // ThreadSanitizer sees (gRPC's own hand-off from the write to its
+  // OnWriteDone is invisible to it).
   static void Perform(GenerateReactor* reactor, Action action);
 
   const int64_t max_unsent_bytes_;

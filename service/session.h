@@ -22,6 +22,9 @@
 //     busy (a job in the engine, or a manager operation). `kv` is set or
 //     reset only under the registry's mutex (load, eviction), so readers
 //     under that mutex may test resident() and, when idle, read the table.
+//     While it is held shared (Fork, Snapshot) nothing evicts it and only
+//     its readers load it, one at a time under `persist_mu`: under that
+//     lock a reader may test resident() too.
 #ifndef KVSESSION_SERVICE_SESSION_H_
 #define KVSESSION_SERVICE_SESSION_H_
 
