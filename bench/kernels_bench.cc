@@ -36,7 +36,9 @@
 //                        pool's layout, cold; an AttentionUpdateBlocks call
 //                        per KV head ("per-head") against one
 //                        AttentionUpdateHeads call ("together", the same
-//                        bits): bytes/s of K and V
+//                        bits): bytes/s of K and V; ".../8192keys/8kvheads":
+//                        the same bytes as all 8 heads over half the keys
+//                        (a row split by keys)
 //   read_paged           the bytes attention_paged cold reads, only summed
 //                        (AVX2 loads, each block's lines prefetched 2
 //                        blocks ahead, as a decode row's stream does): the
@@ -419,11 +421,15 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 // half of the heads). "per-head" is an AttentionUpdateBlocks call per KV
 // head, as kvsession decoded before; "together" one AttentionUpdateHeads
 // call, which takes the heads in turn over spans of pages (the same
-// bits): bytes/s of K and V.
-void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool together) {
+// bits): bytes/s of K and V. With kv_heads = 8 ("8kvheads", together
+// only): all 8 heads over 8,192 keys, the same bytes, which is a thread's
+// share of a row split by keys rather than by heads: each page's blocks
+// of a layer read as one run twice as long.
+void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool together, int kv_heads) {
   if (!UseIsa(state, isa)) return;
-  constexpr int kKeys = 16384, kHeads = 2, kKvHeads = 4, kHeadDim = PagedKv::kHeadDim;
-  constexpr int kPages = kKeys / PagedKv::kPageTokens, kQueries = kHeads * kKvHeads;
+  constexpr int kHeads = 2, kHeadDim = PagedKv::kHeadDim;
+  const int kKvHeads = kv_heads, kKeys = 16384 * 4 / kv_heads;
+  const int kPages = kKeys / PagedKv::kPageTokens, kQueries = kHeads * kKvHeads;
   PagedKv kv(dtype, kPages);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
@@ -436,7 +442,7 @@ void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   const int visible = kKeys;
   int call = 0;
   for (auto _ : state) {
-    const int layer = call % PagedKv::kLayers, first_head = call / PagedKv::kLayers % 2 * kKvHeads;
+    const int layer = call % PagedKv::kLayers, first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
     ++call;
     for (int h = 0; h < kKvHeads; ++h) {
       for (int p = 0; p < kPages; ++p) {
@@ -712,8 +718,11 @@ void RegisterAll() {
       for (bool together : {false, true}) {
         const std::string heads = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/cold/16384keys/4kvheads/" + (together ? "together" : "per-head");
-        configure(benchmark::RegisterBenchmark(heads.c_str(), AttentionHeads, isa, dtype, together));
+        configure(benchmark::RegisterBenchmark(heads.c_str(), AttentionHeads, isa, dtype, together, 4));
       }
+      const std::string by_keys = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                  "/cold/8192keys/8kvheads/together";
+      configure(benchmark::RegisterBenchmark(by_keys.c_str(), AttentionHeads, isa, dtype, true, 8));
     }
   }
   for (KernelIsa isa : isas) {
