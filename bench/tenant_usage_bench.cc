@@ -157,7 +157,7 @@ int Run(const CliArgs& args) {
     absl::StatusOr<std::shared_ptr<Session>> held = sessions.Acquire(source_id, "Generate", absl::Now());
     if (!held.ok()) return Fail(held.status());
     const double admit_ms = MedianMs(repeats, [&] {
-      absl::StatusOr<std::shared_ptr<TenantJob>> job = usage.AdmitJob(**held, 64, true);
+      absl::StatusOr<std::shared_ptr<TenantClaim>> job = usage.AdmitJob(**held, 64, true);
       if (!job.ok()) std::cerr << job.status() << "\n";
     });
     sessions.Release(*held);

@@ -45,7 +45,7 @@ class GenerateReactor::Listener : public JobListener {
 
 std::shared_ptr<JobListener> GenerateReactor::listener() { return std::make_shared<Listener>(this); }
 
-void GenerateReactor::SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantJob> claim) {
+void GenerateReactor::SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantClaim> claim) {
   absl::MutexLock lock(&mu_);
   job_ = std::move(handle);
   claim_ = std::move(claim);

@@ -63,7 +63,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   std::shared_ptr<JobListener> listener();
   // Records the job's handle, so a client cancellation reaches it, and its
   // tenant claim (null without quotas). Call before submitting the job.
-  void SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantJob> claim);
+  void SetJob(std::shared_ptr<JobHandle> handle, std::shared_ptr<TenantClaim> claim);
   // Ends the call without a job (the request failed before generating).
   void FailEarly(const absl::Status& status);
 
@@ -107,7 +107,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<kvsession::v1::GenerateR
   UnsentBytes* const unsent_;
   absl::Mutex mu_;
   std::shared_ptr<JobHandle> job_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<TenantJob> claim_ ABSL_GUARDED_BY(mu_);  // held past the job if overflowed_
+  std::shared_ptr<TenantClaim> claim_ ABSL_GUARDED_BY(mu_);  // held past the job if overflowed_
   // Encoded bytes of in_flight_ and pending_ (in_flight_ until its
   // OnWriteDone); past max_unsent_bytes_ the job is cancelled (overflowed_).
   int64_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;

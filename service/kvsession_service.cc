@@ -224,7 +224,7 @@ grpc::ServerUnaryReactor* KvSessionService::CreateSession(grpc::CallbackServerCo
       sessions_->Discard(s);
       return reactor->Finish(ToGrpc(st));
     }
-    absl::StatusOr<std::shared_ptr<TenantJob>> quota =
+    absl::StatusOr<std::shared_ptr<TenantClaim>> quota =
         AdmitJob(*s, static_cast<int64_t>(input.ids.size()), request->has_input());
     if (!quota.ok()) {
       sessions_->Discard(s);
@@ -278,7 +278,7 @@ grpc::ServerUnaryReactor* KvSessionService::Append(grpc::CallbackServerContext* 
     absl::Status st = CheckExpectedLength(request->has_expected_length(), request->expected_length(),
                                           static_cast<int64_t>(s->tokens.size()));
     if (st.ok()) st = ids.ok() ? engine_->Validate(*s, ids->ids, std::nullopt) : ids.status();
-    absl::StatusOr<std::shared_ptr<TenantJob>> quota;
+    absl::StatusOr<std::shared_ptr<TenantClaim>> quota;
     if (st.ok()) quota = AdmitJob(*s, static_cast<int64_t>(ids->ids.size()), true);
     if (st.ok()) st = quota.status();
     if (!st.ok()) {
@@ -343,7 +343,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* KvSessionService::Generate(
       }
     }
     if (st.ok()) st = engine_->Validate(*s, input.ids, gen);
-    absl::StatusOr<std::shared_ptr<TenantJob>> quota;
+    absl::StatusOr<std::shared_ptr<TenantClaim>> quota;
     if (st.ok()) quota = AdmitJob(*s, static_cast<int64_t>(input.ids.size()) + gen.max_tokens, true);
     if (st.ok()) st = quota.status();
     if (!st.ok()) {
@@ -381,15 +381,19 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     return reactor;
   }
   io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
+    std::shared_ptr<TenantClaim> store_claim;  // held until the records are written or refused
     if (tenant_usage_ != nullptr) {
-      absl::Status st = tenant_usage_->CheckFork(request->session_id(), request->count(), request->has_at_length());
-      if (!st.ok()) return reactor->Finish(ToGrpc(st));
+      absl::StatusOr<std::shared_ptr<TenantClaim>> claim =
+          tenant_usage_->ReserveFork(request->session_id(), request->count(), request->has_at_length());
+      if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
+      store_claim = *std::move(claim);
     }
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
         Labels(request->labels()), deadline,
         request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt);
+    store_claim.reset();  // the store's own count holds what was written
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     std::vector<std::string> ids;
     for (const auto& b : *branches) ids.push_back(b->id);
@@ -417,14 +421,16 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
     return reactor;
   }
   io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
+    std::shared_ptr<TenantClaim> store_claim;  // held until the record is written or refused
     if (tenant_usage_ != nullptr) {
-      if (absl::Status st = tenant_usage_->CheckSnapshot(request->session_id()); !st.ok()) {
-        return reactor->Finish(ToGrpc(st));
-      }
+      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveSnapshot(request->session_id());
+      if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
+      store_claim = *std::move(claim);
     }
     int64_t bytes = 0;
     absl::StatusOr<CheckpointRecord> c =
         sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline);
+    store_claim.reset();
     if (c.ok()) {
       ToProto(*c, response);
       response->set_bytes_written(bytes);
@@ -452,15 +458,17 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
     return reactor;
   }
   io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
+    std::shared_ptr<TenantClaim> store_claim;  // held until the record is written or refused
     if (tenant_usage_ != nullptr && request->has_checkpoint_id()) {
-      if (absl::Status st = tenant_usage_->CheckRestore(request->checkpoint_id()); !st.ok()) {
-        return reactor->Finish(ToGrpc(st));
-      }
+      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveRestore(request->checkpoint_id());
+      if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
+      store_claim = *std::move(claim);
     }
     absl::StatusOr<std::shared_ptr<Session>> s =
         request->has_checkpoint_id()
             ? sessions_->RestoreCheckpoint(request->checkpoint_id(), Labels(request->labels()), deadline)
             : sessions_->RestoreSession(request->session_id(), deadline);
+    store_claim.reset();
     if (!s.ok()) return reactor->Finish(ToGrpc(s.status()));
     // A checkpoint's restore makes a session; a session's restore loads one
     // the client named (and keeps it).

@@ -182,9 +182,9 @@ class KvSessionService final : public ParsingCallbackService {
       std::make_unique<MigrationMemory>(int64_t{2} << 30, kMaxMigrationBytes);
   // Admits an engine job on a held session against its tenant's quotas
   // (null claim when no quotas apply).
-  absl::StatusOr<std::shared_ptr<TenantJob>> AdmitJob(const Session& s, int64_t new_tokens,
+  absl::StatusOr<std::shared_ptr<TenantClaim>> AdmitJob(const Session& s, int64_t new_tokens,
                                                       bool generate) const {
-    if (tenant_usage_ == nullptr) return std::shared_ptr<TenantJob>();
+    if (tenant_usage_ == nullptr) return std::shared_ptr<TenantClaim>();
     return tenant_usage_->AdmitJob(s, new_tokens, generate);
   }
 };

@@ -232,10 +232,14 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
               ? "the stream's session chains from the shared prefix pool; only an admin may import it"
               : "the stream's session slid past its context; only an admin may import it");
     }
+    std::shared_ptr<TenantClaim> store_claim;  // held until the stream is written or refused
     if (tenant_usage_ != nullptr) {
-      if (absl::Status st = tenant_usage_->CheckImport(owner, stream_bytes); !st.ok()) return st;
+      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveImport(owner, stream_bytes);
+      if (!claim.ok()) return claim.status();
+      store_claim = *std::move(claim);
     }
     absl::StatusOr<ImportResult> done = sessions_->Import(*contents);
+    store_claim.reset();
     if (!done.ok()) return done.status();
     response->set_session_id(done->session_id);
     response->set_checkpoint_id(done->checkpoint_id);

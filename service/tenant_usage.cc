@@ -19,7 +19,7 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // ReleaseWhenDone's listener.
 class ReleasingListener : public JobListener {
  public:
-  ReleasingListener(std::shared_ptr<JobListener> inner, std::shared_ptr<TenantJob> job)
+  ReleasingListener(std::shared_ptr<JobListener> inner, std::shared_ptr<TenantClaim> job)
       : inner_(std::move(inner)), job_(std::move(job)) {}
   void OnToken(const GeneratedToken& token, const std::string& text) override { inner_->OnToken(token, text); }
   void OnDone(const absl::Status& status, FinishReason reason, const JobUsage& usage,
@@ -31,7 +31,7 @@ class ReleasingListener : public JobListener {
 
  private:
   std::shared_ptr<JobListener> inner_;
-  std::shared_ptr<TenantJob> job_;
+  std::shared_ptr<TenantClaim> job_;
 };
 
 }  // namespace
@@ -52,8 +52,8 @@ int64_t TenantUsageFigures::get(Quota q) const {
   return 0;
 }
 
-TenantJob::~TenantJob() { usage_->End(id_); }
-void TenantJob::EndReservations() { usage_->EndReservations(id_); }
+TenantClaim::~TenantClaim() { usage_->End(id_); }
+void TenantClaim::EndReservations() { usage_->EndReservations(id_); }
 
 TenantUsage::TenantUsage(SessionManager* sessions, const TenantQuotas* quotas)
     : sessions_(sessions), quotas_(quotas) {
@@ -65,18 +65,18 @@ TenantUsage::TenantUsage(SessionManager* sessions, const TenantQuotas* quotas)
 
 void TenantUsage::End(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  jobs_.erase(id);
+  claims_.erase(id);
 }
 
 void TenantUsage::EndReservations(uint64_t id) {
   absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) return;
-  Job& job = it->second;
-  job.session = nullptr;  // the session is counted as any idle one again
-  job.pages.clear();
-  job.growth_pages = 0;
-  job.store_bytes = 0;
+  auto it = claims_.find(id);
+  if (it == claims_.end()) return;
+  Claim& claim = it->second;
+  claim.session = nullptr;  // the session is counted as any idle one again
+  claim.pages.clear();
+  claim.growth_pages = 0;
+  claim.store_bytes = 0;
 }
 
 int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* admitting) const {
@@ -92,7 +92,7 @@ int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* adm
   };
   int64_t extra = 0;
   std::set<const Session*> in_jobs;
-  for (const auto& [id, job] : jobs_) {
+  for (const auto& [id, job] : claims_) {
     if (job.tenant != tenant || job.session == nullptr) continue;
     in_jobs.insert(job.session);
     count(job.pages);
@@ -116,7 +116,7 @@ int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* adm
 
 int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
   int64_t bytes = sessions_->registry()->stored_bytes(tenant);
-  for (const auto& [id, job] : jobs_) {
+  for (const auto& [id, job] : claims_) {
     if (job.tenant == tenant) bytes += job.store_bytes;
   }
   return bytes;
@@ -127,13 +127,13 @@ TenantUsageFigures TenantUsage::Usage(const std::string& tenant) const {
   u.sessions = sessions_->registry()->owned_count(tenant);
   u.checkpoints = sessions_->registry()->owned_checkpoint_count(tenant);
   absl::MutexLock lock(&mu_);
-  for (const auto& [id, job] : jobs_) u.generates += job.tenant == tenant && job.generate;
+  for (const auto& [id, job] : claims_) u.generates += job.tenant == tenant && job.generate;
   u.kv_bytes = KvPagesLocked(tenant, nullptr) * static_cast<int64_t>(sessions_->pool()->geometry().page_bytes());
   u.store_bytes = StoreBytesLocked(tenant);
   return u;
 }
 
-absl::StatusOr<std::shared_ptr<TenantJob>> TenantUsage::AdmitJob(const Session& s, int64_t new_tokens,
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::AdmitJob(const Session& s, int64_t new_tokens,
                                                                  bool generate) {
   const QuotaLimits limits = quotas_->Limits(s.owner);
   const KvGeometry& g = sessions_->record_context().geometry;
@@ -143,7 +143,7 @@ absl::StatusOr<std::shared_ptr<TenantJob>> TenantUsage::AdmitJob(const Session& 
   const int64_t wanted = static_cast<int64_t>(s.tokens.size()) + std::max<int64_t>(new_tokens, 0);
   const int64_t target = max_context > 0 ? std::min(wanted, max_context) : wanted;
   const int64_t pages_total = CeilDiv(target, pt);
-  Job job;
+  Claim job;
   job.tenant = s.owner;
   job.session = &s;
   job.generate = generate;
@@ -159,7 +159,7 @@ absl::StatusOr<std::shared_ptr<TenantJob>> TenantUsage::AdmitJob(const Session& 
   absl::MutexLock lock(&mu_);
   if (generate && limits.max_generates > 0) {
     int64_t running = 0;
-    for (const auto& [id, other] : jobs_) running += other.tenant == s.owner && other.generate;
+    for (const auto& [id, other] : claims_) running += other.tenant == s.owner && other.generate;
     if (running >= limits.max_generates) return QuotaExceeded(Quota::kGenerates, limits.max_generates);
   }
   if (limits.max_kv_bytes > 0) {
@@ -181,17 +181,25 @@ absl::StatusOr<std::shared_ptr<TenantJob>> TenantUsage::AdmitJob(const Session& 
       StoreBytesLocked(s.owner) + job.store_bytes > limits.max_store_bytes) {
     return QuotaExceeded(Quota::kStoreBytes, limits.max_store_bytes);
   }
-  const uint64_t id = next_id_++;
-  jobs_.emplace(id, std::move(job));
-  return std::shared_ptr<TenantJob>(new TenantJob(this, id));
+  return AddClaimLocked(std::move(job));
 }
 
-absl::Status TenantUsage::CheckStoreGrowth(const std::string& tenant, int64_t bytes) const {
+std::shared_ptr<TenantClaim> TenantUsage::AddClaimLocked(Claim claim) {
+  const uint64_t id = next_id_++;
+  claims_.emplace(id, std::move(claim));
+  return std::shared_ptr<TenantClaim>(new TenantClaim(this, id));
+}
+
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveStoreGrowth(const std::string& tenant,
+                                                                             int64_t bytes) {
   const int64_t limit = quotas_->Limits(tenant).max_store_bytes;
-  if (limit <= 0) return absl::OkStatus();
+  if (limit <= 0) return std::shared_ptr<TenantClaim>();
   absl::MutexLock lock(&mu_);
   if (StoreBytesLocked(tenant) + bytes > limit) return QuotaExceeded(Quota::kStoreBytes, limit);
-  return absl::OkStatus();
+  Claim claim;  // a store write's: no session, no pages
+  claim.tenant = tenant;
+  claim.store_bytes = bytes;
+  return AddClaimLocked(std::move(claim));
 }
 
 // The owner of session `id` and what one more record like its own adds to
@@ -204,34 +212,36 @@ std::pair<std::string, int64_t> TenantUsage::OwnerAndRecordBytes(const std::stri
   return result;
 }
 
-absl::Status TenantUsage::CheckFork(const std::string& session_id, int count, bool cut) const {
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveFork(const std::string& session_id, int count,
+                                                                      bool cut) {
   const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
-  if (tenant.empty()) return absl::OkStatus();
+  if (tenant.empty()) return std::shared_ptr<TenantClaim>();
   const KvGeometry& g = sessions_->record_context().geometry;
   const int64_t per_branch =
       record_bytes + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
-  return CheckStoreGrowth(tenant, per_branch * count);
+  return ReserveStoreGrowth(tenant, per_branch * count);
 }
 
-absl::Status TenantUsage::CheckSnapshot(const std::string& session_id) const {
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveSnapshot(const std::string& session_id) {
   const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
-  if (tenant.empty()) return absl::OkStatus();
-  return CheckStoreGrowth(tenant, record_bytes);
+  if (tenant.empty()) return std::shared_ptr<TenantClaim>();
+  return ReserveStoreGrowth(tenant, record_bytes);
 }
 
-absl::Status TenantUsage::CheckRestore(const std::string& checkpoint_id) const {
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveRestore(const std::string& checkpoint_id) {
   absl::StatusOr<CheckpointRecord> c = sessions_->registry()->GetCheckpoint(checkpoint_id);
-  if (!c.ok()) return absl::OkStatus();
-  return CheckStoreGrowth(CheckpointOwner(*c),
-                          static_cast<int64_t>(c->session().ByteSizeLong()) + kRecordOverheadBytes);
+  if (!c.ok()) return std::shared_ptr<TenantClaim>();
+  return ReserveStoreGrowth(CheckpointOwner(*c),
+                            static_cast<int64_t>(c->session().ByteSizeLong()) + kRecordOverheadBytes);
 }
 
-absl::Status TenantUsage::CheckImport(const std::string& owner, int64_t stream_bytes) const {
-  return CheckStoreGrowth(owner, stream_bytes);
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveImport(const std::string& owner,
+                                                                        int64_t stream_bytes) {
+  return ReserveStoreGrowth(owner, stream_bytes);
 }
 
 std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
-                                             std::shared_ptr<TenantJob> job) {
+                                             std::shared_ptr<TenantClaim> job) {
   if (job == nullptr) return inner;
   return std::make_shared<ReleasingListener>(std::move(inner), std::move(job));
 }

@@ -48,20 +48,26 @@
 //                 no acknowledged result is ever refused after the fact:
 //                 a job that might cross the store quota is refused at its
 //                 start, before it changes anything.
-//   CheckFork / CheckSnapshot / CheckRestore
+//   ReserveFork / ReserveSnapshot / ReserveRestore
 //                 max_store_bytes before the records are written (branches
 //                 and checkpoints share the source's pages, so they add
 //                 their records: estimated as the source's record size, plus
-//                 one page per branch for a fork cut mid-page).
-//   CheckImport   max_store_bytes before an imported stream is written, as
+//                 one page per branch for a fork cut mid-page), and the
+//                 estimate reserved until the caller drops the claim, once
+//                 the records are written or refused. So concurrent writes
+//                 of one tenant, and a Fork or Restore that waits up to its
+//                 deadline for KV room before it writes, are counted
+//                 against each other as engine jobs are.
+//   ReserveImport max_store_bytes before an imported stream is written, as
 //                 the stream's size (pages the store holds already are
-//                 counted too: an upper bound). The sessions quota is the
-//                 registry's (SessionManager::Import).
-// Residual imprecision: Fork, Snapshot, Restore and Import checks are not
-// reservations, so concurrent ones of one tenant may cross the store quota
-// by what they write; KV loaded outside an engine job (a Restore, a Fork
+//                 counted too: an upper bound), reserved the same way. The
+//                 sessions quota is the registry's (SessionManager::Import).
+// Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
-// max_kv_bytes (the tenant's next job evicts it if needed).
+// max_kv_bytes (the tenant's next job evicts it if needed). A claim held
+// for a moment after its records are written counts them twice: a
+// concurrent call of the tenant may be refused near the quota then, never
+// let past it.
 //
 // Cost: store_bytes is kept as records are written and removed
 // (SessionRegistry::stored_bytes, TenantStoreBytes): a lookup plus the
@@ -71,8 +77,8 @@
 // the pool's size in bits is cleared per count, and AdmitJob counts again
 // after each eviction it makes).
 //
-// Thread safety: every method is thread-safe. AdmitJob and the checks are
-// serialised per server (one mutex), then read the registry under its
+// Thread safety: every method is thread-safe. AdmitJob and the Reserve
+// calls are serialised per server (one mutex), then read the registry under its
 // mutex.
 // Borrows the SessionManager and the TenantQuotas, which must outlive it.
 #ifndef KVSESSION_SERVICE_TENANT_USAGE_H_
@@ -105,20 +111,21 @@ struct TenantUsageFigures {
 
 class TenantUsage;
 
-// A running engine job's claim on its tenant's quotas; destroying it (when
-// the job has ended) gives the claim back. EndReservations gives back the
-// job's KV and store reservations and keeps it in the generates count
-// until destroyed (ReleaseWhenDone calls it when the job ends).
-class TenantJob {
+// A claim on a tenant's quotas: a running engine job's (AdmitJob), or a
+// store write's (the Reserve* calls). Destroying it (when the job has
+// ended, or the write is done) gives the claim back. EndReservations gives
+// back the job's KV and store reservations and keeps it in the generates
+// count until destroyed (ReleaseWhenDone calls it when the job ends).
+class TenantClaim {
  public:
-  ~TenantJob();
+  ~TenantClaim();
   void EndReservations();
-  TenantJob(const TenantJob&) = delete;
-  TenantJob& operator=(const TenantJob&) = delete;
+  TenantClaim(const TenantClaim&) = delete;
+  TenantClaim& operator=(const TenantClaim&) = delete;
 
  private:
   friend class TenantUsage;
-  TenantJob(TenantUsage* usage, uint64_t id) : usage_(usage), id_(id) {}
+  TenantClaim(TenantUsage* usage, uint64_t id) : usage_(usage), id_(id) {}
   TenantUsage* const usage_;
   const uint64_t id_;
 };
@@ -137,23 +144,28 @@ class TenantUsage {
   // `generate`: whether it counts against max_generates. QuotaExceeded
   // (RESOURCE_EXHAUSTED) as above; the returned claim must live until the
   // job has ended (ReleaseWhenDone).
-  absl::StatusOr<std::shared_ptr<TenantJob>> AdmitJob(const Session& session, int64_t new_tokens,
+  absl::StatusOr<std::shared_ptr<TenantClaim>> AdmitJob(const Session& session, int64_t new_tokens,
                                                       bool generate);
-  // Store checks before a Fork of `count` branches (cut at `at_length`
-  // tokens, or the whole source), a Snapshot, a Restore of a checkpoint.
-  // Ids that do not exist pass (the operation answers NOT_FOUND itself).
-  absl::Status CheckFork(const std::string& session_id, int count, bool cut) const;
-  absl::Status CheckSnapshot(const std::string& session_id) const;
-  absl::Status CheckRestore(const std::string& checkpoint_id) const;
-  // max_store_bytes before an ImportSession writes `stream_bytes` (the
-  // stream's record and pages: at most what it adds) for `owner`.
-  absl::Status CheckImport(const std::string& owner, int64_t stream_bytes) const;
+  // Store checks and reservations before a Fork of `count` branches (cut
+  // at `at_length` tokens, or the whole source), a Snapshot, a Restore of
+  // a checkpoint. The claim holds the estimate in the tenant's store_bytes
+  // until it is destroyed, which the caller does once the write has
+  // succeeded or failed. Null (nothing reserved) when the tenant has no
+  // store quota or the id does not exist (the operation answers NOT_FOUND
+  // itself). QuotaExceeded (RESOURCE_EXHAUSTED): nothing reserved.
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveFork(const std::string& session_id, int count, bool cut);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveSnapshot(const std::string& session_id);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveRestore(const std::string& checkpoint_id);
+  // The same before an ImportSession writes `stream_bytes` (the stream's
+  // record and pages: at most what it adds) for `owner`.
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveImport(const std::string& owner, int64_t stream_bytes);
 
  private:
-  friend class TenantJob;
-  struct Job {
+  friend class TenantClaim;
+  // An engine job's claim, or (session null, no pages) a store write's.
+  struct Claim {
     std::string tenant;
-    const Session* session;
+    const Session* session = nullptr;
     std::vector<PageId> pages;  // the session's pages at admission
     int64_t growth_pages = 0;   // KV pages it may add
     int64_t store_bytes = 0;    // store bytes it may add
@@ -164,20 +176,21 @@ class TenantUsage {
   int64_t KvPagesLocked(const std::string& tenant, const Session* admitting) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status CheckStoreGrowth(const std::string& tenant, int64_t bytes) const;
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveStoreGrowth(const std::string& tenant, int64_t bytes);
+  std::shared_ptr<TenantClaim> AddClaimLocked(Claim claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::pair<std::string, int64_t> OwnerAndRecordBytes(const std::string& id) const;
 
   SessionManager* const sessions_;
   const TenantQuotas* const quotas_;
   mutable absl::Mutex mu_;
-  std::map<uint64_t, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, Claim> claims_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 // `inner` with `job` kept alive until its OnDone has run; there the job's
 // reservations end, and `job` is released (others may hold it longer).
 std::shared_ptr<JobListener> ReleaseWhenDone(std::shared_ptr<JobListener> inner,
-                                             std::shared_ptr<TenantJob> job);
+                                             std::shared_ptr<TenantClaim> job);
 
 }  // namespace kvs
 

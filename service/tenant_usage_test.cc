@@ -111,7 +111,7 @@ TEST(TenantUsage, AJobClaimCountsAgainstMaxGeneratesUntilItIsDestroyed) {
   auto a = env.sessions().Acquire(env.MakeSession(5));
   auto b = env.sessions().Acquire(env.MakeSession(5, 50));
   ASSERT_TRUE(a.ok() && b.ok());
-  absl::StatusOr<std::shared_ptr<TenantJob>> first = usage.AdmitJob(**a, 4, true);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> first = usage.AdmitJob(**a, 4, true);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(usage.Usage(kDefaultTenant).generates, 1);
   EXPECT_EQ(usage.AdmitJob(**b, 4, true).status(), QuotaExceeded(Quota::kGenerates, 1));
@@ -133,7 +133,7 @@ TEST(TenantUsage, AClaimWhoseReservationsEndedStillCountsAsAGenerateButReservesN
   auto s = env.sessions().Acquire(id);
   ASSERT_TRUE(s.ok());
   const KvGeometry& g = env.pool().geometry();
-  absl::StatusOr<std::shared_ptr<TenantJob>> claim = usage.AdmitJob(**s, 4 * g.page_tokens, true);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> claim = usage.AdmitJob(**s, 4 * g.page_tokens, true);
   ASSERT_TRUE(claim.ok()) << claim.status();
   const TenantUsageFigures running = usage.Usage(kDefaultTenant);
   EXPECT_EQ(running.generates, 1);
@@ -168,7 +168,40 @@ TEST(TenantUsage, AJobThatMayWritePastMaxStoreBytesIsRefusedAtAdmission) {
   EXPECT_EQ(usage.AdmitJob(**s, 4 * g.page_tokens, true).status(),
             QuotaExceeded(Quota::kStoreBytes, used + 3 * page));
   env.sessions().Release(*s);
-  EXPECT_EQ(usage.CheckSnapshot(id), absl::OkStatus());
+  EXPECT_TRUE(usage.ReserveSnapshot(id).ok());
+}
+
+TEST(TenantUsage, AStoreWritesReservationCountsAgainstMaxStoreBytesUntilItsClaimIsDropped) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(20);
+  // What a one-branch Fork reserves, seen in the usage while it is held.
+  TenantQuotas roomy{QuotaLimits{.max_store_bytes = int64_t{1} << 40}};
+  TenantUsage measuring(&env.sessions(), &roomy);
+  const int64_t used = measuring.Usage(kDefaultTenant).store_bytes;
+  int64_t reserved = 0;
+  {
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = measuring.ReserveFork(id, 1, false);
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    ASSERT_NE(*claim, nullptr);
+    reserved = measuring.Usage(kDefaultTenant).store_bytes - used;
+  }
+  ASSERT_GT(reserved, 0);
+  EXPECT_EQ(measuring.Usage(kDefaultTenant).store_bytes, used) << "dropping the claim gives it back";
+
+  // Room for one such write, not two side by side.
+  const int64_t limit = used + reserved + reserved / 2;
+  TenantQuotas tight{QuotaLimits{.max_store_bytes = limit}};
+  TenantUsage usage(&env.sessions(), &tight);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> first = usage.ReserveFork(id, 1, false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(usage.ReserveFork(id, 1, false).status(), QuotaExceeded(Quota::kStoreBytes, limit))
+      << "a second Fork while the first has not written";
+  EXPECT_EQ(usage.ReserveSnapshot(id).status(), QuotaExceeded(Quota::kStoreBytes, limit));
+  first->reset();
+  EXPECT_TRUE(usage.ReserveFork(id, 1, false).ok()) << "room again once the first claim is dropped";
+  EXPECT_EQ(usage.ReserveFork("ses_unknown", 1, false).value_or(nullptr), nullptr)
+      << "an unknown session reserves nothing (the Fork answers NOT_FOUND)";
 }
 
 TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
