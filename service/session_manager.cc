@@ -130,7 +130,8 @@ void SessionManager::AdoptStoredHashes(Session& s) const {
   s.page_hashes->Adopt(stored.subspan(static_cast<size_t>(before_salt)));
 }
 
-absl::StatusOr<KvSequence> SessionManager::LoadKvWaitingForRoom(const Session& s, absl::Time deadline) {
+absl::Status SessionManager::RetryLoadWhileNoRoom(absl::Time deadline,
+                                                  absl::FunctionRef<absl::Status(int64_t* room_seen)> try_load) {
   // No KV room now (running calls hold it): wait for them to give some
   // back, within the call's deadline, like a call waiting in the engine's
   // queue. Woken when room is given back in the pool (a page freed, the
@@ -139,39 +140,38 @@ absl::StatusOr<KvSequence> SessionManager::LoadKvWaitingForRoom(const Session& s
   // `room_seen` counts what came while it looked. A KV larger than the
   // whole pool is refused at once (room_seen -1).
   int64_t room_seen = -1;
-  absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s, &room_seen);
+  absl::Status st = try_load(&room_seen);
   std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
-  while (absl::IsResourceExhausted(kv.status()) && room_seen >= 0 && absl::Now() < deadline) {
+  while (absl::IsResourceExhausted(st) && room_seen >= 0 && absl::Now() < deadline) {
     if (!waiting) waiting.emplace();
     if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) break;
-    kv = persistence_.LoadKv(s, &room_seen);
+    room_seen = -1;
+    st = try_load(&room_seen);
   }
+  return st;
+}
+
+absl::StatusOr<KvSequence> SessionManager::LoadKvWaitingForRoom(const Session& s, absl::Time deadline) {
+  absl::StatusOr<KvSequence> kv = absl::UnknownError("not loaded");
+  RetryLoadWhileNoRoom(deadline, [&](int64_t* room_seen) {
+    kv = persistence_.LoadKv(s, room_seen);
+    return kv.status();
+  }).IgnoreError();  // the last try's status is kv's
   return kv;
 }
 
 absl::Status SessionManager::LoadForReaders(Session& s, absl::Time deadline) {
-  std::optional<BlockingWait> waiting;  // other io tasks run meanwhile
-  for (;;) {
-    int64_t room_seen = -1;
-    absl::Status st;
-    {
-      // One load per session: its readers load under its persist_mu.
-      absl::MutexLock persist(&s.persist_mu);
-      if (s.resident()) return absl::OkStatus();  // readers keep it so
-      absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s, &room_seen);
-      if (kv.ok()) {
-        registry_.SetKv(s, *std::move(kv));
-        AdoptStoredHashes(s);
-        return absl::OkStatus();
-      }
-      st = kv.status();
-    }
-    // The wait for room (as LoadKvWaitingForRoom's) without persist_mu,
-    // which the session's other readers take.
-    if (!absl::IsResourceExhausted(st) || room_seen < 0 || absl::Now() >= deadline) return st;
-    if (!waiting) waiting.emplace();
-    if (!pool_->AwaitRoomGivenBack(room_seen, deadline)) return st;
-  }
+  // One load per session: its readers load under its persist_mu, and wait
+  // for room without it (the session's other readers take it).
+  return RetryLoadWhileNoRoom(deadline, [&](int64_t* room_seen) {
+    absl::MutexLock persist(&s.persist_mu);
+    if (s.resident()) return absl::OkStatus();  // readers keep it so
+    absl::StatusOr<KvSequence> kv = persistence_.LoadKv(s, room_seen);
+    if (!kv.ok()) return kv.status();
+    registry_.SetKv(s, *std::move(kv));
+    AdoptStoredHashes(s);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status SessionManager::CheckMergedLabels(const std::map<std::string, std::string>& source,
@@ -205,38 +205,36 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
     absl::MutexLock persist(&p.persist_mu);
     std::vector<SessionRecord> records;
     SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
-    if (st.ok()) {
-      registry_.UnderLock([&] {
-        const int64_t now = NowMicros();
-        for (int i = 0; i < count; ++i) {
-          auto b = std::make_shared<Session>();
-          b->id = NewId("ses_", RouteKeyOf(p.id));
-          CopyPrefix(p, length, b.get());  // the whole source unless at_length
-          b->context_policy = p.context_policy;
-          b->keep_tokens = p.keep_tokens;
-          b->tokens_dropped = p.tokens_dropped;
-          b->sampling = p.sampling;
-          b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
-          b->rng = SequenceRng(b->sampling.seed);
-          b->labels = p.labels;
-          for (const auto& [k, v] : labels) b->labels[k] = v;
-          b->create_time_us = b->update_time_us = b->last_used_us = now;
-          b->parent_session_id = p.id;
-          b->owner = p.owner;
-          b->busy = true;
-          b->holder = "Fork";
-          records.push_back(BuildSessionRecord(*b, context_));
-          branches.push_back(std::move(b));
-        }
-        // The source's record with its generator advanced, in the same batch.
-        p.update_time_us = now;
-        SessionRecord source = BuildSessionRecord(p, context_);
-        source.clear_rng_state();
-        for (uint64_t w : parent_rng.state()) source.add_rng_state(w);
-        records.push_back(std::move(source));
-      });
-      st = registry_.Add(branches);
-    }
+    registry_.UnderLock([&] {
+      const int64_t now = NowMicros();
+      for (int i = 0; i < count; ++i) {
+        auto b = std::make_shared<Session>();
+        b->id = NewId("ses_", RouteKeyOf(p.id));
+        CopyPrefix(p, length, b.get());  // the whole source unless at_length
+        b->context_policy = p.context_policy;
+        b->keep_tokens = p.keep_tokens;
+        b->tokens_dropped = p.tokens_dropped;
+        b->sampling = p.sampling;
+        b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
+        b->rng = SequenceRng(b->sampling.seed);
+        b->labels = p.labels;
+        for (const auto& [k, v] : labels) b->labels[k] = v;
+        b->create_time_us = b->update_time_us = b->last_used_us = now;
+        b->parent_session_id = p.id;
+        b->owner = p.owner;
+        b->busy = true;
+        b->holder = "Fork";
+        records.push_back(BuildSessionRecord(*b, context_));
+        branches.push_back(std::move(b));
+      }
+      // The source's record with its generator advanced, in the same batch.
+      p.update_time_us = now;
+      SessionRecord source = BuildSessionRecord(p, context_);
+      source.clear_rng_state();
+      for (uint64_t w : parent_rng.state()) source.add_rng_state(w);
+      records.push_back(std::move(source));
+    });
+    st = registry_.Add(branches);
     if (st.ok()) {
       std::vector<std::shared_ptr<Session>> writers = branches;
       writers.push_back(*parent);

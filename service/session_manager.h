@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cache/page_pool.h"
@@ -265,6 +266,13 @@ class SessionManager : public KvRoomMaker {
   // from the registry. On a store error gives it back: Release, or, when
   // the take did not count as a use, ReturnUnused.
   absl::Status DeleteHeld(const std::shared_ptr<Session>& session, bool taken_as_use);
+  // Calls `try_load` until it ends other than for want of KV room, or
+  // `deadline` passes, waiting between tries for room given back in the
+  // pool (PagePool::AwaitRoomGivenBack). try_load(room_seen) is a load
+  // through SessionPersistence::LoadKv, which sets *room_seen; the wait
+  // holds no lock of its own. Returns try_load's last status.
+  absl::Status RetryLoadWhileNoRoom(absl::Time deadline,
+                                    absl::FunctionRef<absl::Status(int64_t* room_seen)> try_load);
   // The session's stored KV (SessionPersistence::LoadKv), waiting until `deadline`
   // for KV room when the pool has none that MakeRoom can free.
   absl::StatusOr<KvSequence> LoadKvWaitingForRoom(const Session& session, absl::Time deadline);
