@@ -268,9 +268,10 @@ class SessionManager : public KvRoomMaker {
   absl::Status DeleteHeld(const std::shared_ptr<Session>& session, bool taken_as_use);
   // Calls `try_load` until it ends other than for want of KV room, or
   // `deadline` passes, waiting between tries for room given back in the
-  // pool (PagePool::AwaitRoomGivenBack). try_load(room_seen) is a load
-  // through SessionPersistence::LoadKv, which sets *room_seen; the wait
-  // holds no lock of its own. Returns try_load's last status.
+  // pool (PagePool::AwaitRoomGivenBack). try_load(room_seen) loads
+  // through SessionPersistence::LoadKv, which sets *room_seen (-1 before
+  // each try); the wait holds no lock of its own. Returns try_load's last
+  // status.
   absl::Status RetryLoadWhileNoRoom(absl::Time deadline,
                                     absl::FunctionRef<absl::Status(int64_t* room_seen)> try_load);
   // The session's stored KV (SessionPersistence::LoadKv), waiting until `deadline`

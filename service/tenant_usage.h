@@ -25,7 +25,10 @@
 //                shared by the tenant's records counts once and no page
 //                is shared with another tenant), plus each record's
 //                encoded size, plus the worst case its running jobs may
-//                still write (below).
+//                still write, plus the estimates its Fork, Snapshot,
+//                Restore and ImportSession calls under way have reserved
+//                (below; reserved only while the tenant has a store
+//                quota).
 //   generates    the tenant's running engine jobs: Generate, Append and
 //                CreateSession with input (each a forward-pass job that
 //                holds a session; Append is counted because it costs the
@@ -64,14 +67,17 @@
 //                 sessions quota is the registry's (SessionManager::Import).
 // Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
-// max_kv_bytes (the tenant's next job evicts it if needed). A claim held
-// for a moment after its records are written counts them twice: a
-// concurrent call of the tenant may be refused near the quota then, never
-// let past it.
+// max_kv_bytes (the tenant's next job evicts it if needed). The Reserve
+// estimates are not bounds: labels a Fork or Restore adds to a record,
+// and pages a Snapshot of a dirty session or a Restore writes again, go
+// past them, so concurrent writes may cross the store quota by what their
+// estimates miss (no longer by whole records). A claim held for a moment
+// after its records are written counts them twice: a concurrent call of
+// the tenant may be refused near the quota then.
 //
 // Cost: store_bytes is kept as records are written and removed
 // (SessionRegistry::stored_bytes, TenantStoreBytes): a lookup plus the
-// tenant's running jobs. kv_bytes walks the tenant's sessions
+// tenant's claims (running jobs and store writes under way). kv_bytes walks the tenant's sessions
 // (SessionRegistry::ForEachOwnedBy) and the page tables of its resident
 // ones, marking each page in a bitmap of the pool's pages (one bit a page:
 // the pool's size in bits is cleared per count, and AdmitJob counts again

@@ -200,8 +200,9 @@ TEST(TenantUsage, AStoreWritesReservationCountsAgainstMaxStoreBytesUntilItsClaim
   EXPECT_EQ(usage.ReserveSnapshot(id).status(), QuotaExceeded(Quota::kStoreBytes, limit));
   first->reset();
   EXPECT_TRUE(usage.ReserveFork(id, 1, false).ok()) << "room again once the first claim is dropped";
-  EXPECT_EQ(usage.ReserveFork("ses_unknown", 1, false).value_or(nullptr), nullptr)
-      << "an unknown session reserves nothing (the Fork answers NOT_FOUND)";
+  absl::StatusOr<std::shared_ptr<TenantClaim>> unknown = usage.ReserveFork("ses_unknown", 1, false);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(*unknown, nullptr) << "an unknown session reserves nothing (the Fork answers NOT_FOUND)";
 }
 
 TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
