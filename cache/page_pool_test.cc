@@ -4,12 +4,15 @@
 #include "cache/page_pool.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "cache/huge_pages_test_util.h"
+#include "cache/slab_memory.h"
 #include "gtest/gtest.h"
 
 namespace kvs {
@@ -193,6 +197,82 @@ TEST(PagePoolTest, TakePagesNeverEvictsAKeyItAsksFor) {
   EXPECT_EQ(pages[0], all[1]) << "the fresh page is the one cached page not asked for";
   EXPECT_EQ(found, (std::vector<bool>{false, true, true}));
   EXPECT_FALSE(pool.has_key(pages[0]));
+}
+
+// The process's address space in bytes (/proc/self/statm's first field).
+int64_t AddressSpaceBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  statm >> pages;
+  return pages * sysconf(_SC_PAGESIZE);
+}
+
+// TakePagesThatCannotMapASlab..., in a child process whose address space
+// the kernel caps, so the pool's next slab mapping really fails. 0 when
+// every check holds, else the number of the first that did not.
+int TakePagesAgainstAFullAddressSpace() {
+  // Pages of 2 MiB: a slab is a few of them, the pool several slabs.
+  const KvGeometry g = {.n_layers = 8, .n_kv_heads = 8, .head_dim = 128, .page_tokens = 32, .dtype = KvDtype::kF32};
+  constexpr int64_t kMaxPages = 64;
+  const int first_slab = ChooseSlabShape(g.page_bytes(), kMaxPages).pages;
+  if (first_slab < 3 || first_slab >= kMaxPages) return 1;
+  PagePool pool(g, kMaxPages);
+  std::vector<PageId> first;
+  for (int i = 0; i < first_slab; ++i) {
+    absl::StatusOr<PageId> p = pool.Allocate();
+    if (!p.ok()) return 2;
+    first.push_back(*p);
+  }
+  const PageId held = first[0], cached = first[1];
+  pool.SetKey(held, Key(1));
+  pool.SetKey(cached, Key(2));
+  pool.Release(cached);  // free and keyed: the first slab has no page left to hand out
+  const PagePoolStats before = pool.Stats();
+  const int64_t room_seen = pool.room_given_back();
+  rlimit cap{};
+  if (getrlimit(RLIMIT_AS, &cap) != 0) return 3;
+  const rlim_t old_cap = cap.rlim_cur;
+  cap.rlim_cur = static_cast<rlim_t>(AddressSpaceBytes() + (int64_t{1} << 20));
+  if (setrlimit(RLIMIT_AS, &cap) != 0) return 4;
+  // Shares key 1, revives key 2, then needs a fresh page: a new slab.
+  const std::vector<std::optional<PageKey>> keys = {Key(1), Key(2), std::nullopt};
+  std::vector<PageId> pages;
+  std::vector<bool> found;
+  const absl::Status st = pool.TakePages(keys, &pages, &found);
+  if (!absl::IsResourceExhausted(st) || st.message() != "cannot map KV cache memory") return 5;
+  if (!pages.empty() || !found.empty()) return 6;
+  const PagePoolStats after = pool.Stats();
+  if (after.pages_in_use != before.pages_in_use || after.page_references != before.page_references ||
+      after.pages_shared != before.pages_shared || after.pages_cached != before.pages_cached) {
+    return 7;
+  }
+  if (pool.ref_count(held) != 1 || pool.ref_count(cached) != 0) return 8;
+  if (pool.room_given_back() != room_seen) return 9;  // giving back what it took is not room
+  std::optional<PageId> again = pool.LookupKey(Key(2));
+  if (again != std::optional<PageId>(cached)) return 10;  // still cached under its key
+  pool.Release(cached);
+  cap.rlim_cur = old_cap;
+  if (setrlimit(RLIMIT_AS, &cap) != 0) return 11;
+  if (!pool.TakePages(keys, &pages, &found).ok() || pages.size() != 3) return 12;
+  if (pages[0] != held || pages[1] != cached || pool.Stats().pages_in_use != first_slab + 1) return 13;
+  return 0;
+}
+
+// A fresh page that needs a slab the kernel will not map: every page the
+// call had shared or revived goes back as it was, and the call takes
+// nothing, as when its room is not there.
+TEST(PagePoolTest, TakePagesThatCannotMapASlabGivesBackEveryPageItTook) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the cap leaves";
+#else
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) _exit(TakePagesAgainstAFullAddressSpace());
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: status " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "check " << WEXITSTATUS(status) << " of TakePagesAgainstAFullAddressSpace failed";
+#endif
 }
 
 TEST(PagePoolTest, APrefaultedPoolHandsOutEveryPageOfItsBudgetOnceAndZeroed) {
