@@ -1,10 +1,13 @@
 // kvsession: the command-line client. Local commands run a model in this
 // process; the others talk to a kvsessiond server over gRPC.
+#include <algorithm>
+#include <cstddef>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "client/chat_command.h"
+#include "client/cli_connection.h"
 #include "client/migrate_command.h"
 #include "client/local_commands.h"
 #include "client/remote_commands.h"
@@ -25,7 +28,7 @@ Local (no server):
 Remote (a kvsessiond server; --server ADDR, default 127.0.0.1:50051; --json for JSON;
         TLS: --tls-ca CA.pem (or --tls for the system's CAs), mutual TLS: --tls-cert C.pem
         --tls-key K.pem; API key: --api-key KEY or $KVSESSION_API_KEY; an admin key acting
-        for tenant T: --as-tenant T):
+        for tenant T: --as-tenant T; these and --json may also come before the command):
   create    [--text T] [sampling flags] [--context error|slide] [--keep-tokens N]
   append    --session S --text T
   generate  --session S [--prompt T] -n N [sampling flags] [--stop STR] [--logprobs K]
@@ -49,15 +52,55 @@ Chat without a server:
             [sampling flags]
 )";
 
+// `kvsession --server A ls` reads as `kvsession ls --server A`: the
+// connection flags (cli_connection.h) and --json may come before the
+// command, as git's and kubectl's global flags do. Moves them after it in
+// `words` (the arguments after the program name); false after printing an
+// error for any other flag there, or a value flag without its value.
+bool MoveLeadingFlagsAfterTheCommand(std::vector<std::string>* words) {
+  std::vector<std::string> leading;
+  size_t i = 0;
+  while (i < words->size() && (*words)[i].starts_with("--") && (*words)[i] != "--help") {
+    const std::string& word = (*words)[i];
+    const size_t eq = word.find('=');
+    const std::string name = word.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const bool takes_value = kvs::ConnectionValueFlags().contains(name);
+    if (!takes_value && !kvs::ConnectionBoolFlags().contains(name) && name != "json") {
+      std::cerr << "kvsession: only the connection flags and --json may come before the command; give "
+                << word.substr(0, std::min(eq, size_t{64})) << " after it (kvsession <command> [flags])\n";
+      return false;
+    }
+    leading.push_back(word);
+    if (takes_value && eq == std::string::npos) {
+      if (i + 1 >= words->size()) {
+        std::cerr << "kvsession: --" << name << " needs a value\n";
+        return false;
+      }
+      leading.push_back((*words)[++i]);
+    }
+    ++i;
+  }
+  words->erase(words->begin(), words->begin() + static_cast<std::ptrdiff_t>(i));
+  words->insert(words->end(), leading.begin(), leading.end());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
+  std::vector<std::string> words(argv + 1, argv + argc);
+  if (!MoveLeadingFlagsAfterTheCommand(&words)) return 2;
+  if (words.empty() || words[0].starts_with("--")) {
+    // No command (only connection flags), or --help.
     std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+    return words.empty() || words[0] != "--help" ? 2 : 0;
   }
-  const std::string command = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (words[0] == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  const std::string command = words[0];
+  const std::vector<std::string> args(words.begin() + 1, words.end());
   if (command == "run") return kvs::RunCommand(args);
   if (command == "tokenize") return kvs::TokenizeCommand(args);
   if (command == "render") return kvs::RenderCommand(args);

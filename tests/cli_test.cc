@@ -169,5 +169,26 @@ TEST_F(CliTest, AnEmptyConnectionFlagIsAnErrorRatherThanAPlaintextConnection) {
   EXPECT_THAT(r.err, HasSubstr("--tls-ca was given an empty value"));
 }
 
+// `kvsession --server A ls` as git's and kubectl's global flags go: the
+// address given first is the one the command dials.
+TEST_F(CliTest, ConnectionFlagsAndJsonMayComeBeforeTheCommand) {
+  ProcessResult r = Kvsession({"--server", "127.0.0.1:1", "ls"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("UNAVAILABLE"));
+  EXPECT_THAT(r.err, HasSubstr("127.0.0.1:1"));
+  r = Kvsession({"--server=127.0.0.1:2", "--json", "info"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("127.0.0.1:2"));
+  r = Kvsession({"--tls-ca", "", "ls"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tls-ca was given an empty value")) << "checked as after the command";
+  r = Kvsession({"--model", Model("aidreams260K.gguf"), "run"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("give --model after it"));
+  r = Kvsession({"--server"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--server needs a value"));
+}
+
 }  // namespace
 }  // namespace kvs
