@@ -4,6 +4,12 @@
 // KV in pages of 16 tokens) serving in this process on a loopback port,
 // and a channel and stub to it.
 //
+// With tenants (StartFuzzServer's `with_tenants`), calls authenticate with
+// API keys as kvsessiond --auth-keys has them: kAdminKey (tenant "ops",
+// admin), kAcmeKey (tenant "acme", user, with small quotas: 12 sessions,
+// 6 checkpoints, 64 KiB of store) and kBetaKey (tenant "beta", user), and
+// sessions belong to their tenants (SessionOwnership, TenantUsage).
+//
 // Built once per process by StartFuzzServer and never torn down (everything
 // stays reachable, so LeakSanitizer has nothing to report); its directory
 // is removed at exit. Fail() ends the process as a finding.
@@ -25,11 +31,16 @@
 #include "cache/session_store.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
 #include "model/model.h"
+#include "service/auth/api_key_file.h"
+#include "service/auth/authenticator.h"
+#include "service/auth/session_ownership.h"
+#include "service/auth/tenant_quotas.h"
 #include "service/engine.h"
 #include "service/kvsession_service.h"
 #include "service/model_fingerprint.h"
 #include "service/session_manager.h"
 #include "service/task_executor.h"
+#include "service/tenant_usage.h"
 #include "tools/model_synth.h"
 
 namespace kvs::fuzz {
@@ -39,6 +50,10 @@ namespace kvs::fuzz {
   std::fflush(stderr);
   __builtin_trap();
 }
+
+inline constexpr char kAdminKey[] = "fuzz-admin-key";
+inline constexpr char kAcmeKey[] = "fuzz-acme-key";
+inline constexpr char kBetaKey[] = "fuzz-beta-key";
 
 struct FuzzServer {
   std::string dir;
@@ -51,6 +66,10 @@ struct FuzzServer {
   std::unique_ptr<TaskExecutor> completions;
   std::unique_ptr<SessionManager> sessions;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<Authenticator> authenticator;  // with tenants only
+  std::unique_ptr<TenantQuotas> quotas;
+  std::unique_ptr<TenantUsage> tenant_usage;
+  std::unique_ptr<SessionOwnership> ownership;
   std::unique_ptr<KvSessionService> service;
   std::unique_ptr<grpc::Server> server;
   std::shared_ptr<grpc::Channel> channel;
@@ -58,8 +77,9 @@ struct FuzzServer {
 };
 
 // The server of `target` (the name its failures and directory carry), with
-// at most `max_sessions` sessions.
-inline FuzzServer* StartFuzzServer(const char* target, int max_sessions) {
+// at most `max_sessions` sessions; `with_tenants`: API keys and tenants
+// as above.
+inline FuzzServer* StartFuzzServer(const char* target, int max_sessions, bool with_tenants = false) {
   auto must = [target](const auto& v, const char* what) {
     if (!v.ok()) Fail(target, absl::StrCat(what, ": ", v.status().ToString()));
   };
@@ -114,6 +134,20 @@ inline FuzzServer* StartFuzzServer(const char* target, int max_sessions) {
                                                               .max_batch_tokens = engine_options.max_batch_tokens,
                                                               .chat_template = "",
                                                               .replica = "fuzz"});
+  if (with_tenants) {
+    absl::StatusOr<ApiKeyFile> keys = ParseApiKeyFile(absl::StrCat(
+        "ops admin ", Sha256Hex(kAdminKey), "\n",
+        "acme user ", Sha256Hex(kAcmeKey), " max_sessions=12 max_checkpoints=6 max_store_bytes=65536\n",
+        "beta user ", Sha256Hex(kBetaKey), "\n"));
+    must(keys, "API keys");
+    s->quotas = std::make_unique<TenantQuotas>(QuotaLimits{}, *keys);
+    s->authenticator = std::make_unique<Authenticator>(*std::move(keys), "fuzz");
+    s->tenant_usage = std::make_unique<TenantUsage>(s->sessions.get(), s->quotas.get());
+    s->ownership = std::make_unique<SessionOwnership>(s->sessions.get());
+    s->service->SetAuthenticator(s->authenticator.get());
+    s->service->SetAccessPolicy(s->ownership.get());
+    s->service->SetTenantUsage(s->tenant_usage.get());
+  }
   // Loopback TCP, not InProcessChannel: gRPC 1.51's in-process transport
   // never frees server-streaming calls (about 12 KB per Generate; not so
   // over TCP), which would grow the fuzzer to its RSS limit.

@@ -122,14 +122,16 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
   Write(dir, "generate_without_message", std::string(1, static_cast<char>(0x80 | 2)));
 }
 
-// session_import: control byte 0 (the harness sets the fingerprint, the
+// session_import: a control byte (the harness sets the fingerprint, the
 // geometry, a new id and the page hashes; see session_import_fuzz.cc),
 // then a record of the fuzz server's byte vocabulary (ids < 256, context
 // 128): a plain session, a chat with an open turn, a slid session, and
-// one with sampling defaults.
+// one with sampling defaults, imported by an admin (control 0); the plain
+// session and the chat also imported by tenant acme (0x10), the plain one
+// of tenant beta by acme (0x20, refused), and as checkpoints (0x40, 0x50).
 void WriteSessionImports(const std::filesystem::path& dir) {
-  auto write = [&](const std::string& name, const kvs::SessionRecord& r) {
-    Write(dir, name, std::string(1, '\0') + r.SerializeAsString());
+  auto write = [&](const std::string& name, const kvs::SessionRecord& r, char control = '\0') {
+    Write(dir, name, std::string(1, control) + r.SerializeAsString());
   };
   kvs::SessionRecord plain;
   for (int t = 0; t < 40; ++t) plain.add_tokens(65 + t % 26);
@@ -150,6 +152,11 @@ void WriteSessionImports(const std::filesystem::path& dir) {
   chat.set_chat(true);
   chat.set_chat_turn_open(true);
   write("chat_turn_open", chat);
+  write("plain_by_its_tenant", plain, '\x10');
+  write("chat_by_its_tenant", chat, '\x10');
+  write("plain_of_another_tenant", plain, '\x20');
+  write("plain_checkpoint", plain, '\x40');
+  write("chat_checkpoint_by_its_tenant", chat, '\x50');
   kvs::SessionRecord slid = plain;
   slid.set_context_policy(1);
   slid.set_keep_tokens(16);

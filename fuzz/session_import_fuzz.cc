@@ -13,25 +13,40 @@
 //                       (FillPageHashes: the chain the store checks)
 //              3 set:   the pages' KV bytes are 0xFF (NaN in f16), else a
 //                       fixed pattern of small values
+//              4-5:     who imports a session of whom (the server has API
+//                       keys and tenants, fuzz/fuzz_server.h): 0 an admin
+//                       imports the default tenant's, 1 tenant acme its
+//                       own, 2 acme beta's (PERMISSION_DENIED is the only
+//                       right answer), 3 an admin acme's; every later call
+//                       is the importer's
+//              6 set:   the stream holds a checkpoint of the record (its
+//                       session record), which is then restored, and the
+//                       restored session used
 //   rest:    a kvs.SessionRecord, protobuf bytes
 //
 // Every page the record names is in the stream when the record has this
 // server's geometry (encoded by EncodePage), so the import reaches past the
 // page checks to the record's own fields: token ids, lengths, sampling,
-// chat and context-overflow state. The seed corpus
-// (fuzz/corpus/session_import/, make_seed_corpus) holds a plain session, a
-// chat with an open turn, a slid session and one with sampling defaults.
+// chat and context-overflow state, and past the tenant checks to the
+// quotas (acme's are small). The seed corpus (fuzz/corpus/session_import/,
+// make_seed_corpus) holds a plain session, a chat with an open turn, a
+// slid session and one with sampling defaults, imported by an admin, and
+// a plain session and a chat imported by acme, of beta's, and as
+// checkpoints.
 //
 // Findings (__builtin_trap), besides crashes and sanitizer reports: the
 // import or any later call ending with a status no client can act on
 // (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to
-// a damaged stream and ALREADY_EXISTS to a repeat), or a message over 1024
+// a damaged stream, ALREADY_EXISTS to a repeat and PERMISSION_DENIED to
+// another tenant's session or a chain only an admin may bring), or a
+// message over 1024
 // bytes. After an import that answered OK, DATA_LOSS is a finding too (the
 // server accepted what it cannot read back), and so is INVALID_ARGUMENT
 // for the first Generate of an ERROR-policy session, which sends nothing
 // but max_tokens: what the import stored must be usable as it is (a SLIDE
 // session's kept tokens may leave no page to drop on this server's
-// smaller context: INVALID_ARGUMENT is its answer). Calls stop once an input has
+// smaller context: INVALID_ARGUMENT is its answer), and an import of
+// another tenant's session that answers OK. Calls stop once an input has
 // taken 15 s (libFuzzer's -timeout is 30). KVS_FUZZ_VERBOSE=1 prints each
 // call's status.
 #include <algorithm>
@@ -64,13 +79,38 @@ constexpr int kMaxLiveSessions = 16;
 [[noreturn]] void Fail(const std::string& what) { kvs::fuzz::Fail(kTarget, what); }
 
 kvs::fuzz::FuzzServer* Server() {
-  static kvs::fuzz::FuzzServer* server = kvs::fuzz::StartFuzzServer(kTarget, 4 * kMaxLiveSessions);
+  static kvs::fuzz::FuzzServer* server =
+      kvs::fuzz::StartFuzzServer(kTarget, 4 * kMaxLiveSessions, /*with_tenants=*/true);
   return server;
 }
 
-// A call's deadline: a hang is a finding (DEADLINE_EXCEEDED is not actionable).
-void Deadline(grpc::ClientContext* ctx) {
+// Who imports whose session (control bits 4-5).
+struct Parties {
+  const char* caller_key;
+  const char* owner;  // the record's owner; "" is the default tenant
+  bool foreign;       // the owner is another tenant than the caller's
+};
+Parties PartiesOf(uint8_t control) {
+  switch ((control >> 4) & 3) {
+    case 1:
+      return {kvs::fuzz::kAcmeKey, "acme", false};
+    case 2:
+      return {kvs::fuzz::kAcmeKey, "beta", true};
+    case 3:
+      return {kvs::fuzz::kAdminKey, "acme", false};
+    default:
+      return {kvs::fuzz::kAdminKey, "", false};
+  }
+}
+
+// The API key of this input's caller.
+const char* g_caller_key = kvs::fuzz::kAdminKey;
+
+// A call's deadline (a hang is a finding: DEADLINE_EXCEEDED is not
+// actionable) and its caller's key.
+void Prepare(grpc::ClientContext* ctx) {
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  ctx->AddMetadata("authorization", std::string("Bearer ") + g_caller_key);
 }
 
 // Checks one call's status; `imported`: the session was imported OK, so
@@ -81,7 +121,8 @@ void Check(const char* call, const grpc::Status& st, bool imported) {
     std::fprintf(stderr, "%s: code %d: %s\n", call, st.error_code(), st.error_message().substr(0, 200).c_str());
   }
   const bool import_answer = !imported && (st.error_code() == grpc::StatusCode::DATA_LOSS ||
-                                           st.error_code() == grpc::StatusCode::ALREADY_EXISTS);
+                                           st.error_code() == grpc::StatusCode::ALREADY_EXISTS ||
+                                           st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
   if ((!kvs::fuzz::Actionable(st.error_code()) && !import_answer) ||
       st.error_message().size() > kMaxMessageBytes) {
     Fail(absl::StrCat(call, " answered code ", st.error_code(), " with a message of ", st.error_message().size(),
@@ -102,19 +143,29 @@ bool ReadRecord(uint8_t control, const uint8_t* data, size_t size, kvs::SessionR
     static uint64_t next = 0;
     record->set_id(absl::StrFormat("ses_%032x", ++next));
   }
-  // The caller is the default tenant (no API keys): another owner's
-  // session is PERMISSION_DENIED, which tenant tests cover.
-  record->clear_owner();
+  // The owner before the hashes: each tenant's chain starts from its name.
+  record->set_owner(PartiesOf(control).owner);
   if ((control & 4) == 0) (void)kvs::FillPageHashes(record);  // a bad shape keeps its hashes
   return true;
 }
 
-// The stream of `record` with every page it names, when its geometry is
-// the server's (others are refused before any page is read).
-std::string Frame(const kvs::SessionRecord& record, bool nan_pages) {
+// The stream of `record` (or of a checkpoint of it) with every page it
+// names, when its geometry is the server's (others are refused before any
+// page is read).
+std::string Frame(const kvs::SessionRecord& record, bool nan_pages, bool as_checkpoint) {
   const kvs::fuzz::FuzzServer& s = *Server();
   kvs::MigrationStreamWriter writer;
-  writer.SetSession(record);
+  if (as_checkpoint) {
+    static uint64_t next = 0;
+    kvs::CheckpointRecord checkpoint;
+    checkpoint.set_id(absl::StrFormat("ckpt_%032x", ++next));
+    checkpoint.set_name("fuzz");
+    checkpoint.set_create_time_us(record.update_time_us());
+    *checkpoint.mutable_session() = record;
+    writer.SetCheckpoint(checkpoint);
+  } else {
+    writer.SetSession(record);
+  }
   absl::StatusOr<kvs::KvGeometry> g = kvs::FromGeometryRecord(record.geometry());
   const kvs::KvGeometry& ours = s.geometry;
   if (g.ok() && g->n_layers == ours.n_layers && g->n_kv_heads == ours.n_kv_heads && g->head_dim == ours.head_dim &&
@@ -132,12 +183,11 @@ std::string Frame(const kvs::SessionRecord& record, bool nan_pages) {
   return std::move(writer).Finish();
 }
 
-// ImportSession of `stream` in chunks of 64 KiB; the imported id, or "".
-std::string Import(const std::string& stream) {
+// ImportSession of `stream` in chunks of 64 KiB: its answer.
+grpc::Status Import(const std::string& stream, v1::ImportSessionResponse* response) {
   grpc::ClientContext ctx;
-  Deadline(&ctx);
-  v1::ImportSessionResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::ImportChunk>> writer = Server()->stub->ImportSession(&ctx, &response);
+  Prepare(&ctx);
+  std::unique_ptr<grpc::ClientWriter<v1::ImportChunk>> writer = Server()->stub->ImportSession(&ctx, response);
   for (size_t at = 0; at < stream.size(); at += 65536) {
     v1::ImportChunk chunk;
     chunk.set_data(stream.substr(at, 65536));
@@ -146,7 +196,19 @@ std::string Import(const std::string& stream) {
   writer->WritesDone();
   const grpc::Status st = writer->Finish();
   Check("ImportSession", st, /*imported=*/false);
-  return st.ok() ? response.session_id() : std::string();
+  return st;
+}
+
+// Restore of an imported checkpoint: the new session's id, or "".
+std::string Restore(const std::string& checkpoint_id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx);
+  v1::RestoreRequest req;
+  req.set_checkpoint_id(checkpoint_id);
+  v1::Session session;
+  const grpc::Status st = Server()->stub->Restore(&ctx, req, &session);
+  Check("Restore", st, true);
+  return st.ok() ? session.id() : std::string();
 }
 
 // Every call a client may make on the imported session `id`, in the order
@@ -158,7 +220,7 @@ void Use(const std::string& id, bool slides) {
   v1::Session session;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::GetSessionRequest req;
     req.set_session_id(id);
     req.set_include_token_ids(true);
@@ -167,7 +229,7 @@ void Use(const std::string& id, bool slides) {
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::GenerateRequest req;
     req.set_session_id(id);
     req.set_max_tokens(3);
@@ -185,7 +247,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::AppendRequest req;
     req.set_session_id(id);
     req.mutable_input()->set_text(" and then");
@@ -195,7 +257,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::ForkRequest req;
     req.set_session_id(id);
     req.set_count(2);
@@ -205,7 +267,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::TruncateRequest req;
     req.set_session_id(id);
     req.set_length(std::max(1, session.length() / 2));
@@ -215,7 +277,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::SnapshotRequest req;
     req.set_session_id(id);
     v1::Checkpoint checkpoint;
@@ -224,7 +286,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::ExportSessionRequest req;
     req.set_session_id(id);
     std::unique_ptr<grpc::ClientReader<v1::ExportChunk>> reader = stub.ExportSession(&ctx, req);
@@ -236,7 +298,7 @@ void Use(const std::string& id, bool slides) {
   if (!time_left()) return;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    Prepare(&ctx);
     v1::DeleteSessionRequest req;
     req.set_session_id(id);
     v1::DeleteSessionResponse response;
@@ -266,7 +328,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kvs::SessionRecord record;
   if (!ReadRecord(data[0], data + 1, size - 1, &record)) return 0;
   Tidy();
-  const std::string id = Import(Frame(record, (data[0] & 8) != 0));
+  const Parties parties = PartiesOf(data[0]);
+  g_caller_key = parties.caller_key;
+  const bool as_checkpoint = (data[0] & 64) != 0;
+  v1::ImportSessionResponse imported;
+  const grpc::Status st = Import(Frame(record, (data[0] & 8) != 0, as_checkpoint), &imported);
+  if (parties.foreign && st.ok()) Fail("a tenant imported another tenant's session");
+  if (!st.ok()) return 0;
+  const std::string id = as_checkpoint ? Restore(imported.checkpoint_id()) : imported.session_id();
   if (!id.empty()) Use(id, record.context_policy() != 0);
   return 0;
 }
