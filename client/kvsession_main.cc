@@ -54,9 +54,12 @@ Chat without a server:
 
 // `kvsession --server A ls` reads as `kvsession ls --server A`: the
 // connection flags (cli_connection.h) and --json may come before the
-// command, as git's and kubectl's global flags do. Moves them after it in
-// `words` (the arguments after the program name); false after printing an
-// error for any other flag there, or a value flag without its value.
+// command, as git's and kubectl's global flags do. Moves them to just
+// after it in `words` (the arguments after the program name), so the
+// command's own flags follow them: a later flag wins, and a flag of the
+// command missing its value at the end is still an error rather than
+// taking a moved flag as its value. False after printing an error for any
+// other flag there, or a value flag without its value.
 bool MoveLeadingFlagsAfterTheCommand(std::vector<std::string>* words) {
   std::vector<std::string> leading;
   size_t i = 0;
@@ -81,7 +84,7 @@ bool MoveLeadingFlagsAfterTheCommand(std::vector<std::string>* words) {
     ++i;
   }
   words->erase(words->begin(), words->begin() + static_cast<std::ptrdiff_t>(i));
-  words->insert(words->end(), leading.begin(), leading.end());
+  if (!words->empty()) words->insert(words->begin() + 1, leading.begin(), leading.end());
   return true;
 }
 

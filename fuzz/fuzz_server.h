@@ -62,14 +62,18 @@ struct FuzzServer {
   std::unique_ptr<Model> model;
   std::unique_ptr<SessionStore> store;
   std::unique_ptr<PagePool> pool;
+  // With tenants only; declared (so built and destroyed) in kvsessiond's
+  // order: the quotas before the sessions whose registry reads them, the
+  // usage after the sessions and before the engine whose jobs hold claims
+  // on it.
+  std::unique_ptr<TenantQuotas> quotas;
+  std::unique_ptr<Authenticator> authenticator;
   std::unique_ptr<TaskExecutor> io;
   std::unique_ptr<TaskExecutor> completions;
   std::unique_ptr<SessionManager> sessions;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<Authenticator> authenticator;  // with tenants only
-  std::unique_ptr<TenantQuotas> quotas;
   std::unique_ptr<TenantUsage> tenant_usage;
   std::unique_ptr<SessionOwnership> ownership;
+  std::unique_ptr<Engine> engine;
   std::unique_ptr<KvSessionService> service;
   std::unique_ptr<grpc::Server> server;
   std::shared_ptr<grpc::Channel> channel;

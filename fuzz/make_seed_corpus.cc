@@ -128,7 +128,8 @@ void WriteServiceRequests(const std::filesystem::path& dir) {
 // 128): a plain session, a chat with an open turn, a slid session, and
 // one with sampling defaults, imported by an admin (control 0); the plain
 // session and the chat also imported by tenant acme (0x10), the plain one
-// of tenant beta by acme (0x20, refused), and as checkpoints (0x40, 0x50).
+// of tenant beta by acme (0x20, refused) and of acme by an admin (0x30),
+// and as checkpoints (0x40, 0x50).
 void WriteSessionImports(const std::filesystem::path& dir) {
   auto write = [&](const std::string& name, const kvs::SessionRecord& r, char control = '\0') {
     Write(dir, name, std::string(1, control) + r.SerializeAsString());
@@ -155,6 +156,7 @@ void WriteSessionImports(const std::filesystem::path& dir) {
   write("plain_by_its_tenant", plain, '\x10');
   write("chat_by_its_tenant", chat, '\x10');
   write("plain_of_another_tenant", plain, '\x20');
+  write("plain_of_a_tenant_by_an_admin", plain, '\x30');
   write("plain_checkpoint", plain, '\x40');
   write("chat_checkpoint_by_its_tenant", chat, '\x50');
   kvs::SessionRecord slid = plain;

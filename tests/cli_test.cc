@@ -188,6 +188,14 @@ TEST_F(CliTest, ConnectionFlagsAndJsonMayComeBeforeTheCommand) {
   r = Kvsession({"--server"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--server needs a value"));
+  // A flag of the command left without its value (`--session $S`, S
+  // empty) must not take a moved flag as its value, dropping --tls.
+  r = Kvsession({"--tls", "--server", "127.0.0.1:1", "rm", "--session"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--session needs a value"));
+  // The command's own flags come after the moved ones: the later wins.
+  r = Kvsession({"--server", "127.0.0.1:1", "ls", "--server", "127.0.0.1:3"});
+  EXPECT_THAT(r.err, HasSubstr("127.0.0.1:3"));
 }
 
 }  // namespace
