@@ -215,7 +215,7 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
       ids = CheckCheckpointId("the stream's checkpoint id", contents->checkpoint->id());
     }
     if (!ids.ok()) return ids;
-    const std::string owner = record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
+    const std::string owner = RecordOwner(record);
     if (!who.is_admin() && owner != who.tenant) {
       return absl::PermissionDeniedError(
           absl::StrCat("the stream holds a session of tenant ", Quote(owner), "; only that tenant or an admin may import it"));

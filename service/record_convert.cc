@@ -99,6 +99,10 @@ SessionRecord BuildSessionRecord(const Session& s, const RecordContext& context)
   return r;
 }
 
+std::string RecordOwner(const SessionRecord& record) {
+  return record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
+}
+
 std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordContext& context) {
   auto s = std::make_shared<Session>();
   s->id = r.id();
@@ -116,7 +120,7 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   s->parent_session_id = r.parent_session_id();
   s->checkpoint_id = r.checkpoint_id();
   // Records written before ownership existed belong to the default tenant.
-  s->owner = r.owner().empty() ? std::string(kDefaultTenant) : r.owner();
+  s->owner = RecordOwner(r);
   s->shared_prefix_chain = r.shared_prefix_chain();
   s->version = r.version();
   s->chat = ChatState{.started = r.chat(), .turn_open = r.chat_turn_open()};

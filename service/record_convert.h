@@ -33,6 +33,11 @@ SamplingParams FromRecord(const SamplingRecord& r);
 // disk keeps the page list it was loaded with.
 SessionRecord BuildSessionRecord(const Session& session, const RecordContext& context);
 
+// The tenant a record belongs to: its owner, or the default tenant for a
+// record without one (written before ownership existed, or by a server
+// without API keys).
+std::string RecordOwner(const SessionRecord& record);
+
 // A non-resident session for `record`. A record made with another model or
 // KV geometry gives a session whose `foreign` status (FAILED_PRECONDITION,
 // naming both) answers every use.

@@ -136,7 +136,7 @@ absl::StatusOr<ImportResult> SessionManager::Import(const MigrationContents& con
     if (registry_.Get(record.id(), false).ok()) {
       return absl::AlreadyExistsError(absl::StrCat("session '", record.id(), "' already exists here"));
     }
-    const std::string owner = record.owner().empty() ? std::string(kDefaultTenant) : record.owner();
+    const std::string owner = RecordOwner(record);
     if (absl::Status s = registry_.CheckRoom(1, &owner); !s.ok()) return s;
     if (absl::Status s = store_->PutSession(record, encode, &stats); !s.ok()) return s;
     // The limits again, with the add (a Create may have taken the slot).

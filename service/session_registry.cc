@@ -14,8 +14,7 @@
 namespace kvs {
 
 std::string CheckpointOwner(const CheckpointRecord& checkpoint) {
-  // Checkpoints written before ownership existed belong to the default tenant.
-  return checkpoint.session().owner().empty() ? std::string(kDefaultTenant) : checkpoint.session().owner();
+  return RecordOwner(checkpoint.session());
 }
 namespace {
 
