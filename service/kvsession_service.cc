@@ -384,7 +384,8 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     std::shared_ptr<TenantClaim> store_claim;  // held until the records are written or refused
     if (tenant_usage_ != nullptr) {
       absl::StatusOr<std::shared_ptr<TenantClaim>> claim =
-          tenant_usage_->ReserveFork(request->session_id(), request->count(), request->has_at_length());
+          tenant_usage_->ReserveFork(request->session_id(), request->count(), request->has_at_length(),
+                                     Labels(request->labels()));
       if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
       store_claim = *std::move(claim);
     }
@@ -460,7 +461,8 @@ grpc::ServerUnaryReactor* KvSessionService::Restore(grpc::CallbackServerContext*
   io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
     std::shared_ptr<TenantClaim> store_claim;  // held until the record is written or refused
     if (tenant_usage_ != nullptr && request->has_checkpoint_id()) {
-      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveRestore(request->checkpoint_id());
+      absl::StatusOr<std::shared_ptr<TenantClaim>> claim =
+          tenant_usage_->ReserveRestore(request->checkpoint_id(), Labels(request->labels()));
       if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
       store_claim = *std::move(claim);
     }

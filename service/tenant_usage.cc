@@ -16,6 +16,15 @@ constexpr int64_t kRecordOverheadBytes = 1024;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// At most what `labels` add to a record: each entry's key and value plus
+// its framing (a map entry's tags and lengths).
+int64_t LabelBytes(const std::map<std::string, std::string>& labels) {
+  constexpr int64_t kFramingPerLabel = 16;
+  int64_t bytes = 0;
+  for (const auto& [k, v] : labels) bytes += static_cast<int64_t>(k.size() + v.size()) + kFramingPerLabel;
+  return bytes;
+}
+
 // ReleaseWhenDone's listener.
 class ReleasingListener : public JobListener {
  public:
@@ -212,13 +221,13 @@ std::pair<std::string, int64_t> TenantUsage::OwnerAndRecordBytes(const std::stri
   return result;
 }
 
-absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveFork(const std::string& session_id, int count,
-                                                                      bool cut) {
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveFork(
+    const std::string& session_id, int count, bool cut, const std::map<std::string, std::string>& labels) {
   const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
   if (tenant.empty()) return std::shared_ptr<TenantClaim>();
   const KvGeometry& g = sessions_->record_context().geometry;
   const int64_t per_branch =
-      record_bytes + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
+      record_bytes + LabelBytes(labels) + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
   return ReserveStoreGrowth(tenant, per_branch * count);
 }
 
@@ -228,11 +237,13 @@ absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveSnapshot(const 
   return ReserveStoreGrowth(tenant, record_bytes);
 }
 
-absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveRestore(const std::string& checkpoint_id) {
+absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveRestore(
+    const std::string& checkpoint_id, const std::map<std::string, std::string>& labels) {
   absl::StatusOr<CheckpointRecord> c = sessions_->registry()->GetCheckpoint(checkpoint_id);
   if (!c.ok()) return std::shared_ptr<TenantClaim>();
-  return ReserveStoreGrowth(CheckpointOwner(*c),
-                            static_cast<int64_t>(c->session().ByteSizeLong()) + kRecordOverheadBytes);
+  // The restored record's labels replace the checkpoint's: counted on top.
+  return ReserveStoreGrowth(CheckpointOwner(*c), static_cast<int64_t>(c->session().ByteSizeLong()) +
+                                                     LabelBytes(labels) + kRecordOverheadBytes);
 }
 
 absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveImport(const std::string& owner,

@@ -55,7 +55,8 @@
 //                 max_store_bytes before the records are written (branches
 //                 and checkpoints share the source's pages, so they add
 //                 their records: estimated as the source's record size, plus
-//                 one page per branch for a fork cut mid-page), and the
+//                 the labels the request adds to each, plus one page per
+//                 branch for a fork cut mid-page), and the
 //                 estimate reserved until the caller drops the claim, once
 //                 the records are written or refused. So concurrent writes
 //                 of one tenant, and a Fork or Restore that waits up to its
@@ -68,10 +69,9 @@
 // Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
 // max_kv_bytes (the tenant's next job evicts it if needed). The Reserve
-// estimates are not bounds: labels a Fork or Restore adds to a record,
-// and pages a Snapshot of a dirty session or a Restore writes again, go
-// past them, so concurrent writes may cross the store quota by what their
-// estimates miss (no longer by whole records). A claim held for a moment
+// estimates are not bounds: pages a Snapshot of a dirty session or a
+// Restore writes again go past them, so concurrent writes may cross the
+// store quota by those pages (no longer by whole records). A claim held for a moment
 // after its records are written counts them twice: a concurrent call of
 // the tenant may be refused near the quota then.
 //
@@ -153,15 +153,17 @@ class TenantUsage {
   absl::StatusOr<std::shared_ptr<TenantClaim>> AdmitJob(const Session& session, int64_t new_tokens,
                                                       bool generate);
   // Store checks and reservations before a Fork of `count` branches (cut
-  // at `at_length` tokens, or the whole source), a Snapshot, a Restore of
-  // a checkpoint. The claim holds the estimate in the tenant's store_bytes
+  // at `at_length` tokens, or the whole source) that adds `labels` to each
+  // branch, a Snapshot, a Restore of a checkpoint with `labels`. The claim holds the estimate in the tenant's store_bytes
   // until it is destroyed, which the caller does once the write has
   // succeeded or failed. Null (nothing reserved) when the tenant has no
   // store quota or the id does not exist (the operation answers NOT_FOUND
   // itself). QuotaExceeded (RESOURCE_EXHAUSTED): nothing reserved.
-  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveFork(const std::string& session_id, int count, bool cut);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveFork(const std::string& session_id, int count, bool cut,
+                                                           const std::map<std::string, std::string>& labels);
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveSnapshot(const std::string& session_id);
-  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveRestore(const std::string& checkpoint_id);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveRestore(const std::string& checkpoint_id,
+                                                              const std::map<std::string, std::string>& labels);
   // The same before an ImportSession writes `stream_bytes` (the stream's
   // record and pages: at most what it adds) for `owner`.
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveImport(const std::string& owner, int64_t stream_bytes);

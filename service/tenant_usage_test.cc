@@ -181,26 +181,33 @@ TEST(TenantUsage, AStoreWritesReservationCountsAgainstMaxStoreBytesUntilItsClaim
   const int64_t used = measuring.Usage(kDefaultTenant).store_bytes;
   int64_t reserved = 0;
   {
-    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = measuring.ReserveFork(id, 1, false);
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = measuring.ReserveFork(id, 1, false, {});
     ASSERT_TRUE(claim.ok()) << claim.status();
     ASSERT_NE(*claim, nullptr);
     reserved = measuring.Usage(kDefaultTenant).store_bytes - used;
   }
   ASSERT_GT(reserved, 0);
   EXPECT_EQ(measuring.Usage(kDefaultTenant).store_bytes, used) << "dropping the claim gives it back";
+  {
+    // Labels the Fork adds go into every branch's record: reserved too.
+    const std::map<std::string, std::string> labels = {{"a", std::string(3000, 'x')}, {"b", std::string(1000, 'y')}};
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = measuring.ReserveFork(id, 2, false, labels);
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    EXPECT_GE(measuring.Usage(kDefaultTenant).store_bytes - used, 2 * (reserved + 4002));
+  }
 
   // Room for one such write, not two side by side.
   const int64_t limit = used + reserved + reserved / 2;
   TenantQuotas tight{QuotaLimits{.max_store_bytes = limit}};
   TenantUsage usage(&env.sessions(), &tight);
-  absl::StatusOr<std::shared_ptr<TenantClaim>> first = usage.ReserveFork(id, 1, false);
+  absl::StatusOr<std::shared_ptr<TenantClaim>> first = usage.ReserveFork(id, 1, false, {});
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(usage.ReserveFork(id, 1, false).status(), QuotaExceeded(Quota::kStoreBytes, limit))
+  EXPECT_EQ(usage.ReserveFork(id, 1, false, {}).status(), QuotaExceeded(Quota::kStoreBytes, limit))
       << "a second Fork while the first has not written";
   EXPECT_EQ(usage.ReserveSnapshot(id).status(), QuotaExceeded(Quota::kStoreBytes, limit));
   first->reset();
-  EXPECT_TRUE(usage.ReserveFork(id, 1, false).ok()) << "room again once the first claim is dropped";
-  absl::StatusOr<std::shared_ptr<TenantClaim>> unknown = usage.ReserveFork("ses_unknown", 1, false);
+  EXPECT_TRUE(usage.ReserveFork(id, 1, false, {}).ok()) << "room again once the first claim is dropped";
+  absl::StatusOr<std::shared_ptr<TenantClaim>> unknown = usage.ReserveFork("ses_unknown", 1, false, {});
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   EXPECT_EQ(*unknown, nullptr) << "an unknown session reserves nothing (the Fork answers NOT_FOUND)";
 }
