@@ -168,6 +168,7 @@ const BpeTokenizer::Merge* BpeTokenizer::FindMerge(int32_t left, int32_t right) 
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
   std::vector<int32_t> ids;
+  uint64_t merge_lookups = 0;
   if (add_special && add_bos_) ids.push_back(bos_id_);
   for (const Fragment& fragment : SplitSpecialTokens(text, parse_special)) {
     if (fragment.token >= 0) {
@@ -176,19 +177,26 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_specia
     }
     if (normalize_nfc_) {
       const std::string normalized = NormalizeNfc(fragment.text);
-      for (std::string_view word : pre_tokenizer_.Split(normalized)) EncodeWord(word, &ids);
+      for (std::string_view word : pre_tokenizer_.Split(normalized)) {
+        EncodeWord(word, &ids, &merge_lookups);
+      }
     } else {
-      for (std::string_view word : pre_tokenizer_.Split(fragment.text)) EncodeWord(word, &ids);
+      for (std::string_view word : pre_tokenizer_.Split(fragment.text)) {
+        EncodeWord(word, &ids, &merge_lookups);
+      }
     }
   }
   if (add_special && add_eos_) ids.push_back(eos_id_);
+  CountMergeLookups(merge_lookups);
   return ids;
 }
 
-void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
+void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out,
+                              uint64_t* merge_lookups) const {
   if (ignore_merges_) {
     std::string symbols_text;
     for (char c : word) symbols_text.append(ByteAlphabet::Get().Symbol(static_cast<uint8_t>(c)));
+    ++*merge_lookups;
     const int32_t whole = FindToken(symbols_text);
     if (whole >= 0) {
       out->push_back(whole);
@@ -208,6 +216,7 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) 
     const int32_t left_token = symbols[left].token;
     const int32_t right_token = symbols[right].token;
     if (left_token < 0 || right_token < 0) return;
+    ++*merge_lookups;
     if (const Merge* merge = FindMerge(left_token, right_token)) {
       queue.push({merge->rank, left, right, left_token, right_token, merge->result});
     }

@@ -63,8 +63,10 @@ class BpeTokenizer final : public Tokenizer {
   absl::Status LoadMerges(const GgufFile& gguf);
   // The merge of two adjacent tokens, or nullptr.
   const Merge* FindMerge(int32_t left, int32_t right) const;
-  // Tokenizes one pre-tokenizer piece (raw bytes).
-  void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
+  // Tokenizes one pre-tokenizer piece (raw bytes); adds the merge lookups
+  // it made to `*merge_lookups`.
+  void EncodeWord(std::string_view word, std::vector<int32_t>* out,
+                  uint64_t* merge_lookups) const;
 
   PreTokenizer pre_tokenizer_;
   bool ignore_merges_ = false;

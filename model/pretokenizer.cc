@@ -106,6 +106,17 @@ struct MatchDataDeleter {
 };
 using MatchData = std::unique_ptr<pcre2_match_data, MatchDataDeleter>;
 
+struct MatchContextDeleter {
+  void operator()(pcre2_match_context* context) const { pcre2_match_context_free(context); }
+};
+using MatchContext = std::unique_ptr<pcre2_match_context, MatchContextDeleter>;
+
+// The callout of a counting PreTokenizer: one matcher step; matching goes on.
+int CountMatcherStep(pcre2_callout_block* /*block*/, void* steps) {
+  ++*static_cast<uint64_t*>(steps);
+  return 0;
+}
+
 }  // namespace
 
 absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view pre) {
@@ -150,13 +161,17 @@ class PreTokenizer::CompiledRegex {
  public:
   // Compiles `published` with its Unicode classes rewritten to Unicode 15
   // and the White_Space property (model/unicode_classes.h).
-  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(const std::string& published) {
+  // With `auto_callout`, the matcher calls out before every item (for
+  // counting matcher steps).
+  static absl::StatusOr<std::unique_ptr<const CompiledRegex>> Compile(const std::string& published,
+                                                                      bool auto_callout) {
     const std::string pattern = RewriteUnicodeClasses(published);
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
+    const uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY |
+                             (auto_callout ? PCRE2_AUTO_CALLOUT : 0u);
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                     PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error_code,
-                                     &error_offset, nullptr);
+                                     options, &error_code, &error_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof(message));
@@ -172,15 +187,16 @@ class PreTokenizer::CompiledRegex {
   CompiledRegex& operator=(const CompiledRegex&) = delete;
 
   // Appends the matches of this pattern in `piece`, and the unmatched gaps
-  // between them, to `out`. `piece` must be valid UTF-8.
+  // between them, to `out`. `piece` must be valid UTF-8. `match_context`
+  // may be null (PCRE2's defaults).
   void SplitPiece(std::string_view piece, pcre2_match_data* match_data,
-                  std::vector<std::string_view>* out) const {
+                  pcre2_match_context* match_context, std::vector<std::string_view>* out) const {
     const auto subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
     size_t gap_start = 0;
     size_t search_from = 0;
     while (search_from < piece.size()) {
       const int rc = pcre2_match(code_, subject, piece.size(), search_from, PCRE2_NO_UTF_CHECK,
-                                 match_data, nullptr);
+                                 match_data, match_context);
       // No match, or a resource limit: the rest of the piece stays whole.
       if (rc < 0) break;
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data);
@@ -205,15 +221,26 @@ class PreTokenizer::CompiledRegex {
   pcre2_code* code_;
 };
 
-PreTokenizer::PreTokenizer(PreTokenizerKind kind) : kind_(kind) {}
+PreTokenizer::PreTokenizer(PreTokenizerKind kind, bool counts_matcher_steps)
+    : kind_(kind), counts_matcher_steps_(counts_matcher_steps) {}
 PreTokenizer::PreTokenizer(PreTokenizer&&) noexcept = default;
 PreTokenizer& PreTokenizer::operator=(PreTokenizer&&) noexcept = default;
 PreTokenizer::~PreTokenizer() = default;
 
 absl::StatusOr<PreTokenizer> PreTokenizer::Create(PreTokenizerKind kind) {
-  PreTokenizer pre_tokenizer(kind);
+  return Compile(kind, /*counts_matcher_steps=*/false);
+}
+
+absl::StatusOr<PreTokenizer> PreTokenizer::CreateCountingMatcherSteps(PreTokenizerKind kind) {
+  return Compile(kind, /*counts_matcher_steps=*/true);
+}
+
+absl::StatusOr<PreTokenizer> PreTokenizer::Compile(PreTokenizerKind kind,
+                                                   bool counts_matcher_steps) {
+  PreTokenizer pre_tokenizer(kind, counts_matcher_steps);
   for (const std::string& pattern : RegexesFor(kind)) {
-    absl::StatusOr<std::unique_ptr<const CompiledRegex>> regex = CompiledRegex::Compile(pattern);
+    absl::StatusOr<std::unique_ptr<const CompiledRegex>> regex =
+        CompiledRegex::Compile(pattern, counts_matcher_steps);
     if (!regex.ok()) return regex.status();
     pre_tokenizer.regexes_.push_back(*std::move(regex));
   }
@@ -221,6 +248,12 @@ absl::StatusOr<PreTokenizer> PreTokenizer::Create(PreTokenizerKind kind) {
 }
 
 std::vector<std::string_view> PreTokenizer::Split(std::string_view text) const {
+  uint64_t matcher_steps = 0;
+  return Split(text, &matcher_steps);
+}
+
+std::vector<std::string_view> PreTokenizer::Split(std::string_view text,
+                                                  uint64_t* matcher_steps) const {
   if (text.empty()) return {};
   std::vector<std::string_view> pieces = {text};
   if (!IsValidUtf8(text)) return pieces;
@@ -228,13 +261,23 @@ std::vector<std::string_view> PreTokenizer::Split(std::string_view text) const {
   // Matching state for this call only: the compiled patterns are shared.
   MatchData match_data(pcre2_match_data_create(1, nullptr));
   if (match_data == nullptr) return pieces;  // out of memory: one piece
+  MatchContext match_context;
+  uint64_t steps = 0;
+  if (counts_matcher_steps_) {
+    match_context.reset(pcre2_match_context_create(nullptr));
+    if (match_context == nullptr) return pieces;  // out of memory: one piece
+    pcre2_set_callout(match_context.get(), CountMatcherStep, &steps);
+  }
   std::vector<std::string_view> next;
   for (const auto& regex : regexes_) {
     next.clear();
     next.reserve(pieces.size() * 2);
-    for (std::string_view piece : pieces) regex->SplitPiece(piece, match_data.get(), &next);
+    for (std::string_view piece : pieces) {
+      regex->SplitPiece(piece, match_data.get(), match_context.get(), &next);
+    }
     pieces.swap(next);
   }
+  *matcher_steps += steps;
   return pieces;
 }
 

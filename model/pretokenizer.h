@@ -14,12 +14,21 @@
 // that is not valid UTF-8 comes back as a single piece (the regexes need
 // code points; byte-level BPE still encodes it losslessly).
 //
+// Matcher steps: a PreTokenizer made by CreateCountingMatcherSteps() also
+// counts the pattern items PCRE2's matcher visits, backtracking included
+// (its patterns are compiled with PCRE2_AUTO_CALLOUT, one callout per item).
+// That count is the matching work, the same on every machine and under any
+// load, so tests can show that splitting stays linear in the input without
+// timing it. Its pieces are the same; the callouts make it slower, so only
+// tests make one.
+//
 // Ownership: a PreTokenizer owns its compiled PCRE2 patterns, compiled once
 // by Create(). It is immutable afterwards; Split() allocates its matching
 // state per call, so one PreTokenizer may be shared by concurrent callers.
 #ifndef KVSESSION_MODEL_PRETOKENIZER_H_
 #define KVSESSION_MODEL_PRETOKENIZER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,6 +64,8 @@ class PreTokenizer {
   // Compiles the family's regexes. Internal if one fails to compile (a bug:
   // the patterns are fixed).
   static absl::StatusOr<PreTokenizer> Create(PreTokenizerKind kind);
+  // The same, counting matcher steps (see the top of this file).
+  static absl::StatusOr<PreTokenizer> CreateCountingMatcherSteps(PreTokenizerKind kind);
 
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;
@@ -64,13 +75,18 @@ class PreTokenizer {
 
   // The pieces of `text`, in order; they concatenate back to `text`.
   std::vector<std::string_view> Split(std::string_view text) const;
+  // The same pieces. A counting PreTokenizer adds the steps its matcher took
+  // to `*matcher_steps`; any other adds nothing.
+  std::vector<std::string_view> Split(std::string_view text, uint64_t* matcher_steps) const;
 
  private:
   class CompiledRegex;  // one PCRE2 pattern; defined in pretokenizer.cc
 
-  explicit PreTokenizer(PreTokenizerKind kind);
+  PreTokenizer(PreTokenizerKind kind, bool counts_matcher_steps);
+  static absl::StatusOr<PreTokenizer> Compile(PreTokenizerKind kind, bool counts_matcher_steps);
 
   PreTokenizerKind kind_;
+  bool counts_matcher_steps_;
   std::vector<std::unique_ptr<const CompiledRegex>> regexes_;
 };
 

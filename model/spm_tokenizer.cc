@@ -135,6 +135,7 @@ std::vector<int32_t> SpmTokenizer::EncodeContinuation(std::string_view text,
 std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_special,
                                               bool parse_special, bool at_start) const {
   std::vector<int32_t> ids;
+  uint64_t merge_lookups = 0;
   if (add_special && add_bos_) ids.push_back(bos_id_);
 
   // The start of the text counts as "after special" (it gets the space prefix).
@@ -149,15 +150,17 @@ std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_sp
     segment.clear();
     if (add_space_prefix_ && after_special) segment.append(kSpaceMarker);
     segment += ReplaceAll(fragment.text, " ", kSpaceMarker);
-    EncodeSegment(segment, &ids);
+    EncodeSegment(segment, &ids, &merge_lookups);
     after_special = false;
   }
 
   if (add_special && add_eos_) ids.push_back(eos_id_);
+  CountMergeLookups(merge_lookups);
   return ids;
 }
 
-void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* out) const {
+void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* out,
+                                 uint64_t* merge_lookups) const {
   std::vector<Symbol> symbols;
   for (size_t pos = 0; pos < text.size();) {
     const size_t size =
@@ -173,6 +176,7 @@ void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* ou
   const auto try_add_bigram = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const uint32_t size = symbols[left].size + symbols[right].size;
+    ++*merge_lookups;
     const int32_t id = FindToken(text.substr(symbols[left].begin, size));
     if (id >= 0) queue.push({scores_[id], left, right, size});
   };

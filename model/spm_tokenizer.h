@@ -49,8 +49,10 @@ class SpmTokenizer final : public Tokenizer {
   SpmTokenizer() = default;
 
   absl::Status LoadModel(const GgufFile& gguf);
-  // Tokenizes one text fragment whose spaces are already "▁".
-  void EncodeSegment(std::string_view text, std::vector<int32_t>* out) const;
+  // Tokenizes one text fragment whose spaces are already "▁"; adds the
+  // merge lookups it made to `*merge_lookups`.
+  void EncodeSegment(std::string_view text, std::vector<int32_t>* out,
+                     uint64_t* merge_lookups) const;
   std::vector<int32_t> EncodeText(std::string_view text, bool add_special, bool parse_special,
                                   bool at_start) const;
   // The byte-fallback tokens for a character that is not in the vocabulary.

@@ -1,0 +1,130 @@
+// The pre-tokenizer's matching work grows linearly with its input, for
+// every family and for the inputs that made published patterns backtrack
+// (model/pretokenizer.h). Work is counted in matcher steps, not timed, so
+// these tests give the same answer on any machine, under any load and
+// under the sanitizers.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "model/pretokenizer.h"
+
+namespace kvs {
+namespace {
+
+constexpr PreTokenizerKind kEveryKind[] = {
+    PreTokenizerKind::kDefault,      PreTokenizerKind::kGpt2,   PreTokenizerKind::kLlama3,
+    PreTokenizerKind::kQwen2,        PreTokenizerKind::kDeepseekLlm,
+    PreTokenizerKind::kDeepseekCoder, PreTokenizerKind::kFalcon, PreTokenizerKind::kStarcoder};
+
+// An input of about `bytes` bytes: `unit` repeated, then `tail`.
+struct HostileInput {
+  std::string name;
+  std::string unit;
+  std::string tail;
+
+  std::string Build(size_t bytes) const {
+    std::string text;
+    text.reserve(bytes + tail.size() + unit.size());
+    while (text.size() < bytes) text += unit;
+    return text + tail;
+  }
+};
+
+// Runs of one class that end in something no pattern's run takes. Each was
+// chosen because some published pattern scans a run to its end from every
+// start inside it (DeepSeek-LLM's `\s+$` did: 20,000 spaces then "1" took
+// seconds), or backtracks over a run (the `\s+(?!\S)` alternatives).
+std::vector<HostileInput> HostileInputs() {
+  return {
+      {"spaces then a digit", " ", "1"},
+      {"spaces then a euro sign", " ", "\xE2\x82\xAC"},
+      {"spaces then an emoji", " ", "\xF0\x9F\x98\x80"},
+      {"spaces then a CJK character", " ", "\xE4\xB8\xAD"},
+      {"spaces alone", " ", ""},
+      {"spaces and tabs then a digit", " \t", "1"},
+      {"newlines then a digit", "\n", "1"},
+      {"CR LF pairs then a letter", "\r\n", "x"},
+      {"spaces before newlines", "  \n", "1"},
+      {"letters then punctuation", "a", "!"},
+      {"digits then a letter", "7", "x"},
+      {"punctuation then a letter", "!", "x"},
+      {"apostrophes then a letter", "'", "s"},
+      {"space-letter pairs", " a", "1"},
+      {"ideographic spaces then a digit", "\xE3\x80\x80", "1"},
+  };
+}
+
+struct SplitWork {
+  std::vector<std::string_view> pieces;
+  uint64_t matcher_steps = 0;
+};
+
+SplitWork Split(const PreTokenizer& pre_tokenizer, std::string_view text) {
+  SplitWork work;
+  work.pieces = pre_tokenizer.Split(text, &work.matcher_steps);
+  return work;
+}
+
+TEST(PreTokenizerWork, SplittingFourTimesTheInputTakesAboutFourTimesTheMatcherSteps) {
+  // Linear work gives a ratio near 4 (a bit over, from constant costs);
+  // work quadratic in a run gives near 16.
+  constexpr size_t kShort = 4'000;
+  constexpr size_t kLong = 4 * kShort;
+  constexpr double kMostLinearRatio = 4.5;
+  for (PreTokenizerKind kind : kEveryKind) {
+    absl::StatusOr<PreTokenizer> counting = PreTokenizer::CreateCountingMatcherSteps(kind);
+    ASSERT_TRUE(counting.ok()) << counting.status();
+    for (const HostileInput& input : HostileInputs()) {
+      const std::string context =
+          absl::StrCat("kind ", static_cast<int>(kind), ", ", input.name);
+      const SplitWork short_work = Split(*counting, input.Build(kShort));
+      const SplitWork long_work = Split(*counting, input.Build(kLong));
+      ASSERT_GT(short_work.matcher_steps, 0u) << context;
+      const double ratio = static_cast<double>(long_work.matcher_steps) /
+                           static_cast<double>(short_work.matcher_steps);
+      EXPECT_LE(ratio, kMostLinearRatio)
+          << context << ": " << short_work.matcher_steps << " steps, then "
+          << long_work.matcher_steps;
+    }
+  }
+}
+
+TEST(PreTokenizerWork, ACountingPreTokenizerSplitsExactlyAsThePlainOne) {
+  std::vector<std::string> texts = {
+      "Hello, y'all! 12345 \xE6\x88\x91 \xF0\x9F\xA6\x99  \n x",
+      "  leading and trailing  \t\n",
+      "I'LL 've 's\r\n\r\nnumbers 1234567 and \xE2\x82\xAC" "5",
+  };
+  for (const HostileInput& input : HostileInputs()) texts.push_back(input.Build(300));
+  for (PreTokenizerKind kind : kEveryKind) {
+    absl::StatusOr<PreTokenizer> plain = PreTokenizer::Create(kind);
+    absl::StatusOr<PreTokenizer> counting = PreTokenizer::CreateCountingMatcherSteps(kind);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    ASSERT_TRUE(counting.ok()) << counting.status();
+    for (const std::string& text : texts) {
+      uint64_t plain_steps = 0;
+      EXPECT_EQ(plain->Split(text, &plain_steps), Split(*counting, text).pieces)
+          << "kind " << static_cast<int>(kind);
+      EXPECT_EQ(plain_steps, 0u) << "a plain pre-tokenizer counts nothing";
+    }
+  }
+}
+
+TEST(PreTokenizerWork, StepsAddUpOverCalls) {
+  absl::StatusOr<PreTokenizer> counting =
+      PreTokenizer::CreateCountingMatcherSteps(PreTokenizerKind::kGpt2);
+  ASSERT_TRUE(counting.ok()) << counting.status();
+  const uint64_t once = Split(*counting, "Hello world").matcher_steps;
+  uint64_t total = 1000;
+  counting->Split("Hello world", &total);
+  counting->Split("Hello world", &total);
+  EXPECT_EQ(total, 1000 + 2 * once);
+}
+
+}  // namespace
+}  // namespace kvs
