@@ -150,6 +150,17 @@ std::shared_ptr<Session> SessionFromRecord(const SessionRecord& r, const RecordC
   return s;
 }
 
+int64_t UnstoredPageBytes(const SessionRecord& record, const Session& s, const KvGeometry& g) {
+  const int pages = record.page_hashes_size();
+  int stored = 0;
+  while (stored < pages && stored < static_cast<int>(s.persisted_page_hashes.size()) &&
+         HashFromBytes(record.page_hashes(stored)) == s.persisted_page_hashes[stored]) {
+    ++stored;
+  }
+  return static_cast<int64_t>(pages - stored) *
+         static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens));
+}
+
 void MarkPersisted(const SessionRecord& record, Session* s) {
   s->version = record.version();
   s->persisted_kv_length = record.kv_length();
@@ -157,6 +168,8 @@ void MarkPersisted(const SessionRecord& record, Session* s) {
   s->persisted_page_hashes.clear();
   for (const std::string& h : record.page_hashes()) s->persisted_page_hashes.push_back(HashFromBytes(h));
   s->dirty = false;
+  s->unsaved_record_bytes = 0;
+  s->unsaved_page_bytes = 0;
 }
 
 }  // namespace kvs

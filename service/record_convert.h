@@ -44,6 +44,14 @@ std::string RecordOwner(const SessionRecord& record);
 std::shared_ptr<Session> SessionFromRecord(const SessionRecord& record,
                                            const RecordContext& context);
 
+// At most what writing `record` adds to the store in pages, beyond the
+// record `session` was last persisted as: the record's pages from the first
+// whose hash differs from the stored list's (hashes chain, so every later
+// one differs too), at a full page's encoded size each. An upper bound:
+// pages another record holds are not written again.
+int64_t UnstoredPageBytes(const SessionRecord& record, const Session& session,
+                          const KvGeometry& geometry);
+
 // Marks `session` as holding exactly what `record` (just written) holds.
 // For a session in the registry, call SessionRegistry::MarkPersisted, which
 // also counts the record for its owner's store bytes.

@@ -109,6 +109,13 @@ struct Session {
   // The last write of this session's state failed: RAM is newer than disk
   // (never evicted; the next persist retries).
   bool dirty = false;
+  // With `dirty`, for the store estimates of the next Snapshot or Fork
+  // (tenant_usage.h), which write what the failed write did not: that
+  // write's record size, and what its pages may add to the store (its pages
+  // past those the last stored record holds, at a full page's encoded size
+  // each; record_convert.h UnstoredPageBytes). 0 when not dirty.
+  int64_t unsaved_record_bytes = 0;
+  int64_t unsaved_page_bytes = 0;
   // Held by the idle expiry (session_expiry.h) to be deleted: a call that
   // finds it so waits for the delete to end (then NOT_FOUND) instead of
   // answering ABORTED.

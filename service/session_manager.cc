@@ -103,7 +103,11 @@ absl::StatusOr<SessionRecord> SessionManager::Persist(const std::shared_ptr<Sess
   if (st.ok()) {
     registry_.MarkPersisted(record, *s);
   } else {
-    registry_.UnderLock([&] { s->dirty = true; });
+    registry_.UnderLock([&] {
+      s->dirty = true;
+      s->unsaved_record_bytes = static_cast<int64_t>(record.ByteSizeLong());
+      s->unsaved_page_bytes = UnstoredPageBytes(record, *s, context_.geometry);
+    });
   }
   if (!st.ok()) return st;
   return record;

@@ -211,30 +211,35 @@ absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveStoreGrowth(con
   return AddClaimLocked(std::move(claim));
 }
 
-// The owner of session `id` and what one more record like its own adds to
-// the store; an empty owner when there is no such session.
-std::pair<std::string, int64_t> TenantUsage::OwnerAndRecordBytes(const std::string& id) const {
-  std::pair<std::string, int64_t> result;
+TenantUsage::SessionWriteEstimate TenantUsage::EstimateSessionWrite(const std::string& id) const {
+  SessionWriteEstimate estimate;
   sessions_->registry()->WithSession(id, [&](const Session& s) {
-    result = {s.owner, s.persisted_record_bytes + kRecordOverheadBytes};
+    if (!s.dirty) {
+      estimate = {s.owner, s.persisted_record_bytes + kRecordOverheadBytes, 0};
+      return;
+    }
+    const int64_t record = std::max(s.persisted_record_bytes, s.unsaved_record_bytes);
+    estimate = {s.owner, record + kRecordOverheadBytes,
+                s.unsaved_page_bytes + (record - s.persisted_record_bytes)};
   });
-  return result;
+  return estimate;
 }
 
 absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveFork(
     const std::string& session_id, int count, bool cut, const std::map<std::string, std::string>& labels) {
-  const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
-  if (tenant.empty()) return std::shared_ptr<TenantClaim>();
+  const SessionWriteEstimate source = EstimateSessionWrite(session_id);
+  if (source.owner.empty()) return std::shared_ptr<TenantClaim>();
   const KvGeometry& g = sessions_->record_context().geometry;
   const int64_t per_branch =
-      record_bytes + LabelBytes(labels) + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
-  return ReserveStoreGrowth(tenant, per_branch * count);
+      source.record_bytes + LabelBytes(labels) + (cut ? static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens)) : 0);
+  // What the source's failed write left unsaved is written once, for all branches.
+  return ReserveStoreGrowth(source.owner, per_branch * count + source.unsaved_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveSnapshot(const std::string& session_id) {
-  const auto [tenant, record_bytes] = OwnerAndRecordBytes(session_id);
-  if (tenant.empty()) return std::shared_ptr<TenantClaim>();
-  return ReserveStoreGrowth(tenant, record_bytes);
+  const SessionWriteEstimate source = EstimateSessionWrite(session_id);
+  if (source.owner.empty()) return std::shared_ptr<TenantClaim>();
+  return ReserveStoreGrowth(source.owner, source.record_bytes + source.unsaved_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::ReserveRestore(

@@ -56,7 +56,9 @@
 //                 and checkpoints share the source's pages, so they add
 //                 their records: estimated as the source's record size, plus
 //                 the labels the request adds to each, plus one page per
-//                 branch for a fork cut mid-page), and the
+//                 branch for a fork cut mid-page, plus, for a source whose
+//                 last write failed, what that write left unsaved: its
+//                 pages and its record's growth, Session::unsaved_*), and the
 //                 estimate reserved until the caller drops the claim, once
 //                 the records are written or refused. So concurrent writes
 //                 of one tenant, and a Fork or Restore that waits up to its
@@ -69,9 +71,12 @@
 // Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
 // max_kv_bytes (the tenant's next job evicts it if needed). The Reserve
-// estimates are not bounds: pages a Snapshot of a dirty session or a
-// Restore writes again go past them, so concurrent writes may cross the
-// store quota by those pages (no longer by whole records). A claim held for a moment
+// estimates are bounds but for two races: pages a checkpoint's Restore
+// writes again after a concurrent DeleteCheckpoint dropped them, and pages
+// a write by the session's holder leaves unsaved after a Snapshot or Fork
+// reserved (the write fails between the reservation and the Snapshot's
+// turn). Concurrent writes may cross the store quota by those pages only.
+// A claim held for a moment
 // after its records are written counts them twice: a concurrent call of
 // the tenant may be refused near the quota then.
 //
@@ -186,7 +191,17 @@ class TenantUsage {
   int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveStoreGrowth(const std::string& tenant, int64_t bytes);
   std::shared_ptr<TenantClaim> AddClaimLocked(Claim claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::pair<std::string, int64_t> OwnerAndRecordBytes(const std::string& id) const;
+  // What writes of session `id`'s state add to the store: `record_bytes`
+  // for each new record like its own (a checkpoint, a branch), and
+  // `unsaved_bytes` once when its last write failed (the pages that write
+  // left unsaved, and its own record's growth; Session::unsaved_*). An
+  // empty owner when there is no such session.
+  struct SessionWriteEstimate {
+    std::string owner;
+    int64_t record_bytes = 0;
+    int64_t unsaved_bytes = 0;
+  };
+  SessionWriteEstimate EstimateSessionWrite(const std::string& id) const;
 
   SessionManager* const sessions_;
   const TenantQuotas* const quotas_;

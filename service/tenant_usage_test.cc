@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cache/fault_injection_fs.h"
 #include "cache/page_codec.h"
 #include "service/service_test_env.h"
 #include "service/tenant_metrics.h"
@@ -210,6 +211,61 @@ TEST(TenantUsage, AStoreWritesReservationCountsAgainstMaxStoreBytesUntilItsClaim
   absl::StatusOr<std::shared_ptr<TenantClaim>> unknown = usage.ReserveFork("ses_unknown", 1, false, {});
   ASSERT_TRUE(unknown.ok()) << unknown.status();
   EXPECT_EQ(*unknown, nullptr) << "an unknown session reserves nothing (the Fork answers NOT_FOUND)";
+}
+
+// A session whose last write failed holds pages the store lacks; its next
+// Snapshot or Fork writes them. Both reserve them (once for all of a
+// Fork's branches), so what the Snapshot writes stays within what it
+// reserved.
+TEST(TenantUsage, ASnapshotOrForkOfASessionWhoseLastWriteFailedReservesThePagesItLeftUnsaved) {
+  KVS_REQUIRE_SHARED_MODEL();
+  auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, StoreOn(fs));
+  const KvGeometry& g = env.pool().geometry();
+  const int64_t page = static_cast<int64_t>(EncodedPageBytes(g, g.page_tokens));
+  const std::string id = env.MakeSession(10);  // 9 KV positions stored: one partial page
+  TenantQuotas roomy{QuotaLimits{.max_store_bytes = int64_t{1} << 40}};
+  TenantUsage usage(&env.sessions(), &roomy);
+  const auto reserved_while_held = [&](const auto& reserve) {
+    const int64_t used = usage.Usage(kDefaultTenant).store_bytes;
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = reserve();
+    EXPECT_TRUE(claim.ok()) << claim.status();
+    return usage.Usage(kDefaultTenant).store_bytes - used;
+  };
+  const auto snapshot = [&] { return usage.ReserveSnapshot(id); };
+  const auto fork_two = [&] { return usage.ReserveFork(id, 2, false, {}); };
+  const int64_t snapshot_clean = reserved_while_held(snapshot);
+  const int64_t fork_clean = reserved_while_held(fork_two);
+
+  // 50 more tokens while the disk refuses writes: 59 positions in RAM, four
+  // pages, none of them the stored partial page.
+  auto s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  env.Prefill(**s, std::vector<int32_t>(50, 77));
+  fs->FailWrites(FaultInjectionFileSystem::Fault::kIoError);
+  ASSERT_FALSE(env.sessions().PersistAndRelease(*s).ok());
+  ASSERT_TRUE((*s)->dirty);
+  // The pages, plus the 50 tokens' growth of the records.
+  const int64_t snapshot_dirty = reserved_while_held(snapshot);
+  EXPECT_GE(snapshot_dirty - snapshot_clean, 4 * page);
+  EXPECT_LT(snapshot_dirty - snapshot_clean, 5 * page);
+  const int64_t fork_dirty = reserved_while_held(fork_two);
+  EXPECT_GE(fork_dirty - fork_clean, 4 * page);
+  EXPECT_LT(fork_dirty - fork_clean, 5 * page) << "the pages once, not per branch";
+
+  // The disk recovers; the Snapshot writes the pages and a checkpoint.
+  fs->Heal();
+  const int64_t before = usage.Usage(kDefaultTenant).store_bytes;
+  {
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = usage.ReserveSnapshot(id);
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    ASSERT_TRUE(env.sessions().Snapshot(id, "", nullptr).ok());
+  }
+  const int64_t written = usage.Usage(kDefaultTenant).store_bytes - before;
+  EXPECT_GT(written, snapshot_clean) << "the unsaved pages were written";
+  EXPECT_LE(written, snapshot_dirty) << "within the reservation";
+  EXPECT_FALSE((*s)->dirty);
+  EXPECT_LT(reserved_while_held(snapshot), page) << "a saved session's Snapshot reserves its record only";
 }
 
 TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
