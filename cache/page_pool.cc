@@ -117,10 +117,7 @@ absl::StatusOr<PageId> PagePool::TakeFreePage() {
           "KV cache is full: all ", max_pages_, " pages (", max_pages_ * geometry_.page_tokens,
           " tokens, ", (max_pages_ * geometry_.page_bytes()) >> 20, " MiB) are in use"));
     }
-    const size_t bytes = SlabBytes(n_slabs_);
-    uint8_t* memory = MapSlabMemory(bytes, /*populate=*/false);
-    if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
-    InstallSlab(memory, bytes);
+    if (!MapNextSlab()) return absl::ResourceExhaustedError("cannot map KV cache memory");
   }
   PageId page = free_.back();
   free_.pop_back();
@@ -152,6 +149,16 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
         "KV cache is full: room for ", room, " more pages is needed; ", in_use_, " of ", max_pages_,
         " are in use and ", reserved_, " set aside for running calls (--kv-cache-mb)"));
   }
+  // The slabs the fresh pages need, mapped before anything is taken (fresh
+  // pages come from the free list, then new slabs, then evicted cached
+  // pages: TakeFreePage's order), so a mapping the kernel refuses changes
+  // nothing: no page to give back, no cached page moved in the eviction
+  // order.
+  int64_t fresh = 0;
+  for (const std::optional<PageKey>& key : keys) fresh += !(key && key_index_.contains(*key));
+  while (static_cast<int64_t>(free_.size()) < fresh && n_slabs_ < static_cast<int64_t>(slabs_.size())) {
+    if (!MapNextSlab()) return absl::ResourceExhaustedError("cannot map KV cache memory");
+  }
   pages->assign(keys.size(), -1);
   found->assign(keys.size(), false);
   // Keys first, so no fresh page below evicts one of them.
@@ -167,6 +174,8 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
     if ((*found)[i]) continue;
     absl::StatusOr<PageId> page = TakeFreePage();
     if (!page.ok()) {
+      // Not reached (the room was counted and the slabs mapped above); if
+      // it were, what was taken goes back (revived pages as the newest).
       for (PageId p : *pages) {
         if (p >= 0) UndoTake(p);
       }
@@ -177,6 +186,14 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
     (*pages)[i] = *page;
   }
   return absl::OkStatus();
+}
+
+bool PagePool::MapNextSlab() {
+  const size_t bytes = SlabBytes(n_slabs_);
+  uint8_t* memory = MapSlabMemory(bytes, /*populate=*/false);
+  if (memory == nullptr) return false;
+  InstallSlab(memory, bytes);
+  return true;
 }
 
 void PagePool::TakeKeyed(PageId page) {

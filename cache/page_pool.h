@@ -134,11 +134,13 @@ class PagePool {
   // `room_needed`, if not null, is set to that room (as counted under the
   // lock, before anything is taken), also on failure: what to ask a
   // room-maker for before trying again.
-  // RESOURCE_EXHAUSTED, with no page taken and no room given back, when
+  // RESOURCE_EXHAUSTED, with nothing changed and no room given back, when
   // that room is more than the pool has outside the reserve, or when
-  // memory cannot be mapped (then the pages revived are back in the cache,
-  // as its most recently freed). So two calls racing for the last room
-  // never both take part of it and both fail.
+  // memory cannot be mapped (the slabs the fresh pages need are mapped
+  // before any page is taken, so the cached pages keep their places in the
+  // eviction order; slabs mapped before the one refused stay mapped, as
+  // free pages). So two calls racing for the last room never both take
+  // part of it and both fail.
   absl::Status TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
                          std::vector<bool>* found, int64_t* room_needed = nullptr);
   // Sets aside `pages` free pages for from_reserve allocations (the engine
@@ -230,6 +232,9 @@ class PagePool {
   // RESOURCE_EXHAUSTED when none is left or a slab cannot be mapped. Sets
   // the page's count to 1.
   absl::StatusOr<PageId> TakeFreePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Maps and installs the next slab: false (nothing changed) if the kernel
+  // refuses the mapping. Call only while slabs remain.
+  bool MapNextSlab() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One more reference to a keyed page: shared if it has references,
   // revived from the cache if not (the caller checked the budget).
   void TakeKeyed(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

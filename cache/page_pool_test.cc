@@ -231,11 +231,14 @@ int TakePagesAgainstAFullAddressSpace() {
     if (!p.ok()) return failed(2);
     first.push_back(*p);
   }
-  const PageId held = first[0], cached = first[1], unkeyed = first[2];
+  // Every page of the first slab taken; then one held under key 1, and two
+  // cached: key 2 freed before key 3, so key 2 is evicted first.
+  const PageId held = first[0], cached_older = first[1], cached_newer = first[2];
   pool.SetKey(held, Key(1));
-  pool.SetKey(cached, Key(2));
-  pool.Release(cached);   // free and keyed
-  pool.Release(unkeyed);  // the first slab's one page left to hand out
+  pool.SetKey(cached_older, Key(2));
+  pool.SetKey(cached_newer, Key(3));
+  pool.Release(cached_older);
+  pool.Release(cached_newer);
   const PagePoolStats before = pool.Stats();
   const int64_t room_seen = pool.room_given_back();
   rlimit cap{};
@@ -246,9 +249,8 @@ int TakePagesAgainstAFullAddressSpace() {
   cap.rlim_cur = static_cast<rlim_t>(address_space + (int64_t{1} << 20));
   if (cap.rlim_max != RLIM_INFINITY && cap.rlim_max < cap.rlim_cur) return kCannotCap;
   if (setrlimit(RLIMIT_AS, &cap) != 0) return failed(4);
-  // Shares key 1, revives key 2, takes the unkeyed page fresh, then needs
-  // another fresh page: a new slab.
-  const std::vector<std::optional<PageKey>> keys = {Key(1), Key(2), std::nullopt, std::nullopt};
+  // Shares key 1, revives key 2, and needs a fresh page: a new slab.
+  const std::vector<std::optional<PageKey>> keys = {Key(1), Key(2), std::nullopt};
   std::vector<PageId> pages;
   std::vector<bool> found;
   const absl::Status st = pool.TakePages(keys, &pages, &found);
@@ -260,25 +262,34 @@ int TakePagesAgainstAFullAddressSpace() {
       after.pages_mapped != before.pages_mapped) {
     return failed(7);
   }
-  if (pool.ref_count(held) != 1 || pool.ref_count(cached) != 0 || pool.ref_count(unkeyed) != 0) return failed(8);
+  if (pool.ref_count(held) != 1 || pool.ref_count(cached_older) != 0) return failed(8);
   if (pool.room_given_back() != room_seen) return failed(9);  // giving back what it took is not room
-  std::optional<PageId> again = pool.LookupKey(Key(2));
-  if (again != std::optional<PageId>(cached)) return failed(10);  // still cached under its key
-  pool.Release(cached);
+  // Still cached under its key (has_key and KeyReferenced take no reference).
+  if (!pool.has_key(cached_older) || pool.KeyReferenced(Key(2))) return failed(10);
   cap.rlim_cur = old_cap;
   if (setrlimit(RLIMIT_AS, &cap) != 0) return failed(11);
-  if (!pool.TakePages(keys, &pages, &found).ok() || pages.size() != 4) return failed(12);
-  if (pages[0] != held || pages[1] != cached || (pages[2] != unkeyed && pages[3] != unkeyed) ||
-      pool.Stats().pages_in_use != first_slab + 1) {
-    return failed(13);  // the unkeyed page went back to the free pages
+  // Key 2 kept its place in the eviction order: once every uncached page
+  // is taken, the next allocation evicts it, not key 3.
+  const int64_t uncached = kMaxPages - before.pages_in_use - before.pages_cached;
+  std::vector<PageId> filler;
+  for (int64_t i = 0; i <= uncached; ++i) {
+    absl::StatusOr<PageId> p = pool.Allocate();
+    if (!p.ok()) return failed(12);
+    filler.push_back(*p);
   }
+  if (pool.has_key(cached_older) || !pool.has_key(cached_newer)) return failed(13);  // key 3 went first
+  // With the address space back, the same call succeeds.
+  for (PageId p : filler) pool.Release(p);
+  if (!pool.TakePages(keys, &pages, &found).ok() || pages.size() != 3) return failed(14);
+  if (pages[0] != held || found[1] || found[2]) return failed(15);  // key 2 was evicted
   return 0;
 }
 
-// A fresh page that needs a slab the kernel will not map: every page the
-// call had shared or revived goes back as it was, and the call takes
-// nothing, as when its room is not there.
-TEST(PagePoolTest, TakePagesThatCannotMapASlabGivesBackEveryPageItTook) {
+// A fresh page that needs a slab the kernel will not map: the call takes
+// nothing, as when its room is not there, and leaves every page as it was,
+// a cached page it would have revived in its place in the eviction order
+// too.
+TEST(PagePoolTest, TakePagesThatCannotMapASlabLeavesThePoolAsItWas) {
 #if defined(ABSL_HAVE_ADDRESS_SANITIZER) || defined(ABSL_HAVE_THREAD_SANITIZER) || \
     defined(ABSL_HAVE_MEMORY_SANITIZER) || defined(ABSL_HAVE_HWADDRESS_SANITIZER)
   GTEST_SKIP() << "a sanitizer's runtime maps memory of its own as it goes, which the cap would refuse";
