@@ -151,9 +151,9 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
   }
   // The slabs the fresh pages need, mapped before anything is taken (fresh
   // pages come from the free list, then new slabs, then evicted cached
-  // pages: TakeFreePage's order), so a mapping the kernel refuses changes
-  // nothing: no page to give back, no cached page moved in the eviction
-  // order.
+  // pages: TakeFreePage's order), so a mapping the kernel refuses takes no
+  // page: none to give back, no cached page moved in the eviction order
+  // (slabs mapped before the refused one stay, as free pages).
   int64_t fresh = 0;
   for (const std::optional<PageKey>& key : keys) fresh += !(key && key_index_.contains(*key));
   while (static_cast<int64_t>(free_.size()) < fresh && n_slabs_ < static_cast<int64_t>(slabs_.size())) {

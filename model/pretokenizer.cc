@@ -111,9 +111,27 @@ struct MatchContextDeleter {
 };
 using MatchContext = std::unique_ptr<pcre2_match_context, MatchContextDeleter>;
 
-// The callout of a counting PreTokenizer: one matcher step; matching goes on.
-int CountMatcherStep(pcre2_callout_block* /*block*/, void* steps) {
-  ++*static_cast<uint64_t*>(steps);
+// What a counting PreTokenizer's callout keeps for one Split.
+struct MatcherSteps {
+  uint64_t steps = 0;
+  size_t last_position = 0;  // of the last callout in this match attempt
+};
+
+// The callout of a counting PreTokenizer, called before every pattern item:
+// one step for the item, plus one per subject code unit the matcher moved
+// over since the last callout of this attempt (forward, or back when it
+// backtracks), so an item that swallows a whole run (a possessive or
+// atomic repeat, which calls out only once) counts the run too. Matching
+// goes on.
+int CountMatcherStep(pcre2_callout_block* block, void* data) {
+  auto* counter = static_cast<MatcherSteps*>(data);
+  if ((block->callout_flags & PCRE2_CALLOUT_STARTMATCH) != 0) {
+    counter->last_position = block->start_match;
+  }
+  const size_t position = block->current_position;
+  counter->steps += 1 + (position >= counter->last_position ? position - counter->last_position
+                                                            : counter->last_position - position);
+  counter->last_position = position;
   return 0;
 }
 
@@ -235,10 +253,15 @@ absl::StatusOr<PreTokenizer> PreTokenizer::CreateCountingMatcherSteps(PreTokeniz
   return Compile(kind, /*counts_matcher_steps=*/true);
 }
 
-absl::StatusOr<PreTokenizer> PreTokenizer::Compile(PreTokenizerKind kind,
-                                                   bool counts_matcher_steps) {
+absl::StatusOr<PreTokenizer> PreTokenizer::CreateCountingMatcherStepsOfPatterns(
+    const std::vector<std::string>& patterns) {
+  return Compile(PreTokenizerKind::kDefault, /*counts_matcher_steps=*/true, &patterns);
+}
+
+absl::StatusOr<PreTokenizer> PreTokenizer::Compile(PreTokenizerKind kind, bool counts_matcher_steps,
+                                                   const std::vector<std::string>* patterns) {
   PreTokenizer pre_tokenizer(kind, counts_matcher_steps);
-  for (const std::string& pattern : RegexesFor(kind)) {
+  for (const std::string& pattern : patterns != nullptr ? *patterns : RegexesFor(kind)) {
     absl::StatusOr<std::unique_ptr<const CompiledRegex>> regex =
         CompiledRegex::Compile(pattern, counts_matcher_steps);
     if (!regex.ok()) return regex.status();
@@ -262,7 +285,7 @@ std::vector<std::string_view> PreTokenizer::Split(std::string_view text,
   MatchData match_data(pcre2_match_data_create(1, nullptr));
   if (match_data == nullptr) return pieces;  // out of memory: one piece
   MatchContext match_context;
-  uint64_t steps = 0;
+  MatcherSteps steps;
   if (counts_matcher_steps_) {
     match_context.reset(pcre2_match_context_create(nullptr));
     if (match_context == nullptr) return pieces;  // out of memory: one piece
@@ -277,7 +300,7 @@ std::vector<std::string_view> PreTokenizer::Split(std::string_view text,
     }
     pieces.swap(next);
   }
-  *matcher_steps += steps;
+  *matcher_steps += steps.steps;
   return pieces;
 }
 

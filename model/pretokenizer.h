@@ -15,16 +15,21 @@
 // code points; byte-level BPE still encodes it losslessly).
 //
 // Matcher steps: a PreTokenizer made by CreateCountingMatcherSteps() also
-// counts the pattern items PCRE2's matcher visits, backtracking included
-// (its patterns are compiled with PCRE2_AUTO_CALLOUT, one callout per item).
-// That count is the matching work, the same on every machine and under any
-// load, so tests can show that splitting stays linear in the input without
-// timing it. Its pieces are the same; the callouts make it slower, so only
-// tests make one.
+// counts the steps PCRE2's matcher takes: its patterns are compiled with
+// PCRE2_AUTO_CALLOUT, which calls out before every pattern item (retries
+// after backtracking included), and each callout counts one step plus the
+// subject code units the matcher moved over since the last one (so a
+// possessive repeat that swallows a run, calling out once, counts the
+// run). That measures the matching work, the same on every machine and
+// under any load, so tests can show that splitting stays linear in the
+// input without timing it. PCRE2 keeps its optimizations with callouts,
+// so the counting PreTokenizer matches as the plain one does and splits
+// the same pieces; the callouts make it slower, so only tests make one.
 //
 // Ownership: a PreTokenizer owns its compiled PCRE2 patterns, compiled once
-// by Create(). It is immutable afterwards; Split() allocates its matching
-// state per call, so one PreTokenizer may be shared by concurrent callers.
+// by Create() (or CreateCountingMatcherSteps*()). It is immutable
+// afterwards; Split() allocates its matching state per call, so one
+// PreTokenizer may be shared by concurrent callers.
 #ifndef KVSESSION_MODEL_PRETOKENIZER_H_
 #define KVSESSION_MODEL_PRETOKENIZER_H_
 
@@ -66,6 +71,11 @@ class PreTokenizer {
   static absl::StatusOr<PreTokenizer> Create(PreTokenizerKind kind);
   // The same, counting matcher steps (see the top of this file).
   static absl::StatusOr<PreTokenizer> CreateCountingMatcherSteps(PreTokenizerKind kind);
+  // A counting PreTokenizer of `patterns` (PCRE2 syntax, rewritten as the
+  // families' are) instead of a family's, kind() kDefault: for tests of the
+  // count itself. Internal if one does not compile.
+  static absl::StatusOr<PreTokenizer> CreateCountingMatcherStepsOfPatterns(
+      const std::vector<std::string>& patterns);
 
   PreTokenizer(PreTokenizer&&) noexcept;
   PreTokenizer& operator=(PreTokenizer&&) noexcept;
@@ -76,14 +86,16 @@ class PreTokenizer {
   // The pieces of `text`, in order; they concatenate back to `text`.
   std::vector<std::string_view> Split(std::string_view text) const;
   // The same pieces. A counting PreTokenizer adds the steps its matcher took
-  // to `*matcher_steps`; any other adds nothing.
+  // to `*matcher_steps` (not null); any other adds nothing.
   std::vector<std::string_view> Split(std::string_view text, uint64_t* matcher_steps) const;
 
  private:
   class CompiledRegex;  // one PCRE2 pattern; defined in pretokenizer.cc
 
   PreTokenizer(PreTokenizerKind kind, bool counts_matcher_steps);
-  static absl::StatusOr<PreTokenizer> Compile(PreTokenizerKind kind, bool counts_matcher_steps);
+  // Compiles `*patterns`, or the family's when null.
+  static absl::StatusOr<PreTokenizer> Compile(PreTokenizerKind kind, bool counts_matcher_steps,
+                                              const std::vector<std::string>* patterns = nullptr);
 
   PreTokenizerKind kind_;
   bool counts_matcher_steps_;

@@ -3,6 +3,7 @@
 // (model/pretokenizer.h). Work is counted in matcher steps, not timed, so
 // these tests give the same answer on any machine, under any load and
 // under the sanitizers.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -70,11 +71,22 @@ SplitWork Split(const PreTokenizer& pre_tokenizer, std::string_view text) {
   return work;
 }
 
+// The ratio of the steps of splitting `long_text` to those of `short_text`.
+double StepRatio(const PreTokenizer& counting, const std::string& short_text,
+                 const std::string& long_text, uint64_t* short_steps) {
+  *short_steps = Split(counting, short_text).matcher_steps;
+  const uint64_t long_steps = Split(counting, long_text).matcher_steps;
+  return static_cast<double>(long_steps) / static_cast<double>(std::max<uint64_t>(*short_steps, 1));
+}
+
+constexpr size_t kShort = 4'000;
+constexpr size_t kLong = 4 * kShort;
+
 TEST(PreTokenizerWork, SplittingFourTimesTheInputTakesAboutFourTimesTheMatcherSteps) {
-  // Linear work gives a ratio near 4 (a bit over, from constant costs);
-  // work quadratic in a run gives near 16.
-  constexpr size_t kShort = 4'000;
-  constexpr size_t kLong = 4 * kShort;
+  // Linear work gives a ratio near 4 (a little under where a split has
+  // costs that do not grow with the input); work quadratic in a run gives
+  // near 16.
+  constexpr double kLeastLinearRatio = 3.0;
   constexpr double kMostLinearRatio = 4.5;
   for (PreTokenizerKind kind : kEveryKind) {
     absl::StatusOr<PreTokenizer> counting = PreTokenizer::CreateCountingMatcherSteps(kind);
@@ -82,15 +94,31 @@ TEST(PreTokenizerWork, SplittingFourTimesTheInputTakesAboutFourTimesTheMatcherSt
     for (const HostileInput& input : HostileInputs()) {
       const std::string context =
           absl::StrCat("kind ", static_cast<int>(kind), ", ", input.name);
-      const SplitWork short_work = Split(*counting, input.Build(kShort));
-      const SplitWork long_work = Split(*counting, input.Build(kLong));
-      ASSERT_GT(short_work.matcher_steps, 0u) << context;
-      const double ratio = static_cast<double>(long_work.matcher_steps) /
-                           static_cast<double>(short_work.matcher_steps);
-      EXPECT_LE(ratio, kMostLinearRatio)
-          << context << ": " << short_work.matcher_steps << " steps, then "
-          << long_work.matcher_steps;
+      uint64_t short_steps = 0;
+      const double ratio =
+          StepRatio(*counting, input.Build(kShort), input.Build(kLong), &short_steps);
+      ASSERT_GT(short_steps, 0u) << context;
+      EXPECT_LE(ratio, kMostLinearRatio) << context << ": " << short_steps << " steps, then x" << ratio;
+      EXPECT_GE(ratio, kLeastLinearRatio) << context << ": " << short_steps << " steps, then x" << ratio;
     }
+  }
+}
+
+// The count sees work quadratic in a run: DeepSeek-LLM's published `\s+$`
+// (each start inside a run backtracks through the rest of it), and a
+// possessive repeat that swallows the rest of the run from each start
+// (calling out once for it) before failing.
+TEST(PreTokenizerWork, PatternsThatRescanARunFromEveryStartShowAboutSixteenTimesTheSteps) {
+  const HostileInput spaces_then_digit = {"spaces then a digit", " ", "1"};
+  for (const char* pattern : {R"(\s+$)", R"(\s++\z)"}) {
+    absl::StatusOr<PreTokenizer> counting =
+        PreTokenizer::CreateCountingMatcherStepsOfPatterns({pattern});
+    ASSERT_TRUE(counting.ok()) << counting.status();
+    uint64_t short_steps = 0;
+    // (Shorter runs than above: the quadratic work is real.)
+    const double ratio = StepRatio(*counting, spaces_then_digit.Build(kShort / 4),
+                                   spaces_then_digit.Build(kLong / 4), &short_steps);
+    EXPECT_GT(ratio, 12.0) << pattern << ": " << short_steps << " steps, then x" << ratio;
   }
 }
 

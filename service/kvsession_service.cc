@@ -1,6 +1,7 @@
 #include "service/kvsession_service.h"
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "absl/time/clock.h"
@@ -381,19 +382,26 @@ grpc::ServerUnaryReactor* KvSessionService::Fork(grpc::CallbackServerContext* ct
     return reactor;
   }
   io_->Submit([this, ctx, reactor, request, response, deadline = Deadline(ctx)] {
-    std::shared_ptr<TenantClaim> store_claim;  // held until the records are written or refused
+    // Reserved once the source is held (its record then stays as it is
+    // until the branches are written); held until they are written or
+    // refused.
+    std::shared_ptr<TenantClaim> store_claim;
+    std::function<absl::Status()> reserve;
     if (tenant_usage_ != nullptr) {
-      absl::StatusOr<std::shared_ptr<TenantClaim>> claim =
-          tenant_usage_->ReserveFork(request->session_id(), request->count(), request->has_at_length(),
-                                     Labels(request->labels()));
-      if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
-      store_claim = *std::move(claim);
+      reserve = [&] {
+        absl::StatusOr<std::shared_ptr<TenantClaim>> claim =
+            tenant_usage_->ReserveFork(request->session_id(), request->count(), request->has_at_length(),
+                                       Labels(request->labels()));
+        if (!claim.ok()) return claim.status();
+        store_claim = *std::move(claim);
+        return absl::OkStatus();
+      };
     }
     absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = sessions_->Fork(
         request->session_id(), request->count(),
         std::vector<uint64_t>(request->seeds().begin(), request->seeds().end()),
         Labels(request->labels()), deadline,
-        request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt);
+        request->has_at_length() ? std::optional<int>(request->at_length()) : std::nullopt, reserve);
     store_claim.reset();  // the store's own count holds what was written
     if (!branches.ok()) return reactor->Finish(ToGrpc(branches.status()));
     std::vector<std::string> ids;
@@ -422,15 +430,21 @@ grpc::ServerUnaryReactor* KvSessionService::Snapshot(grpc::CallbackServerContext
     return reactor;
   }
   io_->Submit([this, reactor, request, response, deadline = Deadline(ctx)] {
-    std::shared_ptr<TenantClaim> store_claim;  // held until the record is written or refused
+    // Reserved once the session is held, as Fork's; held until the records
+    // are written or refused.
+    std::shared_ptr<TenantClaim> store_claim;
+    std::function<absl::Status()> reserve;
     if (tenant_usage_ != nullptr) {
-      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveSnapshot(request->session_id());
-      if (!claim.ok()) return reactor->Finish(ToGrpc(claim.status()));
-      store_claim = *std::move(claim);
+      reserve = [&] {
+        absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveSnapshot(request->session_id());
+        if (!claim.ok()) return claim.status();
+        store_claim = *std::move(claim);
+        return absl::OkStatus();
+      };
     }
     int64_t bytes = 0;
     absl::StatusOr<CheckpointRecord> c =
-        sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline);
+        sessions_->Snapshot(request->session_id(), request->name(), &bytes, deadline, reserve);
     store_claim.reset();
     if (c.ok()) {
       ToProto(*c, response);

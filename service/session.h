@@ -13,8 +13,8 @@
 // Ownership and locking: sessions are shared_ptrs owned by the
 // SessionRegistry. Three owners, three rules:
 //   - registry fields (busy, dirty, last_used_us, times, labels, sampling,
-//     version and the persisted_* fields) are guarded by the registry's
-//     mutex;
+//     version, the persisted_* and unsaved_* fields) are guarded by the
+//     registry's mutex;
 //   - `tokens` is written only by the holder of the busy session, under
 //     `tokens_mu`; readers that do not hold the session copy it under
 //     `tokens_mu` (the holder itself reads without the lock);

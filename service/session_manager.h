@@ -23,6 +23,7 @@
 #define KVSESSION_SERVICE_SESSION_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -143,10 +144,16 @@ class SessionManager : public KvRoomMaker {
   // below MinSessionLength, OUT_OF_RANGE past the source's length.
   // A branch's labels are the source's with `labels` over them:
   // INVALID_ARGUMENT past limits().max_labels together.
+  // `reserve`, if set, runs once the source is held and its KV loaded,
+  // under its persist_mu, just before the records are built and written
+  // (so the source's record cannot change until they are): the caller
+  // reserves the store bytes the write may add there
+  // (TenantUsage::ReserveFork). Its error is the Fork's, nothing written.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
       const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now(),
-      std::optional<int> at_length = std::nullopt);
+      std::optional<int> at_length = std::nullopt,
+      const std::function<absl::Status()>& reserve = nullptr);
   // Cuts the session to its first `length` tokens (session_rewind.h) and
   // persists it before returning it as released; `removed` (if not null)
   // receives the number of tokens dropped. KV pages wholly past the cut go
@@ -165,9 +172,12 @@ class SessionManager : public KvRoomMaker {
   // A checkpoint of the session's current state. A reader, like Fork.
   // RESOURCE_EXHAUSTED when the server holds max_checkpoints already, or
   // the session's owner its max_checkpoints quota (tenant_quotas.h).
+  // `reserve`, if set, runs as Fork's does (TenantUsage::ReserveSnapshot),
+  // before the session's record is written again and copied.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,
-                                            absl::Time deadline = absl::Now());
+                                            absl::Time deadline = absl::Now(),
+                                            const std::function<absl::Status()>& reserve = nullptr);
   // A new session from the checkpoint, its KV loaded (waiting until
   // `deadline` for KV room, as Acquire) and its record written.
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(

@@ -565,6 +565,42 @@ TEST(SessionManager, AnExportAsksItsReserveBeforeEachPageAndStopsAtARefusal) {
   EXPECT_EQ(asked.size(), 4u) << "it stopped at the first refusal";
 }
 
+// Fork and Snapshot call their `reserve` once they hold the session (a
+// writer cannot take it then, so its record stays as the reservation saw
+// it), and a refusal there is the call's answer with nothing written.
+TEST(SessionManager, AForkOrSnapshotReservesWhileItHoldsTheSessionAndARefusalWritesNothing) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  const std::string id = env.MakeSession(40);
+  const StoreStats stored = env.store().Stats();
+  const int sessions = env.sessions().registry()->session_count();
+  int reserved = 0;
+  const auto refuse_while_held = [&] {
+    ++reserved;
+    // A writer cannot take the session now.
+    EXPECT_TRUE(absl::IsAborted(env.sessions().Acquire(id).status()));
+    return absl::ResourceExhaustedError("store quota");
+  };
+  EXPECT_EQ(env.sessions().Fork(id, 2, {}, {}, absl::Now(), std::nullopt, refuse_while_held).status(),
+            absl::ResourceExhaustedError("store quota"));
+  EXPECT_EQ(env.sessions().Snapshot(id, "", nullptr, absl::Now(), refuse_while_held).status(),
+            absl::ResourceExhaustedError("store quota"));
+  EXPECT_EQ(reserved, 2);
+  EXPECT_EQ(env.sessions().registry()->session_count(), sessions) << "no branch";
+  EXPECT_EQ(env.sessions().registry()->checkpoint_count(), 0);
+  EXPECT_EQ(env.store().Stats().sessions, stored.sessions);
+  EXPECT_EQ(env.store().Stats().checkpoints, stored.checkpoints);
+  EXPECT_EQ(env.store().Stats().page_bytes, stored.page_bytes);
+
+  // Allowed, both write; and the session is free again afterwards.
+  const auto allow = [&] { return absl::OkStatus(); };
+  EXPECT_TRUE(env.sessions().Fork(id, 2, {}, {}, absl::Now(), std::nullopt, allow).ok());
+  EXPECT_TRUE(env.sessions().Snapshot(id, "", nullptr, absl::Now(), allow).ok());
+  absl::StatusOr<std::shared_ptr<Session>> s = env.sessions().Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  env.sessions().Release(*s);
+}
+
 // A stored session whose KV is larger than the whole pool (written by a
 // server with more KV memory) can never load here: RESOURCE_EXHAUSTED at
 // once, naming the sizes, not after waiting out the call's deadline.

@@ -52,8 +52,9 @@ absl::Status SessionPersistence::Write(const SessionRecord& record, const Sessio
 absl::Status SessionPersistence::WriteBranches(
     std::span<const SessionRecord> records,
     std::span<const std::shared_ptr<Session>> branches) const {
-  // The parent's pages are already stored (it is persisted whenever idle),
-  // so the branches' records only add references.
+  // The parent's pages are normally stored already (it is persisted
+  // whenever idle), so the branches' records only add references; a parent
+  // whose last write failed has pages the store lacks, written here once.
   return Timed([&] {
     return store_->PutSessions(records, [&](int r, int i) {
       return EncodeResidentPage(*branches[r], records[r].kv_length(), i);

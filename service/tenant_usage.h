@@ -60,10 +60,13 @@
 //                 last write failed, what that write left unsaved: its
 //                 pages and its record's growth, Session::unsaved_*), and the
 //                 estimate reserved until the caller drops the claim, once
-//                 the records are written or refused. So concurrent writes
-//                 of one tenant, and a Fork or Restore that waits up to its
-//                 deadline for KV room before it writes, are counted
-//                 against each other as engine jobs are.
+//                 the records are written or refused. The service reserves
+//                 a Fork's and a Snapshot's once it holds the session, just
+//                 before the write (SessionManager::Fork / Snapshot
+//                 `reserve`), so the session's record and unsaved pages
+//                 cannot change in between; a Restore's before it waits up
+//                 to its deadline for KV room. So concurrent writes of one
+//                 tenant are counted against each other as engine jobs are.
 //   ReserveImport max_store_bytes before an imported stream is written, as
 //                 the stream's size (pages the store holds already are
 //                 counted too: an upper bound), reserved the same way. The
@@ -71,11 +74,11 @@
 // Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
 // max_kv_bytes (the tenant's next job evicts it if needed). The Reserve
-// estimates are bounds but for two races: pages a checkpoint's Restore
-// writes again after a concurrent DeleteCheckpoint dropped them, and pages
-// a write by the session's holder leaves unsaved after a Snapshot or Fork
-// reserved (the write fails between the reservation and the Snapshot's
-// turn). Concurrent writes may cross the store quota by those pages only.
+// estimates are bounds, but for one race: a checkpoint's Restore writes
+// again the pages a concurrent DeleteCheckpoint dropped; concurrent writes
+// may cross the store quota by those pages only. (A caller that reserves
+// a Fork or Snapshot before it holds the session also misses what a
+// holder's write changes meanwhile.)
 // A claim held for a moment
 // after its records are written counts them twice: a concurrent call of
 // the tenant may be refused near the quota then.

@@ -266,6 +266,27 @@ TEST(TenantUsage, ASnapshotOrForkOfASessionWhoseLastWriteFailedReservesThePagesI
   EXPECT_LE(written, snapshot_dirty) << "within the reservation";
   EXPECT_FALSE((*s)->dirty);
   EXPECT_LT(reserved_while_held(snapshot), page) << "a saved session's Snapshot reserves its record only";
+
+  // Dirty again (40 more tokens); then a Fork of two writes the pages once
+  // and two branch records, within what it reserved.
+  const int64_t fork_clean_again = reserved_while_held(fork_two);
+  auto again = env.sessions().Acquire(id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  env.Prefill(**again, std::vector<int32_t>(40, 78));
+  fs->FailWrites(FaultInjectionFileSystem::Fault::kIoError);
+  ASSERT_FALSE(env.sessions().PersistAndRelease(*again).ok());
+  fs->Heal();
+  const int64_t before_fork = usage.Usage(kDefaultTenant).store_bytes;
+  int64_t fork_reserved = 0;
+  {
+    absl::StatusOr<std::shared_ptr<TenantClaim>> claim = usage.ReserveFork(id, 2, false, {});
+    ASSERT_TRUE(claim.ok()) << claim.status();
+    fork_reserved = usage.Usage(kDefaultTenant).store_bytes - before_fork;
+    ASSERT_TRUE(env.sessions().Fork(id, 2, {}, {}).ok());
+  }
+  const int64_t fork_written = usage.Usage(kDefaultTenant).store_bytes - before_fork;
+  EXPECT_GT(fork_written, fork_clean_again) << "the unsaved pages were written";
+  EXPECT_LE(fork_written, fork_reserved) << "within the reservation";
 }
 
 TEST(TenantUsage, MetricsShowEachNamedTenantsUsageAndLimits) {
