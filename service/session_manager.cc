@@ -202,65 +202,66 @@ absl::StatusOr<std::vector<std::shared_ptr<Session>>> SessionManager::Fork(
   absl::Status st = CheckCutLength("at_length", length, static_cast<int>(p.tokens.size()),
                                    MinSessionLength(model_.tokenizer()));
   if (st.ok()) st = CheckMergedLabels(p.labels, labels);
+  // Before the load: a refused Fork loads nothing. Held shared, the source
+  // has no writer, so its record stays as the reservation saw it (another
+  // reader's write of it only saves its unsaved pages).
+  if (st.ok() && reserve) st = reserve();
   if (st.ok()) st = LoadForReaders(p, deadline);
   std::vector<std::shared_ptr<Session>> branches;
   if (st.ok()) {
     // Readers of one session write its record one at a time.
     absl::MutexLock persist(&p.persist_mu);
-    if (reserve) st = reserve();
+    std::vector<SessionRecord> records;
+    SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
+    registry_.UnderLock([&] {
+      const int64_t now = NowMicros();
+      for (int i = 0; i < count; ++i) {
+        auto b = std::make_shared<Session>();
+        b->id = NewId("ses_", RouteKeyOf(p.id));
+        CopyPrefix(p, length, b.get());  // the whole source unless at_length
+        b->context_policy = p.context_policy;
+        b->keep_tokens = p.keep_tokens;
+        b->tokens_dropped = p.tokens_dropped;
+        b->sampling = p.sampling;
+        b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
+        b->rng = SequenceRng(b->sampling.seed);
+        b->labels = p.labels;
+        for (const auto& [k, v] : labels) b->labels[k] = v;
+        b->create_time_us = b->update_time_us = b->last_used_us = now;
+        b->parent_session_id = p.id;
+        b->owner = p.owner;
+        b->busy = true;
+        b->holder = "Fork";
+        records.push_back(BuildSessionRecord(*b, context_));
+        branches.push_back(std::move(b));
+      }
+      // The source's record with its generator advanced, in the same batch.
+      p.update_time_us = now;
+      SessionRecord source = BuildSessionRecord(p, context_);
+      source.clear_rng_state();
+      for (uint64_t w : parent_rng.state()) source.add_rng_state(w);
+      records.push_back(std::move(source));
+    });
+    st = registry_.Add(branches);
     if (st.ok()) {
-      std::vector<SessionRecord> records;
-      SequenceRng parent_rng = p.rng;  // committed only if the write succeeds
-      registry_.UnderLock([&] {
-        const int64_t now = NowMicros();
-        for (int i = 0; i < count; ++i) {
-          auto b = std::make_shared<Session>();
-          b->id = NewId("ses_", RouteKeyOf(p.id));
-          CopyPrefix(p, length, b.get());  // the whole source unless at_length
-          b->context_policy = p.context_policy;
-          b->keep_tokens = p.keep_tokens;
-          b->tokens_dropped = p.tokens_dropped;
-          b->sampling = p.sampling;
-          b->sampling.seed = i < static_cast<int>(seeds.size()) ? seeds[i] : parent_rng.Next();
-          b->rng = SequenceRng(b->sampling.seed);
-          b->labels = p.labels;
-          for (const auto& [k, v] : labels) b->labels[k] = v;
-          b->create_time_us = b->update_time_us = b->last_used_us = now;
-          b->parent_session_id = p.id;
-          b->owner = p.owner;
-          b->busy = true;
-          b->holder = "Fork";
-          records.push_back(BuildSessionRecord(*b, context_));
-          branches.push_back(std::move(b));
-        }
-        // The source's record with its generator advanced, in the same batch.
-        p.update_time_us = now;
-        SessionRecord source = BuildSessionRecord(p, context_);
-        source.clear_rng_state();
-        for (uint64_t w : parent_rng.state()) source.add_rng_state(w);
-        records.push_back(std::move(source));
-      });
-      st = registry_.Add(branches);
-      if (st.ok()) {
-        std::vector<std::shared_ptr<Session>> writers = branches;
-        writers.push_back(*parent);
-        st = persistence_.WriteBranches(records, writers);
-        if (!st.ok()) {
-          for (const auto& b : branches) registry_.Remove(b->id);
-        } else {
-          for (size_t i = 0; i < branches.size(); ++i) registry_.MarkPersisted(records[i], *branches[i]);
-          registry_.MarkPersisted(records.back(), p);
-          registry_.UnderLock([&] {
-            const int64_t released = NowMicros();
-            for (const auto& b : branches) {
-              b->busy = false;
-              b->holder = "";
-              b->last_used_us = released;
-            }
-            p.rng = parent_rng;
-          });
-          registry_.NoteIdle(branches);
-        }
+      std::vector<std::shared_ptr<Session>> writers = branches;
+      writers.push_back(*parent);
+      st = persistence_.WriteBranches(records, writers);
+      if (!st.ok()) {
+        for (const auto& b : branches) registry_.Remove(b->id);
+      } else {
+        for (size_t i = 0; i < branches.size(); ++i) registry_.MarkPersisted(records[i], *branches[i]);
+        registry_.MarkPersisted(records.back(), p);
+        registry_.UnderLock([&] {
+          const int64_t released = NowMicros();
+          for (const auto& b : branches) {
+            b->busy = false;
+            b->holder = "";
+            b->last_used_us = released;
+          }
+          p.rng = parent_rng;
+        });
+        registry_.NoteIdle(branches);
       }
     }
   }

@@ -144,11 +144,11 @@ class SessionManager : public KvRoomMaker {
   // below MinSessionLength, OUT_OF_RANGE past the source's length.
   // A branch's labels are the source's with `labels` over them:
   // INVALID_ARGUMENT past limits().max_labels together.
-  // `reserve`, if set, runs once the source is held and its KV loaded,
-  // under its persist_mu, just before the records are built and written
-  // (so the source's record cannot change until they are): the caller
-  // reserves the store bytes the write may add there
-  // (TenantUsage::ReserveFork). Its error is the Fork's, nothing written.
+  // `reserve`, if set, runs once the source is held (no writer can change
+  // its record until the branches are written) and before its KV is
+  // loaded: the caller reserves the store bytes the write may add there
+  // (TenantUsage::ReserveFork). Its error is the Fork's: nothing loaded or
+  // written.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> Fork(
       const std::string& id, int count, const std::vector<uint64_t>& seeds,
       const std::map<std::string, std::string>& labels, absl::Time deadline = absl::Now(),
@@ -172,8 +172,9 @@ class SessionManager : public KvRoomMaker {
   // A checkpoint of the session's current state. A reader, like Fork.
   // RESOURCE_EXHAUSTED when the server holds max_checkpoints already, or
   // the session's owner its max_checkpoints quota (tenant_quotas.h).
-  // `reserve`, if set, runs as Fork's does (TenantUsage::ReserveSnapshot),
-  // before the session's record is written again and copied.
+  // `reserve`, if set, runs once the session is held, under its
+  // persist_mu, before its record is written again and copied
+  // (TenantUsage::ReserveSnapshot); its error is the Snapshot's.
   absl::StatusOr<CheckpointRecord> Snapshot(const std::string& id, const std::string& name,
                                             int64_t* bytes_written,
                                             absl::Time deadline = absl::Now(),

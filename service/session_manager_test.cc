@@ -567,11 +567,13 @@ TEST(SessionManager, AnExportAsksItsReserveBeforeEachPageAndStopsAtARefusal) {
 
 // Fork and Snapshot call their `reserve` once they hold the session (a
 // writer cannot take it then, so its record stays as the reservation saw
-// it), and a refusal there is the call's answer with nothing written.
+// it), and a refusal there is the call's answer with nothing written, and,
+// for a Fork of a session whose KV is on disk, nothing loaded.
 TEST(SessionManager, AForkOrSnapshotReservesWhileItHoldsTheSessionAndARefusalWritesNothing) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;
   const std::string id = env.MakeSession(40);
+  env.Reopen();  // its KV on disk only
   const StoreStats stored = env.store().Stats();
   const int sessions = env.sessions().registry()->session_count();
   int reserved = 0;
@@ -591,6 +593,8 @@ TEST(SessionManager, AForkOrSnapshotReservesWhileItHoldsTheSessionAndARefusalWri
   EXPECT_EQ(env.store().Stats().sessions, stored.sessions);
   EXPECT_EQ(env.store().Stats().checkpoints, stored.checkpoints);
   EXPECT_EQ(env.store().Stats().page_bytes, stored.page_bytes);
+  EXPECT_FALSE(env.sessions().Get(id, false)->resident) << "the refused Fork loaded nothing";
+  EXPECT_EQ(env.pool().Stats().pages_in_use, 0);
 
   // Allowed, both write; and the session is free again afterwards.
   const auto allow = [&] { return absl::OkStatus(); };
