@@ -27,6 +27,7 @@
 #include "bench/cpu_name.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer.h"
+#include "model/tokenizer_sample_texts.h"
 
 namespace kvs {
 namespace {
@@ -34,22 +35,8 @@ namespace {
 constexpr const char* kVocabularies[] = {"llama-spm", "phi-3",     "gpt-2",  "deepseek-llm",
                                          "falcon",    "starcoder", "llama3", "qwen3"};
 
-std::string Prose(int paragraphs) {
-  std::string text;
-  for (int i = 0; i < paragraphs; ++i) {
-    absl::StrAppend(&text, "Paragraph ", i,
-                    ": The quick brown fox jumps over the lazy dog; caf\xC3\xA9 na\xC3\xAFve "
-                    "r\xC3\xA9sum\xC3\xA9, 12345 + 678 = 13023. \xE6\x88\x91\xE6\x83\xB3 "
-                    "\xF0\x9F\xA6\x99 It's    spaced\tout\n\n");
-  }
-  return text;
-}
-
-std::string LongWord(int letters) {
-  std::string word;
-  for (int i = 0; i < letters; ++i) word += static_cast<char>('a' + (i * 7) % 26);
-  return word;
-}
+using sample_texts::LongWord;
+using sample_texts::MixedProse;
 
 std::string Spaces(int count) { return std::string(count, ' ') + "1"; }
 
@@ -92,7 +79,7 @@ void RegisterAll() {
       std::string text;
     };
     const Case cases[] = {
-        {"prose", Prose(60)},          {"prose_x4", Prose(240)},
+        {"prose", MixedProse(60)},     {"prose_x4", MixedProse(240)},
         {"long_word", LongWord(20'000)}, {"long_word_x4", LongWord(80'000)},
         {"spaces", Spaces(60'000)},    {"spaces_x4", Spaces(240'000)},
         {"spaces_x16", Spaces(960'000)},

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "model/pretokenizer.h"
+#include "model/tokenizer_sample_texts.h"
 
 namespace kvs {
 namespace {
@@ -22,43 +23,7 @@ constexpr PreTokenizerKind kEveryKind[] = {
     PreTokenizerKind::kQwen2,        PreTokenizerKind::kDeepseekLlm,
     PreTokenizerKind::kDeepseekCoder, PreTokenizerKind::kFalcon, PreTokenizerKind::kStarcoder};
 
-// An input of about `bytes` bytes: `unit` repeated, then `tail`.
-struct HostileInput {
-  std::string name;
-  std::string unit;
-  std::string tail;
-
-  std::string Build(size_t bytes) const {
-    std::string text;
-    text.reserve(bytes + tail.size() + unit.size());
-    while (text.size() < bytes) text += unit;
-    return text + tail;
-  }
-};
-
-// Runs of one class that end in something no pattern's run takes. Each was
-// chosen because some published pattern scans a run to its end from every
-// start inside it (DeepSeek-LLM's `\s+$` did: 20,000 spaces then "1" took
-// seconds), or backtracks over a run (the `\s+(?!\S)` alternatives).
-std::vector<HostileInput> HostileInputs() {
-  return {
-      {"spaces then a digit", " ", "1"},
-      {"spaces then a euro sign", " ", "\xE2\x82\xAC"},
-      {"spaces then an emoji", " ", "\xF0\x9F\x98\x80"},
-      {"spaces then a CJK character", " ", "\xE4\xB8\xAD"},
-      {"spaces alone", " ", ""},
-      {"spaces and tabs then a digit", " \t", "1"},
-      {"newlines then a digit", "\n", "1"},
-      {"CR LF pairs then a letter", "\r\n", "x"},
-      {"spaces before newlines", "  \n", "1"},
-      {"letters then punctuation", "a", "!"},
-      {"digits then a letter", "7", "x"},
-      {"punctuation then a letter", "!", "x"},
-      {"apostrophes then a letter", "'", "s"},
-      {"space-letter pairs", " a", "1"},
-      {"ideographic spaces then a digit", "\xE3\x80\x80", "1"},
-  };
-}
+using sample_texts::RunInput;
 
 struct SplitWork {
   std::vector<std::string_view> pieces;
@@ -91,7 +56,7 @@ TEST(PreTokenizerWork, SplittingFourTimesTheInputTakesAboutFourTimesTheMatcherSt
   for (PreTokenizerKind kind : kEveryKind) {
     absl::StatusOr<PreTokenizer> counting = PreTokenizer::CreateCountingMatcherSteps(kind);
     ASSERT_TRUE(counting.ok()) << counting.status();
-    for (const HostileInput& input : HostileInputs()) {
+    for (const RunInput& input : sample_texts::HostileRuns()) {
       const std::string context =
           absl::StrCat("kind ", static_cast<int>(kind), ", ", input.name);
       uint64_t short_steps = 0;
@@ -109,7 +74,7 @@ TEST(PreTokenizerWork, SplittingFourTimesTheInputTakesAboutFourTimesTheMatcherSt
 // possessive repeat that swallows the rest of the run from each start
 // (calling out once for it) before failing.
 TEST(PreTokenizerWork, PatternsThatRescanARunFromEveryStartShowAboutSixteenTimesTheSteps) {
-  const HostileInput spaces_then_digit = {"spaces then a digit", " ", "1"};
+  const RunInput spaces_then_digit = {"spaces then a digit", " ", "1"};
   for (const char* pattern : {R"(\s+$)", R"(\s++\z)"}) {
     absl::StatusOr<PreTokenizer> counting =
         PreTokenizer::CreateCountingMatcherStepsOfPatterns({pattern});
@@ -128,7 +93,7 @@ TEST(PreTokenizerWork, ACountingPreTokenizerSplitsExactlyAsThePlainOne) {
       "  leading and trailing  \t\n",
       "I'LL 've 's\r\n\r\nnumbers 1234567 and \xE2\x82\xAC" "5",
   };
-  for (const HostileInput& input : HostileInputs()) texts.push_back(input.Build(300));
+  for (const RunInput& input : sample_texts::HostileRuns()) texts.push_back(input.Build(300));
   for (PreTokenizerKind kind : kEveryKind) {
     absl::StatusOr<PreTokenizer> plain = PreTokenizer::Create(kind);
     absl::StatusOr<PreTokenizer> counting = PreTokenizer::CreateCountingMatcherSteps(kind);

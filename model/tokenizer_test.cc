@@ -17,7 +17,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +26,7 @@
 #include "model/gguf_writer.h"
 #include "model/pretokenizer.h"
 #include "model/spm_tokenizer.h"
+#include "model/tokenizer_sample_texts.h"
 #include "model/utf8.h"
 #include "tests/scratch_dir.h"
 
@@ -489,26 +489,8 @@ TEST(Pieces, BpeMapsSymbolsBackToBytes) {
 // ---------------------------------------------------------------------------
 // Work and concurrency.
 
-// `paragraphs` paragraphs of mixed text (Latin with accents, digits,
-// CJK, an emoji, runs of spaces and a tab, blank lines).
-std::string LongPrompt(int paragraphs = 60) {
-  std::string text;
-  for (int i = 0; i < paragraphs; ++i) {
-    absl::StrAppend(&text, "Paragraph ", i,
-                    ": The quick brown fox jumps over the lazy dog; caf\xC3\xA9 na\xC3\xAFve "
-                    "r\xC3\xA9sum\xC3\xA9, 12345 + 678 = 13023. \xE6\x88\x91\xE6\x83\xB3 "
-                    "\xF0\x9F\xA6\x99 It's    spaced\tout\n\n");
-  }
-  return text;
-}
-
-// One word of `letters` letters (a..z in steps of 7), far longer than any
-// vocabulary token.
-std::string LongWord(int letters) {
-  std::string word;
-  for (int i = 0; i < letters; ++i) word += static_cast<char>('a' + (i * 7) % 26);
-  return word;
-}
+std::string LongPrompt(int paragraphs = 60) { return sample_texts::MixedProse(paragraphs); }
+using sample_texts::LongWord;
 
 // The merge lookups (model/tokenizer.h) one Encode of `text` makes.
 uint64_t MergeLookupsOfEncoding(const Tokenizer& tokenizer, const std::string& text) {
@@ -536,21 +518,8 @@ TEST(Work, EncodingFourTimesTheTextMakesAboutFourTimesTheMergeLookups) {
       {"paragraphs", LongPrompt(15), LongPrompt(60)},
       {"one long word", LongWord(5'000), LongWord(20'000)},
   };
-  // Runs of whitespace ending in what no whitespace pattern takes (the
-  // inputs that made published pre-tokenizer patterns backtrack).
-  for (const auto& [name, unit, tail] :
-       std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"spaces then a digit", " ", "1"},
-           {"spaces then a euro sign", " ", "\xE2\x82\xAC"},
-           {"spaces then an emoji", " ", "\xF0\x9F\x98\x80"},
-           {"spaces then a CJK character", " ", "\xE4\xB8\xAD"},
-           {"spaces alone", " ", ""},
-           {"spaces and tabs then a digit", " \t", "1"},
-           {"newlines then a digit", "\n", "1"}}) {
-    std::string short_run, long_run;
-    while (short_run.size() < 15'000) short_run += unit;
-    while (long_run.size() < 60'000) long_run += unit;
-    inputs.push_back({name, short_run + tail, long_run + tail});
+  for (const sample_texts::RunInput& run : sample_texts::WhitespaceRuns()) {
+    inputs.push_back({run.name, run.Build(15'000), run.Build(60'000)});
   }
   for (const std::string& name : kVocabularies) {
     LoadedTokenizer loaded = Load(VocabPath(name));
