@@ -216,8 +216,9 @@ constexpr int kFirstCheck = 100;
 constexpr int kCannotCap = 99;
 
 // TakePagesThatCannotMapASlab..., in a child process whose address space
-// the kernel caps, so the pool's next slab mapping really fails.
-int TakePagesAgainstAFullAddressSpace() {
+// the kernel caps, so the pool's next slab mapping really fails. (Unused
+// in sanitizer builds, which skip that test.)
+[[maybe_unused]] int TakePagesAgainstAFullAddressSpace() {
   auto failed = [](int check) { return kFirstCheck + check; };
   // Pages of 2 MiB: a slab is a few of them, the pool several slabs.
   const KvGeometry g = {.n_layers = 8, .n_kv_heads = 8, .head_dim = 128, .page_tokens = 32, .dtype = KvDtype::kF32};
