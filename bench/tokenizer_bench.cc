@@ -5,7 +5,7 @@
 //                                  spaces, tabs and blank lines), 9.3 KB
 //   tokenizer/<vocab>/long_word    one word of 20,000 letters
 //   tokenizer/<vocab>/spaces       60,000 spaces, then "1"
-// Counters: bytes/s of text in, tokens/s out. The `x4` rows encode four
+// Counters: bytes/s of text in, tokens/s out, merge lookups per Encode. The `x4` rows encode four
 // times the text (`spaces_x16` sixteen times); a row's time over the plain
 // row's is the growth factor. The tests in model/tokenizer_test.cc and
 // model/pretokenizer_work_test.cc assert that the work (matcher steps and
@@ -47,6 +47,7 @@ struct Vocabulary {
 
 void EncodeText(benchmark::State& state, const Tokenizer* tokenizer, std::string text) {
   size_t tokens = 0;
+  const uint64_t lookups_before = tokenizer->merge_lookups();
   for (auto _ : state) {
     std::vector<int32_t> ids = tokenizer->Encode(text, /*add_special=*/true);
     tokens = ids.size();
@@ -54,6 +55,9 @@ void EncodeText(benchmark::State& state, const Tokenizer* tokenizer, std::string
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
   state.counters["tokens"] = static_cast<double>(tokens);
+  // The merging work per Encode (model/tokenizer.h merge_lookups).
+  state.counters["lookups"] = static_cast<double>(tokenizer->merge_lookups() - lookups_before) /
+                              static_cast<double>(state.iterations());
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens),
                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
