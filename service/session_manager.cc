@@ -343,10 +343,18 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   s->kv.emplace(*std::move(kv));
   AdoptStoredHashes(*s);
   record.set_version(1);
-  // The store normally holds every page (the checkpoint refers to them),
-  // but a concurrent DeleteCheckpoint may have dropped some since the load:
-  // they are written back from RAM.
-  if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
+  if (after_restore_load_for_test_) after_restore_load_for_test_();
+  {
+    // The checkpoint is still there as the record is written (a
+    // DeleteCheckpoint waits), so the store holds every page the record
+    // references and the write adds the record alone, as ReserveRestore
+    // reserved. Deleted since the load: nothing is written.
+    absl::MutexLock restore_write(&checkpoint_restore_write_mu_);
+    if (!registry_.HasCheckpoint(checkpoint_id)) {
+      return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
+    }
+    if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
+  }
   // As written (version 1): the size the store and a restart see. Not in
   // the registry yet, so the plain MarkPersisted.
   MarkPersisted(record, s.get());
@@ -399,7 +407,9 @@ absl::Status SessionManager::CheckCheckpointRoom(const std::string& owner) const
 
 absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {
   // Out of the registry before its pages can go, so a Restore that finds
-  // them gone also finds the checkpoint gone.
+  // them gone also finds the checkpoint gone; and not while a restored
+  // session's record is being written (RestoreCheckpoint).
+  absl::MutexLock restore_write(&checkpoint_restore_write_mu_);
   absl::StatusOr<CheckpointRecord> record = registry_.GetCheckpoint(id);
   if (!record.ok()) return record.status();
   registry_.RemoveCheckpoint(id);

@@ -33,6 +33,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cache/page_pool.h"
 #include "cache/session_record.pb.h"
@@ -180,7 +181,11 @@ class SessionManager : public KvRoomMaker {
                                             absl::Time deadline = absl::Now(),
                                             const std::function<absl::Status()>& reserve = nullptr);
   // A new session from the checkpoint, its KV loaded (waiting until
-  // `deadline` for KV room, as Acquire) and its record written.
+  // `deadline` for KV room, as Acquire) and its record written. The
+  // record is written only while the checkpoint exists (DeleteCheckpoint
+  // waits for the write), so the write adds the record and no page; a
+  // checkpoint deleted before that is NOT_FOUND "was deleted", nothing
+  // written.
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
       const std::string& checkpoint_id, const std::map<std::string, std::string>& labels,
       absl::Time deadline = absl::Now());
@@ -200,6 +205,12 @@ class SessionManager : public KvRoomMaker {
   // included.
   absl::StatusOr<bool> DeleteIfUnusedSince(const std::string& id, absl::Time cutoff);
   absl::Status DeleteCheckpoint(const std::string& id);
+  // Test seam: runs in every RestoreCheckpoint after the KV is loaded and
+  // before the record is written (a test deletes the checkpoint there).
+  // Set before the calls it affects.
+  void SetAfterRestoreLoadForTest(std::function<void()> hook) {
+    after_restore_load_for_test_ = std::move(hook);
+  }
 
   absl::StatusOr<SessionInfo> Get(const std::string& id, bool include_tokens) const {
     return registry_.Get(id, include_tokens);
@@ -302,6 +313,11 @@ class SessionManager : public KvRoomMaker {
   int64_t longest_stored_session_tokens_ = 0;  // set by LoadFromStore
   SessionRegistry registry_;
   SessionPersistence persistence_;
+  // Held by DeleteCheckpoint, and by RestoreCheckpoint while it checks its
+  // checkpoint is there and writes the restored record: a record adding
+  // only references, so the wait is one small store write.
+  absl::Mutex checkpoint_restore_write_mu_;
+  std::function<void()> after_restore_load_for_test_;
 };
 
 }  // namespace kvs

@@ -372,6 +372,56 @@ TEST(SessionManager, AnAcquireWaitingForKvMemoryIsWokenWhenAnotherSessionIsRelea
   env.sessions().Release(*acquired);
 }
 
+// A checkpoint deleted while a Restore loads it: the Restore answers
+// NOT_FOUND and writes nothing (it would otherwise write back the pages
+// the delete dropped, past what ReserveRestore reserved). Deleted once the
+// restored record is written, the restored session keeps its pages.
+TEST(SessionManager, ARestoreWhoseCheckpointIsDeletedDuringItsLoadIsNotFoundAndWritesNothing) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env(/*max_pages=*/64);
+  const std::string source = env.MakeSession(40);  // 3 pages
+  int64_t written = 0;
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(source, "c", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ASSERT_TRUE(env.sessions().Delete(source).ok());
+  ASSERT_EQ(env.store().Stats().pages, 3) << "the checkpoint's, alone";
+
+  absl::Status deleted = absl::UnknownError("the hook did not run");
+  env.sessions().SetAfterRestoreLoadForTest(
+      [&] { deleted = env.sessions().DeleteCheckpoint(checkpoint->id()); });
+  absl::StatusOr<std::shared_ptr<Session>> restored =
+      env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  env.sessions().SetAfterRestoreLoadForTest(nullptr);
+  EXPECT_TRUE(deleted.ok()) << deleted;
+  ASSERT_TRUE(absl::IsNotFound(restored.status())) << restored.status();
+  EXPECT_THAT(std::string(restored.status().message()), ::testing::HasSubstr("was deleted"));
+  const StoreStats after = env.store().Stats();
+  EXPECT_EQ(after.pages, 0) << "no page written back";
+  EXPECT_EQ(after.sessions, 0);
+  EXPECT_EQ(after.checkpoints, 0);
+  EXPECT_EQ(env.pool().Stats().pages_in_use, 0) << "the loaded KV given back";
+  EXPECT_TRUE(env.sessions().List("", 10).empty());
+  env.Reopen();
+  EXPECT_TRUE(env.sessions().List("", 10).empty()) << "nothing on disk either";
+
+  // The other order: restored, then deleted. The restored session keeps
+  // the pages and loads them after a restart.
+  const std::string second = env.MakeSession(40);
+  checkpoint = env.sessions().Snapshot(second, "c2", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ASSERT_TRUE(env.sessions().Delete(second).ok());
+  restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ASSERT_TRUE(env.sessions().DeleteCheckpoint(checkpoint->id()).ok());
+  EXPECT_EQ(env.store().Stats().pages, 3);
+  const std::string twin = (*restored)->id;
+  env.Reopen();
+  absl::StatusOr<std::shared_ptr<Session>> loaded = env.sessions().Acquire(twin);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kv->length(), 40);
+  env.sessions().Release(*loaded);
+}
+
 // A restored checkpoint comes into the registry idle, stored and
 // resident: evictable, so a call that waits for KV memory its restore took
 // is woken as it is added, and evicts it.

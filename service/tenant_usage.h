@@ -74,11 +74,11 @@
 // Residual imprecision: KV loaded outside an engine job (a Restore, a Fork
 // or Snapshot of a session whose KV was on disk) is not checked against
 // max_kv_bytes (the tenant's next job evicts it if needed). The Reserve
-// estimates are bounds, but for one race: a checkpoint's Restore writes
-// again the pages a concurrent DeleteCheckpoint dropped; concurrent writes
-// may cross the store quota by those pages only. (A caller that reserves
-// a Fork or Snapshot before it holds the session also misses what a
-// holder's write changes meanwhile.)
+// estimates are bounds: a checkpoint's Restore writes its record only
+// while the checkpoint holds its pages (SessionManager::RestoreCheckpoint
+// answers NOT_FOUND once a concurrent DeleteCheckpoint has removed it), so
+// it never writes pages. (A caller that reserves a Fork or Snapshot before
+// it holds the session misses what a holder's write changes meanwhile.)
 // A claim held for a moment
 // after its records are written counts them twice: a concurrent call of
 // the tenant may be refused near the quota then.
