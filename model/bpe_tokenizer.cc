@@ -3,17 +3,18 @@
 // Merging works on token ids: each byte of a piece starts as the token of its
 // printable symbol, and a merge table keyed by (left id, right id) gives the
 // rank and the merged token. Symbols form a linked list over a vector and
-// candidate pairs sit in a min-heap on (rank, position), so a piece of n
-// bytes costs O(n log n) however long it is. A popped pair is applied only
+// candidate pairs sit in a MergeQueue popping (rank, position) in order
+// (model/merge_queue.h), so a piece of n bytes costs O(n log n) however
+// long it is, and a long run of one symbol a sweep per round of merges. A popped pair is applied only
 // if both symbols still hold the tokens it was queued with and are still
 // adjacent; otherwise it is stale (a newer pair was queued when they changed).
 #include "model/bpe_tokenizer.h"
 
-#include <queue>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "model/merge_queue.h"
 #include "model/unicode_classes.h"
 #include "model/utf8.h"
 
@@ -75,19 +76,12 @@ struct Symbol {
 
 // A pair of adjacent symbols that a merge applies to.
 struct Candidate {
-  int32_t rank;
+  int32_t key;  // the merge's rank
   int32_t left;
   int32_t right;
   int32_t left_token;
   int32_t right_token;
   int32_t result;
-};
-
-// std::priority_queue puts the "largest" on top: lowest rank, then leftmost.
-struct CandidateOrder {
-  bool operator()(const Candidate& a, const Candidate& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
 };
 
 }  // namespace
@@ -210,7 +204,7 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out,
     symbols[i] = {byte_token_ids_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
   }
 
-  std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue;
+  MergeQueue<Candidate> queue;  // lowest rank first, then leftmost
   const auto try_add_candidate = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const int32_t left_token = symbols[left].token;
@@ -218,14 +212,13 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out,
     if (left_token < 0 || right_token < 0) return;
     ++*merge_lookups;
     if (const Merge* merge = FindMerge(left_token, right_token)) {
-      queue.push({merge->rank, left, right, left_token, right_token, merge->result});
+      queue.Push({merge->rank, left, right, left_token, right_token, merge->result});
     }
   };
   for (int32_t i = 1; i < n; ++i) try_add_candidate(i - 1, i);
 
   while (!queue.empty()) {
-    const Candidate candidate = queue.top();
-    queue.pop();
+    const Candidate candidate = queue.Pop();
     Symbol& left = symbols[candidate.left];
     Symbol& right = symbols[candidate.right];
     const bool current = left.token == candidate.left_token &&

@@ -1,7 +1,8 @@
 // SpmTokenizer: see model/spm_tokenizer.h for the contract.
 //
 // The merge loop keeps the text's symbols in a doubly linked list (indices
-// into a vector) and the candidate pairs in a priority queue; a popped pair
+// into a vector) and the candidate pairs in a MergeQueue (model/merge_queue.h)
+// keyed by the merged token's score rank (0 = the highest score); a popped pair
 // whose symbols changed since it was queued is stale and skipped. Every
 // merged symbol is a vocabulary token by construction (a pair is only queued
 // when its text is one), so at the end only single characters can be
@@ -9,11 +10,13 @@
 #include "model/spm_tokenizer.h"
 
 #include <algorithm>
-#include <queue>
+#include <cmath>
+#include <numeric>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/merge_queue.h"
 #include "model/utf8.h"
 
 namespace kvs {
@@ -32,21 +35,35 @@ struct Symbol {
   uint32_t size;  // 0 once merged into its left neighbor
 };
 
-// A candidate merge of two adjacent symbols into the token of `score`.
+// A candidate merge of two adjacent symbols into the token of score rank
+// `key`.
 struct Bigram {
-  float score;
+  int32_t key;
   int32_t left;
   int32_t right;
   uint32_t size;  // bytes of the merged text when queued
 };
 
-// std::priority_queue puts the "largest" on top: highest score, then the
-// leftmost pair.
-struct BigramOrder {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
+// Each token's score rank: 0 for the highest score, equal scores equal
+// ranks, NaN below every number. Merging by lowest rank is merging by
+// highest score.
+std::vector<int32_t> ScoreRanks(const std::vector<float>& scores) {
+  const auto higher = [](float a, float b) {
+    if (std::isnan(a)) return false;
+    return std::isnan(b) || a > b;
+  };
+  std::vector<int32_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return higher(scores[a], scores[b]); });
+  std::vector<int32_t> ranks(scores.size());
+  int32_t rank = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i > 0 && higher(scores[order[i - 1]], scores[order[i]])) ++rank;
+    ranks[order[i]] = rank;
   }
-};
+  return ranks;
+}
 
 // `text` with every occurrence of `from` replaced by `to`.
 std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
@@ -104,7 +121,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(const GgufFile& 
 absl::Status SpmTokenizer::LoadModel(const GgufFile& gguf) {
   absl::StatusOr<std::vector<float>> scores = ReadScores(gguf, tokens_.size());
   if (!scores.ok()) return scores.status();
-  scores_ = *std::move(scores);
+  score_ranks_ = ScoreRanks(*scores);
 
   absl::StatusOr<int64_t> unknown = gguf.GetInt("tokenizer.ggml.unknown_token_id", 0);
   if (!unknown.ok()) return unknown.status();
@@ -172,19 +189,18 @@ void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* ou
   }
   if (symbols.empty()) return;
 
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramOrder> queue;
+  MergeQueue<Bigram> queue;  // highest score (lowest rank) first, then leftmost
   const auto try_add_bigram = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const uint32_t size = symbols[left].size + symbols[right].size;
     ++*merge_lookups;
     const int32_t id = FindToken(text.substr(symbols[left].begin, size));
-    if (id >= 0) queue.push({scores_[id], left, right, size});
+    if (id >= 0) queue.Push({score_ranks_[id], left, right, size});
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
   while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
+    const Bigram bigram = queue.Pop();
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
     const bool stale = left.size == 0 || right.size == 0 || left.size + right.size != bigram.size;

@@ -58,7 +58,7 @@ class SpmTokenizer final : public Tokenizer {
   // The byte-fallback tokens for a character that is not in the vocabulary.
   void AppendByteTokens(std::string_view bytes, std::vector<int32_t>* out) const;
 
-  std::vector<float> scores_;
+  std::vector<int32_t> score_ranks_;  // per token: 0 = highest score (ScoreRanks)
   int32_t unknown_id_ = -1;
   std::array<int32_t, 256> byte_token_ids_{};  // -1 when a byte has no token
   bool add_space_prefix_ = true;
