@@ -16,8 +16,9 @@
 // heads. A min-heap of keys picks the bucket. So a long run costs a
 // sequential sweep per round of merges.
 //
-//   small_          the first kBucketAfter items, a plain heap (a short
-//                   piece never gets further)
+//   small_          the items, a plain heap, until more than
+//                   kBucketAfter wait at once (a short piece never gets
+//                   further); then all move to buckets for good
 //   buckets_        one per key seen in this piece: `fifo` and its `head`
 //                   (the next to pop), `late` (the heap)
 //   bucket_of_key_  key -> index into buckets_
@@ -26,7 +27,9 @@
 // Item: any struct with `int32_t key` and `int32_t left` members.
 // Cost: a push is a hash lookup plus a vector append (a heap push if out
 // of order, and a key-heap push when its bucket was empty); a pop from a
-// FIFO is O(1), plus a key-heap pop when the bucket empties. Not thread-safe (one per Encode).
+// FIFO is O(1), plus a key-heap pop when the bucket empties. Memory: a
+// FIFO keeps its popped items until it drains, so O(pushes), as the heap
+// it replaces. Not thread-safe (one per piece).
 #ifndef KVSESSION_MODEL_MERGE_QUEUE_H_
 #define KVSESSION_MODEL_MERGE_QUEUE_H_
 
@@ -43,8 +46,8 @@ namespace kvs {
 template <class Item>
 class MergeQueue {
  public:
-  // Pieces up to this many pushes stay in one plain heap (a word of prose
-  // queues a handful); the next push moves them into buckets.
+  // Up to this many waiting items stay in one plain heap (a word of prose
+  // queues a handful); a push past it moves them all into buckets.
   static constexpr size_t kBucketAfter = 64;
 
   bool empty() const { return bucketed_ ? keys_.empty() : small_.empty(); }

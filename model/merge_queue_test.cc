@@ -97,7 +97,7 @@ TEST(MergeQueue, PopsItemsPushedOutOfPositionOrderInPositionOrder) {
   for (int i = 0; i < 1000; ++i) q.Push(1, 10 * i);
   q.Push(1, 5);     // behind the last, ahead of the head
   q.Push(1, 2);
-  q.Push(1, 9995);  // between two queued ones
+  q.Push(1, 9985);  // between two queued ones
   for (int i = 0; i < 500; ++i) {
     ASSERT_TRUE(q.Pop());
     if (i % 7 == 0) q.Push(1, 10 * i + 3);  // out of order, ahead of the head

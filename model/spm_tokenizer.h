@@ -7,7 +7,8 @@
 // front of the text and of every text fragment that follows a special token.
 // The text is split into characters, then adjacent symbols are merged
 // greedily, always taking the pair whose merged text is the vocabulary token
-// with the highest score (leftmost first on ties). Characters that are not
+// with the highest score (leftmost first on ties; 0.0 and -0.0 tie; a NaN
+// score counts below every number). Characters that are not
 // tokens fall back to byte tokens <0xNN> (the unknown token when the
 // vocabulary has none). BOS is added by default, EOS is not.
 //

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -835,6 +836,54 @@ TEST(HandMadeVocab, SpmMergesByScoreAndFallsBackToBytes) {
   // "é" is not a token: its two bytes.
   EXPECT_EQ(spm.Encode("\xC3\xA9", false), (std::vector<int32_t>{kSpace, 3 + 0xC3, 3 + 0xA9}));
   EXPECT_EQ(spm.Decode(spm.Encode("c b\xC3\xA9", false)), " c b\xC3\xA9");
+}
+
+// Scores that tie merge leftmost first (0.0 and -0.0 tie too), and a NaN
+// score merges after every number, in a short text (the merge queue's
+// small heap) and in a long one (its buckets) alike.
+TEST(HandMadeVocab, SpmTiedScoresMergeLeftmostFirstAndANanScoreMergesLast) {
+  const auto make = [](float ab_score, float bc_score, ScratchDir& dir, std::unique_ptr<GgufFile>* gguf) {
+    GgufWriter writer;
+    writer.AddString("tokenizer.ggml.model", "llama");
+    const std::vector<std::pair<std::string, float>> words = {
+        {"<unk>", 0}, {"<s>", 0}, {"</s>", 0}, {"\xE2\x96\x81", 0}, {"a", 0}, {"b", 0}, {"c", 0},
+        {"bc", bc_score}, {"ab", ab_score}};  // bc first: a tie is not won by the lower id
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    std::vector<float> scores;
+    for (const auto& [word, score] : words) {
+      tokens.push_back(word);
+      types.push_back(tokens.size() <= 3 ? (tokens.size() == 1 ? 2 : 3) : 1);
+      scores.push_back(score);
+    }
+    writer.AddStringArray("tokenizer.ggml.tokens", tokens);
+    writer.AddInt32Array("tokenizer.ggml.token_type", types);
+    writer.AddFloat32Array("tokenizer.ggml.scores", scores);
+    return TokenizerFromWriter(writer, dir, gguf);
+  };
+  constexpr int32_t kSpace = 3, kA = 4, kC = 6, kBc = 7, kAb = 8;
+  std::string long_text;
+  for (int i = 0; i < 100; ++i) long_text += "abc";
+  const auto repeat = [](std::vector<int32_t> unit, int n) {
+    std::vector<int32_t> out = {kSpace};
+    for (int i = 0; i < n; ++i) out.insert(out.end(), unit.begin(), unit.end());
+    return out;
+  };
+  struct Case {
+    float ab, bc;
+    std::vector<int32_t> unit;  // what each "abc" becomes
+  };
+  for (const Case& c : {Case{1.0f, 1.0f, {kAb, kC}}, Case{0.0f, -0.0f, {kAb, kC}},
+                        Case{-0.0f, 0.0f, {kAb, kC}}, Case{std::nanf(""), -1000.0f, {kA, kBc}},
+                        Case{-5.0f, std::nanf(""), {kAb, kC}}}) {
+    SCOPED_TRACE(::testing::Message() << "ab " << c.ab << ", bc " << c.bc);
+    ScratchDir dir("kvs_tokenizer_test");
+    std::unique_ptr<GgufFile> gguf;
+    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = make(c.ab, c.bc, dir, &gguf);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    EXPECT_EQ((*tokenizer)->Encode("abc", false), repeat(c.unit, 1));
+    EXPECT_EQ((*tokenizer)->Encode(long_text, false), repeat(c.unit, 100));
+  }
 }
 
 TEST(HandMadeVocab, UnknownModelIsInvalidArgument) {

@@ -18,6 +18,12 @@ namespace {
 
 int64_t NowMicros() { return absl::ToUnixMicros(absl::Now()); }
 
+// Whether two session records reference the same pages.
+bool SamePages(const SessionRecord& a, const SessionRecord& b) {
+  return a.kv_length() == b.kv_length() && a.page_hashes_size() == b.page_hashes_size() &&
+         std::equal(a.page_hashes().begin(), a.page_hashes().end(), b.page_hashes().begin());
+}
+
 }  // namespace
 
 SessionManager::SessionManager(const Model& model, PagePool* pool, SessionStore* store,
@@ -346,11 +352,14 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   if (after_restore_load_for_test_) after_restore_load_for_test_();
   {
     // The checkpoint is still there as the record is written (a
-    // DeleteCheckpoint waits), so the store holds every page the record
-    // references and the write adds the record alone, as ReserveRestore
-    // reserved. Deleted since the load: nothing is written.
-    absl::MutexLock restore_write(&checkpoint_restore_write_mu_);
-    if (!registry_.HasCheckpoint(checkpoint_id)) {
+    // DeleteCheckpoint waits; restores share the lock), so the store holds
+    // every page the record references and the write adds the record
+    // alone, as ReserveRestore reserved. Deleted since the load (or
+    // deleted and imported again, other pages under the same id): nothing
+    // is written.
+    absl::ReaderMutexLock restore_write(&checkpoint_restore_write_mu_);
+    absl::StatusOr<CheckpointRecord> now = registry_.GetCheckpoint(checkpoint_id);
+    if (!now.ok() || !SamePages(now->session(), checkpoint->session())) {
       return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
     }
     if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
@@ -409,7 +418,7 @@ absl::Status SessionManager::DeleteCheckpoint(const std::string& id) {
   // Out of the registry before its pages can go, so a Restore that finds
   // them gone also finds the checkpoint gone; and not while a restored
   // session's record is being written (RestoreCheckpoint).
-  absl::MutexLock restore_write(&checkpoint_restore_write_mu_);
+  absl::WriterMutexLock restore_write(&checkpoint_restore_write_mu_);
   absl::StatusOr<CheckpointRecord> record = registry_.GetCheckpoint(id);
   if (!record.ok()) return record.status();
   registry_.RemoveCheckpoint(id);

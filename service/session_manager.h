@@ -184,8 +184,8 @@ class SessionManager : public KvRoomMaker {
   // `deadline` for KV room, as Acquire) and its record written. The
   // record is written only while the checkpoint exists (DeleteCheckpoint
   // waits for the write), so the write adds the record and no page; a
-  // checkpoint deleted before that is NOT_FOUND "was deleted", nothing
-  // written.
+  // checkpoint deleted before that (even if listed again since, by an
+  // import under the same id) is NOT_FOUND "was deleted", nothing written.
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
       const std::string& checkpoint_id, const std::map<std::string, std::string>& labels,
       absl::Time deadline = absl::Now());
@@ -313,9 +313,10 @@ class SessionManager : public KvRoomMaker {
   int64_t longest_stored_session_tokens_ = 0;  // set by LoadFromStore
   SessionRegistry registry_;
   SessionPersistence persistence_;
-  // Held by DeleteCheckpoint, and by RestoreCheckpoint while it checks its
-  // checkpoint is there and writes the restored record: a record adding
-  // only references, so the wait is one small store write.
+  // Held by DeleteCheckpoint (as writer), and by RestoreCheckpoint (as
+  // reader) while it checks its checkpoint is there and writes the
+  // restored record: a delete waits for the restores' record writes
+  // (small: references only, but each synced) and they for it.
   absl::Mutex checkpoint_restore_write_mu_;
   std::function<void()> after_restore_load_for_test_;
 };

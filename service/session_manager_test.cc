@@ -420,6 +420,77 @@ TEST(SessionManager, ARestoreWhoseCheckpointIsDeletedDuringItsLoadIsNotFoundAndW
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ((*loaded)->kv->length(), 40);
   env.sessions().Release(*loaded);
+
+  // Deleted during the load and listed again under the same id with other
+  // pages (as an import of another stream would): not the checkpoint the
+  // restore loaded, so NOT_FOUND too, nothing written.
+  const std::string third = env.MakeSession(40, 200);
+  checkpoint = env.sessions().Snapshot(third, "c3", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  absl::StatusOr<CheckpointRecord> other = env.sessions().Snapshot(twin, "other", &written);
+  ASSERT_TRUE(other.ok()) << other.status();
+  const StoreStats before = env.store().Stats();
+  env.sessions().SetAfterRestoreLoadForTest([&] {
+    ASSERT_TRUE(env.sessions().DeleteCheckpoint(checkpoint->id()).ok());
+    CheckpointRecord same_id = *other;
+    same_id.set_id(checkpoint->id());
+    env.sessions().registry()->AddCheckpoint(same_id);
+  });
+  restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {});
+  env.sessions().SetAfterRestoreLoadForTest(nullptr);
+  ASSERT_TRUE(absl::IsNotFound(restored.status())) << restored.status();
+  EXPECT_EQ(env.store().Stats().sessions, before.sessions) << "no session written";
+  EXPECT_EQ(env.store().Stats().pages, before.pages) << "no page written back";
+}
+
+// A DeleteCheckpoint that comes while a Restore writes the restored
+// record waits for it (the checkpoint stays listed meanwhile), then leaves
+// the pages to the restored session.
+TEST(SessionManager, ADeleteCheckpointWaitsForARestoreWritingItsRecord) {
+  KVS_REQUIRE_SHARED_MODEL();
+  auto fs = std::make_shared<FaultInjectionFileSystem>(rocksdb::FileSystem::Default());
+  ServiceTestEnv env(/*max_pages=*/64, /*page_tokens=*/16, StoreOn(fs));
+  const std::string source = env.MakeSession(40);  // 3 pages
+  int64_t written = 0;
+  absl::StatusOr<CheckpointRecord> checkpoint = env.sessions().Snapshot(source, "c", &written);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ASSERT_TRUE(env.sessions().Delete(source).ok());
+
+  fs->HoldWrites();
+  absl::StatusOr<std::shared_ptr<Session>> restored;
+  absl::Status deleted = absl::UnknownError("not run");
+  absl::Notification delete_ended;
+  std::thread restore, remove;
+  auto end_threads = absl::MakeCleanup([&] {
+    fs->ReleaseWrites();
+    if (restore.joinable()) restore.join();
+    if (remove.joinable()) remove.join();
+  });
+  restore = std::thread([&] { restored = env.sessions().RestoreCheckpoint(checkpoint->id(), {}); });
+  for (const absl::Time end = absl::Now() + absl::Seconds(30); fs->held_writes() == 0 && absl::Now() < end;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_GT(fs->held_writes(), 0) << "the restore's write did not start";
+  remove = std::thread([&] {
+    deleted = env.sessions().DeleteCheckpoint(checkpoint->id());
+    delete_ended.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(delete_ended.HasBeenNotified());
+  EXPECT_TRUE(env.sessions().CheckpointOwnerOf(checkpoint->id()).ok()) << "removed while the restore wrote";
+  fs->ReleaseWrites();
+  restore.join();
+  remove.join();
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_TRUE(deleted.ok()) << deleted;
+  EXPECT_EQ(env.store().Stats().pages, 3) << "the restored session's";
+  EXPECT_EQ(env.store().Stats().checkpoints, 0);
+  const std::string twin = (*restored)->id;
+  env.Reopen();
+  absl::StatusOr<std::shared_ptr<Session>> loaded = env.sessions().Acquire(twin);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ((*loaded)->kv->length(), 40);
+  env.sessions().Release(*loaded);
 }
 
 // A restored checkpoint comes into the registry idle, stored and

@@ -171,7 +171,10 @@ class SessionRegistry {
   void ReleaseShared(Session& session);
   // For sessions made idle another way than Release (fork branches, set
   // idle under UnderLock): tells the page pool of each one MakeRoom could
-  // now evict, so callers waiting for KV room try again.
+  // now evict, so callers waiting for KV room try again. (A fork's
+  // branches share every page of their source, so evicting them frees
+  // room only together with the source, whose ReleaseShared wakes the
+  // waiters again.)
   void NoteIdle(std::span<const std::shared_ptr<Session>> sessions);
 
   // Sets or drops the session's resident KV (under the mutex, so readers
