@@ -313,20 +313,29 @@ void Use(const std::string& id, bool slides) {
 }
 
 // Keeps the number of sessions and checkpoints bounded (imports may
-// repeat an id, forks and snapshots add more), and acme below its quotas
-// most of the time, so its imports reach past them.
+// repeat an id, forks and snapshots add more): past kMaxLiveSessions, all
+// go. And keeps acme below its quotas most of the time, so its imports
+// reach past them: near one, acme's own go (other tenants' stay, so the
+// store keeps pages and records of several tenants at once).
 void Tidy() {
   kvs::SessionManager& sessions = *Server()->sessions;
-  const kvs::TenantUsageFigures acme = Server()->tenant_usage->Usage("acme");
+  const std::string acme_owner = "acme";
+  const kvs::TenantUsageFigures acme = Server()->tenant_usage->Usage(acme_owner);
   const bool acme_near_a_quota = acme.sessions >= 10 || acme.checkpoints >= 5 || acme.store_bytes >= 48 * 1024;
+  const std::string* whose = nullptr;  // everyone's
+  if (sessions.session_count() <= kMaxLiveSessions && acme_near_a_quota) whose = &acme_owner;
   if (sessions.session_count() > kMaxLiveSessions || acme_near_a_quota) {
-    for (const kvs::SessionInfo& info : sessions.List("", 10000)) {
+    for (const kvs::SessionInfo& info : sessions.List("", 10000, whose)) {
       (void)sessions.Delete(info.id, absl::Now() + absl::Seconds(5));
     }
   }
-  const std::vector<kvs::CheckpointRecord> checkpoints = sessions.ListCheckpoints("", "", 10000);
-  if (checkpoints.size() > kMaxLiveSessions || acme_near_a_quota) {
-    for (const kvs::CheckpointRecord& c : checkpoints) (void)sessions.DeleteCheckpoint(c.id());
+  const std::vector<kvs::CheckpointRecord> all_checkpoints = sessions.ListCheckpoints("", "", 10000);
+  if (all_checkpoints.size() > kMaxLiveSessions) {
+    for (const kvs::CheckpointRecord& c : all_checkpoints) (void)sessions.DeleteCheckpoint(c.id());
+  } else if (acme_near_a_quota) {
+    for (const kvs::CheckpointRecord& c : sessions.ListCheckpoints("", "", 10000, &acme_owner)) {
+      (void)sessions.DeleteCheckpoint(c.id());
+    }
   }
 }
 
