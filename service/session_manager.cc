@@ -338,12 +338,18 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   if (!s->foreign.ok()) return s->foreign;
   // Load the KV now: a restore that cannot read its pages fails here. The
   // session is not registered yet, so nobody else can see it.
+  // Whether the checkpoint loaded is still the one listed under its id.
+  const auto still_listed = [&] {
+    absl::StatusOr<CheckpointRecord> now = registry_.GetCheckpoint(checkpoint_id);
+    return now.ok() && SamePages(now->session(), checkpoint->session());
+  };
+  const auto deleted = [&] {
+    return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
+  };
   absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(*s, deadline);
   if (!kv.ok()) {
     // A DeleteCheckpoint may have dropped the pages meanwhile.
-    if (!registry_.HasCheckpoint(checkpoint_id)) {
-      return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
-    }
+    if (!still_listed()) return deleted();
     return kv.status();
   }
   s->kv.emplace(*std::move(kv));
@@ -358,10 +364,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
     // deleted and imported again, other pages under the same id): nothing
     // is written.
     absl::ReaderMutexLock restore_write(&checkpoint_restore_write_mu_);
-    absl::StatusOr<CheckpointRecord> now = registry_.GetCheckpoint(checkpoint_id);
-    if (!now.ok() || !SamePages(now->session(), checkpoint->session())) {
-      return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
-    }
+    if (!still_listed()) return deleted();
     if (absl::Status st = persistence_.Write(record, *s); !st.ok()) return st;
   }
   // As written (version 1): the size the store and a restart see. Not in

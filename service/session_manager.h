@@ -185,7 +185,8 @@ class SessionManager : public KvRoomMaker {
   // record is written only while the checkpoint exists (DeleteCheckpoint
   // waits for the write), so the write adds the record and no page; a
   // checkpoint deleted before that (even if listed again since, by an
-  // import under the same id) is NOT_FOUND "was deleted", nothing written.
+  // import under the same id, with other pages) is NOT_FOUND "was
+  // deleted", nothing written.
   absl::StatusOr<std::shared_ptr<Session>> RestoreCheckpoint(
       const std::string& checkpoint_id, const std::map<std::string, std::string>& labels,
       absl::Time deadline = absl::Now());

@@ -456,7 +456,9 @@ TEST(SessionManager, ADeleteCheckpointWaitsForARestoreWritingItsRecord) {
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   ASSERT_TRUE(env.sessions().Delete(source).ok());
 
-  fs->HoldWrites();
+  // Writes are held from the end of the restore's load (so the first
+  // held write is its record's).
+  env.sessions().SetAfterRestoreLoadForTest([&] { fs->HoldWrites(); });
   absl::StatusOr<std::shared_ptr<Session>> restored;
   absl::Status deleted = absl::UnknownError("not run");
   absl::Notification delete_ended;
@@ -481,6 +483,7 @@ TEST(SessionManager, ADeleteCheckpointWaitsForARestoreWritingItsRecord) {
   fs->ReleaseWrites();
   restore.join();
   remove.join();
+  env.sessions().SetAfterRestoreLoadForTest(nullptr);
   ASSERT_TRUE(restored.ok()) << restored.status();
   EXPECT_TRUE(deleted.ok()) << deleted;
   EXPECT_EQ(env.store().Stats().pages, 3) << "the restored session's";
