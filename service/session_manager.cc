@@ -336,8 +336,6 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   }
   std::shared_ptr<Session> s = SessionFromRecord(record, context_);
   if (!s->foreign.ok()) return s->foreign;
-  // Load the KV now: a restore that cannot read its pages fails here. The
-  // session is not registered yet, so nobody else can see it.
   // Whether the checkpoint loaded is still the one listed under its id.
   const auto still_listed = [&] {
     absl::StatusOr<CheckpointRecord> now = registry_.GetCheckpoint(checkpoint_id);
@@ -346,6 +344,8 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::RestoreCheckpoint(
   const auto deleted = [&] {
     return absl::NotFoundError(absl::StrCat("checkpoint '", checkpoint_id, "' was deleted"));
   };
+  // Load the KV now: a restore that cannot read its pages fails here. The
+  // session is not registered yet, so nobody else can see it.
   absl::StatusOr<KvSequence> kv = LoadKvWaitingForRoom(*s, deadline);
   if (!kv.ok()) {
     // A DeleteCheckpoint may have dropped the pages meanwhile.
