@@ -19,17 +19,22 @@
 //   small_          the items, a plain heap, until more than
 //                   kBucketAfter wait at once (a short piece never gets
 //                   further); then all move to buckets for good
-//   buckets_        one per key seen in this piece: `fifo` and its `head`
-//                   (the next to pop), `late` (the heap)
+//   buckets_        one per key seen in this piece: `fifo` (a queue of
+//                   fifos_), `late` (the heap)
+//   fifos_          the FIFOs' items, in blocks that a drained FIFO gives
+//                   back for any other to reuse (model/block_fifos.h)
 //   bucket_of_key_  key -> index into buckets_
 //   keys_           min-heap of the keys whose bucket is not empty
 //
 // Item: any struct with `int32_t key` and `int32_t left` members.
-// Cost: a push is a hash lookup plus a vector append (a heap push if out
+// Cost: a push is a hash lookup plus a FIFO append (a heap push if out
 // of order, and a key-heap push when its bucket was empty); a pop from a
-// FIFO is O(1), plus a key-heap pop when the bucket empties. Memory: a
-// FIFO keeps its popped items until it drains, so O(pushes), as the heap
-// it replaces. Not thread-safe (one per piece).
+// FIFO is O(1), plus a key-heap pop when the bucket empties. Memory: the
+// items waiting, in blocks, so a run's later rounds refill the blocks its
+// earlier rounds emptied (a vector per FIFO instead grew to every item
+// ever pushed: tens of MiB for a megabyte of spaces, copied on each
+// growth and faulted in afresh by every call). Not thread-safe (one per
+// piece).
 #ifndef KVSESSION_MODEL_MERGE_QUEUE_H_
 #define KVSESSION_MODEL_MERGE_QUEUE_H_
 
@@ -40,6 +45,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "model/block_fifos.h"
 
 namespace kvs {
 
@@ -75,12 +81,13 @@ class MergeQueue {
     const int32_t key = keys_.front();
     Bucket& b = buckets_[static_cast<size_t>(bucket_of_key_.find(key)->second)];
     Item item;
-    if (!b.late.empty() && (b.head == b.fifo.size() || b.late.front().left < b.fifo[b.head].left)) {
+    if (!b.late.empty() && (BlockFifos<Item>::empty(b.fifo) || b.late.front().left < fifos_.front(b.fifo).left)) {
       std::pop_heap(b.late.begin(), b.late.end(), RightOf);
       item = b.late.back();
       b.late.pop_back();
     } else {
-      item = b.fifo[b.head++];
+      item = fifos_.front(b.fifo);
+      fifos_.pop_front(b.fifo);
     }
     if (b.empty()) {
       std::pop_heap(keys_.begin(), keys_.end(), std::greater<int32_t>());
@@ -91,10 +98,9 @@ class MergeQueue {
 
  private:
   struct Bucket {
-    std::vector<Item> fifo;  // in position order
-    size_t head = 0;         // fifo items before it were popped
-    std::vector<Item> late;  // a heap on left: pushed out of position order
-    bool empty() const { return head == fifo.size() && late.empty(); }
+    typename BlockFifos<Item>::Fifo fifo;  // in position order
+    std::vector<Item> late;                 // a heap on left: pushed out of position order
+    bool empty() const { return BlockFifos<Item>::empty(fifo) && late.empty(); }
   };
   // Heap order "a below b": the least (key, left) on top.
   struct WorseOrder {
@@ -126,21 +132,18 @@ class MergeQueue {
       keys_.push_back(item.key);
       std::push_heap(keys_.begin(), keys_.end(), std::greater<int32_t>());
     }
-    if (b.head == b.fifo.size()) {
-      b.fifo.clear();
-      b.head = 0;
-    }
-    if (b.head < b.fifo.size() && item.left < b.fifo.back().left) {
+    if (!BlockFifos<Item>::empty(b.fifo) && item.left < fifos_.back(b.fifo).left) {
       b.late.push_back(item);
       std::push_heap(b.late.begin(), b.late.end(), RightOf);
     } else {
-      b.fifo.push_back(item);
+      fifos_.push_back(b.fifo, item);
     }
   }
 
   bool bucketed_ = false;
   std::vector<Item> small_;  // before bucketed_: a heap on (key, left)
   std::vector<Bucket> buckets_;
+  BlockFifos<Item> fifos_;
   absl::flat_hash_map<int32_t, int32_t> bucket_of_key_;
   std::vector<int32_t> keys_;
 };

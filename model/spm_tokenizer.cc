@@ -179,6 +179,9 @@ std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_sp
 void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* out,
                                  uint64_t* merge_lookups) const {
   std::vector<Symbol> symbols;
+  // At most one symbol per byte: a megabyte of text is not copied as the
+  // vector grows (and the memory past the last symbol is never touched).
+  symbols.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
     const size_t size =
         std::min(utf8::LeadByteLength(static_cast<uint8_t>(text[pos])), text.size() - pos);

@@ -22,7 +22,7 @@ target_link_libraries(kvs_tokenizer
   PRIVATE absl::strings absl::str_format PkgConfig::PCRE2 PkgConfig::ICU_UC)
 
 kvs_test(tokenizer_test SOURCES tokenizer_test.cc hf_parity_test.cc unicode_classes_test.cc
-  pretokenizer_work_test.cc merge_queue_test.cc LIBS kvs_tokenizer kvs_gguf absl::strings)
+  pretokenizer_work_test.cc merge_queue_test.cc block_fifos_test.cc LIBS kvs_tokenizer kvs_gguf absl::strings)
 
 # Chat templates: families recognised from `tokenizer.chat_template`,
 # rendered to text and token ids.
