@@ -180,6 +180,39 @@ TEST_F(SessionStoreFaultTest, ADeleteAfterAPutWhoseSyncFailedDeletesWhatThatPutL
   ExpectReadable(a);
 }
 
+// A write whose sync failed leaves RocksDB unable to resume, so the next
+// mutation reopens the store. A reopen that cannot read the store's files
+// fails that mutation and leaves reads UNAVAILABLE; the mutation after it
+// reopens again, and the store then holds what was acknowledged.
+TEST_F(SessionStoreFaultTest, AReopenThatCannotReadTheStoreFailsUntilAMutationReopensIt) {
+  const SessionRecord a = Session("a", 12, 100);
+  ASSERT_TRUE(Put(a).ok());
+  Open(fs_);  // a restart: `a` now lives in table files, which a reopen reads
+  const StoreStats before = store_->Stats();
+
+  fs_->FailWrites(Fault::kSyncError);
+  ASSERT_FALSE(Put(Session("x", 12, 100)).ok()) << "the sync was to fail";
+  fs_->Heal();
+  fs_->FailReadsOf(".sst");
+  const SessionRecord b = Session("b", 10, 500);
+  const absl::Status refused = Put(b);
+  EXPECT_TRUE(absl::IsInternal(refused) || absl::IsUnavailable(refused)) << refused;
+  EXPECT_TRUE(absl::IsUnavailable(store_->GetSession("a").status()));
+  EXPECT_TRUE(absl::IsUnavailable(store_->GetSession("b").status()));
+  ExpectSameStats(store_->Stats(), before);
+
+  fs_->FailReadsOf("");
+  const absl::Status put = Put(b);
+  ASSERT_TRUE(put.ok()) << put;
+  ExpectReadable(a);
+  ExpectReadable(b);
+  EXPECT_EQ(store_->Stats().pages, before.pages + b.page_hashes_size());
+
+  Open(fs_);  // and after a restart
+  ExpectReadable(a);
+  ExpectReadable(b);
+}
+
 // The fault of the test below: a disk that fills up after 64 KiB more, or
 // one that starts failing every write at step 30.
 class SessionStoreFaultSequenceTest : public SessionStoreFaultTest,
