@@ -1,12 +1,15 @@
 // BlockFifos: many FIFO queues of one item type that share one pool of
-// fixed-size blocks. A queue is a `Fifo` handle (four integers, no
-// allocation until its first push); its items live in a chain of blocks
-// of kBlockItems each. A block that its queue has popped empty goes back
-// to the pool's free list, and the next push of any queue that needs a
-// block takes it from there. So the memory held is the items waiting
-// (rounded up to blocks), not every item ever pushed, and no queue is
-// ever copied as it grows: what MergeQueue needs when a megabyte of one
-// symbol drains one key's queue while it fills the next key's.
+// fixed-size blocks. A queue is a `Fifo` handle (two block pointers and
+// two indices; no allocation until its first push); its items live in a
+// chain of blocks of kItemsPerBlock each. A block that its queue has
+// popped empty goes back to the pool's free list, and the next push of
+// any queue that needs a block takes it from there. So the pool holds the
+// most blocks in use at one time (at least one per non-empty queue, and
+// the items waiting rounded up to blocks), not every item ever pushed,
+// and no queue is ever copied as it grows: what MergeQueue needs when a
+// megabyte of one symbol drains one key's queue while it fills the next
+// key's. Blocks are small (8 items) because a long piece may hold many
+// short queues at once, one per key.
 //
 //   blocks_  every block the pool has allocated (owned; never freed
 //            before the pool is destroyed)
@@ -14,31 +17,55 @@
 //   Fifo     first/last: the chain's blocks (null: empty queue); head:
 //            the next item to pop in `first`; tail: the items in `last`
 //
-// Requires: Item is trivially copyable. front/back/pop_front require a
-// non-empty queue. A Fifo must only be used with the pool that filled it,
-// and is left empty when its last item is popped. Not thread-safe.
+// Ownership: the pool owns every block; a Fifo only points into it, must
+// only be used with the pool that filled it, and must not outlive it.
+// Fifo is move-only (a copy popped on its own would free blocks the other
+// still uses); a moved-from Fifo is empty. A non-empty Fifo that is
+// dropped keeps its blocks until the pool is destroyed.
+// Requires: Item is trivially copyable and default-constructible.
+// front/back/pop_front require a non-empty queue; a queue is empty again
+// once its last item is popped. Not thread-safe.
 #ifndef KVSESSION_MODEL_BLOCK_FIFOS_H_
 #define KVSESSION_MODEL_BLOCK_FIFOS_H_
 
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace kvs {
 
-template <class Item, int32_t kBlockItems = 32>
+template <class Item, int32_t kBlockItems = 8>
 class BlockFifos {
   static_assert(std::is_trivially_copyable_v<Item>);
+  static_assert(std::is_default_constructible_v<Item>);
   static_assert(kBlockItems > 0);
   struct Block;
 
  public:
-  struct Fifo {
-    Block* first = nullptr;
+  static constexpr int32_t kItemsPerBlock = kBlockItems;
+
+  class Fifo {
+   public:
+    Fifo() = default;
+    Fifo(Fifo&& other) noexcept { *this = std::move(other); }
+    Fifo& operator=(Fifo&& other) noexcept {
+      first = std::exchange(other.first, nullptr);
+      last = std::exchange(other.last, nullptr);
+      head = std::exchange(other.head, 0);
+      tail = std::exchange(other.tail, 0);
+      return *this;
+    }
+    Fifo(const Fifo&) = delete;
+    Fifo& operator=(const Fifo&) = delete;
+
+   private:
+    friend class BlockFifos;
+    Block* first = nullptr;  // null: the queue is empty
     Block* last = nullptr;
-    int32_t head = 0;
-    int32_t tail = 0;
+    int32_t head = 0;  // the next item to pop, in `first`
+    int32_t tail = 0;  // the items in `last`
   };
 
   static bool empty(const Fifo& fifo) { return fifo.first == nullptr; }
@@ -65,7 +92,7 @@ class BlockFifos {
     if (fifo.first == fifo.last) {
       if (fifo.head == fifo.tail) {  // the last item: the queue is empty
         free_.push_back(fifo.first);
-        fifo = Fifo{};
+        fifo = Fifo();
       }
     } else if (fifo.head == kBlockItems) {  // the first block is done
       Block* next = fifo.first->next;

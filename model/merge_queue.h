@@ -30,7 +30,8 @@
 // Cost: a push is a hash lookup plus a FIFO append (a heap push if out
 // of order, and a key-heap push when its bucket was empty); a pop from a
 // FIFO is O(1), plus a key-heap pop when the bucket empties. Memory: the
-// items waiting, in blocks, so a run's later rounds refill the blocks its
+// most FIFO blocks in use at once (the items waiting, rounded up to
+// blocks of 8 per key), so a run's later rounds refill the blocks its
 // earlier rounds emptied (a vector per FIFO instead grew to every item
 // ever pushed: tens of MiB for a megabyte of spaces, copied on each
 // growth and faulted in afresh by every call). Not thread-safe (one per
@@ -69,6 +70,10 @@ class MergeQueue {
     }
     PushToBucket(item);
   }
+
+  // Blocks the FIFOs have allocated so far: what the buckets held at
+  // most at one time (for tests).
+  size_t fifo_blocks_allocated() const { return fifos_.blocks_allocated(); }
 
   // The least (key, left). Requires !empty().
   Item Pop() {

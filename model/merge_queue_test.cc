@@ -148,5 +148,29 @@ TEST(MergeQueue, IsEmptyOnlyWhenEveryPushedItemWasPopped) {
   EXPECT_TRUE(q.empty());
 }
 
+// Rounds of a run, as the merge loops make them: each pop of one key's
+// round queues a candidate of the next key for every other position. The
+// FIFO blocks held stay near the largest round (the first), not the sum
+// of all rounds (about twice that), because each round reuses the blocks
+// the last one emptied.
+TEST(MergeQueue, ARunsRoundsReuseTheBlocksOfTheRoundsBeforeThem) {
+  constexpr int32_t kRun = 20'000;
+  MergeQueue<Item> queue;
+  int32_t pushes = 0;
+  for (int32_t left = 0; left < kRun; ++left) {
+    queue.Push({0, left, pushes++});
+  }
+  while (!queue.empty()) {
+    const Item item = queue.Pop();
+    // Round r holds the positions that are multiples of 2^r.
+    const int32_t next = item.key + 1;
+    if (next < 14 && item.left % (1 << next) == 0) queue.Push({next, item.left, pushes++});
+  }
+  EXPECT_GT(pushes, kRun * 19 / 10);
+  const size_t first_round_blocks = kRun / BlockFifos<Item>::kItemsPerBlock;
+  EXPECT_LE(queue.fifo_blocks_allocated(), first_round_blocks + 2)
+      << "the later rounds did not reuse the first round's blocks (" << pushes << " pushes)";
+}
+
 }  // namespace
 }  // namespace kvs

@@ -178,10 +178,12 @@ std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_sp
 
 void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* out,
                                  uint64_t* merge_lookups) const {
+  // One symbol per character (exactly so for valid UTF-8: the bytes that
+  // are not continuation bytes), reserved so that a megabyte of text is
+  // not copied as the vector grows.
   std::vector<Symbol> symbols;
-  // At most one symbol per byte: a megabyte of text is not copied as the
-  // vector grows (and the memory past the last symbol is never touched).
-  symbols.reserve(text.size());
+  symbols.reserve(static_cast<size_t>(std::count_if(
+      text.begin(), text.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; })));
   for (size_t pos = 0; pos < text.size();) {
     const size_t size =
         std::min(utf8::LeadByteLength(static_cast<uint8_t>(text[pos])), text.size() - pos);
