@@ -183,8 +183,9 @@ TEST_F(SessionStoreFaultTest, ADeleteAfterAPutWhoseSyncFailedDeletesWhatThatPutL
 // A write whose sync failed leaves RocksDB unable to resume, so the next
 // mutation reopens the store. A reopen that cannot read the store's files
 // fails that mutation and leaves reads UNAVAILABLE; the mutation after it
-// reopens again, and the store then holds what was acknowledged (and `x`,
-// whose log record reached the file: the caveat of every log-based store).
+// reopens again, and the store then holds what was acknowledged (and may
+// hold `x`, whose log record reached the file: the caveat of every
+// log-based store).
 TEST_F(SessionStoreFaultTest, AReopenThatCannotReadTheStoreFailsUntilAMutationReopensIt) {
   const SessionRecord a = Session("a", 12, 100);
   ASSERT_TRUE(Put(a).ok());
