@@ -105,34 +105,53 @@ inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint
 
 // Weight tile slices outermost and activation rows innermost, so the J
 // rows' VPDPBUSD chains interleave (one chain is bound by the instruction's
-// latency); a single row splits its block into two chains. Activation row
-// j is at x + j * x_stride (quants; its F32 scales at + scales_offset),
-// its block corrections at corr + j * kMaxBlocks: one base pointer each,
-// so the rows' addresses need no registers of their own (with a pointer
-// per row, GCC kept some in vector registers and moved them back for
-// every block). Block b asks for the lines [ahead + b * ahead_step, ahead
-// + (b + 1) * ahead_step) (ahead_step 0: none), into L1 or, with kToL2,
-// into L2 only.
+// latency); a single row of a single group splits its block into two
+// chains. The tile covers G consecutive groups (1 or 2, group_bytes
+// apart) with the same activation rows:
+// - G = 1: each product's slice is VPDPBUSD's embedded broadcast
+//   (DotSlice).
+// - G = 2: each slice is broadcast once into a register that both
+//   groups' products use, so the tile has 2 x J chains. On Zen 5 the
+//   embedded broadcasts held a 4-row tile to one VPDPBUSD a cycle
+//   (its 4 chains of 8 latency-4 products a block), and 2 x 4 chains
+//   with shared broadcasts ran 1.7x that (docs/performance.md, "Two
+//   groups a tile").
+// Each group's sums and F32 steps are the G = 1 ones, so the bits do not
+// depend on G.
+// Activation row j is at x + j * x_stride (quants; its F32 scales at +
+// scales_offset), its block corrections at corr + j * kMaxBlocks: one base
+// pointer each, so the rows' addresses need no registers of their own
+// (with a pointer per row, GCC kept some in vector registers and moved
+// them back for every block). Block b asks for the lines [ahead + b *
+// ahead_step, ahead + (b + 1) * ahead_step) (ahead_step 0: none), into L1
+// or, with kToL2, into L2 only.
 // Inlined: out of line (as 7e202da had it) prefill's 512-row GEMM ran
 // 1.10x slower (gemm_packed nx512/3072x1024).
-template <int J, bool kToL2>
-inline void GroupTile(const uint8_t* group, int64_t nb, const uint8_t* x, size_t x_stride, size_t scales_offset,
-                      const int32_t* corr, const uint8_t* ahead, size_t ahead_step, __m512 (&acc)[J]) {
-  constexpr int kChains = J == 1 ? 2 : 1;
-  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
-  const uint8_t* quants = group + ScalesBytes(nb);
+template <int G, int J, bool kToL2>
+inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, const uint8_t* x, size_t x_stride,
+                      size_t scales_offset, const int32_t* corr, const uint8_t* ahead, size_t ahead_step,
+                      __m512 (&acc)[G][J]) {
+  static_assert(G == 1 || G == 2);
+  constexpr int kChains = G == 1 && J == 1 ? 2 : 1;
+  const size_t quants_offset = ScalesBytes(nb);
   const float* dx = reinterpret_cast<const float*>(x + scales_offset);
   const size_t dx_stride = x_stride / sizeof(float);  // x_stride % 4 == 0 (MatmulAvx512)
+#pragma GCC unroll 2
+  for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 4
-  for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
+    for (int j = 0; j < J; ++j) acc[g][j] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i p[J][kChains];
+    __m512i p[G][J][kChains];
 #pragma GCC unroll 4
     for (int j = 0; j < J; ++j) {
-      p[j][0] = _mm512_set1_epi32(corr[j * kMaxBlocks + b]);
-      if constexpr (kChains == 2) p[j][1] = _mm512_setzero_si512();
+      const __m512i c = _mm512_set1_epi32(corr[j * kMaxBlocks + b]);
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) {
+        p[g][j][0] = c;
+        if constexpr (kChains == 2) p[g][j][1] = _mm512_setzero_si512();
+      }
     }
-    const uint8_t* wq = quants + b * 512;
     for (size_t line = 0; line < ahead_step; line += 64) {
       const char* at = reinterpret_cast<const char*>(ahead + b * ahead_step + line);
       if constexpr (kToL2) {
@@ -143,35 +162,57 @@ inline void GroupTile(const uint8_t* group, int64_t nb, const uint8_t* x, size_t
     }
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
-      const __m512i w = _mm512_loadu_si512(wq + kk * 64);
+      __m512i w[G];
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(group + g * group_bytes + quants_offset + b * 512 + kk * 64);
 #pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) DotSlice(p[j][kk % kChains], w, x + j * x_stride + 32 * b + 4 * kk);
+      for (int j = 0; j < J; ++j) {
+        const uint8_t* slice = x + j * x_stride + 32 * b + 4 * kk;
+        if constexpr (G == 1) {
+          DotSlice(p[0][j][kk % kChains], w[0], slice);
+        } else {
+          const __m512i s = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(slice));
+          p[0][j][0] = _mm512_dpbusd_epi32(p[0][j][0], w[0], s);
+          p[1][j][0] = _mm512_dpbusd_epi32(p[1][j][0], w[1], s);
+        }
+      }
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) {
+      const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + g * group_bytes);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
 #pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) {
-      __m512i isum = p[j][0];
-      if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, p[j][1]);
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(dx[j * dx_stride + b])),
-                               acc[j]);
+      for (int j = 0; j < J; ++j) {
+        __m512i isum = p[g][j][0];
+        if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, p[g][j][1]);
+        acc[g][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                    _mm512_mul_ps(dw, _mm512_set1_ps(dx[j * dx_stride + b])), acc[g][j]);
+      }
     }
   }
 }
 
-// GroupTile<t> for a run-time t in [1, kXTile].
-template <int J = kXTile>
-void Dispatch(int t, const uint8_t* group, int64_t nb, const uint8_t* x, size_t x_stride, size_t scales_offset,
-              const int32_t* corr, const uint8_t* ahead, size_t ahead_step, bool to_l2, __m512* acc) {
+// GroupTile<G, t> for a run-time t in [1, kXTile]: acc[g][j] for the tile's
+// G groups and t rows.
+template <int G, int J = kXTile>
+void Dispatch(int t, const uint8_t* group, size_t group_bytes, int64_t nb, const uint8_t* x, size_t x_stride,
+              size_t scales_offset, const int32_t* corr, const uint8_t* ahead, size_t ahead_step, bool to_l2,
+              __m512 (&acc)[2][kXTile]) {
   if constexpr (J > 1) {
-    if (t < J) return Dispatch<J - 1>(t, group, nb, x, x_stride, scales_offset, corr, ahead, ahead_step, to_l2, acc);
+    if (t < J) {
+      return Dispatch<G, J - 1>(t, group, group_bytes, nb, x, x_stride, scales_offset, corr, ahead, ahead_step,
+                                to_l2, acc);
+    }
   }
-  __m512 a[J];
+  __m512 a[G][J];
   if (to_l2) {
-    GroupTile<J, true>(group, nb, x, x_stride, scales_offset, corr, ahead, ahead_step, a);
+    GroupTile<G, J, true>(group, group_bytes, nb, x, x_stride, scales_offset, corr, ahead, ahead_step, a);
   } else {
-    GroupTile<J, false>(group, nb, x, x_stride, scales_offset, corr, ahead, ahead_step, a);
+    GroupTile<G, J, false>(group, group_bytes, nb, x, x_stride, scales_offset, corr, ahead, ahead_step, a);
   }
-  for (int j = 0; j < J; ++j) acc[j] = a[j];
+  for (int g = 0; g < G; ++g) {
+    for (int j = 0; j < J; ++j) acc[g][j] = a[g][j];
+  }
 }
 
 // A one-pass call (5 to kXChunk rows) that starts a thread's run asks for
@@ -202,12 +243,12 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
     for (int j = 0; j < chunk; ++j) {
       BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_row_bytes), nb, corr[j]);
     }
-    for (int64_t g = r0 / 16; g * 16 < r1; ++g) {
+    const int64_t g_last = (r1 + 15) / 16;  // one past the range's last group
+    for (int64_t g = r0 / 16; g < g_last;) {
+      // Two groups a tile (GroupTile) for two or more rows while two are
+      // left; a single row (decode) takes one at a time.
+      const int n_groups = chunk >= 2 && g + 1 < g_last ? 2 : 1;
       const uint8_t* group = packed + g * group_bytes;
-      // Lanes of this group inside [r0, r1).
-      const int64_t lo = r0 > 16 * g ? r0 - 16 * g : 0;
-      const int64_t hi = r1 < 16 * g + 16 ? r1 - 16 * g : 16;
-      const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
       // A many-row chunk's tiles share out the asking for the lines of the
       // group kGroupsAhead on, a slice per block, so memory is read while
       // every tile computes: one tile asking for all of it left memory
@@ -232,26 +273,41 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // 192 rows after another on one thread took 1.4x the time of one
       // call over both without it, 1.1x with it). Prefill's passes never
       // ask past their range: their first chunk alone reads from memory.
+      // A tile of two groups asks for two groups' lines, so the asking
+      // keeps kGroupsAhead groups ahead of the groups being computed.
       const int tiles = (chunk + kXTile - 1) / kXTile;
       const bool one_pass = tiles > 1 && nx <= kXChunk;
       const int64_t groups_ahead = tiles > 1 ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
       const bool first_group = g == r0 / 16;
-      const int64_t ask_from = one_pass && first_group ? g + 1 : g + groups_ahead;
-      int64_t ask_groups = one_pass && first_group ? groups_ahead : 1;
+      const int64_t ask_from = one_pass && first_group ? g + n_groups : g + groups_ahead;
+      int64_t ask_groups = one_pass && first_group ? groups_ahead : n_groups;
       const int64_t g_end = ((one_pass || nx == 1) && ask_end > r1 ? ask_end + 15 : r1 + 15) / 16;
       if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
       const bool ask = groups_ahead > 0 && ask_groups > 0;
       const size_t ahead_step = ask ? (ask_groups * group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
       for (int jt = 0; jt < chunk; jt += kXTile) {
         const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
-        __m512 acc[kXTile];
+        __m512 acc[2][kXTile];
         const uint8_t* ahead = ask ? packed + ask_from * group_bytes + (jt / kXTile) * nb * ahead_step : group;
-        Dispatch(t, group, nb, x + jt * x_row_bytes, x_row_bytes, scales_offset, corr[jt], ahead, ahead_step,
-                 /*to_l2=*/one_pass, acc);
-        for (int j = 0; j < t; ++j) {
-          _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + 16 * g, mask, acc[j]);
+        if (n_groups == 2) {
+          Dispatch<2>(t, group, group_bytes, nb, x + jt * x_row_bytes, x_row_bytes, scales_offset, corr[jt], ahead,
+                      ahead_step, /*to_l2=*/one_pass, acc);
+        } else {
+          Dispatch<1>(t, group, group_bytes, nb, x + jt * x_row_bytes, x_row_bytes, scales_offset, corr[jt], ahead,
+                      ahead_step, /*to_l2=*/one_pass, acc);
+        }
+        for (int gi = 0; gi < n_groups; ++gi) {
+          // Lanes of group g + gi inside [r0, r1).
+          const int64_t g16 = 16 * (g + gi);
+          const int64_t lo = r0 > g16 ? r0 - g16 : 0;
+          const int64_t hi = r1 < g16 + 16 ? r1 - g16 : 16;
+          const __mmask16 mask = static_cast<__mmask16>(((1u << hi) - 1) & ~((1u << lo) - 1));
+          for (int j = 0; j < t; ++j) {
+            _mm512_mask_storeu_ps(y + static_cast<int64_t>(j0 + jt + j) * y_stride + g16, mask, acc[gi][j]);
+          }
         }
       }
+      g += n_groups;
     }
   }
 }

@@ -86,19 +86,27 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
       QuantizeActivations(GgmlType::kQ8_0, cols, x.data(), nx, cols, xq.data());
       const size_t scales_offset = cols;
 
-      std::vector<float> ref(nx * rows), fast(nx * rows, std::nanf("")), alone(nx * rows);
+      std::vector<float> ref(nx * rows), fast(nx * rows, std::nanf("")), alone(nx * rows), whole(nx * rows);
       MatmulPackedQ8_0Scalar(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, scales_offset, nx,
                              ref.data(), rows);
-      // Split ranges that cut groups (3 .. 37), each told the next follows
-      // (ask_end, past the matrix's end for the last), and the dispatching
-      // entry point (AMX for nx >= 16 where available).
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, 3, xq.data(), xb, scales_offset, nx, fast.data(), rows, 37);
+      // Split ranges that cut groups, each told the next follows (ask_end,
+      // past the matrix's end for the last), and the dispatching entry
+      // point (AMX for nx >= 16 where available). The AVX-512 kernel takes
+      // two groups a tile while two are left: [3, 29) is such a pair cut at
+      // both ends, [29, 37) a pair cut at its start, [37, 45) a lone group
+      // cut at its start, and the whole range a pair and a lone group.
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, 3, xq.data(), xb, scales_offset, nx, fast.data(), rows, 29);
       for (int j = 0; j < nx; ++j) {  // ask_end asks; it writes nothing past r1
         for (int64_t r = 3; r < rows; ++r) ASSERT_TRUE(std::isnan(fast[j * rows + r])) << "row " << r;
       }
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows, rows);
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 29, xq.data(), xb, scales_offset, nx, fast.data(), rows, 37);
+      for (int j = 0; j < nx; ++j) {  // a pair writes nothing past r1 either
+        for (int64_t r = 29; r < rows; ++r) ASSERT_TRUE(std::isnan(fast[j * rows + r])) << "row " << r;
+      }
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 29, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows, rows);
       MatmulPackedQ8_0(p.packed.data(), rows, cols, 37, rows, xq.data(), xb, scales_offset, nx, fast.data(), rows,
                        rows + 100);
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, scales_offset, nx, whole.data(), rows, 0);
       for (int j = 0; j < nx; ++j) {  // every row alone (GEMV)
         MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, rows, xq.data() + j * xb, xb, scales_offset, 1,
                          alone.data() + j * rows, 0);
@@ -110,6 +118,7 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
           const size_t i = j * rows + r;
           ASSERT_TRUE(SameBits(fast[i], ref[i])) << "cols " << cols << " nx " << nx << " row " << r << " x " << j;
           ASSERT_TRUE(SameBits(alone[i], ref[i])) << "cols " << cols << " nx " << nx;
+          ASSERT_TRUE(SameBits(whole[i], ref[i])) << "cols " << cols << " nx " << nx << " row " << r << " x " << j;
           DequantizeRow(GgmlType::kQ8_0, p.rows.data() + r * RowBytes(GgmlType::kQ8_0, cols), wrow.data(), cols);
           double want = 0, mag = 0;
           for (int64_t k = 0; k < cols; ++k) {
