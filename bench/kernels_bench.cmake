@@ -3,6 +3,8 @@
 # (kernels_bench.cc); picking tokens from the logits (top_logits_bench.cc).
 # kvs-bench-probes: inner loops of arithmetic contracts the kernels do not
 # use, priced against the ones they do (contract_probes.cc).
+# kvs-bench-vnni-tiles: VPDPBUSD's rate in the packed GEMM's tile shapes
+# (vnni_tile_probe.cc).
 # Included from bench/CMakeLists.txt.
 add_executable(kvs-bench-kernels ${CMAKE_CURRENT_LIST_DIR}/kernels_bench.cc
     ${CMAKE_CURRENT_LIST_DIR}/top_logits_bench.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
@@ -10,4 +12,7 @@ target_link_libraries(kvs-bench-kernels PRIVATE kvs_kernels kvs_model benchmark:
 add_executable(kvs-bench-probes ${CMAKE_CURRENT_LIST_DIR}/contract_probes.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
 target_link_libraries(kvs-bench-probes PRIVATE benchmark::benchmark)
 target_include_directories(kvs-bench-probes PRIVATE ${CMAKE_SOURCE_DIR})
-set_target_properties(kvs-bench-kernels kvs-bench-probes PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+add_executable(kvs-bench-vnni-tiles ${CMAKE_CURRENT_LIST_DIR}/vnni_tile_probe.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
+target_link_libraries(kvs-bench-vnni-tiles PRIVATE benchmark::benchmark)
+target_include_directories(kvs-bench-vnni-tiles PRIVATE ${CMAKE_SOURCE_DIR})
+set_target_properties(kvs-bench-kernels kvs-bench-probes kvs-bench-vnni-tiles PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

@@ -4,10 +4,15 @@
 // The 16 lanes of a register are the 16 weight rows of a group: eight
 // VPDPBUSD of the block's quant tile against a broadcast 4-byte slice of
 // the activation block give the 16 exact block sums at once (weights are
-// stored as q + 128, so each block's sums start from -128 * sum(x)). The
-// slice is VPDPBUSD's embedded-broadcast operand (DotSlice): with a
-// separate broadcast per product, 8-row calls from memory ran 1.14x and
-// from cache 1.07x the time (gemm_packed nx8, Sapphire Rapids).
+// stored as q + 128, so each block's sums start from -128 * sum(x)).
+// Two or more activation rows take two groups a tile: each slice is
+// broadcast once into a register for both groups' products, and the tile
+// has twice the chains (GroupTile; on Zen 5 prefill's GEMM took 0.8x the
+// time). A single row (decode, reading from memory) takes one group at a
+// time, the slice VPDPBUSD's embedded-broadcast operand (DotSlice): with
+// a separate broadcast per product and one group a tile, 8-row calls from
+// memory ran 1.14x and from cache 1.07x the time (gemm_packed nx8,
+// Sapphire Rapids).
 //
 // ScoresRowsAvx512 (the table's scores_q8_0_rows) is the same arithmetic
 // for a decode row's few queries against Q8_0 key rows that are read once:
