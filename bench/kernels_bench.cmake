@@ -3,7 +3,8 @@
 # (kernels_bench.cc); picking tokens from the logits (top_logits_bench.cc).
 # kvs-bench-probes: inner loops of arithmetic contracts the kernels do not
 # use, priced against the ones they do (contract_probes.cc).
-# kvs-bench-vnni-tiles: VPDPBUSD's rate in the packed GEMM's tile shapes
+# kvs-bench-vnni-tiles: VPDPBUSD's rate in the packed GEMM's tile shapes, and
+# VPDPWSSD's (the q8_0 values' instruction) in chains
 # (vnni_tile_probe.cc).
 # Included from bench/CMakeLists.txt.
 add_executable(kvs-bench-kernels ${CMAKE_CURRENT_LIST_DIR}/kernels_bench.cc

@@ -7,6 +7,10 @@
 //
 //   vnni/chains/N       N independent accumulators, register operands only:
 //                       N = 1 gives the latency, large N the throughput.
+//   vnni/chains-wssd/N  the same chains of VPDPWSSD (int16 pairs), the
+//                       instruction of the q8_0 values' int16 groups
+//                       (attention_q8_0_values.h); reported as
+//                       G_vpdpwssd/s.
 //   vnni/tile/MODE/GgJj g weight groups x j activation rows a tile; per
 //                       32-value block, 8 x g weight loads and 8 x j slices:
 //                         emb  each product's slice is its embedded
@@ -44,7 +48,7 @@ alignas(64) uint8_t g_x[8][kBlocks * 32];
 
 bool HasVnni() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"); }
 
-template <int N>
+template <int N, bool kWords>
 KVS_VNNI int32_t Chains(int64_t iterations) {
   __m512i acc[N];
   __m512i a = _mm512_set1_epi8(1);
@@ -53,7 +57,9 @@ KVS_VNNI int32_t Chains(int64_t iterations) {
   for (int i = 0; i < N; ++i) acc[i] = _mm512_set1_epi32(i);
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 16
-    for (int i = 0; i < N; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    for (int i = 0; i < N; ++i) {
+      acc[i] = kWords ? _mm512_dpwssd_epi32(acc[i], a, b) : _mm512_dpbusd_epi32(acc[i], a, b);
+    }
     asm volatile("" : "+v"(a));  // a is not loop-invariant to the compiler
   }
   __m512i s = acc[0];
@@ -101,16 +107,16 @@ KVS_VNNI int32_t Tile(int64_t blocks) {
   return _mm512_reduce_add_epi32(s);
 }
 
-void Report(benchmark::State& state, double products) {
-  state.counters["G_vpdpbusd/s"] = benchmark::Counter(products / 1e9, benchmark::Counter::kIsRate);
+void Report(benchmark::State& state, double products, const char* counter = "G_vpdpbusd/s") {
+  state.counters[counter] = benchmark::Counter(products / 1e9, benchmark::Counter::kIsRate);
 }
 
-template <int N>
+template <int N, bool kWords = false>
 void BM_Chains(benchmark::State& state) {
   if (!HasVnni()) return state.SkipWithError("no AVX-512 VNNI");
   constexpr int64_t kIterations = 1 << 16;
-  for (auto _ : state) benchmark::DoNotOptimize(Chains<N>(kIterations));
-  Report(state, static_cast<double>(state.iterations()) * kIterations * N);
+  for (auto _ : state) benchmark::DoNotOptimize(Chains<N, kWords>(kIterations));
+  Report(state, static_cast<double>(state.iterations()) * kIterations * N, kWords ? "G_vpdpwssd/s" : "G_vpdpbusd/s");
 }
 
 template <int G, int J, bool kEmbedded>
@@ -127,6 +133,8 @@ BENCHMARK(BM_Chains<1>)->Name("vnni/chains/1");
 BENCHMARK(BM_Chains<4>)->Name("vnni/chains/4");
 BENCHMARK(BM_Chains<8>)->Name("vnni/chains/8");
 BENCHMARK(BM_Chains<12>)->Name("vnni/chains/12");
+BENCHMARK(BM_Chains<4, true>)->Name("vnni/chains-wssd/4");
+BENCHMARK(BM_Chains<12, true>)->Name("vnni/chains-wssd/12");
 BENCHMARK(BM_Tile<1, 4, true>)->Name("vnni/tile/emb/G1J4");
 BENCHMARK(BM_Tile<1, 8, true>)->Name("vnni/tile/emb/G1J8");
 BENCHMARK(BM_Tile<2, 4, true>)->Name("vnni/tile/emb/G2J4");

@@ -86,7 +86,8 @@ class MergeQueue {
     const int32_t key = keys_.front();
     Bucket& b = buckets_[static_cast<size_t>(bucket_of_key_.find(key)->second)];
     Item item;
-    if (!b.late.empty() && (BlockFifos<Item>::empty(b.fifo) || b.late.front().left < fifos_.front(b.fifo).left)) {
+    if (!b.late.empty() &&
+        (BlockFifos<Item>::empty(b.fifo) || b.late.front().left < fifos_.front(b.fifo).left)) {
       std::pop_heap(b.late.begin(), b.late.end(), RightOf);
       item = b.late.back();
       b.late.pop_back();

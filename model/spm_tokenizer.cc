@@ -178,15 +178,19 @@ std::vector<int32_t> SpmTokenizer::EncodeText(std::string_view text, bool add_sp
 
 void SpmTokenizer::EncodeSegment(std::string_view text, std::vector<int32_t>* out,
                                  uint64_t* merge_lookups) const {
-  // One symbol per character (exactly so for valid UTF-8: the bytes that
-  // are not continuation bytes), reserved so that a megabyte of text is
-  // not copied as the vector grows.
+  // One symbol per character: a lead byte and the length it names (cut
+  // at the text's end), so that invalid UTF-8 still splits into symbols.
+  // Counted first and reserved exactly, so that a megabyte of text is not
+  // copied as the vector grows.
+  const auto symbol_size = [text](size_t pos) {
+    return std::min(utf8::LeadByteLength(static_cast<uint8_t>(text[pos])), text.size() - pos);
+  };
+  size_t n_symbols = 0;
+  for (size_t pos = 0; pos < text.size(); pos += symbol_size(pos)) ++n_symbols;
   std::vector<Symbol> symbols;
-  symbols.reserve(static_cast<size_t>(std::count_if(
-      text.begin(), text.end(), [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; })));
+  symbols.reserve(n_symbols);
   for (size_t pos = 0; pos < text.size();) {
-    const size_t size =
-        std::min(utf8::LeadByteLength(static_cast<uint8_t>(text[pos])), text.size() - pos);
+    const size_t size = symbol_size(pos);
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({index - 1, pos + size < text.size() ? index + 1 : -1,
                        static_cast<uint32_t>(pos), static_cast<uint32_t>(size)});
