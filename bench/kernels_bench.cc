@@ -57,6 +57,16 @@
 //                        own, cold, as one AttentionUpdateRuns call
 //                        ("shared") and as a call per fork ("one-by-one",
 //                        the same bits): G multiply-adds/s
+//   scores_q8_0          a decode row's q8_0 scores (a GQA pair, head_dim
+//                        128) over 4,096 keys in blocks of 16, warm: from
+//                        the key rows as the cache holds them ("rows":
+//                        ScoresQ8_0, each block's rows transposed in
+//                        registers and their F16 scales gathered) and
+//                        from the same keys packed beforehand ("packed":
+//                        MatmulPackedQ8_0 over PackQ8_0's groups, what a
+//                        page holding its keys in the packed layout would
+//                        give); the same scores (checked once): G
+//                        multiply-adds/s
 //   silu_mul             a prefill step's SwiGLU, 64 rows of 3,072 (per
 //                        level: libm's expf at the scalar one): values/s
 //   rms_norm             64 rows of 1,024, then their 64 x 24 heads of
@@ -80,6 +90,7 @@
 #include "cache/page_pool.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/attention_q8_0_scores.h"
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
 #include "kernels/ggml_types.h"
@@ -614,6 +625,54 @@ void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int
                                                 benchmark::Counter::kIsRate);
 }
 
+// scores_q8_0 (the file's comment): `packed` picks the layout.
+void ScoresQ8_0Layouts(benchmark::State& state, KernelIsa isa, bool packed) {
+  if (!UseIsa(state, isa)) return;
+  if (!PackedQ8_0Supported()) {
+    state.SkipWithError("this kernel level does not pack Q8_0");
+    return;
+  }
+  constexpr int kKeys = 4096, kHeadDim = 128, kBlockKeys = 16, kQueries = 2;
+  const std::vector<float> keys_f32 = RandomFloats(static_cast<size_t>(kKeys) * kHeadDim);
+  std::vector<uint8_t> keys(KvBytes(KvDtype::kQ8_0, static_cast<int64_t>(keys_f32.size())));
+  StoreKv(KvDtype::kQ8_0, keys_f32.data(), keys.data(), static_cast<int64_t>(keys_f32.size()));
+  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, kHeadDim);
+  std::vector<const void*> blocks(kKeys / kBlockKeys);
+  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = keys.data() + b * kBlockKeys * row_bytes;
+  std::vector<uint8_t> packed_keys(PackedQ8_0Bytes(kKeys, kHeadDim));
+  PackQ8_0(keys.data(), row_bytes, kKeys, kHeadDim, packed_keys.data());
+  const size_t query_bytes = QueryQ8_0Bytes(kHeadDim);
+  const std::vector<float> q = RandomFloats(static_cast<size_t>(kQueries) * kHeadDim);
+  std::vector<uint8_t> queries(kQueries * query_bytes);
+  for (int j = 0; j < kQueries; ++j) {
+    QuantizeQueryQ8_0(q.data() + j * kHeadDim, kHeadDim, 0.088f, &queries[j * query_bytes]);
+  }
+  const auto from_rows = [&](float* out) {
+    ScoresQ8_0(queries.data(), kQueries, kHeadDim, blocks.data(), kBlockKeys, kKeys, out, kKeys);
+  };
+  const auto from_packed = [&](float* out) {
+    MatmulPackedQ8_0(packed_keys.data(), kKeys, kHeadDim, 0, kKeys, queries.data(), query_bytes, kHeadDim, kQueries,
+                     out, kKeys);
+  };
+  std::vector<float> scores(kQueries * kKeys), other(kQueries * kKeys);
+  from_rows(scores.data());
+  from_packed(other.data());
+  if (std::memcmp(scores.data(), other.data(), scores.size() * sizeof(float)) != 0) {
+    state.SkipWithError("the two layouts' scores differ");
+    return;
+  }
+  for (auto _ : state) {
+    if (packed) {
+      from_packed(scores.data());
+    } else {
+      from_rows(scores.data());
+    }
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(
+      static_cast<double>(kQueries) * kKeys * kHeadDim * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 void RegisterAll() {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -723,6 +782,13 @@ void RegisterAll() {
       const std::string by_keys = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/cold/8192keys/8kvheads/together";
       configure(benchmark::RegisterBenchmark(by_keys.c_str(), AttentionHeads, isa, dtype, true, 8));
+    }
+  }
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    for (bool packed : {false, true}) {
+      const std::string name = std::string("scores_q8_0/") + KernelIsaName(isa) + "/2queries/4096keys/" +
+                               (packed ? "packed" : "rows");
+      configure(benchmark::RegisterBenchmark(name.c_str(), ScoresQ8_0Layouts, isa, packed));
     }
   }
   for (KernelIsa isa : isas) {
