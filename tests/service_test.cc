@@ -438,12 +438,14 @@ TEST_F(ServiceTest, DeadlineStopsALongAppendAndTheSessionCatchesUpLater) {
 }
 
 TEST_F(ServiceTest, ASecondGenerateOnABusySessionIsAbortedNamingTheRunningCall) {
-  // The slow model: on tiny-llama-gqa the running Generate's 1,500 tokens
-  // took about 0.55 s, and under ctest -j2 in CI it ended before the last
-  // check below (the Fork) in two runs.
-  StartServer(WriteSlowModel());
+  // The running Generate must outlast the checks below. On tiny-llama-gqa
+  // its 1,500 tokens took about 0.55 s, and on the slow model under ctest
+  // -j2 in CI they still ended before the last check (the Fork) once; so
+  // the slow model, and tokens up to its context: many seconds even on a
+  // fast machine. The call is cancelled as soon as the checks are done.
+  StartServer(WriteSlowModel(), {"--max-tokens-per-generate", "8000"});
   v1::Session s = Create("Once upon a time");
-  RunningGenerate long_one(*client_, s.id());  // runs until the checks below are done
+  RunningGenerate long_one(*client_, s.id(), /*max_tokens=*/8000);
   ASSERT_TRUE(long_one.WaitStarted());
   v1::GenerateRequest req;
   req.set_session_id(s.id());
