@@ -59,13 +59,12 @@
 //                        the same bits): G multiply-adds/s
 //   scores_q8_0          a decode row's q8_0 scores (a GQA pair, head_dim
 //                        128) over 4,096 keys in blocks of 16, warm: from
-//                        the key rows as the cache holds them ("rows":
-//                        ScoresQ8_0, each block's rows transposed in
-//                        registers and their F16 scales gathered) and
-//                        from the same keys packed beforehand ("packed":
-//                        MatmulPackedQ8_0 over PackQ8_0's groups, what a
-//                        page holding its keys in the packed layout would
-//                        give); the same scores (checked once): G
+//                        the key groups as the cache holds them, each
+//                        where its block lies ("groups": ScoresQ8_0) and
+//                        from the same keys as one packed matrix
+//                        ("packed": one MatmulPackedQ8_0 call, the
+//                        GEMM's own loop); the same scores (checked
+//                        once): G
 //                        multiply-adds/s
 //   silu_mul             a prefill step's SwiGLU, 64 rows of 3,072 (per
 //                        level: libm's expf at the scalar one): values/s
@@ -97,6 +96,7 @@
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/packed_q8_0.h"
+#include "kernels/q8_0_kv_blocks.h"
 #include "kernels/quant_blocks.h"
 #include "model/huge_page_arena.h"
 
@@ -314,6 +314,7 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads,
   std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
   StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
+  if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(v.data(), n_keys, head_dim, k.data());  // the cache's key groups
   const std::vector<float> q = RandomFloats(heads * head_dim);
   std::vector<float> m(heads), l(heads), acc(heads * head_dim), out(heads * head_dim);
   std::vector<float> scratch(AttentionScratchFloats(page, head_dim));
@@ -361,9 +362,13 @@ class PagedKv {
     const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(page_tokens) * kHeadDim);
     std::vector<uint8_t> block(block_bytes());
     StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
+    // A q8_0 page's key blocks are packed groups (q8_0_kv_blocks.h).
+    std::vector<uint8_t> key_block = block;
+    if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(block.data(), page_tokens, kHeadDim, key_block.data());
     for (uint8_t* page : page_data_) {
       for (size_t off = 0; off < geometry_.page_bytes(); off += block_bytes()) {
-        std::memcpy(page + off, block.data(), block_bytes());
+        const bool key = (off / block_bytes() / kKvHeads) % 2 == 0;
+        std::memcpy(page + off, key ? key_block.data() : block.data(), block_bytes());
       }
     }
     ok_ = true;
@@ -601,6 +606,7 @@ void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int
   std::vector<uint8_t> k(KvBytes(dtype, static_cast<int64_t>(kv_f32.size()))), v(k.size());
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
   StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
+  if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(v.data(), kKeys, kHeadDim, k.data());  // the cache's key groups
   const size_t block_bytes = KvBytes(dtype, int64_t{kPageTokens} * kHeadDim);
   std::vector<const void*> kb(kPages), vb(kPages);
   for (int p = 0; p < kPages; ++p) {
@@ -637,8 +643,10 @@ void ScoresQ8_0Layouts(benchmark::State& state, KernelIsa isa, bool packed) {
   std::vector<uint8_t> keys(KvBytes(KvDtype::kQ8_0, static_cast<int64_t>(keys_f32.size())));
   StoreKv(KvDtype::kQ8_0, keys_f32.data(), keys.data(), static_cast<int64_t>(keys_f32.size()));
   const size_t row_bytes = KvBytes(KvDtype::kQ8_0, kHeadDim);
+  std::vector<uint8_t> groups(keys.size());
+  Q8_0KeyBlockFromRows(keys.data(), kKeys, kHeadDim, groups.data());  // blocks of 16: one group each
   std::vector<const void*> blocks(kKeys / kBlockKeys);
-  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = keys.data() + b * kBlockKeys * row_bytes;
+  for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = groups.data() + b * kBlockKeys * row_bytes;
   std::vector<uint8_t> packed_keys(PackedQ8_0Bytes(kKeys, kHeadDim));
   PackQ8_0(keys.data(), row_bytes, kKeys, kHeadDim, packed_keys.data());
   const size_t query_bytes = QueryQ8_0Bytes(kHeadDim);
@@ -787,7 +795,7 @@ void RegisterAll() {
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
     for (bool packed : {false, true}) {
       const std::string name = std::string("scores_q8_0/") + KernelIsaName(isa) + "/2queries/4096keys/" +
-                               (packed ? "packed" : "rows");
+                               (packed ? "packed" : "groups");
       configure(benchmark::RegisterBenchmark(name.c_str(), ScoresQ8_0Layouts, isa, packed));
     }
   }

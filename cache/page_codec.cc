@@ -1,11 +1,13 @@
 #include "cache/page_codec.h"
 
 #include <cstring>
+#include <vector>
 
 #include "absl/base/internal/raw_logging.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cache/crc32c.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 namespace {
@@ -36,19 +38,29 @@ uint64_t GetLe64(const uint8_t* p) {
   return uint64_t{GetLe32(p)} | uint64_t{GetLe32(p + 4)} << 32;
 }
 
-// Calls fn(block_offset, bytes) for the first n_tokens slots of every
-// (layer, part, head) block, in payload order.
+// Calls fn(block_offset, bytes, rows_to_convert) for the first n_tokens
+// slots of every (layer, part, head) block, in payload order;
+// rows_to_convert says the block's payload is rows while the in-RAM block
+// is not (a q8_0 key block: packed groups, q8_0_kv_blocks.h) in a payload
+// of that version.
 template <typename Fn>
-void ForEachBlock(const KvGeometry& g, int n_tokens, Fn fn) {
+void ForEachBlock(const KvGeometry& g, int n_tokens, uint32_t version, Fn fn) {
   const size_t bytes = g.slot_offset(n_tokens);
+  const bool rows_keys = g.dtype == KvDtype::kQ8_0 && version == kPageFormatVersion;
   for (int layer = 0; layer < g.n_layers; ++layer) {
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
-      for (int head = 0; head < g.n_kv_heads; ++head) fn(g.block_offset(layer, part, head), bytes);
+      for (int head = 0; head < g.n_kv_heads; ++head) {
+        fn(g.block_offset(layer, part, head), bytes, rows_keys && part == KvPart::kKey);
+      }
     }
   }
 }
 
 }  // namespace
+
+uint32_t PageFormatVersionFor(const KvGeometry& g, int n_tokens) {
+  return g.dtype == KvDtype::kQ8_0 && n_tokens == g.page_tokens ? kPageFormatVersionPackedKeys : kPageFormatVersion;
+}
 
 absl::Status ValidateGeometry(const KvGeometry& g) {
   const std::pair<const char*, int> dims[] = {{"n_layers", g.n_layers},
@@ -71,6 +83,11 @@ absl::Status ValidateGeometry(const KvGeometry& g) {
   if (!KvDtypeFitsHeadDim(g.dtype, g.head_dim)) {
     return absl::InvalidArgumentError(absl::StrCat("geometry head_dim = ", g.head_dim, " cannot be stored as ",
                                                    KvDtypeName(g.dtype), " (a multiple of 32 can)"));
+  }
+  if (g.dtype == KvDtype::kQ8_0 && g.page_tokens % kQ8_0KeyGroupSlots != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("geometry page_tokens = ", g.page_tokens,
+                                                   " cannot hold q8_0 keys (a multiple of ", kQ8_0KeyGroupSlots,
+                                                   " can)"));
   }
   if (page_bytes > kMaxPageBytes || KvBytes(g.dtype, static_cast<int64_t>(page_bytes)) > kMaxPageBytes) {
     return absl::InvalidArgumentError(
@@ -97,7 +114,7 @@ namespace {
 void PutPageHeader(const KvGeometry& g, int n_tokens, const uint8_t* payload, size_t payload_bytes,
                    uint8_t* out) {
   PutLe32(out + kMagicOffset, kPageMagic);
-  PutLe32(out + kVersionOffset, kPageFormatVersion);
+  PutLe32(out + kVersionOffset, PageFormatVersionFor(g, n_tokens));
   const int fields[] = {g.n_layers, g.n_kv_heads, g.head_dim, g.page_tokens,
                         static_cast<int>(g.dtype)};
   for (int i = 0; i < 5; ++i) PutLe32(out + kGeometryOffset + 4 * i, static_cast<uint32_t>(fields[i]));
@@ -117,8 +134,12 @@ std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
   uint8_t* out = reinterpret_cast<uint8_t*>(encoded.data());
 
   uint8_t* payload = out + kPageHeaderBytes;
-  ForEachBlock(g, n_tokens, [&](size_t offset, size_t bytes) {
-    std::memcpy(payload, page + offset, bytes);
+  ForEachBlock(g, n_tokens, PageFormatVersionFor(g, n_tokens), [&](size_t offset, size_t bytes, bool rows_keys) {
+    if (rows_keys) {
+      Q8_0KeyBlockToRows(page + offset, n_tokens, g.head_dim, payload);
+    } else {
+      std::memcpy(payload, page + offset, bytes);
+    }
     payload += bytes;
   });
   PutPageHeader(g, n_tokens, out + kPageHeaderBytes, payload_bytes, out);
@@ -191,10 +212,10 @@ absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint6
     return absl::DataLossError(absl::StrFormat(
         "page header checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_header_crc, crc));
   }
-  if (const uint32_t version = GetLe32(in + kVersionOffset); version != kPageFormatVersion) {
-    return absl::DataLossError(absl::StrCat("page format version ", version,
-                                            " is not supported (this build reads ",
-                                            kPageFormatVersion, ")"));
+  const uint32_t version = GetLe32(in + kVersionOffset);
+  if (version != kPageFormatVersion && version != kPageFormatVersionPackedKeys) {
+    return absl::DataLossError(absl::StrCat("page format version ", version, " is not supported (this build reads ",
+                                            kPageFormatVersion, " and ", kPageFormatVersionPackedKeys, ")"));
   }
 
   // Every field is checked against a bound before it is used in arithmetic.
@@ -224,6 +245,11 @@ absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint6
                                             fields[3], "]"));
   }
   info.n_tokens = static_cast<int>(n_tokens);
+  if (version == kPageFormatVersionPackedKeys && PageFormatVersionFor(info.geometry, info.n_tokens) != version) {
+    return absl::DataLossError(absl::StrCat("page format version ", version, " holds full q8_0 pages only, not ",
+                                            n_tokens, " tokens of ", KvDtypeName(info.geometry.dtype)));
+  }
+  info.version = version;
 
   const uint64_t payload_bytes = GetLe64(in + kPayloadBytesOffset);
   const uint64_t expected = PagePayloadBytes(info.geometry, info.n_tokens);
@@ -275,8 +301,12 @@ absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* 
   if (!info.ok()) return info.status();
   if (absl::Status same = SameGeometry(info->geometry, g); !same.ok()) return same;
   const uint8_t* payload = reinterpret_cast<const uint8_t*>(encoded.data()) + kPageHeaderBytes;
-  ForEachBlock(g, info->n_tokens, [&](size_t offset, size_t bytes) {
-    std::memcpy(page + offset, payload, bytes);
+  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, bool rows_keys) {
+    if (rows_keys) {
+      Q8_0KeyBlockFromRows(payload, info->n_tokens, g.head_dim, page + offset);
+    } else {
+      std::memcpy(page + offset, payload, bytes);
+    }
     payload += bytes;
   });
   *n_tokens = info->n_tokens;
@@ -297,18 +327,25 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
   size_t run_bytes = 0;
   uint32_t crc = 0;
   size_t pending[64];
+  bool pending_rows_keys[64];
   int n_pending = 0;
   const size_t block_bytes = g.slot_offset(info->n_tokens);
   auto flush = [&] {
     crc = Crc32c(run_start, run_bytes, crc);
     for (int i = 0; i < n_pending; ++i) {
-      std::memcpy(page + pending[i], run_start + static_cast<size_t>(i) * block_bytes, block_bytes);
+      const uint8_t* block = run_start + static_cast<size_t>(i) * block_bytes;
+      if (pending_rows_keys[i]) {
+        Q8_0KeyBlockFromRows(block, info->n_tokens, g.head_dim, page + pending[i]);
+      } else {
+        std::memcpy(page + pending[i], block, block_bytes);
+      }
     }
     run_start += run_bytes;
     run_bytes = 0;
     n_pending = 0;
   };
-  ForEachBlock(g, info->n_tokens, [&](size_t offset, size_t bytes) {
+  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, bool rows_keys) {
+    pending_rows_keys[n_pending] = rows_keys;
     pending[n_pending++] = offset;
     run_bytes += bytes;
     if (run_bytes >= kRunBytes || n_pending == 64) flush();
@@ -320,6 +357,18 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
   }
   *n_tokens = info->n_tokens;
   return absl::OkStatus();
+}
+
+void PackKeysOfAFullRowsPage(const KvGeometry& g, uint32_t version, uint8_t* page) {
+  if (g.dtype != KvDtype::kQ8_0 || version != kPageFormatVersion) return;
+  std::vector<uint8_t> rows(g.block_bytes());
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (int head = 0; head < g.n_kv_heads; ++head) {
+      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head);
+      std::memcpy(rows.data(), block, rows.size());
+      Q8_0KeyBlockFromRows(rows.data(), g.page_tokens, g.head_dim, block);
+    }
+  }
 }
 
 }  // namespace kvs

@@ -5,7 +5,9 @@
 //   header  magic "KVPG", format version, the page geometry, n_tokens,
 //           payload length, CRC-32C of the payload, CRC-32C of the header
 //   payload for each (layer, k|v, kv_head) block in page order, the first
-//           n_tokens slots of the block (n_tokens * head_dim elements)
+//           n_tokens slots of the block (n_tokens * head_dim elements) as
+//           rows; in format version 2 (a full q8_0 page) the key blocks
+//           as they lie in RAM, packed groups (kernels/q8_0_kv_blocks.h)
 //
 // so a partial page (n_tokens < T) costs only the slots it holds. The
 // in-RAM page (cache/kv_geometry.h) is page_bytes() long; EncodePage reads
@@ -36,10 +38,17 @@ namespace kvs {
 
 inline constexpr size_t kPageHeaderBytes = 48;
 inline constexpr uint32_t kPageMagic = 0x4750564Bu;  // bytes "KVPG"
+// Version 1: every block's slots as rows (any dtype, any n_tokens).
+// Version 2: a full q8_0 page as it lies in RAM: its key blocks are
+// packed groups (kernels/q8_0_kv_blocks.h), the rest rows. A full q8_0
+// page is written as version 2 (its pool page as it is); a partial page is
+// always version 1; a reader takes both.
 inline constexpr uint32_t kPageFormatVersion = 1;
+inline constexpr uint32_t kPageFormatVersionPackedKeys = 2;
 
-// OK if every dimension is in [1, 65536], the dtype is known and a page
-// fits in 1 GiB; INVALID_ARGUMENT naming the bad field otherwise.
+// OK if every dimension is in [1, 65536], the dtype is known, a page
+// fits in 1 GiB and a q8_0 page holds whole key groups (page_tokens a
+// multiple of 16); INVALID_ARGUMENT naming the bad field otherwise.
 absl::Status ValidateGeometry(const KvGeometry& g);
 // "layers=2 kv_heads=2 head_dim=4 page_tokens=16 dtype=f16".
 std::string DescribeGeometry(const KvGeometry& g);
@@ -50,6 +59,9 @@ inline int PageTokensAt(const KvGeometry& g, int kv_length, int page_index) {
   const int rest = kv_length - page_index * g.page_tokens;
   return rest < g.page_tokens ? rest : g.page_tokens;
 }
+
+// The page format version EncodePage writes for a page of n_tokens slots.
+uint32_t PageFormatVersionFor(const KvGeometry& g, int n_tokens);
 
 // Bytes of the payload and of the whole encoding of a page with n_tokens
 // valid slots.
@@ -101,6 +113,7 @@ PageEncoding EncodePageParts(const KvGeometry& g, const uint8_t* page, int n_tok
 struct EncodedPageInfo {
   KvGeometry geometry;
   int n_tokens = 0;
+  uint32_t version = kPageFormatVersion;
 };
 
 // Checks the header of an encoding (size, magic, header checksum, format
@@ -115,7 +128,9 @@ absl::StatusOr<EncodedPageInfo> ReadPageHeaderOfParts(const PageEncoding& encode
 // kPageHeaderBytes-byte header, `payload` the payload_bytes after it. The
 // checks of CheckEncodedPage (the length against payload_bytes), and the
 // geometry must be `g`. A full page's payload (n_tokens == T) has the
-// in-RAM layout, so `payload` may be the pool page itself.
+// in-RAM layout, so `payload` may be the pool page itself; but a version-1
+// full q8_0 page (written before version 2) then needs
+// PackKeysOfAFullRowsPage.
 absl::StatusOr<EncodedPageInfo> CheckSplitPage(const KvGeometry& g, std::string_view header,
                                                const uint8_t* payload, size_t payload_bytes);
 
@@ -136,6 +151,12 @@ absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* 
 // DecodePage, but on DATA_LOSS `page` holds unspecified data.
 absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8_t* page,
                             int* n_tokens);
+
+// A full page read straight into `page` from a payload of `version`
+// (CheckSplitPage): a version-1 q8_0 page's keys are rows, which this puts
+// in packed groups (kernels/q8_0_kv_blocks.h) in place. Nothing for other
+// versions and dtypes.
+void PackKeysOfAFullRowsPage(const KvGeometry& g, uint32_t version, uint8_t* page);
 
 }  // namespace kvs
 

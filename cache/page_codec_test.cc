@@ -1,19 +1,37 @@
 // Page codec: round trips of full and partial pages, the documented header
 // layout, and DATA_LOSS (never a crash) for every corruption and truncation.
+// A q8_0 page's key blocks are packed groups in RAM (kernels/q8_0_kv_blocks.h):
+// written as they are in a full page (format 2), as rows in a partial one,
+// and a full page of format 1 (rows, from before) still reads.
 #include "cache/page_codec.h"
 
 #include <cstring>
 #include <vector>
 
+#include "cache/crc32c.h"
 #include "gtest/gtest.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 namespace {
 
-// Small pages; q8_0 rows are blocks of 32 values, so its head_dim is 32.
+// Small pages; q8_0 rows are blocks of 32 values, so its head_dim is 32,
+// and its pages hold whole key groups of 16 tokens.
 KvGeometry Geometry(KvDtype dtype) {
-  return {.n_layers = 2, .n_kv_heads = 3, .head_dim = dtype == KvDtype::kQ8_0 ? 32 : 4, .page_tokens = 5,
-          .dtype = dtype};
+  const bool q8_0 = dtype == KvDtype::kQ8_0;
+  return {.n_layers = 2, .n_kv_heads = 3, .head_dim = q8_0 ? 32 : 4, .page_tokens = q8_0 ? 16 : 5, .dtype = dtype};
+}
+
+// Slot `slot` of the block at `block` as a row: a q8_0 key block's through
+// q8_0_kv_blocks.h, any other block's bytes as they are.
+std::vector<uint8_t> SlotRow(const KvGeometry& g, KvPart part, const uint8_t* block, int slot) {
+  std::vector<uint8_t> row(g.row_bytes());
+  if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
+    LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
+  } else {
+    std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
+  }
+  return row;
 }
 
 // A page whose every byte is distinct from its neighbours'.
@@ -30,11 +48,13 @@ void ExpectSlots(const KvGeometry& g, const std::vector<uint8_t>& got,
   for (int layer = 0; layer < g.n_layers; ++layer) {
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
       for (int head = 0; head < g.n_kv_heads; ++head) {
+        // Slot by slot (the slots of a block own all its bytes, in every layout).
         const size_t block = g.block_offset(layer, part, head);
-        const size_t split = block + g.slot_offset(n);
-        const size_t end = block + g.block_bytes();
-        EXPECT_EQ(0, std::memcmp(got.data() + block, want.data() + block, split - block));
-        EXPECT_EQ(0, std::memcmp(got.data() + split, untouched.data() + split, end - split));
+        for (int slot = 0; slot < g.page_tokens; ++slot) {
+          const std::vector<uint8_t>& expected = slot < n ? want : untouched;
+          EXPECT_EQ(SlotRow(g, part, got.data() + block, slot), SlotRow(g, part, expected.data() + block, slot))
+              << "layer " << layer << " part " << static_cast<int>(part) << " head " << head << " slot " << slot;
+        }
       }
     }
   }
@@ -103,13 +123,16 @@ TEST_P(PageCodecTest, HeaderHasTheDocumentedLayout) {
   EXPECT_EQ(u32(8), 2u);
   EXPECT_EQ(u32(12), 3u);
   EXPECT_EQ(u32(16), static_cast<uint32_t>(g.head_dim));
-  EXPECT_EQ(u32(20), 5u);
+  EXPECT_EQ(u32(20), static_cast<uint32_t>(g.page_tokens));
   EXPECT_EQ(u32(24), static_cast<uint32_t>(GetParam()));
   EXPECT_EQ(u32(28), 3u);
   EXPECT_EQ(u32(32), PagePayloadBytes(g, 3));
   EXPECT_EQ(u32(36), 0u);
-  // The payload starts with slot 0..2 of (layer 0, key, head 0).
-  EXPECT_EQ(0, std::memcmp(e.data() + kPageHeaderBytes, page.data(), g.slot_offset(3)));
+  // The payload starts with slot 0..2 of (layer 0, key, head 0), as rows.
+  for (int slot = 0; slot < 3; ++slot) {
+    const std::vector<uint8_t> row = SlotRow(g, KvPart::kKey, page.data(), slot);
+    EXPECT_EQ(0, std::memcmp(e.data() + kPageHeaderBytes + g.slot_offset(slot), row.data(), row.size())) << slot;
+  }
 }
 
 TEST_P(PageCodecTest, EverySingleByteCorruptionIsDataLoss) {
@@ -257,12 +280,110 @@ TEST(PageCodecHeaderTest, ValidateGeometry) {
   g = Geometry(KvDtype::kF16);
   g.dtype = KvDtype::kQ8_0;  // head_dim 4: not whole blocks of 32
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
-  g.head_dim = 64;
+  g.head_dim = 64;  // pages of 5 tokens: not whole key groups of 16
+  const absl::Status groups = ValidateGeometry(g);
+  EXPECT_TRUE(absl::IsInvalidArgument(groups));
+  EXPECT_NE(groups.message().find("page_tokens = 5"), std::string::npos) << groups;
+  g.page_tokens = 32;
   EXPECT_TRUE(ValidateGeometry(g).ok());
-  EXPECT_EQ(g.page_bytes(), 2u * 2 * 3 * 5 * (2 * 34)) << "layers x k,v x heads x tokens x 2 blocks";
+  EXPECT_EQ(g.page_bytes(), 2u * 2 * 3 * 32 * (2 * 34)) << "layers x k,v x heads x tokens x 2 blocks";
   g = Geometry(KvDtype::kF16);
   g.n_layers = g.n_kv_heads = g.head_dim = 1 << 16;  // 2^50 bytes a page
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
+}
+
+// An encoding of `payload` with a header written here from the documented
+// layout (docs/storage-format.md), for versions and payloads EncodePage
+// no longer writes.
+std::string HandMadeEncoding(const KvGeometry& g, uint32_t version, int n_tokens, const std::vector<uint8_t>& payload) {
+  std::string e(kPageHeaderBytes, '\0');
+  auto put = [&](size_t at, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) e[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  e.replace(0, 4, "KVPG");
+  put(4, version, 4);
+  put(8, g.n_layers, 4);
+  put(12, g.n_kv_heads, 4);
+  put(16, g.head_dim, 4);
+  put(20, g.page_tokens, 4);
+  put(24, static_cast<uint32_t>(g.dtype), 4);
+  put(28, n_tokens, 4);
+  put(32, payload.size(), 8);
+  put(40, Crc32c(payload.data(), payload.size()), 4);
+  put(44, Crc32c(e.data(), 44), 4);
+  return e + std::string(payload.begin(), payload.end());
+}
+
+// A q8_0 page as format 1 stored it: every block's slots as rows.
+std::vector<uint8_t> AsRows(const KvGeometry& g, const std::vector<uint8_t>& page) {
+  std::vector<uint8_t> rows(page.size());
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      for (int head = 0; head < g.n_kv_heads; ++head) {
+        const size_t block = g.block_offset(layer, part, head);
+        for (int slot = 0; slot < g.page_tokens; ++slot) {
+          const std::vector<uint8_t> row = SlotRow(g, part, page.data() + block, slot);
+          std::memcpy(rows.data() + block + g.slot_offset(slot), row.data(), row.size());
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(PageCodecQ8_0Test, AFullPageIsFormat2AndItsPayloadIsThePoolPageAsItIs) {
+  const KvGeometry g = Geometry(KvDtype::kQ8_0);
+  const std::vector<uint8_t> page = PatternPage(g, 21);
+  const std::string full = EncodePage(g, page.data(), g.page_tokens);
+  EXPECT_EQ(static_cast<uint8_t>(full[4]), kPageFormatVersionPackedKeys);
+  EXPECT_EQ(0, std::memcmp(full.data() + kPageHeaderBytes, page.data(), page.size()));
+  const std::string partial = EncodePage(g, page.data(), g.page_tokens - 1);
+  EXPECT_EQ(static_cast<uint8_t>(partial[4]), kPageFormatVersion);
+  // Other types write format 1 whole or partial.
+  const KvGeometry f16 = Geometry(KvDtype::kF16);
+  EXPECT_EQ(static_cast<uint8_t>(EncodePage(f16, PatternPage(f16, 1).data(), f16.page_tokens)[4]), kPageFormatVersion);
+}
+
+TEST(PageCodecQ8_0Test, AFullPageOfFormat1StillReadsWithItsKeysPacked) {
+  const KvGeometry g = Geometry(KvDtype::kQ8_0);
+  const std::vector<uint8_t> page = PatternPage(g, 22);
+  const std::vector<uint8_t> rows = AsRows(g, page);
+  ASSERT_NE(rows, page);  // the keys' order differs
+  const std::string old = HandMadeEncoding(g, kPageFormatVersion, g.page_tokens, rows);
+  std::vector<uint8_t> decoded(g.page_bytes(), 0), into(g.page_bytes(), 0);
+  int n = 0;
+  ASSERT_TRUE(DecodePage(g, old, decoded.data(), &n).ok());
+  EXPECT_EQ(decoded, page);
+  ASSERT_TRUE(DecodePageInto(g, old, into.data(), &n).ok());
+  EXPECT_EQ(into, page);
+  // Read straight into the pool page, then converted in place.
+  std::vector<uint8_t> direct = rows;
+  absl::StatusOr<EncodedPageInfo> info =
+      CheckSplitPage(g, std::string_view(old).substr(0, kPageHeaderBytes), direct.data(), direct.size());
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->version, kPageFormatVersion);
+  PackKeysOfAFullRowsPage(g, info->version, direct.data());
+  EXPECT_EQ(direct, page);
+  // A format-2 page is left as it is.
+  std::vector<uint8_t> current = page;
+  PackKeysOfAFullRowsPage(g, kPageFormatVersionPackedKeys, current.data());
+  EXPECT_EQ(current, page);
+}
+
+TEST(PageCodecQ8_0Test, Format2ForAnythingButAFullQ8_0PageIsDataLoss) {
+  const KvGeometry g = Geometry(KvDtype::kQ8_0);
+  const std::vector<uint8_t> page = PatternPage(g, 23);
+  std::vector<uint8_t> out(g.page_bytes());
+  int n = 0;
+  const std::vector<uint8_t> partial(page.begin(), page.begin() + PagePayloadBytes(g, 3));
+  const absl::Status s = DecodePage(g, HandMadeEncoding(g, kPageFormatVersionPackedKeys, 3, partial), out.data(), &n);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("version 2"), std::string::npos) << s;
+  const KvGeometry f16 = Geometry(KvDtype::kF16);
+  const std::vector<uint8_t> f16_page = PatternPage(f16, 1);
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodePage(f16, HandMadeEncoding(f16, kPageFormatVersionPackedKeys, f16.page_tokens, f16_page), out.data(), &n)));
+  EXPECT_TRUE(absl::IsDataLoss(DecodePage(g, HandMadeEncoding(g, 3, g.page_tokens, page), out.data(), &n)));
 }
 
 }  // namespace

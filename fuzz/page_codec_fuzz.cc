@@ -37,8 +37,10 @@ void RoundTrip(const uint8_t* data, size_t size) {
   const kvs::KvGeometry g{.n_layers = 1 + data[1] % 3, .n_kv_heads = 1 + data[2] % 3,
                           .head_dim = 1 + data[3] % 8, .page_tokens = 1 + (data[4] & 7),
                           .dtype = (data[4] & 8) ? kvs::KvDtype::kF32 : kvs::KvDtype::kF16};
-  // (q8_0 and bf16 pages are bytes to the codec like the others; q8_0 needs
-  // head_dim % 32 == 0, which these small shapes avoid.)
+  // (bf16 pages are bytes to the codec like these; q8_0 pages, whose key
+  // blocks the codec converts, need head_dim % 32 == 0 and page_tokens a
+  // multiple of 16, which these small shapes avoid: cache/page_codec_test.cc
+  // covers them.)
   const int n_tokens = 1 + (data[4] >> 4) % g.page_tokens;
   const uint8_t change_at = data[5], change_xor = data[6];
   std::vector<uint8_t> page(g.page_bytes());

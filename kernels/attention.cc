@@ -16,6 +16,7 @@
 #include "kernels/dequantize.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/q8_0_kv_blocks.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
 
@@ -220,7 +221,11 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
       float block_max = -std::numeric_limits<float>::infinity();
       if (dtype == KvDtype::kQ8_0) {
         const QueryQ8_0 rounded(qi, head_dim, scale);
-        for (int j = 0; j < n; ++j) scores[j] = rounded.Dot(KeyRow(k_blocks, j), head_dim);
+        uint8_t key[kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues * kKvQ8_0BlockBytes];  // one key as a Q8_0 row
+        for (int j = 0; j < n; ++j) {
+          LoadQ8_0KeySlot(static_cast<const uint8_t*>(k_blocks[j / block_keys]), head_dim, j % block_keys, key);
+          scores[j] = rounded.Dot(key, head_dim);
+        }
       } else {
         for (int j = 0; j < n; ++j) {
           float dot = 0;

@@ -46,6 +46,7 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
         StoreKv(dtype, v.data(), vc.data(), v.size());
         LoadKv(dtype, kc.data(), k.data(), k.size());
         LoadKv(dtype, vc.data(), v.data(), v.size());
+        KeysAsCached(dtype, kc.data(), keys, hd);
         // Blocks in reverse memory order: pages need not be contiguous.
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         std::vector<uint8_t> kr(kc.size()), vr(vc.size());
@@ -119,6 +120,7 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
         StoreKv(dtype, v.data(), vc.data(), v.size());
         LoadKv(dtype, kc.data(), k.data(), k.size());
         LoadKv(dtype, vc.data(), v.data(), v.size());
+        KeysAsCached(dtype, kc.data(), keys, hd);
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         for (int b = 0; b < n_blocks; ++b) {
           kb[b] = kc.data() + static_cast<size_t>(b) * block * rb;
@@ -185,6 +187,7 @@ TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) 
           std::vector<uint8_t> kc(keys * rb), vc(keys * rb);
           StoreKv(dtype, k.data(), kc.data(), k.size());
           StoreKv(dtype, v.data(), vc.data(), v.size());
+          KeysAsCached(dtype, kc.data(), keys, hd);
           std::vector<int> visible(rows);
           for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

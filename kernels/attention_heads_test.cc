@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/attention_test_util.h"
 #include "kernels/isa_test_util.h"
 
 namespace kvs {
@@ -41,6 +42,7 @@ class Pages {
       for (int b = 0; b < 2 * kv_heads; ++b) {
         for (float& x : f) x = nd(rng);
         StoreKv(dtype, f.data(), pages_.back().data() + b * block_bytes_, static_cast<int64_t>(f.size()));
+        if (b < kv_heads) KeysAsCached(dtype, pages_.back().data() + b * block_bytes_, block_keys, head_dim);
       }
     }
   }

@@ -11,14 +11,16 @@
 //   score = 0;  for b = 0 .. head_dim/32 - 1:
 //     score = fma(float(sum of q_q * k_q over block b), d_k[b] * d_q[b], score)
 // which is the packed Q8_0 GEMM's arithmetic (packed_q8_0.h) with the keys
-// as its weight rows. The keys are packed a chunk at a time
-// (PackQ8_0Group, asking for the lines of the keys a few groups ahead)
-// into a buffer on the stack and multiplied by the active table's packed
-// kernel (VPDPBUSD at the AVX-512 level, AMX for 16 or more queries where
-// present). Where the table has scores_q8_0_rows (AVX2, AVX-512), up to
-// kScoresQ8_0RowsMaxQueries queries (a decode row's GQA group) take the
-// keys straight from their rows, 16 at a time, with the same prefetches
-// and the same integers. A key's score depends only on the query and the key, never on
+// as its weight rows. The cache holds its keys in that GEMM's order
+// already (q8_0_kv_blocks.h: a packed group per 16 slots, the scales
+// unpadded), so up to kScoresQ8_0GroupMaxQueries queries (a decode row's
+// GQA group) are scored group by group where the keys lie, by the active
+// table's group kernel (AVX2, AVX-512; elsewhere as many queries are),
+// asking for the lines of the group two on; more queries (prefill, forks
+// sharing a prompt) copy chunks of groups into a packed buffer on the
+// stack and multiply them by the table's packed kernel (VPDPBUSD at the
+// AVX-512 level, AMX for 16 or more queries where present).
+// A key's score depends only on the query and the key, never on
 // the batch, the chunk or the instruction set, so prefill's tiles, a
 // decode row, forks sharing blocks and the per-query kernel agree to the
 // last bit.
@@ -36,6 +38,7 @@
 #include <cstdint>
 
 #include "kernels/kv_dtype.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 
@@ -55,14 +58,24 @@ void QuantizeQueryQ8_0(const float* q, int head_dim, float scale, uint8_t* out);
 
 // scores[j * stride + key] = the score of rounded query j (nq of them,
 // QueryQ8_0Bytes(head_dim) apart from `queries`) against key `key`, for
-// keys [0, n_keys): key i is row i % block_keys of k_blocks[i / block_keys]
-// (Q8_0 rows of head_dim values, KvBytes(kQ8_0, head_dim) bytes apart).
+// keys [0, n_keys): key i is slot i % block_keys of the key block
+// k_blocks[i / block_keys] (q8_0_kv_blocks.h; block_keys a multiple of
+// 16, or any count for keys of one block). Every group the keys touch is
+// read whole; slots past n_keys are never written.
 void ScoresQ8_0(const uint8_t* queries, int nq, int head_dim, const void* const* k_blocks, int block_keys,
                 int n_keys, float* scores, size_t stride);
 
-// ScoresQ8_0 of one F32 query against n_keys keys of one block: scores[j]
-// for j < n_keys.
+// ScoresQ8_0 of one F32 query against n_keys keys of one key block
+// (its first n_keys slots): scores[j] for j < n_keys.
 void QueryScoresQ8_0(const float* q, int head_dim, const void* k_block, int n_keys, float scale, float* scores);
+
+// The scalar level's scores of one key group (kernel_table.h
+// ScoresQ8_0GroupFn; the reference the SIMD group kernels are tested
+// against): the group copied as a packed group, then
+// MatmulPackedQ8_0Scalar.
+void ScoresQ8_0GroupScalar(const uint8_t* group, int n_rows, int64_t head_dim, const uint8_t* queries,
+                           size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                           const uint8_t* ahead, size_t ahead_bytes);
 
 }  // namespace kvs
 

@@ -1,6 +1,9 @@
 // Q8_0 keys' scores (attention_q8_0_scores.h): on every kernel level, for
-// any number of queries and any block size, each score has the bits of the
-// stated arithmetic, computed here key by key in plain integers.
+// any number of queries and any block size the cache allows, each score
+// has the bits of the stated arithmetic, computed here key by key in plain
+// integers from the keys' Q8_0 rows; the scored blocks hold the same keys
+// as the cache does (q8_0_kv_blocks.h), their unused slots filled with
+// bytes that must not matter.
 #include "kernels/attention_q8_0_scores.h"
 
 #include <cmath>
@@ -12,6 +15,7 @@
 #include "kernels/attention.h"
 #include "kernels/fp16.h"
 #include "kernels/isa_test_util.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 namespace {
@@ -33,13 +37,21 @@ float StatedScore(const uint8_t* query, const uint8_t* key, int hd) {
   return y;
 }
 
+// A key block of block_keys slots (a multiple of 16) holding the first n
+// of `rows` (Q8_0 rows of hd values), its other slots 0xCD bytes.
+std::vector<uint8_t> KeyBlock(const uint8_t* rows, int n, int hd, int block_keys) {
+  std::vector<uint8_t> block(static_cast<size_t>(block_keys) * KvBytes(KvDtype::kQ8_0, hd), 0xCD);
+  Q8_0KeyBlockFromRows(rows, n, hd, block.data());
+  return block;
+}
+
 TEST(AttentionQ8_0ScoresTest, EveryLevelGivesEachScoreTheBitsOfTheStatedArithmetic) {
   const int n_keys = 300;  // more than one packed chunk at every head size
   for (KernelIsa isa : AllKernelIsas()) {
     if (!KernelIsaSupported(isa)) continue;
     ScopedKernelIsa active(isa);
     for (int hd : {32, 128, 256, kQ8_0ScoresMaxHeadDim}) {
-      for (int block_keys : {5, 16, 64}) {
+      for (int block_keys : {16, 32, 64}) {
         std::mt19937 rng(static_cast<unsigned>(hd + block_keys));
         std::normal_distribution<float> nd(0, 1);
         const size_t rb = KvBytes(KvDtype::kQ8_0, hd);
@@ -49,12 +61,14 @@ TEST(AttentionQ8_0ScoresTest, EveryLevelGivesEachScoreTheBitsOfTheStatedArithmet
         StoreKv(KvDtype::kQ8_0, k.data(), kc.data(), k.size());
         // Blocks in reverse memory order, as pages may lie.
         const int n_blocks = (n_keys + block_keys - 1) / block_keys;
-        std::vector<uint8_t> paged(static_cast<size_t>(n_blocks) * block_keys * rb);
+        const size_t bytes = static_cast<size_t>(block_keys) * rb;
+        std::vector<uint8_t> paged(static_cast<size_t>(n_blocks) * bytes);
         std::vector<const void*> blocks(n_blocks);
         for (int b = 0; b < n_blocks; ++b) {
-          const size_t bytes = static_cast<size_t>(block_keys) * rb, at = (n_blocks - 1 - b) * bytes;
-          const size_t have = std::min(bytes, kc.size() - b * bytes);
-          std::memcpy(paged.data() + at, kc.data() + b * bytes, have);
+          const size_t at = (n_blocks - 1 - b) * bytes;
+          const int have = std::min(block_keys, n_keys - b * block_keys);
+          const std::vector<uint8_t> block = KeyBlock(kc.data() + b * bytes, have, hd, block_keys);
+          std::memcpy(paged.data() + at, block.data(), bytes);
           blocks[b] = paged.data() + at;
         }
         for (int nq : {1, 2, 3, 4, 5, 17, 32}) {
@@ -106,7 +120,8 @@ TEST(AttentionQ8_0ScoresTest, KeysAtTheEndsOfTheInt8RangeGetTheStatedBitsOnEvery
       }
     }
   }
-  const void* blocks[1] = {kc.data()};
+  const std::vector<uint8_t> block = KeyBlock(kc.data(), n_keys, hd, 48);
+  const void* blocks[1] = {block.data()};
   for (KernelIsa isa : AllKernelIsas()) {
     if (!KernelIsaSupported(isa)) continue;
     ScopedKernelIsa active(isa);
@@ -116,7 +131,7 @@ TEST(AttentionQ8_0ScoresTest, KeysAtTheEndsOfTheInt8RangeGetTheStatedBitsOnEvery
       std::vector<uint8_t> rounded(nq * qb);
       for (int j = 0; j < nq; ++j) QuantizeQueryQ8_0(q.data() + j * hd, hd, 0.125f, rounded.data() + j * qb);
       std::vector<float> scores(nq * n_keys);
-      ScoresQ8_0(rounded.data(), nq, hd, blocks, n_keys, n_keys, scores.data(), n_keys);
+      ScoresQ8_0(rounded.data(), nq, hd, blocks, 48, n_keys, scores.data(), n_keys);
       for (int j = 0; j < nq; ++j) {
         for (int key = 0; key < n_keys; ++key) {
           ASSERT_EQ(StatedScore(rounded.data() + j * qb, kc.data() + key * rb, hd), scores[j * n_keys + key])
@@ -152,7 +167,8 @@ TEST(AttentionQ8_0ScoresTest, AScoreIsTheExactDotProductUpToTheQuerysRounding) {
   StoreKv(KvDtype::kQ8_0, k.data(), kc.data(), k.size());
   LoadKv(KvDtype::kQ8_0, kc.data(), k.data(), k.size());
   std::vector<float> scores(n_keys);
-  QueryScoresQ8_0(q.data(), hd, kc.data(), n_keys, 1.0f, scores.data());
+  const std::vector<uint8_t> block = KeyBlock(kc.data(), n_keys, hd, n_keys);
+  QueryScoresQ8_0(q.data(), hd, block.data(), n_keys, 1.0f, scores.data());
   for (int key = 0; key < n_keys; ++key) {
     double exact = 0, bound = 0;
     for (int b = 0; b < hd / 32; ++b) {

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/attention_test_util.h"
 #include "kernels/isa_test_util.h"
 
 namespace kvs {
@@ -31,6 +32,7 @@ class Blocks {
       for (float& x : f) x = nd(rng);
       data_.emplace_back(KvBytes(dtype, static_cast<int64_t>(f.size())));
       StoreKv(dtype, f.data(), data_.back().data(), static_cast<int64_t>(f.size()));
+      if (b % 2 == 0) KeysAsCached(dtype, data_.back().data(), kBlock, head_dim);
     }
   }
   const void* k(int b) const { return data_[2 * b].data(); }

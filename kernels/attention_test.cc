@@ -46,6 +46,7 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
   StoreKv(dtype, v.data(), vc.data(), v.size());
   LoadKv(dtype, kc.data(), k.data(), k.size());
   LoadKv(dtype, vc.data(), v.data(), v.size());
+  KeysAsCached(dtype, kc, n_keys, hd);
 
   // Query i sits at position pos[i] (causal: it sees keys 0..pos[i]).
   int pos[nq];

@@ -14,8 +14,34 @@
 #include "kernels/attention_q8_0_values.h"
 #include "kernels/fp16.h"
 #include "kernels/kv_dtype.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
+
+// n_keys keys stored as rows of `dtype` (StoreKv) at `keys`, laid end to
+// end, put in place in the order a cache of that type holds them: for
+// q8_0, packed groups of 16 keys (q8_0_kv_blocks.h), so any run of whole
+// groups is a block of a page of that many tokens. `keys` must have room
+// for whole groups (a cache's kernels read them whole); the last group's
+// missing slots keep the bytes they had. Other types are rows already.
+inline void KeysAsCached(KvDtype dtype, uint8_t* keys, int n_keys, int head_dim) {
+  if (dtype != KvDtype::kQ8_0) return;
+  const size_t group_bytes = Q8_0KeyGroupBytes(head_dim);
+  std::vector<uint8_t> rows(group_bytes);
+  for (int k0 = 0; k0 < n_keys; k0 += kQ8_0KeyGroupSlots) {
+    const int n = std::min(kQ8_0KeyGroupSlots, n_keys - k0);
+    uint8_t* group = keys + static_cast<size_t>(k0 / kQ8_0KeyGroupSlots) * group_bytes;
+    std::memcpy(rows.data(), group, static_cast<size_t>(n) * KvBytes(KvDtype::kQ8_0, head_dim));
+    Q8_0KeyBlockFromRows(rows.data(), n, head_dim, group);
+  }
+}
+// The same for a buffer of n_keys rows, first grown to whole groups.
+inline void KeysAsCached(KvDtype dtype, std::vector<uint8_t>& keys, int n_keys, int head_dim) {
+  if (dtype != KvDtype::kQ8_0) return;
+  keys.resize(std::max(keys.size(), Q8_0KeyGroupBytes(head_dim) * ((n_keys + kQ8_0KeyGroupSlots - 1) /
+                                                                    kQ8_0KeyGroupSlots)));
+  KeysAsCached(dtype, keys.data(), n_keys, head_dim);
+}
 
 // `q` (queries of head_dim values laid end to end) as a Q8_0 cache's
 // scores see them: each query rounded to Q8_0 (attention_q8_0_scores.h)

@@ -98,6 +98,8 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
   for (KvDtype dtype : {KvDtype::kF16, KvDtype::kF32, KvDtype::kBF16, KvDtype::kQ8_0}) {
     for (const Shape& s : shapes) {
       if (!KvDtypeFitsHeadDim(dtype, s.head_dim)) continue;
+      // A q8_0 cache's pages hold whole key groups of 16 (q8_0_kv_blocks.h).
+      if (dtype == KvDtype::kQ8_0 && s.block % kQ8_0KeyGroupSlots != 0) continue;
       const int n_blocks = (s.n_keys + s.block - 1) / s.block, keys = n_blocks * s.block;
       std::vector<float> q(static_cast<size_t>(s.rows) * s.heads * s.head_dim), kf(static_cast<size_t>(keys) * s.head_dim),
           vf(kf.size());
@@ -108,6 +110,9 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
       std::vector<uint8_t> k(n_blocks * block_bytes), v(k.size());
       StoreKv(dtype, kf.data(), k.data(), kf.size());
       StoreKv(dtype, vf.data(), v.data(), vf.size());
+      if (dtype == KvDtype::kQ8_0) {  // each block's keys as a q8_0 cache's page holds them
+        for (int b = 0; b < n_blocks; ++b) KeysAsCached(dtype, k.data() + b * block_bytes, s.block, s.head_dim);
+      }
       std::vector<const void*> kb(n_blocks), vb(n_blocks);
       for (int b = 0; b < n_blocks; ++b) {  // blocks in reverse memory order, as pages may be
         kb[b] = k.data() + (n_blocks - 1 - b) * block_bytes;

@@ -120,14 +120,16 @@ using PackedQ8_0MinCallRowsFn = int64_t (*)(int nx);
 // PackQ8_0Group; every level gives the same bytes).
 using PackQ8_0GroupFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t* out,
                                  const uint8_t* ahead, size_t ahead_bytes);
-// Scores of up to 16 Q8_0 key rows against nq <= kScoresQ8_0RowsMaxQueries
-// rounded queries, straight from the rows: the bits of PackQ8_0Group
-// followed by the level's packed kernel (attention_q8_0_scores.h states
-// the arithmetic and the arguments). nullptr where the level packs.
-inline constexpr int kScoresQ8_0RowsMaxQueries = 4;
-using ScoresQ8_0RowsFn = void (*)(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
-                                  size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
-                                  const uint8_t* ahead, size_t ahead_bytes);
+// Scores of one key group of a q8_0 cache (q8_0_kv_blocks.h: 16 slots,
+// F16 scales [nb][16] then quants [nb][8][16][4] as q + 128, unpadded)
+// against nq <= kScoresQ8_0GroupMaxQueries rounded queries: the bits of the
+// level's packed kernel on that group (attention_q8_0_scores.h states the
+// arithmetic and the arguments). nullptr where the level has none (the
+// group is then multiplied by the packed kernel).
+inline constexpr int kScoresQ8_0GroupMaxQueries = 4;
+using ScoresQ8_0GroupFn = void (*)(const uint8_t* group, int n_rows, int64_t head_dim, const uint8_t* queries,
+                                   size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                                   const uint8_t* ahead, size_t ahead_bytes);
 // The best logits (top_logits.h Argmax, TopK and LogitsAbove).
 using ArgmaxFn = int64_t (*)(const float* x, int64_t n);
 using TopKFn = int (*)(const float* x, int64_t n, int k, TopLogit* out);
@@ -173,7 +175,7 @@ struct KernelTable {
   // A decode row's few queries against Q8_0 keys without packing them
   // (AVX2 and AVX-512: a few queries' products cost less than the packed
   // layout's stores, reloads and scale copies); nullptr: pack.
-  ScoresQ8_0RowsFn scores_q8_0_rows;
+  ScoresQ8_0GroupFn scores_q8_0_group;
   bool amx;
   // Whether the vector attention kernels fold Q8_0 values in int16 groups
   // (attention_q8_0_values.h; the heads attention.h

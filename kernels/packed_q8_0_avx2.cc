@@ -22,10 +22,9 @@
 // adding to it (kvs-bench-kernels gemm_packed/Q8_0/avx2/nx8/151936x1024,
 // weights from memory, on Zen 3: 34-43 ms -> 29-35 ms per call).
 //
-// ScoresRowsAvx2 (the table's scores_q8_0_rows) is the same arithmetic for
-// a decode row's few queries against Q8_0 key rows that are read once: it
-// transposes each half-group's slices in registers as the packer does and
-// multiplies them there, without the packed buffer.
+// ScoresGroupAvx2 (the table's scores_q8_0_group) is the same arithmetic
+// for a decode row's few queries against one key group of a q8_0 cache,
+// which holds its keys in this layout (q8_0_kv_blocks.h).
 #include <immintrin.h>
 
 #include <cstring>
@@ -248,18 +247,23 @@ void PackGroupAvx2(const uint8_t* const* rows, int n_rows, int64_t cols, uint8_t
   }
 }
 
-// ScoresQ8_0Rows for J queries: per block and half-group, the transposed
-// slices go straight into HalfTile's products (|k| against sign(x, k), the
-// same exact int32 sums) and its scaled sums (fma(float(isum), d_k * d_x,
-// acc), blocks in order), so every lane has MatmulAvx2's bits for that key
-// and query without the packed buffer's bias, stores and reloads. A half
-// with no rows is skipped; only rows < n_rows are written.
+// The scores of one key group (q8_0_kv_blocks.h: scales [nb][16], then
+// the quants as q + 128 in the packed order, nb * 32 bytes in) for J
+// queries: per block and half-group, the slices are loaded, turned back
+// into signed quants (xor 0x80) and go into HalfTile's products (|k|
+// against sign(x, k), the same exact int32 sums) and its scaled sums
+// (fma(float(isum), d_k * d_x, acc), blocks in order), so every lane has
+// MatmulAvx2's bits for that key and query. A half with no rows is
+// skipped; only rows < n_rows are written.
 template <int J>
-void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const int8_t* const* x,
-                    const float* const* dx, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
+void ScoresGroupTile(const uint8_t* group, int n_rows, int64_t nb, const int8_t* const* x,
+                     const float* const* dx, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int halves = n_rows > 8 ? 2 : 1;
   const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
+  const uint8_t* quants = group + static_cast<size_t>(nb) * 32;
   __m256 acc[2][J];
 #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
@@ -267,38 +271,26 @@ void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const in
     for (int j = 0; j < J; ++j) acc[h][j] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
     for (size_t off = b * ahead_step; off < ahead_bytes && off < (b + 1) * ahead_step; off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T2);  // into L2 (BlockPrefetch)
     }
     for (int h = 0; h < halves; ++h) {
-      __m256i w[8];
-      TransposeHalf(rows, n_rows, h, at + 2, w);
       __m256i isum[J];
 #pragma GCC unroll 8
       for (int kk = 0; kk < 8; ++kk) {
-        const __m256i mag = _mm256_abs_epi8(w[kk]);
+        const __m256i w = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + b * 512 + kk * 64 + 32 * h)), flip);
+        const __m256i mag = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
         for (int j = 0; j < J; ++j) {
           const __m256i xs = Slice(x[j] + 32 * b + 4 * kk);
-          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(xs, w[kk])), ones);
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(xs, w)), ones);
           isum[j] = kk == 0 ? dot : _mm256_add_epi32(isum[j], dot);
           asm("" : "+x"(isum[j]));  // a chain in registers, as HalfTile's
         }
       }
-      // The 8 rows' F16 scales, built in registers: 2-byte stores read
-      // back as one vector stall on store forwarding.
-      auto scale = [&](int i) -> uint32_t {
-        const int n = 8 * h + i;
-        uint16_t d = 0;
-        if (n < n_rows) std::memcpy(&d, rows[n] + at, 2);
-        return d;
-      };
-      __m128i d16 = _mm_cvtsi32_si128(static_cast<int>(scale(0) | scale(1) << 16));
-      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(2) | scale(3) << 16), 1);
-      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(4) | scale(5) << 16), 2);
-      d16 = _mm_insert_epi32(d16, static_cast<int>(scale(6) | scale(7) << 16), 3);
-      const __m256 dw = _mm256_cvtph_ps(d16);
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * b + 8 * h)));
 #pragma GCC unroll 4
       for (int j = 0; j < J; ++j) {
         acc[h][j] =
@@ -319,22 +311,22 @@ void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const in
   }
 }
 
-void ScoresRowsAvx2(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
-                    size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
-                    const uint8_t* ahead, size_t ahead_bytes) {
+void ScoresGroupAvx2(const uint8_t* group, int n_rows, int64_t head_dim, const uint8_t* queries,
+                     size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                     const uint8_t* ahead, size_t ahead_bytes) {
   if (n_rows <= 0 || nq <= 0) return;
-  const int8_t* x[kScoresQ8_0RowsMaxQueries];
-  const float* dx[kScoresQ8_0RowsMaxQueries];
+  const int8_t* x[kScoresQ8_0GroupMaxQueries];
+  const float* dx[kScoresQ8_0GroupMaxQueries];
   for (int j = 0; j < nq; ++j) {
     x[j] = reinterpret_cast<const int8_t*>(queries + static_cast<size_t>(j) * query_bytes);
     dx[j] = reinterpret_cast<const float*>(queries + static_cast<size_t>(j) * query_bytes + scales_offset);
   }
   const int64_t nb = head_dim / 32;
   switch (nq) {
-    case 1: return ScoresRowsTile<1>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
-    case 2: return ScoresRowsTile<2>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
-    case 3: return ScoresRowsTile<3>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
-    default: return ScoresRowsTile<4>(rows, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    case 1: return ScoresGroupTile<1>(group, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    case 2: return ScoresGroupTile<2>(group, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    case 3: return ScoresGroupTile<3>(group, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
+    default: return ScoresGroupTile<4>(group, n_rows, nb, x, dx, scores, stride, ahead, ahead_bytes);
   }
 }
 
@@ -342,7 +334,7 @@ void ScoresRowsAvx2(const uint8_t* const* rows, int n_rows, int64_t head_dim, co
 
 void FillAvx2PackedQ8_0(KernelTable* t) {
   t->pack_q8_0_group = PackGroupAvx2;
-  t->scores_q8_0_rows = ScoresRowsAvx2;
+  t->scores_q8_0_group = ScoresGroupAvx2;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx2;
   t->packed_q8_0_wide = MatmulAvx2;

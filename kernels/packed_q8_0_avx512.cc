@@ -14,10 +14,9 @@
 // memory ran 1.14x and from cache 1.07x the time (gemm_packed nx8,
 // Sapphire Rapids).
 //
-// ScoresRowsAvx512 (the table's scores_q8_0_rows) is the same arithmetic
-// for a decode row's few queries against Q8_0 key rows that are read once:
-// it transposes each block's slices in registers as the packer does
-// (TransposeBlock) and multiplies them there, without the packed buffer.
+// ScoresGroupAvx512 (the table's scores_q8_0_group) is the same arithmetic
+// for a decode row's few queries against one key group of a q8_0 cache,
+// which holds its keys in this layout (q8_0_kv_blocks.h).
 // GCC 12 flags its own intrinsics (intentionally undefined pass-through
 // operands) as maybe-uninitialized.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -31,6 +30,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/attention_q8_0_scores.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/packed_q8_0.h"
@@ -393,50 +393,41 @@ void PackGroupAvx512(const uint8_t* const* rows, int n_rows, int64_t cols, uint8
   }
 }
 
-// Blocks of a head ScoresRowsAvx512 takes: every head a q8_0 cache holds
-// (longer rows, which no cache has, are packed and multiplied by the
-// scalar kernels: the same bits).
-constexpr int64_t kMaxRowsBlocks = 32;
-static_assert(kMaxRowsBlocks * 32 >= kKvQ8_0MaxHeadDim, "every q8_0 cache's head in registers");
+// Blocks of a head ScoresGroupAvx512 takes: every head a q8_0 cache holds
+// (longer heads, which no cache has, go to the scalar kernel: the same
+// bits).
+constexpr int64_t kMaxGroupBlocks = 32;
+static_assert(kMaxGroupBlocks * 32 >= kKvQ8_0MaxHeadDim, "every q8_0 cache's head");
 
-// ScoresQ8_0Rows for J queries: per block, TransposeBlock's slice
-// registers go straight into GroupTile's products (VPDPBUSD chains from
-// the block's correction, the same exact int32 sums) and its scaled sums
-// (fma(float(isum), d_k * d_x, acc), blocks in order), so every lane has
-// MatmulAvx512's bits for that key and query without the packed buffer's
-// stores, reloads and scale copies. The 16 rows' F16 scales of a block
-// come by two gathers through the rows' pointers, masked to the rows
-// there are. Only rows < n_rows are written.
+// The scores of one key group (q8_0_kv_blocks.h: scales [nb][16], then
+// the quants as q + 128 in the packed order, nb * 32 bytes in) for J
+// queries: GroupTile's products (VPDPBUSD chains from the block's
+// correction, the same exact int32 sums) and its scaled sums (fma(float(isum),
+// d_k * d_x, acc), blocks in order), so every lane has MatmulAvx512's
+// bits for that key and query. Each block's 16 scales and 8 slice
+// registers are plain loads: no gather, no transposition (a decode row
+// from memory took 0.84x the time of the rows' gathers and transposition,
+// docs/performance.md). While a block is folded it asks for its share of
+// [ahead, ahead + ahead_bytes) into L2. Only rows < n_rows are written.
 template <int J>
-void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const uint8_t* x, size_t x_stride,
-                    size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
-  int32_t corr[J][kMaxRowsBlocks];
+void ScoresGroupTile(const uint8_t* group, int n_rows, int64_t nb, const uint8_t* x, size_t x_stride,
+                     size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
+  int32_t corr[J][kMaxGroupBlocks];
 #pragma GCC unroll 4
   for (int j = 0; j < J; ++j) BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_stride), nb, corr[j]);
   const __mmask16 present = static_cast<__mmask16>(n_rows >= 16 ? 0xFFFF : (1u << n_rows) - 1);
-  const __m512i row_lo = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present), rows);
-  const __m512i row_hi = _mm512_maskz_loadu_epi64(static_cast<__mmask8>(present >> 8), rows + 8);
   const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);
+  const uint8_t* quants = group + static_cast<size_t>(nb) * 32;
   __m512 acc[J];
 #pragma GCC unroll 4
   for (int j = 0; j < J; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const size_t at = static_cast<size_t>(b) * 34;  // the block's scale; its quants 2 bytes on
     AskAhead(ahead, ahead_bytes, ahead_step, b);
-    // The block's 16 F16 scales, gathered before its quants are read.
-    const __m512i offset = _mm512_set1_epi64(static_cast<int64_t>(at));
-    const __m256i d_lo = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(present),
-                                                     _mm512_add_epi64(row_lo, offset), nullptr, 1);
-    const __m256i d_hi = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), static_cast<__mmask8>(present >> 8),
-                                                     _mm512_add_epi64(row_hi, offset), nullptr, 1);
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_inserti64x4(_mm512_castsi256_si512(d_lo), d_hi, 1)));
-    __m512i w[8];
-    TransposeBlock(rows, n_rows, at + 2, w);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
     // The queries' chains side by side, slice by slice, in one asm
-    // statement each (as separate statements GCC scheduled each query's
-    // 8 products one after another: one chain, bound by VPDPBUSD's
-    // latency); one or two queries split a block into two chains each.
+    // statement each (DotSlices); one or two queries split a block into
+    // two chains each.
     constexpr int kChains = J <= 2 ? 2 : 1;
     __m512i p[J][kChains];
 #pragma GCC unroll 4
@@ -447,10 +438,11 @@ void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const ui
     const uint8_t* xb = x + 32 * b;
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
+      const __m512i w = _mm512_loadu_si512(quants + b * 512 + kk * 64);
       if constexpr (J == 1) {
-        DotSlice(p[0][kk % 2], w[kk], xb + 4 * kk);
+        DotSlice(p[0][kk % 2], w, xb + 4 * kk);
       } else {
-        DotSlices<J>(p, kk % kChains, w[kk], xb + 4 * kk, x_stride);
+        DotSlices<J>(p, kk % kChains, w, xb + 4 * kk, x_stride);
       }
     }
     if constexpr (kChains == 2) {
@@ -467,20 +459,16 @@ void ScoresRowsTile(const uint8_t* const* rows, int n_rows, int64_t nb, const ui
   for (int j = 0; j < J; ++j) _mm512_mask_storeu_ps(y + j * y_stride, present, acc[j]);
 }
 
-void ScoresRowsAvx512(const uint8_t* const* rows, int n_rows, int64_t head_dim, const uint8_t* queries,
-                      size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
-                      const uint8_t* ahead, size_t ahead_bytes) {
+void ScoresGroupAvx512(const uint8_t* group, int n_rows, int64_t head_dim, const uint8_t* queries,
+                       size_t query_bytes, size_t scales_offset, int nq, float* scores, int64_t stride,
+                       const uint8_t* ahead, size_t ahead_bytes) {
   if (n_rows <= 0 || nq <= 0) return;
   const int64_t nb = head_dim / 32;
-  if (nb > kMaxRowsBlocks) {
-    std::vector<uint8_t> packed(PackedQ8_0GroupBytes(head_dim));
-    PackQ8_0GroupScalar(rows, n_rows, head_dim, packed.data(), ahead, ahead_bytes);
-    return MatmulPackedQ8_0Scalar(packed.data(), 16, head_dim, 0, n_rows, queries, query_bytes, scales_offset, nq,
-                                  scores, stride);
-  }
+  if (nb > kMaxGroupBlocks) return ScoresQ8_0GroupScalar(group, n_rows, head_dim, queries, query_bytes,
+                                                         scales_offset, nq, scores, stride, ahead, ahead_bytes);
   auto tile = [&](auto j) {
-    ScoresRowsTile<decltype(j)::value>(rows, n_rows, nb, queries, query_bytes, scales_offset, scores, stride, ahead,
-                                       ahead_bytes);
+    ScoresGroupTile<decltype(j)::value>(group, n_rows, nb, queries, query_bytes, scales_offset, scores, stride,
+                                        ahead, ahead_bytes);
   };
   switch (nq) {
     case 1: return tile(std::integral_constant<int, 1>{});
@@ -494,7 +482,7 @@ void ScoresRowsAvx512(const uint8_t* const* rows, int n_rows, int64_t head_dim, 
 
 void FillAvx512PackedQ8_0(KernelTable* t) {
   t->pack_q8_0_group = PackGroupAvx512;
-  t->scores_q8_0_rows = ScoresRowsAvx512;
+  t->scores_q8_0_group = ScoresGroupAvx512;
   t->pack_q8_0 = true;
   t->packed_q8_0 = MatmulAvx512;
   t->packed_q8_0_wide = MatmulAvx512;

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "kernels/packed_q8_0.h"
+
 namespace kvs {
 namespace {
 
@@ -89,6 +91,14 @@ void Q8_0ValueBlockToRows(const uint8_t* block, int n_slots, int head_dim, int p
   for (int s = 0; s < n_slots; ++s) {
     LoadQ8_0ValueSlot(block, head_dim, page_tokens, s, rows + s * RowBytes(head_dim));
   }
+}
+
+void Q8_0KeyGroupToPacked(const uint8_t* group, int head_dim, uint8_t* packed) {
+  const size_t scales = Q8_0KeyGroupQuantsOffset(head_dim), quants = Q8_0KeyGroupBytes(head_dim) - scales;
+  const size_t padded = PackedQ8_0GroupBytes(head_dim) - quants;
+  std::memcpy(packed, group, scales);
+  if (padded > scales) std::memset(packed + scales, 0, padded - scales);
+  std::memcpy(packed + padded, group + scales, quants);
 }
 
 }  // namespace kvs

@@ -69,6 +69,11 @@ void Q8_0KeyBlockToRows(const uint8_t* block, int n_slots, int head_dim, uint8_t
 void Q8_0ValueBlockFromRows(const uint8_t* rows, int n_slots, int head_dim, int page_tokens, uint8_t* block);
 void Q8_0ValueBlockToRows(const uint8_t* block, int n_slots, int head_dim, int page_tokens, uint8_t* rows);
 
+// One key group (Q8_0KeyGroupBytes) as packed_q8_0.h's group
+// (PackedQ8_0GroupBytes(head_dim) bytes at `packed`): the same scales,
+// zero padding up to 64 bytes, the same quants. For an even nb, a copy.
+void Q8_0KeyGroupToPacked(const uint8_t* group, int head_dim, uint8_t* packed);
+
 }  // namespace kvs
 
 #endif  // KVSESSION_KERNELS_Q8_0_KV_BLOCKS_H_

@@ -2,6 +2,7 @@
 
 #include "absl/base/internal/raw_logging.h"
 #include "kernels/attention.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 
@@ -25,13 +26,28 @@ void KeyRotation::RotateSlots(const KvGeometry& g, uint8_t* page, int first_slot
   RopeAngles(delta, inv_freq_.data(), rope_dim_, cos_sin.data());
   const int64_t n = static_cast<int64_t>(n_slots) * head_dim_;
   std::vector<float> keys(static_cast<size_t>(n));
+  // q8_0 keys are packed groups (q8_0_kv_blocks.h): their slots go through
+  // Q8_0 rows here.
+  const bool packed = g.dtype == KvDtype::kQ8_0;
+  std::vector<uint8_t> rows(packed ? static_cast<size_t>(n_slots) * g.row_bytes() : 0);
   for (int layer = 0; layer < n_layers_; ++layer) {
     for (int head = 0; head < n_kv_heads_; ++head) {
-      // The block's slots are contiguous: one "head" per slot.
-      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head) + g.slot_offset(first_slot);
-      LoadKv(g.dtype, block, keys.data(), n);
+      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head);
+      // Otherwise the block's slots are contiguous rows: one "head" per slot.
+      uint8_t* slots = packed ? rows.data() : block + g.slot_offset(first_slot);
+      if (packed) {
+        for (int s = 0; s < n_slots; ++s) {
+          LoadQ8_0KeySlot(block, head_dim_, first_slot + s, slots + s * g.row_bytes());
+        }
+      }
+      LoadKv(g.dtype, slots, keys.data(), n);
       RopeApply(style_, keys.data(), n_slots, head_dim_, rope_dim_, cos_sin.data());
-      StoreKv(g.dtype, keys.data(), block, n);
+      StoreKv(g.dtype, keys.data(), slots, n);
+      if (packed) {
+        for (int s = 0; s < n_slots; ++s) {
+          StoreQ8_0KeySlot(slots + s * g.row_bytes(), head_dim_, first_slot + s, block);
+        }
+      }
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "cache/kv_sequence.h"
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/q8_0_kv_blocks.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
@@ -42,8 +44,16 @@ void Prefill(const Model& m, KvSequence* kv, const std::vector<int32_t>& tokens,
 }
 
 std::vector<float> Keys(const KvSequence& kv, int pos, int layer, int head) {
-  std::vector<float> out(kv.geometry().head_dim);
-  LoadKv(kv.geometry().dtype, kv.slot(pos, layer, KvPart::kKey, head), out.data(), out.size());
+  const KvGeometry& g = kv.geometry();
+  std::vector<float> out(g.head_dim);
+  if (g.dtype == KvDtype::kQ8_0) {  // packed key groups (q8_0_kv_blocks.h)
+    std::vector<uint8_t> row(g.row_bytes());
+    LoadQ8_0KeySlot(kv.block(pos / g.page_tokens, layer, KvPart::kKey, head), g.head_dim, pos % g.page_tokens,
+                    row.data());
+    LoadKv(KvDtype::kQ8_0, row.data(), out.data(), out.size());
+    return out;
+  }
+  LoadKv(g.dtype, kv.slot(pos, layer, KvPart::kKey, head), out.data(), out.size());
   return out;
 }
 
@@ -82,6 +92,17 @@ KvSequence Convert(const KvSequence& kv, PagePool* pool) {
   for (int p = 0; p < kv.num_pages(); ++p) {
     StoreKv(pool->geometry().dtype, reinterpret_cast<const float*>(kv.pool()->data(kv.page_table()[p])),
             pool->data(out.page_table()[p]), n);
+    // q8_0 keys as the cache holds them: rows to packed groups.
+    const KvGeometry& g = pool->geometry();
+    if (g.dtype != KvDtype::kQ8_0) continue;
+    std::vector<uint8_t> rows(g.block_bytes());
+    for (int layer = 0; layer < g.n_layers; ++layer) {
+      for (int head = 0; head < g.n_kv_heads; ++head) {
+        uint8_t* block = pool->data(out.page_table()[p]) + g.block_offset(layer, KvPart::kKey, head);
+        std::memcpy(rows.data(), block, rows.size());
+        Q8_0KeyBlockFromRows(rows.data(), g.page_tokens, g.head_dim, block);
+      }
+    }
   }
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "kernels/q8_0_kv_blocks.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
@@ -167,10 +168,27 @@ TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
   EXPECT_LE(kv.length(), 64);
 }
 
+// The stored bytes of position `pos` of one (layer, part, head) block, as
+// a row (q8_0 keys through their packed groups, q8_0_kv_blocks.h).
+std::vector<uint8_t> StoredRow(const KvGeometry& g, const uint8_t* page, int slot, int layer, KvPart part,
+                               int head) {
+  std::vector<uint8_t> row(g.row_bytes());
+  const uint8_t* block = page + g.block_offset(layer, part, head);
+  if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
+    LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
+  } else {
+    std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
+  }
+  return row;
+}
+
 // The rows of position `pos` of one (layer, part, head) block.
 std::vector<float> Row(const KvSequence& kv, int pos, int layer, KvPart part, int head) {
-  std::vector<float> out(kv.geometry().head_dim);
-  LoadKv(kv.geometry().dtype, kv.slot(pos, layer, part, head), out.data(), out.size());
+  const KvGeometry& g = kv.geometry();
+  const std::vector<uint8_t> row =
+      StoredRow(g, kv.pool()->data(kv.page_table()[pos / g.page_tokens]), pos % g.page_tokens, layer, part, head);
+  std::vector<float> out(g.head_dim);
+  LoadKv(g.dtype, row.data(), out.data(), out.size());
   return out;
 }
 
@@ -236,6 +254,41 @@ TEST_F(KvSlideTest, ATokenSlideRepacksTheRowsAtTheirNewPositionsWithKeysTurnedBy
   }
   // Generation goes on from the new length.
   Feed(&kv, {7});
+  EXPECT_EQ(kv.length(), 45 - drop + 1);
+}
+
+// The same slide on a q8_0 cache, whose keys are packed groups: each moved
+// key's bytes are the old key's turned by the shift (KeyRotation on the
+// fork's pages), each kept key and every value is the fork's, byte for byte.
+TEST_F(KvSlideTest, AQ8_0TokenSlideMovesEachPackedKeyToItsNewSlotTurned) {
+  const KvGeometry g{geometry_.n_layers, geometry_.n_kv_heads, geometry_.head_dim, 16, KvDtype::kQ8_0};
+  PagePool pool(g, 32);
+  KvSequence kv(&pool);
+  Feed(&kv, Tokens(45));
+  KvSequence fork = kv.Fork();
+  const int keep = 5, drop = 11;
+  ASSERT_TRUE(SlideKvTokens(*rotation_, {keep, drop}, false, &kv).ok());
+  ASSERT_EQ(kv.length(), 45 - drop);
+  std::vector<std::vector<uint8_t>> turned;
+  for (PageId p : fork.page_table()) {
+    turned.push_back(Bytes(pool, p));
+    rotation_->Rotate(g, turned.back().data(), g.page_tokens, -drop);
+  }
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (int head = 0; head < g.n_kv_heads; ++head) {
+      for (int pos = 0; pos < kv.length(); ++pos) {
+        const int from = pos < keep ? pos : pos + drop, t = g.page_tokens;
+        const uint8_t* page = pool.data(kv.page_table()[pos / t]);
+        const uint8_t* old_page = pool.data(fork.page_table()[from / t]);
+        EXPECT_EQ(StoredRow(g, page, pos % t, layer, KvPart::kValue, head),
+                  StoredRow(g, old_page, from % t, layer, KvPart::kValue, head));
+        EXPECT_EQ(StoredRow(g, page, pos % t, layer, KvPart::kKey, head),
+                  StoredRow(g, pos < keep ? old_page : turned[from / t].data(), from % t, layer, KvPart::kKey, head))
+            << "layer " << layer << " pos " << pos;
+      }
+    }
+  }
+  Feed(&kv, {7});  // generation goes on from the new length
   EXPECT_EQ(kv.length(), 45 - drop + 1);
 }
 

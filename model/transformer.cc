@@ -11,6 +11,7 @@
 #include "kernels/kv_dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
+#include "kernels/q8_0_kv_blocks.h"
 #include "kernels/rope.h"
 
 namespace kvs {
@@ -490,8 +491,15 @@ void Transformer::FinishQkvRow(const LayerWeights& L, int layer, const ForwardIt
   // Store this row's K and V in its sequence's page.
   KvSequence& kv = *item.kv;
   for (int h = 0; h < c.n_kv_heads; ++h) {
-    StoreKv(kv.geometry().dtype, k + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kKey, h),
-            c.head_dim);
+    if (kv.geometry().dtype == KvDtype::kQ8_0) {  // keys in packed groups (q8_0_kv_blocks.h)
+      alignas(64) uint8_t row[kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues * kKvQ8_0BlockBytes];
+      StoreKv(KvDtype::kQ8_0, k + h * c.head_dim, row, c.head_dim);
+      const int t = kv.geometry().page_tokens;
+      StoreQ8_0KeySlot(row, c.head_dim, row_pos_[r] % t, kv.block(row_pos_[r] / t, layer, KvPart::kKey, h));
+    } else {
+      StoreKv(kv.geometry().dtype, k + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kKey, h),
+              c.head_dim);
+    }
     StoreKv(kv.geometry().dtype, v + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kValue, h),
             c.head_dim);
   }

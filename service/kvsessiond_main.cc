@@ -212,6 +212,10 @@ absl::StatusOr<ServerConfig> ReadFlags() {
   c.kv_dtype = *kv_dtype;
   c.page_tokens = absl::GetFlag(FLAGS_page_tokens);
   if (c.page_tokens < 1 || c.page_tokens > 256) return absl::InvalidArgumentError("--page-tokens must be in [1, 256]");
+  if (c.kv_dtype == KvDtype::kQ8_0 && c.page_tokens % 16 != 0) {
+    // A q8_0 page holds its keys in packed groups of 16 (kernels/q8_0_kv_blocks.h).
+    return absl::InvalidArgumentError("--page-tokens must be a multiple of 16 with --kv-type q8_0");
+  }
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
   if (absl::GetFlag(FLAGS_max_unsent_stream_kb) < 1) return absl::InvalidArgumentError("--max-unsent-stream-kb must be >= 1");
   if (absl::GetFlag(FLAGS_max_unsent_mb) < 1) return absl::InvalidArgumentError("--max-unsent-mb must be >= 1");

@@ -71,7 +71,8 @@ class ParityTest : public ::testing::TestWithParam<Case> {
       if (dtype == KvDtype::kQ8_0 && !KvDtypeFitsHeadDim(dtype, head_dim)) continue;  // head_dim % 32 != 0
       ScopedAmxAttention amx(amx_attention);
       if (amx_attention && !amx.supported()) continue;
-      auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, /*page_tokens=*/4);
+      // Pages of 4 tokens (16 for q8_0: whole key groups).
+      auto engine = TestEngine::Load(model_path_, dtype, MatmulPath::kFast, dtype == KvDtype::kQ8_0 ? 16 : 4);
       ASSERT_NE(engine, nullptr);
       head_dim = engine->config.head_dim;
       fn(engine.get(), std::string(KvDtypeName(dtype)) + (amx_attention ? " amx" : ""));
