@@ -164,6 +164,19 @@ std::vector<float> RandomFloats(size_t n) {
   return v;
 }
 
+// n_keys values stored as rows of `dtype`, laid out as a cache's value
+// blocks of `page` slots end to end: for q8_0 each block's scales, then its
+// quants (q8_0_kv_blocks.h); the other types as they are.
+std::vector<uint8_t> ValueBlocks(KvDtype dtype, const std::vector<uint8_t>& rows, int n_keys, int head_dim, int page) {
+  if (dtype != KvDtype::kQ8_0) return rows;
+  std::vector<uint8_t> blocks(rows.size());
+  const size_t block_bytes = KvBytes(dtype, static_cast<int64_t>(page) * head_dim);
+  for (int p = 0; p * page < n_keys; ++p) {
+    Q8_0ValueBlockFromRows(rows.data() + p * block_bytes, page, head_dim, page, blocks.data() + p * block_bytes);
+  }
+  return blocks;
+}
+
 // Makes `isa` active for the benchmark; false (and the state skipped) when
 // the CPU lacks it.
 bool UseIsa(benchmark::State& state, KernelIsa isa) {
@@ -315,6 +328,7 @@ void Attention(benchmark::State& state, KernelIsa isa, KvDtype dtype, int heads,
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
   StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
   if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(v.data(), n_keys, head_dim, k.data());  // the cache's key groups
+  v = ValueBlocks(dtype, v, n_keys, head_dim, page);
   const std::vector<float> q = RandomFloats(heads * head_dim);
   std::vector<float> m(heads), l(heads), acc(heads * head_dim), out(heads * head_dim);
   std::vector<float> scratch(AttentionScratchFloats(page, head_dim));
@@ -362,13 +376,14 @@ class PagedKv {
     const std::vector<float> block_f32 = RandomFloats(static_cast<size_t>(page_tokens) * kHeadDim);
     std::vector<uint8_t> block(block_bytes());
     StoreKv(dtype, block_f32.data(), block.data(), static_cast<int64_t>(block_f32.size()));
-    // A q8_0 page's key blocks are packed groups (q8_0_kv_blocks.h).
+    // A q8_0 page's blocks are not rows (q8_0_kv_blocks.h).
     std::vector<uint8_t> key_block = block;
     if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(block.data(), page_tokens, kHeadDim, key_block.data());
+    const std::vector<uint8_t> value_block = ValueBlocks(dtype, block, page_tokens, kHeadDim, page_tokens);
     for (uint8_t* page : page_data_) {
       for (size_t off = 0; off < geometry_.page_bytes(); off += block_bytes()) {
         const bool key = (off / block_bytes() / kKvHeads) % 2 == 0;
-        std::memcpy(page + off, key ? key_block.data() : block.data(), block_bytes());
+        std::memcpy(page + off, key ? key_block.data() : value_block.data(), block_bytes());
       }
     }
     ok_ = true;
@@ -607,6 +622,7 @@ void AttentionPrefill(benchmark::State& state, KernelIsa isa, KvDtype dtype, int
   StoreKv(dtype, kv_f32.data(), k.data(), static_cast<int64_t>(kv_f32.size()));
   StoreKv(dtype, kv_f32.data(), v.data(), static_cast<int64_t>(kv_f32.size()));
   if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(v.data(), kKeys, kHeadDim, k.data());  // the cache's key groups
+  v = ValueBlocks(dtype, v, kKeys, kHeadDim, kPageTokens);
   const size_t block_bytes = KvBytes(dtype, int64_t{kPageTokens} * kHeadDim);
   std::vector<const void*> kb(kPages), vb(kPages);
   for (int p = 0; p < kPages; ++p) {

@@ -10,9 +10,10 @@
 // so the keys of one (layer, head) for the T tokens of a page are one
 // contiguous block of T * head_dim values, which is what the attention
 // kernel streams through. A block holds its slots as rows, except a q8_0
-// cache's key blocks: one packed group per 16 slots, in the order the
-// scores' kernels multiply (kernels/q8_0_kv_blocks.h; the same bytes per
-// block, and T a multiple of 16), so slot_offset() does not apply to them.
+// cache's blocks (kernels/q8_0_kv_blocks.h; the same bytes per block):
+// key blocks are one packed group per 16 slots, in the order the scores'
+// kernels multiply (T a multiple of 16), value blocks the T slots' scales
+// then their quants, so slot_offset() does not apply to them.
 #ifndef KVSESSION_CACHE_KV_GEOMETRY_H_
 #define KVSESSION_CACHE_KV_GEOMETRY_H_
 

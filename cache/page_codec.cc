@@ -38,28 +38,72 @@ uint64_t GetLe64(const uint8_t* p) {
   return uint64_t{GetLe32(p)} | uint64_t{GetLe32(p + 4)} << 32;
 }
 
-// Calls fn(block_offset, bytes, rows_to_convert) for the first n_tokens
-// slots of every (layer, part, head) block, in payload order;
-// rows_to_convert says the block's payload is rows while the in-RAM block
-// is not (a q8_0 key block: packed groups, q8_0_kv_blocks.h) in a payload
-// of that version.
+// How a block's payload relates to the block in RAM.
+enum class BlockPayload {
+  kAsInRam,    // the same bytes
+  kKeyRows,    // rows, the RAM block q8_0 key groups (q8_0_kv_blocks.h)
+  kValueRows,  // rows, the RAM block a q8_0 value block (q8_0_kv_blocks.h)
+};
+
+// What a block of `part` is in a payload of `version`.
+BlockPayload PayloadOf(const KvGeometry& g, uint32_t version, KvPart part) {
+  if (g.dtype != KvDtype::kQ8_0 || version == kPageFormatVersionQ8_0Blocks) return BlockPayload::kAsInRam;
+  if (part == KvPart::kKey) {
+    return version == kPageFormatVersionPackedKeys ? BlockPayload::kAsInRam : BlockPayload::kKeyRows;
+  }
+  return BlockPayload::kValueRows;  // versions 1 and 2
+}
+
+// Calls fn(block_offset, bytes, payload) for the first n_tokens slots of
+// every (layer, part, head) block, in payload order; `payload` says how
+// the block's payload of that version relates to the block in RAM.
 template <typename Fn>
 void ForEachBlock(const KvGeometry& g, int n_tokens, uint32_t version, Fn fn) {
   const size_t bytes = g.slot_offset(n_tokens);
-  const bool rows_keys = g.dtype == KvDtype::kQ8_0 && version == kPageFormatVersion;
   for (int layer = 0; layer < g.n_layers; ++layer) {
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
-      for (int head = 0; head < g.n_kv_heads; ++head) {
-        fn(g.block_offset(layer, part, head), bytes, rows_keys && part == KvPart::kKey);
-      }
+      const BlockPayload payload = PayloadOf(g, version, part);
+      for (int head = 0; head < g.n_kv_heads; ++head) fn(g.block_offset(layer, part, head), bytes, payload);
     }
+  }
+}
+
+// A RAM block from its payload: n_tokens slots.
+void BlockFromPayload(const KvGeometry& g, BlockPayload payload, const uint8_t* in, size_t bytes, int n_tokens,
+                      uint8_t* block) {
+  switch (payload) {
+    case BlockPayload::kAsInRam:
+      std::memcpy(block, in, bytes);
+      return;
+    case BlockPayload::kKeyRows:
+      Q8_0KeyBlockFromRows(in, n_tokens, g.head_dim, block);
+      return;
+    case BlockPayload::kValueRows:
+      Q8_0ValueBlockFromRows(in, n_tokens, g.head_dim, g.page_tokens, block);
+      return;
+  }
+}
+
+// A block's payload from the RAM block: n_tokens slots.
+void PayloadFromBlock(const KvGeometry& g, BlockPayload payload, const uint8_t* block, size_t bytes, int n_tokens,
+                      uint8_t* out) {
+  switch (payload) {
+    case BlockPayload::kAsInRam:
+      std::memcpy(out, block, bytes);
+      return;
+    case BlockPayload::kKeyRows:
+      Q8_0KeyBlockToRows(block, n_tokens, g.head_dim, out);
+      return;
+    case BlockPayload::kValueRows:
+      Q8_0ValueBlockToRows(block, n_tokens, g.head_dim, g.page_tokens, out);
+      return;
   }
 }
 
 }  // namespace
 
 uint32_t PageFormatVersionFor(const KvGeometry& g, int n_tokens) {
-  return g.dtype == KvDtype::kQ8_0 && n_tokens == g.page_tokens ? kPageFormatVersionPackedKeys : kPageFormatVersion;
+  return g.dtype == KvDtype::kQ8_0 && n_tokens == g.page_tokens ? kPageFormatVersionQ8_0Blocks : kPageFormatVersion;
 }
 
 absl::Status ValidateGeometry(const KvGeometry& g) {
@@ -134,12 +178,8 @@ std::string EncodePage(const KvGeometry& g, const uint8_t* page, int n_tokens) {
   uint8_t* out = reinterpret_cast<uint8_t*>(encoded.data());
 
   uint8_t* payload = out + kPageHeaderBytes;
-  ForEachBlock(g, n_tokens, PageFormatVersionFor(g, n_tokens), [&](size_t offset, size_t bytes, bool rows_keys) {
-    if (rows_keys) {
-      Q8_0KeyBlockToRows(page + offset, n_tokens, g.head_dim, payload);
-    } else {
-      std::memcpy(payload, page + offset, bytes);
-    }
+  ForEachBlock(g, n_tokens, PageFormatVersionFor(g, n_tokens), [&](size_t offset, size_t bytes, BlockPayload kind) {
+    PayloadFromBlock(g, kind, page + offset, bytes, n_tokens, payload);
     payload += bytes;
   });
   PutPageHeader(g, n_tokens, out + kPageHeaderBytes, payload_bytes, out);
@@ -213,9 +253,9 @@ absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint6
         "page header checksum mismatch (stored 0x%08x, computed 0x%08x)", stored_header_crc, crc));
   }
   const uint32_t version = GetLe32(in + kVersionOffset);
-  if (version != kPageFormatVersion && version != kPageFormatVersionPackedKeys) {
+  if (version < kPageFormatVersion || version > kPageFormatVersionQ8_0Blocks) {
     return absl::DataLossError(absl::StrCat("page format version ", version, " is not supported (this build reads ",
-                                            kPageFormatVersion, " and ", kPageFormatVersionPackedKeys, ")"));
+                                            kPageFormatVersion, " to ", kPageFormatVersionQ8_0Blocks, ")"));
   }
 
   // Every field is checked against a bound before it is used in arithmetic.
@@ -245,7 +285,8 @@ absl::StatusOr<EncodedPageInfo> ReadHeaderWithPayloadOf(const uint8_t* in, uint6
                                             fields[3], "]"));
   }
   info.n_tokens = static_cast<int>(n_tokens);
-  if (version == kPageFormatVersionPackedKeys && PageFormatVersionFor(info.geometry, info.n_tokens) != version) {
+  if (version != kPageFormatVersion &&
+      PageFormatVersionFor(info.geometry, info.n_tokens) != kPageFormatVersionQ8_0Blocks) {
     return absl::DataLossError(absl::StrCat("page format version ", version, " holds full q8_0 pages only, not ",
                                             n_tokens, " tokens of ", KvDtypeName(info.geometry.dtype)));
   }
@@ -301,12 +342,8 @@ absl::Status DecodePage(const KvGeometry& g, std::string_view encoded, uint8_t* 
   if (!info.ok()) return info.status();
   if (absl::Status same = SameGeometry(info->geometry, g); !same.ok()) return same;
   const uint8_t* payload = reinterpret_cast<const uint8_t*>(encoded.data()) + kPageHeaderBytes;
-  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, bool rows_keys) {
-    if (rows_keys) {
-      Q8_0KeyBlockFromRows(payload, info->n_tokens, g.head_dim, page + offset);
-    } else {
-      std::memcpy(page + offset, payload, bytes);
-    }
+  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, BlockPayload kind) {
+    BlockFromPayload(g, kind, payload, bytes, info->n_tokens, page + offset);
     payload += bytes;
   });
   *n_tokens = info->n_tokens;
@@ -327,25 +364,21 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
   size_t run_bytes = 0;
   uint32_t crc = 0;
   size_t pending[64];
-  bool pending_rows_keys[64];
+  BlockPayload pending_kind[64];
   int n_pending = 0;
   const size_t block_bytes = g.slot_offset(info->n_tokens);
   auto flush = [&] {
     crc = Crc32c(run_start, run_bytes, crc);
     for (int i = 0; i < n_pending; ++i) {
       const uint8_t* block = run_start + static_cast<size_t>(i) * block_bytes;
-      if (pending_rows_keys[i]) {
-        Q8_0KeyBlockFromRows(block, info->n_tokens, g.head_dim, page + pending[i]);
-      } else {
-        std::memcpy(page + pending[i], block, block_bytes);
-      }
+      BlockFromPayload(g, pending_kind[i], block, block_bytes, info->n_tokens, page + pending[i]);
     }
     run_start += run_bytes;
     run_bytes = 0;
     n_pending = 0;
   };
-  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, bool rows_keys) {
-    pending_rows_keys[n_pending] = rows_keys;
+  ForEachBlock(g, info->n_tokens, info->version, [&](size_t offset, size_t bytes, BlockPayload kind) {
+    pending_kind[n_pending] = kind;
     pending[n_pending++] = offset;
     run_bytes += bytes;
     if (run_bytes >= kRunBytes || n_pending == 64) flush();
@@ -359,16 +392,13 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
   return absl::OkStatus();
 }
 
-void PackKeysOfAFullRowsPage(const KvGeometry& g, uint32_t version, uint8_t* page) {
-  if (g.dtype != KvDtype::kQ8_0 || version != kPageFormatVersion) return;
-  std::vector<uint8_t> rows(g.block_bytes());
-  for (int layer = 0; layer < g.n_layers; ++layer) {
-    for (int head = 0; head < g.n_kv_heads; ++head) {
-      uint8_t* block = page + g.block_offset(layer, KvPart::kKey, head);
-      std::memcpy(rows.data(), block, rows.size());
-      Q8_0KeyBlockFromRows(rows.data(), g.page_tokens, g.head_dim, block);
-    }
-  }
+void FullPageToPoolLayout(const KvGeometry& g, uint32_t version, uint8_t* page) {
+  std::vector<uint8_t> rows;
+  ForEachBlock(g, g.page_tokens, version, [&](size_t offset, size_t bytes, BlockPayload kind) {
+    if (kind == BlockPayload::kAsInRam) return;
+    rows.assign(page + offset, page + offset + bytes);
+    BlockFromPayload(g, kind, rows.data(), bytes, g.page_tokens, page + offset);
+  });
 }
 
 }  // namespace kvs

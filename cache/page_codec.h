@@ -6,8 +6,8 @@
 //           payload length, CRC-32C of the payload, CRC-32C of the header
 //   payload for each (layer, k|v, kv_head) block in page order, the first
 //           n_tokens slots of the block (n_tokens * head_dim elements) as
-//           rows; in format version 2 (a full q8_0 page) the key blocks
-//           as they lie in RAM, packed groups (kernels/q8_0_kv_blocks.h)
+//           rows; in format version 3 (a full q8_0 page) the blocks as
+//           they lie in RAM (kernels/q8_0_kv_blocks.h)
 //
 // so a partial page (n_tokens < T) costs only the slots it holds. The
 // in-RAM page (cache/kv_geometry.h) is page_bytes() long; EncodePage reads
@@ -39,12 +39,16 @@ namespace kvs {
 inline constexpr size_t kPageHeaderBytes = 48;
 inline constexpr uint32_t kPageMagic = 0x4750564Bu;  // bytes "KVPG"
 // Version 1: every block's slots as rows (any dtype, any n_tokens).
-// Version 2: a full q8_0 page as it lies in RAM: its key blocks are
-// packed groups (kernels/q8_0_kv_blocks.h), the rest rows. A full q8_0
-// page is written as version 2 (its pool page as it is); a partial page is
-// always version 1; a reader takes both.
+// Version 2: a full q8_0 page whose key blocks are packed groups
+// (kernels/q8_0_kv_blocks.h) and value blocks rows: the RAM layout of the
+// forty-second sitting's builds. Read, no longer written.
+// Version 3: a full q8_0 page as it lies in RAM: key blocks packed groups,
+// value blocks their scales then their quants (kernels/q8_0_kv_blocks.h).
+// A full q8_0 page is written as version 3 (its pool page as it is); a
+// partial page is always version 1; a reader takes all three.
 inline constexpr uint32_t kPageFormatVersion = 1;
 inline constexpr uint32_t kPageFormatVersionPackedKeys = 2;
+inline constexpr uint32_t kPageFormatVersionQ8_0Blocks = 3;
 
 // OK if every dimension is in [1, 65536], the dtype is known, a page
 // fits in 1 GiB and a q8_0 page holds whole key groups (page_tokens a
@@ -129,8 +133,8 @@ absl::StatusOr<EncodedPageInfo> ReadPageHeaderOfParts(const PageEncoding& encode
 // checks of CheckEncodedPage (the length against payload_bytes), and the
 // geometry must be `g`. A full page's payload (n_tokens == T) has the
 // in-RAM layout, so `payload` may be the pool page itself; but a version-1
-// full q8_0 page (written before version 2) then needs
-// PackKeysOfAFullRowsPage.
+// or version-2 full q8_0 page (written before version 3) then needs
+// FullPageToPoolLayout.
 absl::StatusOr<EncodedPageInfo> CheckSplitPage(const KvGeometry& g, std::string_view header,
                                                const uint8_t* payload, size_t payload_bytes);
 
@@ -153,10 +157,11 @@ absl::Status DecodePageInto(const KvGeometry& g, std::string_view encoded, uint8
                             int* n_tokens);
 
 // A full page read straight into `page` from a payload of `version`
-// (CheckSplitPage): a version-1 q8_0 page's keys are rows, which this puts
-// in packed groups (kernels/q8_0_kv_blocks.h) in place. Nothing for other
-// versions and dtypes.
-void PackKeysOfAFullRowsPage(const KvGeometry& g, uint32_t version, uint8_t* page);
+// (CheckSplitPage), put in the pool's layout in place: a version-1 q8_0
+// page's key and value blocks are rows, a version-2 page's value blocks
+// (kernels/q8_0_kv_blocks.h has the blocks' layout). Nothing for version 3
+// and for other dtypes.
+void FullPageToPoolLayout(const KvGeometry& g, uint32_t version, uint8_t* page);
 
 }  // namespace kvs
 

@@ -1,13 +1,15 @@
 // Page codec: round trips of full and partial pages, the documented header
 // layout, and DATA_LOSS (never a crash) for every corruption and truncation.
-// A q8_0 page's key blocks are packed groups in RAM (kernels/q8_0_kv_blocks.h):
-// written as they are in a full page (format 2), as rows in a partial one,
-// and a full page of format 1 (rows, from before) still reads.
+// A q8_0 page's blocks are not rows in RAM (kernels/q8_0_kv_blocks.h):
+// written as they are in a full page (format 3), as rows in a partial one,
+// and full pages of formats 1 (rows) and 2 (keys as in RAM, values rows),
+// from before, still read.
 #include "cache/page_codec.h"
 
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
 #include "gtest/gtest.h"
 #include "kernels/q8_0_kv_blocks.h"
@@ -28,6 +30,8 @@ std::vector<uint8_t> SlotRow(const KvGeometry& g, KvPart part, const uint8_t* bl
   std::vector<uint8_t> row(g.row_bytes());
   if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
     LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
+  } else if (g.dtype == KvDtype::kQ8_0) {
+    LoadQ8_0ValueSlot(block, g.head_dim, g.page_tokens, slot, row.data());
   } else {
     std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
   }
@@ -314,28 +318,30 @@ std::string HandMadeEncoding(const KvGeometry& g, uint32_t version, int n_tokens
   return e + std::string(payload.begin(), payload.end());
 }
 
-// A q8_0 page as format 1 stored it: every block's slots as rows.
-std::vector<uint8_t> AsRows(const KvGeometry& g, const std::vector<uint8_t>& page) {
-  std::vector<uint8_t> rows(page.size());
+// A q8_0 page as format 1 stored it (every block's slots as rows) or as
+// format 2 did (the key blocks as in RAM, the value blocks rows).
+std::vector<uint8_t> AsOlderFormat(const KvGeometry& g, const std::vector<uint8_t>& page, uint32_t version) {
+  std::vector<uint8_t> out = page;
   for (int layer = 0; layer < g.n_layers; ++layer) {
     for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      if (part == KvPart::kKey && version == kPageFormatVersionPackedKeys) continue;
       for (int head = 0; head < g.n_kv_heads; ++head) {
         const size_t block = g.block_offset(layer, part, head);
         for (int slot = 0; slot < g.page_tokens; ++slot) {
           const std::vector<uint8_t> row = SlotRow(g, part, page.data() + block, slot);
-          std::memcpy(rows.data() + block + g.slot_offset(slot), row.data(), row.size());
+          std::memcpy(out.data() + block + g.slot_offset(slot), row.data(), row.size());
         }
       }
     }
   }
-  return rows;
+  return out;
 }
 
-TEST(PageCodecQ8_0Test, AFullPageIsFormat2AndItsPayloadIsThePoolPageAsItIs) {
+TEST(PageCodecQ8_0Test, AFullPageIsFormat3AndItsPayloadIsThePoolPageAsItIs) {
   const KvGeometry g = Geometry(KvDtype::kQ8_0);
   const std::vector<uint8_t> page = PatternPage(g, 21);
   const std::string full = EncodePage(g, page.data(), g.page_tokens);
-  EXPECT_EQ(static_cast<uint8_t>(full[4]), kPageFormatVersionPackedKeys);
+  EXPECT_EQ(static_cast<uint8_t>(full[4]), kPageFormatVersionQ8_0Blocks);
   EXPECT_EQ(0, std::memcmp(full.data() + kPageHeaderBytes, page.data(), page.size()));
   const std::string partial = EncodePage(g, page.data(), g.page_tokens - 1);
   EXPECT_EQ(static_cast<uint8_t>(partial[4]), kPageFormatVersion);
@@ -344,46 +350,74 @@ TEST(PageCodecQ8_0Test, AFullPageIsFormat2AndItsPayloadIsThePoolPageAsItIs) {
   EXPECT_EQ(static_cast<uint8_t>(EncodePage(f16, PatternPage(f16, 1).data(), f16.page_tokens)[4]), kPageFormatVersion);
 }
 
-TEST(PageCodecQ8_0Test, AFullPageOfFormat1StillReadsWithItsKeysPacked) {
+TEST(PageCodecQ8_0Test, APartialPageIsEveryBlocksSlotsAsRows) {
+  const KvGeometry g = Geometry(KvDtype::kQ8_0);
+  const std::vector<uint8_t> page = PatternPage(g, 24);
+  const int n = g.page_tokens - 3;
+  const std::string partial = EncodePage(g, page.data(), n);
+  const size_t row_bytes = g.row_bytes(), block_payload = static_cast<size_t>(n) * row_bytes;
+  size_t at = kPageHeaderBytes;  // payload blocks in page order, each its n rows
+  for (int layer = 0; layer < g.n_layers; ++layer) {
+    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
+      for (int head = 0; head < g.n_kv_heads; ++head, at += block_payload) {
+        for (int slot = 0; slot < n; ++slot) {
+          const std::vector<uint8_t> row = SlotRow(g, part, page.data() + g.block_offset(layer, part, head), slot);
+          ASSERT_EQ(0, std::memcmp(partial.data() + at + slot * row_bytes, row.data(), row_bytes))
+              << "layer " << layer << " part " << static_cast<int>(part) << " head " << head << " slot " << slot;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(at, partial.size());
+}
+
+TEST(PageCodecQ8_0Test, FullPagesOfFormats1And2StillReadInThePoolsLayout) {
   const KvGeometry g = Geometry(KvDtype::kQ8_0);
   const std::vector<uint8_t> page = PatternPage(g, 22);
-  const std::vector<uint8_t> rows = AsRows(g, page);
-  ASSERT_NE(rows, page);  // the keys' order differs
-  const std::string old = HandMadeEncoding(g, kPageFormatVersion, g.page_tokens, rows);
-  std::vector<uint8_t> decoded(g.page_bytes(), 0), into(g.page_bytes(), 0);
-  int n = 0;
-  ASSERT_TRUE(DecodePage(g, old, decoded.data(), &n).ok());
-  EXPECT_EQ(decoded, page);
-  ASSERT_TRUE(DecodePageInto(g, old, into.data(), &n).ok());
-  EXPECT_EQ(into, page);
-  // Read straight into the pool page, then converted in place.
-  std::vector<uint8_t> direct = rows;
-  absl::StatusOr<EncodedPageInfo> info =
-      CheckSplitPage(g, std::string_view(old).substr(0, kPageHeaderBytes), direct.data(), direct.size());
-  ASSERT_TRUE(info.ok()) << info.status();
-  EXPECT_EQ(info->version, kPageFormatVersion);
-  PackKeysOfAFullRowsPage(g, info->version, direct.data());
-  EXPECT_EQ(direct, page);
-  // A format-2 page is left as it is.
+  for (uint32_t version : {kPageFormatVersion, kPageFormatVersionPackedKeys}) {
+    SCOPED_TRACE(version);
+    const std::vector<uint8_t> older = AsOlderFormat(g, page, version);
+    ASSERT_NE(older, page);  // the blocks' order differs
+    const std::string old = HandMadeEncoding(g, version, g.page_tokens, older);
+    std::vector<uint8_t> decoded(g.page_bytes(), 0), into(g.page_bytes(), 0);
+    int n = 0;
+    ASSERT_TRUE(DecodePage(g, old, decoded.data(), &n).ok());
+    EXPECT_EQ(decoded, page);
+    ASSERT_TRUE(DecodePageInto(g, old, into.data(), &n).ok());
+    EXPECT_EQ(into, page);
+    // Read straight into the pool page, then converted in place.
+    std::vector<uint8_t> direct = older;
+    absl::StatusOr<EncodedPageInfo> info =
+        CheckSplitPage(g, std::string_view(old).substr(0, kPageHeaderBytes), direct.data(), direct.size());
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->version, version);
+    FullPageToPoolLayout(g, info->version, direct.data());
+    EXPECT_EQ(direct, page);
+  }
+  // A format-3 page is left as it is.
   std::vector<uint8_t> current = page;
-  PackKeysOfAFullRowsPage(g, kPageFormatVersionPackedKeys, current.data());
+  FullPageToPoolLayout(g, kPageFormatVersionQ8_0Blocks, current.data());
   EXPECT_EQ(current, page);
 }
 
-TEST(PageCodecQ8_0Test, Format2ForAnythingButAFullQ8_0PageIsDataLoss) {
+TEST(PageCodecQ8_0Test, Formats2And3ForAnythingButAFullQ8_0PageAreDataLoss) {
   const KvGeometry g = Geometry(KvDtype::kQ8_0);
   const std::vector<uint8_t> page = PatternPage(g, 23);
   std::vector<uint8_t> out(g.page_bytes());
   int n = 0;
   const std::vector<uint8_t> partial(page.begin(), page.begin() + PagePayloadBytes(g, 3));
-  const absl::Status s = DecodePage(g, HandMadeEncoding(g, kPageFormatVersionPackedKeys, 3, partial), out.data(), &n);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_NE(s.message().find("version 2"), std::string::npos) << s;
   const KvGeometry f16 = Geometry(KvDtype::kF16);
   const std::vector<uint8_t> f16_page = PatternPage(f16, 1);
-  EXPECT_TRUE(absl::IsDataLoss(
-      DecodePage(f16, HandMadeEncoding(f16, kPageFormatVersionPackedKeys, f16.page_tokens, f16_page), out.data(), &n)));
-  EXPECT_TRUE(absl::IsDataLoss(DecodePage(g, HandMadeEncoding(g, 3, g.page_tokens, page), out.data(), &n)));
+  for (uint32_t version : {kPageFormatVersionPackedKeys, kPageFormatVersionQ8_0Blocks}) {
+    const absl::Status s = DecodePage(g, HandMadeEncoding(g, version, 3, partial), out.data(), &n);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_NE(s.message().find(absl::StrCat("version ", version)), std::string::npos) << s;
+    EXPECT_TRUE(absl::IsDataLoss(
+        DecodePage(f16, HandMadeEncoding(f16, version, f16.page_tokens, f16_page), out.data(), &n)));
+  }
+  const absl::Status four = DecodePage(g, HandMadeEncoding(g, 4, g.page_tokens, page), out.data(), &n);
+  EXPECT_TRUE(absl::IsDataLoss(four)) << four;
+  EXPECT_NE(four.message().find("version 4 is not supported"), std::string::npos) << four;
 }
 
 }  // namespace

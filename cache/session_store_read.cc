@@ -143,7 +143,7 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
   absl::StatusOr<EncodedPageInfo> info = CheckSplitPage(
       geometry, std::string_view(header, sizeof(header)), read.page, payload_bytes);
   if (!info.ok()) return info.status();
-  PackKeysOfAFullRowsPage(geometry, info->version, read.page);  // a page written before format 2
+  FullPageToPoolLayout(geometry, info->version, read.page);  // a page written before format 3
   *stored_tokens = info->n_tokens;
   return absl::OkStatus();
 }

@@ -201,17 +201,14 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
       case KvDtype::kBF16:
         std::memcpy(&h, row + 2 * d, 2);
         return Bf16ToFp32(h);
-      case KvDtype::kQ8_0:
+      case KvDtype::kQ8_0:  // not rows: the slot functions below read its blocks
         break;
     }
-    const uint8_t* block = row + static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
-    std::memcpy(&h, block, 2);
-    return static_cast<float>(static_cast<int8_t>(block[2 + d % kKvQ8_0BlockValues])) * Fp16ToFp32(h);
-  };
-  auto KeyRow = [&](const void* const* blocks, int key) {
-    return static_cast<const uint8_t*>(blocks[key / block_keys]) + static_cast<size_t>(key % block_keys) * row_bytes;
+    return 0.0f;
   };
   float* scores = scratch;
+  uint8_t key[kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues * kKvQ8_0BlockBytes];  // one q8_0 slot as a Q8_0 row
+  uint8_t value[sizeof key];
   for (int r = 0; r < rows; ++r) {
     const int n = std::min(visible[r], n_blocks * block_keys);
     if (n <= 0) continue;
@@ -221,7 +218,6 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
       float block_max = -std::numeric_limits<float>::infinity();
       if (dtype == KvDtype::kQ8_0) {
         const QueryQ8_0 rounded(qi, head_dim, scale);
-        uint8_t key[kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues * kKvQ8_0BlockBytes];  // one key as a Q8_0 row
         for (int j = 0; j < n; ++j) {
           LoadQ8_0KeySlot(static_cast<const uint8_t*>(k_blocks[j / block_keys]), head_dim, j % block_keys, key);
           scores[j] = rounded.Dot(key, head_dim);
@@ -243,7 +239,9 @@ void AttentionBlocksScalar(KvDtype dtype, const float* q, int64_t q_row_stride, 
         const float p = std::exp(scores[j] - new_max);
         block_sum += p;
         if (dtype == KvDtype::kQ8_0) {  // attention_q8_0_values.h
-          const uint8_t* row = KeyRow(v_blocks, j);
+          LoadQ8_0ValueSlot(static_cast<const uint8_t*>(v_blocks[j / block_keys]), head_dim, block_keys,
+                            j % block_keys, value);
+          const uint8_t* row = value;
           for (int b = 0; b < head_dim / kKvQ8_0BlockValues; ++b) {
             const uint8_t* block = row + static_cast<size_t>(b) * kKvQ8_0BlockBytes;
             uint16_t h;

@@ -56,8 +56,10 @@ void AttentionInit(int nq, int head_dim, float* max, float* sum, float* acc);
 
 // Folds one block of keys/values into the state of rows * heads queries.
 //   k, v: the block, n_keys rows of head_dim values of `dtype`, contiguous
-//      (a row is KvBytes(dtype, head_dim) bytes; q8_0 needs head_dim % 32
-//      == 0).
+//      (a row is KvBytes(dtype, head_dim) bytes). A q8_0 block is not rows
+//      but a page's blocks of n_keys slots as q8_0_kv_blocks.h orders them
+//      (head_dim % 32 == 0; the key block's last group whole, so n_keys a
+//      multiple of 16 or room for it).
 //   visible[r]: how many leading keys of this block row r may see (causal
 //      mask); 0 skips the row for this block.
 //   scores are scale * dot(q, k); against a q8_0 cache, with q rounded to
@@ -70,7 +72,9 @@ void AttentionUpdate(KvDtype dtype, const float* q, int64_t q_row_stride, int ro
 // Folds several blocks (e.g. the pages of a sequence, in order) into the
 // state in one online-softmax step: all the scores of a query first, then
 // one rescale and one pass over the values. Block b holds block_keys keys
-// (the last may be partly filled); visible[r] counts the keys row r sees
+// (the last may be partly filled; a q8_0 block is laid out as
+// q8_0_kv_blocks.h orders a page of block_keys slots, block_keys a
+// multiple of 16); visible[r] counts the keys row r sees
 // from the start of block 0. Keys and values are read in place (F16, BF16
 // and Q8_0 converted in registers, exactly). The bits do not depend on
 // how the keys are split into blocks of a multiple of 16 keys (the

@@ -134,15 +134,16 @@ inline void SplitBf16(__m512 lo, __m512 hi, __m512i (&parts)[kQueryParts]) {
   }
 }
 
-// Values [d, d + 32) of row `row` (rows of hd values of type kT from
-// `base`) as 32 BF16 words, exactly: BF16 values as they are, Q8_0 values
-// their int8 quants (the block's scale goes into the weights).
+// Values [d, d + 32) of key `row` of a value block of type kT (block_keys
+// slots of hd values) as 32 BF16 words, exactly: BF16 values as they are
+// (rows), Q8_0 values their int8 quants (q8_0_kv_blocks.h; the block's
+// scale goes into the weights).
 template <KvDtype kT, int hd>
-inline __m512i LoadBf16Words(const void* base, int row, int d) {
+inline __m512i LoadBf16Words(const void* block, int block_keys, int row, int d) {
   if constexpr (kT == KvDtype::kBF16) {
-    return _mm512_loadu_si512(static_cast<const uint16_t*>(base) + static_cast<size_t>(row) * hd + d);
+    return _mm512_loadu_si512(static_cast<const uint16_t*>(block) + static_cast<size_t>(row) * hd + d);
   } else {
-    const int8_t* q = reinterpret_cast<const int8_t*>(KvQ8_0Block(base, row, d, hd) + 2);
+    const int8_t* q = Q8_0ValueQuants(block, hd, block_keys, row) + d;
     return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(V::LoadI8(q + 16), V::LoadI8(q)));
   }
 }
@@ -246,8 +247,8 @@ struct ValueTiles {
       const KeyInBlocks kb = b < count ? next_key() : ka;
       prefetch.Step(lines);
       for (int d = 0; d < hd; d += 32) {
-        const __m512i wa = LoadBf16Words<kT, hd>(ka.block, ka.row, d);
-        const __m512i wb = b < count ? LoadBf16Words<kT, hd>(kb.block, kb.row, d) : zero;
+        const __m512i wa = LoadBf16Words<kT, hd>(ka.block, block_keys, ka.row, d);
+        const __m512i wb = b < count ? LoadBf16Words<kT, hd>(kb.block, block_keys, kb.row, d) : zero;
         _mm512_store_si512(tile[d / 16] + 32 * k, InterleaveLow(wa, wb));
         _mm512_store_si512(tile[d / 16 + 1] + 32 * k, InterleaveHigh(wa, wb));
       }
@@ -421,16 +422,14 @@ class AmxTilePasses {
   // sequence in blocks `v` (Q8_0), for t < count; 0 beyond. Once per chunk,
   // for every group.
   void ChunkScales(const void* const* v, int block_keys, int j0, int count) {
-    const size_t row_bytes = RowBytes<kT>(hd);
     for (int t = 0; t < kChunkKeys; t += 16) {
       const int keys = count - t < 16 ? count - t : 16;
       const KeyInBlocks first = keys > 0 ? KeyAt(v, block_keys, j0 + t) : KeyInBlocks{nullptr, 0};
-      if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a gather per value block
-        const uint8_t* base =
-            static_cast<const uint8_t*>(first.block) + static_cast<size_t>(first.row) * row_bytes;
+      if (keys > 0 && first.row + keys <= block_keys) {  // keys of one block: a load per value block
         for (int blk = 0; blk < kValueBlocks; ++blk) {
-          V::Store(scale_[blk] + t, V::GatherHalves(base + static_cast<size_t>(blk) * kKvQ8_0BlockBytes,
-                                                    static_cast<int>(row_bytes), keys));
+          const uint8_t* halves =
+              Q8_0ValueScales(first.block, block_keys, blk) + static_cast<size_t>(first.row) * 2;
+          V::Store(scale_[blk] + t, LoadHalvesQ8_0<V>(halves, keys));
         }
         continue;
       }
@@ -440,7 +439,7 @@ class AmxTilePasses {
         const KeyInBlocks key = KeyAt(v, block_keys, j0 + t + i);
         for (int blk = 0; blk < kValueBlocks; ++blk) {
           uint16_t half;
-          std::memcpy(&half, KvQ8_0Block(key.block, key.row, blk * kKvQ8_0BlockValues, hd), 2);
+          std::memcpy(&half, Q8_0ValueScales(key.block, block_keys, blk) + static_cast<size_t>(key.row) * 2, 2);
           scale_[blk][t + i] = V::HalfToFloat(half);
         }
       }

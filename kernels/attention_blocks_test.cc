@@ -47,13 +47,14 @@ TEST(AttentionBlocksTest, ManyBlocksEqualNaiveAttentionOnEveryLevel) {
         LoadKv(dtype, kc.data(), k.data(), k.size());
         LoadKv(dtype, vc.data(), v.data(), v.size());
         KeysAsCached(dtype, kc.data(), keys, hd);
+        const std::vector<uint8_t> vcached = ValuesAsCached(dtype, vc.data(), keys, hd, block);
         // Blocks in reverse memory order: pages need not be contiguous.
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         std::vector<uint8_t> kr(kc.size()), vr(vc.size());
         for (int b = 0; b < n_blocks; ++b) {
           const size_t bytes = static_cast<size_t>(block) * rb, dst = (n_blocks - 1 - b) * bytes;
           std::copy_n(kc.begin() + b * bytes, bytes, kr.begin() + dst);
-          std::copy_n(vc.begin() + b * bytes, bytes, vr.begin() + dst);
+          std::copy_n(vcached.begin() + b * bytes, bytes, vr.begin() + dst);
           kb[b] = kr.data() + dst;
           vb[b] = vr.data() + dst;
         }
@@ -121,10 +122,11 @@ TEST(AttentionBlocksTest, TheFallbackHeadSizesGiveEachOfManyRowsItsOwnAttentionO
         LoadKv(dtype, kc.data(), k.data(), k.size());
         LoadKv(dtype, vc.data(), v.data(), v.size());
         KeysAsCached(dtype, kc.data(), keys, hd);
+        const std::vector<uint8_t> vcached = ValuesAsCached(dtype, vc.data(), keys, hd, block);
         std::vector<const void*> kb(n_blocks), vb(n_blocks);
         for (int b = 0; b < n_blocks; ++b) {
           kb[b] = kc.data() + static_cast<size_t>(b) * block * rb;
-          vb[b] = vc.data() + static_cast<size_t>(b) * block * rb;
+          vb[b] = vcached.data() + static_cast<size_t>(b) * block * rb;
         }
         std::vector<int> visible(rows);
         for (int r = 0; r < rows; ++r) visible[r] = keys - rows + 1 + r;  // a prefill's last rows
@@ -194,10 +196,11 @@ TEST(AttentionBlocksTest, AResultDoesNotDependOnHowTheKeysArePagedOnEveryLevel) 
           std::vector<std::vector<float>> outs;
           for (int page : {16, 32, 48}) {
             const int n_blocks = keys / page;
+            const std::vector<uint8_t> vcached = ValuesAsCached(dtype, vc.data(), keys, hd, page);
             std::vector<const void*> kb(n_blocks), vb(n_blocks);
             for (int b = 0; b < n_blocks; ++b) {
               kb[b] = kc.data() + static_cast<size_t>(b) * page * rb;
-              vb[b] = vc.data() + static_cast<size_t>(b) * page * rb;
+              vb[b] = vcached.data() + static_cast<size_t>(b) * page * rb;
             }
             std::vector<float> m(rows * heads), l(rows * heads), acc(rows * heads * hd), out(rows * heads * hd);
             std::vector<float> scratch(AttentionBlocksScratchFloats(keys, page, hd, heads));

@@ -41,8 +41,13 @@ class Pages {
       pages_.emplace_back(2 * kv_heads * block_bytes_);
       for (int b = 0; b < 2 * kv_heads; ++b) {
         for (float& x : f) x = nd(rng);
-        StoreKv(dtype, f.data(), pages_.back().data() + b * block_bytes_, static_cast<int64_t>(f.size()));
-        if (b < kv_heads) KeysAsCached(dtype, pages_.back().data() + b * block_bytes_, block_keys, head_dim);
+        uint8_t* blk = pages_.back().data() + b * block_bytes_;
+        StoreKv(dtype, f.data(), blk, static_cast<int64_t>(f.size()));
+        if (b < kv_heads) {
+          KeysAsCached(dtype, blk, block_keys, head_dim);
+        } else {
+          std::memcpy(blk, ValuesAsCached(dtype, blk, block_keys, head_dim, block_keys).data(), block_bytes_);
+        }
       }
     }
   }

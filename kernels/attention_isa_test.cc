@@ -39,8 +39,10 @@ std::vector<float> Attend(KvDtype dtype, const AttentionCase& c, const std::vect
     std::vector<int> visible(c.rows);
     for (int r = 0; r < c.rows; ++r) visible[r] = std::clamp(first_pos + r - b0 + 1, 0, nb);
     const size_t off = KvBytes(dtype, static_cast<int64_t>(b0) * c.head_dim);
+    // A block of nb values as a page of nb tokens holds them.
+    const std::vector<uint8_t> values = ValuesAsCached(dtype, v.data() + off, nb, c.head_dim, nb);
     AttentionUpdate(dtype, q.data(), c.heads * c.head_dim, c.rows, c.heads, k.data() + off,
-                    v.data() + off, nb, c.head_dim, visible.data(), scale, m.data(), l.data(),
+                    values.data(), nb, c.head_dim, visible.data(), scale, m.data(), l.data(),
                     acc.data(), scratch.data());
   }
   AttentionFinish(c.rows, c.heads, c.head_dim, l.data(), acc.data(), out.data(), c.heads * c.head_dim);

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/attention.h"
+#include "kernels/attention_test_util.h"
 #include "kernels/fp16.h"
 #include "kernels/int16_groups_avx512_probe.h"
 #include "kernels/isa_test_util.h"
@@ -218,6 +219,7 @@ TEST(AttentionQ8_0ValuesTest, EveryLevelWeighsAKeysValuesAsItsContractSays) {
             const std::vector<uint8_t> row = Q8_0Row(hd, scale, quants[j]);
             std::memcpy(v.data() + j * rb, row.data(), rb);
           }
+          v = ValuesAsCached(KvDtype::kQ8_0, v.data(), n_keys, hd, block);  // as a page of `block` holds them
           std::vector<const void*> kb(n_blocks), vb(n_blocks);
           for (int b = 0; b < n_blocks; ++b) {
             kb[b] = k.data() + static_cast<size_t>(b) * block * rb;

@@ -32,7 +32,11 @@ class Blocks {
       for (float& x : f) x = nd(rng);
       data_.emplace_back(KvBytes(dtype, static_cast<int64_t>(f.size())));
       StoreKv(dtype, f.data(), data_.back().data(), static_cast<int64_t>(f.size()));
-      if (b % 2 == 0) KeysAsCached(dtype, data_.back().data(), kBlock, head_dim);
+      if (b % 2 == 0) {
+        KeysAsCached(dtype, data_.back().data(), kBlock, head_dim);
+      } else {
+        data_.back() = ValuesAsCached(dtype, data_.back().data(), kBlock, head_dim, kBlock);
+      }
     }
   }
   const void* k(int b) const { return data_[2 * b].data(); }

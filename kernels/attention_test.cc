@@ -60,7 +60,9 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
     int visible[nq];
     for (int i = 0; i < nq; ++i) visible[i] = std::clamp(pos[i] - b0 + 1, 0, nb);
     const size_t off = KvBytes(dtype, b0 * hd);
-    AttentionUpdate(dtype, q.data(), hd, nq, 1, kc.data() + off, vc.data() + off, nb, hd,
+    // A block of nb values as a page of nb tokens holds them.
+    const std::vector<uint8_t> values = ValuesAsCached(dtype, vc.data() + off, nb, hd, nb);
+    AttentionUpdate(dtype, q.data(), hd, nq, 1, kc.data() + off, values.data(), nb, hd,
                     visible, scale, m.data(), l.data(), acc.data(), scratch.data());
   }
   AttentionFinish(nq, 1, hd, l.data(), acc.data(), out.data(), hd);

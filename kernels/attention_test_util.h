@@ -43,6 +43,29 @@ inline void KeysAsCached(KvDtype dtype, std::vector<uint8_t>& keys, int n_keys, 
   KeysAsCached(dtype, keys.data(), n_keys, head_dim);
 }
 
+// n_keys values stored as rows of `dtype` (StoreKv) at `rows`, laid end
+// to end, as a cache of that type holds them in blocks of block_keys
+// slots laid end to end: for q8_0, each block its slots' scales, then
+// their quants (q8_0_kv_blocks.h); the other types' rows as they are. The
+// result holds whole blocks (the last block's missing slots are zeros).
+// The naive references keep reading `rows`.
+inline std::vector<uint8_t> ValuesAsCached(KvDtype dtype, const uint8_t* rows, int n_keys, int head_dim,
+                                           int block_keys) {
+  const size_t row_bytes = KvBytes(dtype, head_dim);
+  const int n_blocks = (n_keys + block_keys - 1) / block_keys;
+  std::vector<uint8_t> out(static_cast<size_t>(n_blocks) * block_keys * row_bytes, 0);
+  if (dtype != KvDtype::kQ8_0) {
+    std::memcpy(out.data(), rows, static_cast<size_t>(n_keys) * row_bytes);
+    return out;
+  }
+  for (int b = 0; b < n_blocks; ++b) {
+    const size_t first = static_cast<size_t>(b) * block_keys;
+    Q8_0ValueBlockFromRows(rows + first * row_bytes, std::min(block_keys, n_keys - static_cast<int>(first)),
+                           head_dim, block_keys, out.data() + first * row_bytes);
+  }
+  return out;
+}
+
 // `q` (queries of head_dim values laid end to end) as a Q8_0 cache's
 // scores see them: each query rounded to Q8_0 (attention_q8_0_scores.h)
 // and back to F32. Other cache types score the queries as they are.

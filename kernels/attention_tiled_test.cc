@@ -110,8 +110,9 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
       std::vector<uint8_t> k(n_blocks * block_bytes), v(k.size());
       StoreKv(dtype, kf.data(), k.data(), kf.size());
       StoreKv(dtype, vf.data(), v.data(), vf.size());
-      if (dtype == KvDtype::kQ8_0) {  // each block's keys as a q8_0 cache's page holds them
+      if (dtype == KvDtype::kQ8_0) {  // each block's keys and values as a q8_0 cache's page holds them
         for (int b = 0; b < n_blocks; ++b) KeysAsCached(dtype, k.data() + b * block_bytes, s.block, s.head_dim);
+        v = ValuesAsCached(dtype, v.data(), keys, s.head_dim, s.block);
       }
       std::vector<const void*> kb(n_blocks), vb(n_blocks);
       for (int b = 0; b < n_blocks; ++b) {  // blocks in reverse memory order, as pages may be

@@ -1,7 +1,8 @@
 // Q8_0 KV blocks in the order a decode row reads without gathers: the
-// layout issue 11's next slice gives the (layer, k|v, head) blocks of a
-// q8_0 page (cache/kv_geometry.h: T slots of head_dim values), and the
-// conversions between it and GGUF's Q8_0 rows (a row is nb = head_dim / 32
+// layout of the (layer, k|v, head) blocks of a q8_0 page in RAM and in a
+// full page on disk (cache/kv_geometry.h: T slots of head_dim values;
+// page format 3, cache/page_codec.h), and the conversions between it and
+// GGUF's Q8_0 rows (a row is nb = head_dim / 32
 // blocks of an F16 scale d and 32 int8 quants q, 34 bytes a block).
 // docs/performance.md, "Q8_0 pages with the keys packed and the values'
 // scales apart", has the measurements that chose it.
@@ -50,6 +51,20 @@ inline constexpr size_t Q8_0KeyGroupQuantsOffset(int head_dim) {
 // Offset of a value block's quants from its start: T * nb F16 scales.
 inline constexpr size_t Q8_0ValueQuantsOffset(int head_dim, int page_tokens) {
   return static_cast<size_t>(page_tokens) * static_cast<size_t>(head_dim / 32) * 2;
+}
+
+// Where a value block's pieces lie (the kernels read them in place): the
+// F16 scale of value block b of slot `slot`, the scales of block b being
+// page_tokens F16 from Q8_0ValueScales(block, page_tokens, b); and the
+// int8 quants of slot `slot`, head_dim of them (slots head_dim bytes
+// apart).
+inline const uint8_t* Q8_0ValueScales(const void* block, int page_tokens, int b) {
+  return static_cast<const uint8_t*>(block) + static_cast<size_t>(b) * static_cast<size_t>(page_tokens) * 2;
+}
+inline const int8_t* Q8_0ValueQuants(const void* block, int head_dim, int page_tokens, int slot) {
+  return reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(block) +
+                                         Q8_0ValueQuantsOffset(head_dim, page_tokens) +
+                                         static_cast<size_t>(slot) * static_cast<size_t>(head_dim));
 }
 
 // One slot of a key block from a Q8_0 row (`row`: nb * 34 bytes), and

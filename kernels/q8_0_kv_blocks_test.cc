@@ -77,6 +77,10 @@ TEST(Q8_0KvBlocksTest, AValueBlockHoldsEverySlotsScalesFirstThenItsQuantsAsRows)
       EXPECT_EQ(0, std::memcmp(block.data() + (b * kTokens + s) * 2, row_block, 2)) << "slot " << s << " block " << b;
       EXPECT_EQ(0, std::memcmp(block.data() + kTokens * kNb * 2 + s * kHeadDim + b * 32, row_block + 2, 32))
           << "slot " << s << " block " << b;
+      // Where the kernels find them.
+      EXPECT_EQ(Q8_0ValueScales(block.data(), kTokens, b) + s * 2, block.data() + (b * kTokens + s) * 2);
+      EXPECT_EQ(0, std::memcmp(Q8_0ValueQuants(block.data(), kHeadDim, kTokens, s) + b * 32, row_block + 2, 32))
+          << "slot " << s << " block " << b;
     }
   }
   EXPECT_TRUE(GuardIntact(block));

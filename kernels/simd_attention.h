@@ -65,71 +65,53 @@ constexpr size_t RowBytes(int hd) {
 template <KvDtype kT>
 inline constexpr int kKvScaleSpan = kT == KvDtype::kQ8_0 ? kKvQ8_0BlockValues : (1 << 30);
 
-// The q8_0 block (scale, then 32 int8) that holds value d of row `row`.
-inline const uint8_t* KvQ8_0Block(const void* base, size_t row, int d, int hd) {
-  return static_cast<const uint8_t*>(base) + row * RowBytes<KvDtype::kQ8_0>(hd) +
-         static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes;
+// The row functions below read F32, F16 and BF16 rows. A q8_0 cache's
+// blocks are not rows (kernels/q8_0_kv_blocks.h): its keys are scored by
+// ScoresQ8_0 and its values folded by simd_attention_q8_0_values.h.
+template <KvDtype kT>
+inline constexpr bool kKvRows = kT != KvDtype::kQ8_0;
+
+// The scale of the block that holds value d of row `row`: V::Zero() for
+// the row types, which have none (the generic kernels' loops keep the
+// scale-span structure of their q8_0 ancestors).
+template <class V, KvDtype kT>
+typename V::F LoadKvScale(const void*, size_t, int, int) {
+  static_assert(kKvRows<kT>, "q8_0 blocks are not rows");
+  return V::Zero();
 }
 
-// The scale of the q8_0 block that holds value d of row `row` (rows of hd
-// values of type kT from `base`), converted to F32 in every lane;
-// V::Zero() for the other types.
+// LoadKvLanes given LoadKvScale's result (unused by the row types).
 template <class V, KvDtype kT>
-typename V::F LoadKvScale(const void* base, size_t row, int d, int hd) {
-  if constexpr (kT == KvDtype::kQ8_0) {
-    uint16_t scale;
-    std::memcpy(&scale, KvQ8_0Block(base, row, d, hd), sizeof scale);
-    return V::Set1(V::HalfToFloat(scale));
-  } else {
-    return V::Zero();
-  }
-}
-
-// LoadKvLanes given LoadKvScale(base, row, d, hd): a loop over the lanes of
-// a q8_0 block converts its scale once, not once per vector.
-template <class V, KvDtype kT>
-typename V::F LoadKvLanesScaled(const void* base, size_t row, int d, int hd, typename V::F scale) {
+typename V::F LoadKvLanesScaled(const void* base, size_t row, int d, int hd, typename V::F) {
+  static_assert(kKvRows<kT>, "q8_0 blocks are not rows");
   if constexpr (kT == KvDtype::kF32) {
     return V::Load(static_cast<const float*>(base) + row * hd + d);
   } else if constexpr (kT == KvDtype::kF16) {
     return V::LoadF16(static_cast<const uint16_t*>(base) + row * hd + d);
-  } else if constexpr (kT == KvDtype::kBF16) {
-    return V::LoadBf16(static_cast<const uint16_t*>(base) + row * hd + d);
   } else {
-    const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(base, row, d, hd) + 2) + d % kKvQ8_0BlockValues;
-    return V::Mul(V::LoadI8(quants), scale);
+    return V::LoadBf16(static_cast<const uint16_t*>(base) + row * hd + d);
   }
 }
 
 // Loads kLanes values of row `row` (rows of hd values of type kT from
 // `base`) from value d on, converted to F32 in registers (exactly). d is a
-// multiple of kLanes; for q8_0, kLanes divides 32, so the lanes lie in one
-// block and share its scale.
+// multiple of kLanes.
 template <class V, KvDtype kT>
 typename V::F LoadKvLanes(const void* base, size_t row, int d, int hd) {
   return LoadKvLanesScaled<V, kT>(base, row, d, hd, LoadKvScale<V, kT>(base, row, d, hd));
 }
 
 // The first `width` (<= kLanes) values of LoadKvLanes; the other lanes are
-// 0. (q8_0 rows never end inside a vector; its case goes value by value.)
+// 0.
 template <class V, KvDtype kT>
 typename V::F LoadKvPartial(const void* base, size_t row, int d, int hd, int width) {
+  static_assert(kKvRows<kT>, "q8_0 blocks are not rows");
   if constexpr (kT == KvDtype::kF32) {
     return V::LoadPartial(static_cast<const float*>(base) + row * hd + d, width);
   } else if constexpr (kT == KvDtype::kF16) {
     return V::LoadF16Partial(static_cast<const uint16_t*>(base) + row * hd + d, width);
-  } else if constexpr (kT == KvDtype::kBF16) {
-    return V::LoadBf16Partial(static_cast<const uint16_t*>(base) + row * hd + d, width);
   } else {
-    alignas(64) float values[V::kLanes];
-    for (int t = 0; t < width; ++t) {
-      const uint8_t* block = KvQ8_0Block(base, row, d + t, hd);
-      uint16_t scale;
-      std::memcpy(&scale, block, sizeof scale);
-      values[t] = static_cast<float>(static_cast<int8_t>(block[2 + (d + t) % kKvQ8_0BlockValues])) *
-                  V::HalfToFloat(scale);
-    }
-    return V::LoadPartial(values, width);
+    return V::LoadBf16Partial(static_cast<const uint16_t*>(base) + row * hd + d, width);
   }
 }
 
@@ -428,7 +410,7 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
         float* acc_h = acc + static_cast<size_t>(r * heads + h) * hd;
         if constexpr (kT == KvDtype::kQ8_0) {
           // (Heads of less than a q8_0 block never meet a q8_0 cache.)
-          if constexpr (hd % kKvQ8_0BlockValues == 0) AccumulateInPlaceQ8_0<V, kChunks>(p, v[b], nb, acc_h);
+          if constexpr (hd % kKvQ8_0BlockValues == 0) AccumulateInPlaceQ8_0<V, kChunks>(p, v[b], block_keys, nb, acc_h);
         } else {
           AccumulateInPlace<V, kT, kChunks>(p, v[b], nb, acc_h);
         }
@@ -441,7 +423,8 @@ void AttentionBlocksFixed(const float* q, int64_t q_row_stride, int rows, int he
 // keys [0, n) of the block at vb, key by key in order, read in place:
 // p[q][j] * v_j, or for a q8_0 cache the BF16-rounded weights of
 // attention_q8_0_values.h times the int8 quants (weights[q][value block *
-// kOneStepWeightKeys + j], from RowWeightsQ8_0). Each value vector is
+// kOneStepWeightKeys + j], from RowWeightsQ8_0; vb is then where key 0's
+// quants start, keys hd bytes apart: Q8_0ValueQuants). Each value vector is
 // loaded and converted once for the kQ queries; each query's sums are
 // those it gets alone (the same products, in the same order).
 template <class V, KvDtype kT, int kC, int kQ>
@@ -460,8 +443,7 @@ void OneStepValueVectors(const float* const* p, const float* const* weights, con
 #pragma GCC unroll 4
       for (int c = 0; c < kC; ++c) {
         const int d = d0 + c * L;
-        const int8_t* quants = reinterpret_cast<const int8_t*>(KvQ8_0Block(vb, j, d, hd) + 2 + d % kKvQ8_0BlockValues);
-        const F x = V::LoadI8(quants);
+        const F x = V::LoadI8(static_cast<const int8_t*>(vb) + static_cast<size_t>(j) * hd + d);
         const int w = d / kKvQ8_0BlockValues * kOneStepWeightKeys + j;
 #pragma GCC unroll 4
         for (int q = 0; q < kQ; ++q) a[q][c] = V::Fma(V::Set1(weights[q][w]), x, a[q][c]);
@@ -512,25 +494,25 @@ int ForVectorGroups(int hd, Fn&& fn) {
 inline constexpr int kOneStepValueQueries = 2;
 
 // For each of kQ queries q: acc[q][0, hd) += the values of keys [0, n) of
-// the block at vb, key by key in order (weights: scratch for kQ *
-// kOneStepWeightKeys * hd / 32 q8_0 weights).
+// the block at vb (block_keys slots), key by key in order (weights:
+// scratch for kQ * kOneStepWeightKeys * hd / 32 q8_0 weights).
 template <class V, KvDtype kT, int kQ>
-void OneStepValues(const float* const* p, const void* vb, int n, int hd, float* weights, float* const* acc) {
+void OneStepValues(const float* const* p, const void* vb, int block_keys, int n, int hd, float* weights,
+                   float* const* acc) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
-  if constexpr (kT == KvDtype::kQ8_0) {  // rows of weights, then the quants of those rows
-    const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
+  if constexpr (kT == KvDtype::kQ8_0) {  // rows of weights, then the quants of those keys
     const size_t weight_floats = static_cast<size_t>(kOneStepWeightKeys) * (hd / kKvQ8_0BlockValues);
     float* query_weights[kQ];
     for (int q = 0; q < kQ; ++q) query_weights[q] = weights + q * weight_floats;
     for (int j0 = 0; j0 < n; j0 += kOneStepWeightKeys) {
       const int count = n - j0 < kOneStepWeightKeys ? n - j0 : kOneStepWeightKeys;
-      const void* rows = static_cast<const uint8_t*>(vb) + j0 * row_bytes;
+      const int8_t* quants = Q8_0ValueQuants(vb, hd, block_keys, j0);
       const float* chunk_p[kQ];
       for (int q = 0; q < kQ; ++q) chunk_p[q] = p[q] + j0;
-      RowWeightsQ8_0<V, kQ>(chunk_p, rows, count, hd, query_weights);
+      RowWeightsQ8_0<V, kQ>(chunk_p, vb, block_keys, j0, count, hd, query_weights);
       ForVectorGroups<L>(hd, [&](auto c, int d) {
-        OneStepValueVectors<V, kT, decltype(c)::value, kQ>(nullptr, query_weights, rows, count, hd, d, acc);
+        OneStepValueVectors<V, kT, decltype(c)::value, kQ>(nullptr, query_weights, quants, count, hd, d, acc);
       });
     }
   } else {
@@ -625,12 +607,12 @@ void AttentionBlocksOneStep(const float* q, int64_t q_row_stride, int rows, int 
         if (i + 1 < i1 && block_keys_of(i + 1, b) == nb) {  // (a GQA group's heads; a prompt's rows)
           const float* p[2] = {query_scores(i) + b * block_keys, query_scores(i + 1) + b * block_keys};
           float* accs[2] = {acc + static_cast<size_t>(i) * head_dim, acc + static_cast<size_t>(i + 1) * head_dim};
-          OneStepValues<V, kT, kOneStepValueQueries>(p, v[b], nb, head_dim, weights, accs);
+          OneStepValues<V, kT, kOneStepValueQueries>(p, v[b], block_keys, nb, head_dim, weights, accs);
           i += 2;
         } else {
           const float* p[1] = {query_scores(i) + b * block_keys};
           float* accs[1] = {acc + static_cast<size_t>(i) * head_dim};
-          OneStepValues<V, kT, 1>(p, v[b], nb, head_dim, weights, accs);
+          OneStepValues<V, kT, 1>(p, v[b], block_keys, nb, head_dim, weights, accs);
           ++i;
         }
       }

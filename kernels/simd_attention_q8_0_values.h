@@ -1,19 +1,24 @@
 // The SIMD kernels' side of attention_q8_0_values.h: folding the values of
 // a Q8_0 KV cache into a query's accumulator, a chunk of keys at a time.
 //
+// A value block of a q8_0 cache holds its block_keys slots' F16 scales,
+// then their int8 quants as rows of hd (kernels/q8_0_kv_blocks.h), so a
+// chunk's scales of one value block are consecutive and its keys' quants
+// hd bytes apart.
 // A chunk is up to kQ8_0ValueKeys keys of one block, starting at a
 // multiple of kQ8_0ValueKeys (where V::kInt16Groups a chunk is the part of
 // a group the query sees). For each chunk:
 //   ChunkScalesQ8_0   the value blocks' F16 scales of its keys, as F32
 //                     (where V::kInt16Groups, scaled by a power of two
-//                     per block); once per chunk, shared by every query;
+//                     per block): a load per value block; once per chunk,
+//                     shared by every query;
 //   ChunkWeightsQ8_0  each query's weights: p_t * scale rounded to BF16
 //                     (kept as F32) at the levels with BF16 weights; where
 //                     V::kInt16Groups the group's int16 weights and one
 //                     step per value block (Q8_0GroupWeights), four
 //                     queries at a time, in V's layout (Q8_0WeightIndex);
 //   ValueMicroTileQ8_0  kQ queries x kC value vectors: acc += w * quants,
-//                     the quants read from the block's rows or from the
+//                     the quants read in the block or from the
 //                     chunk converted once for a large tile
 //                     (ConvertChunkQ8_0). Where V::kInt16Groups, two keys
 //                     at a time into int32 sums (V::DotPairs: keys 2i and
@@ -38,6 +43,7 @@
 
 #include "kernels/attention_q8_0_values.h"
 #include "kernels/kv_dtype.h"
+#include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
 namespace {
@@ -93,39 +99,40 @@ inline constexpr int Q8_0WeightIndex(int b, int t) {
   }
 }
 
-// The int8 quants of values [d, d + kLanes) of row `row` (q8_0 rows of hd
-// values from `rows`).
+// The int8 quants of value d of key `row` of a value block whose quants
+// start at `quants` (Q8_0ValueQuants(block, hd, block_keys, 0)).
 template <int hd>
-inline const int8_t* Q8_0Quants(const void* rows, int row, int d) {
-  return reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(rows) +
-                                         static_cast<size_t>(row) * KvBytes(KvDtype::kQ8_0, hd) +
-                                         static_cast<size_t>(d / kKvQ8_0BlockValues) * kKvQ8_0BlockBytes + 2 +
-                                         d % kKvQ8_0BlockValues);
+inline const int8_t* Q8_0Quants(const void* quants, int row, int d) {
+  return static_cast<const int8_t*>(quants) + static_cast<size_t>(row) * hd + d;
 }
 
-// scales[b][t] = the F32 scale of value block b of row row0 + t, for
-// t < count; 0 for t >= count (rows past the chunk are never read): one
-// V::GatherHalves per block and vector (a gather at AVX-512, scalar loads
-// combined in registers at AVX2; 16 scalar stores read back as a vector
-// stalled on store forwarding: a quarter of a decode row's value time).
+// Lanes t < n of the F16 at `halves` (consecutive), as F32; 0 for t >= n
+// and for every lane when n <= 0. Reads only the n halves.
+template <class V>
+inline typename V::F LoadHalvesQ8_0(const uint8_t* halves, int n) {
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(halves);
+  return n >= V::kLanes ? V::LoadF16(h) : n > 0 ? V::LoadF16Partial(h, n) : V::Zero();
+}
+
+// scales[b][t] = the F32 scale of value block b of key row0 + t of the
+// value block at `block` (block_keys slots), for t < count; 0 for
+// t >= count (keys past the chunk are never read): one load per value
+// block and vector, the chunk's scales of a value block being consecutive.
 // Where V::kInt16Groups, the group's scaled scales instead
 // (Q8_0GroupScales) and scale_steps[b] block b's step; scale_steps is
 // unused at the other levels.
 template <class V, int hd>
-inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scales)[kQ8_0ValueKeys],
+inline void ChunkScalesQ8_0(const void* block, int block_keys, int row0, int count, float (*scales)[kQ8_0ValueKeys],
                             float* scale_steps) {
   constexpr int kBlocks = kQ8_0Blocks<hd>;
-  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
-  const uint8_t* base = static_cast<const uint8_t*>(rows) + static_cast<size_t>(row0) * row_bytes;
+  auto first = [&](int b) { return Q8_0ValueScales(block, block_keys, b) + static_cast<size_t>(row0) * 2; };
   if constexpr (kInt16Groups<V>) {
     static_assert(V::kLanes == kQ8_0ValueKeys, "a group is one vector");
     for (int b0 = 0; b0 < kBlocks; b0 += 4) {
       constexpr int n = kBlocks < 4 ? kBlocks : 4;
       typename V::F s[4];
 #pragma GCC unroll 4
-      for (int b = 0; b < n; ++b) {
-        s[b] = V::GatherHalves(base + static_cast<size_t>(b0 + b) * kKvQ8_0BlockBytes, static_cast<int>(row_bytes), count);
-      }
+      for (int b = 0; b < n; ++b) s[b] = LoadHalvesQ8_0<V>(first(b0 + b), count);
       V::ScaleGroupScales(s, n, scale_steps + b0);
 #pragma GCC unroll 4
       for (int b = 0; b < n; ++b) V::Store(scales[b0 + b], s[b]);
@@ -133,8 +140,7 @@ inline void ChunkScalesQ8_0(const void* rows, int row0, int count, float (*scale
   } else {
     for (int b = 0; b < kBlocks; ++b) {
       for (int t = 0; t < kQ8_0ValueKeys; t += V::kLanes) {
-        V::Store(scales[b] + t, V::GatherHalves(base + t * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
-                                                static_cast<int>(row_bytes), count - t));
+        V::Store(scales[b] + t, LoadHalvesQ8_0<V>(first(b) + static_cast<size_t>(t) * 2, count - t));
       }
     }
   }
@@ -173,23 +179,23 @@ inline void ChunkWeightsQ8_0(const float* const* p, int nq, int count, const flo
   }
 }
 
-// Keys [0, count) of a chunk (rows row0 .. of `rows`) converted once for a
-// large tile: where V::kInt16Groups, pair i's vectors 2b and 2b + 1 (value
-// block b of keys 2i and 2i+1 as V::PairBlock makes them; zeros for a
-// missing partner) at out + (i * hd / 16 + 2b) * 16 and the next 16;
-// otherwise key t's quants as F32 at out + t * hd. out: kQ8_0ValueKeys *
-// hd floats.
+// Keys [0, count) of a chunk (keys row0 .. of the value block whose quants
+// start at `quants`) converted once for a large tile: where
+// V::kInt16Groups, pair i's vectors 2b and 2b + 1 (value block b of keys
+// 2i and 2i+1 as V::PairBlock makes them; zeros for a missing partner) at
+// out + (i * hd / 16 + 2b) * 16 and the next 16; otherwise key t's quants
+// as F32 at out + t * hd. out: kQ8_0ValueKeys * hd floats.
 template <class V, int hd>
-inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) {
+inline void ConvertChunkQ8_0(const void* quants, int row0, int count, float* out) {
   constexpr int L = V::kLanes;
   if constexpr (kInt16Groups<V>) {
     static_assert(2 * L == kKvQ8_0BlockValues, "a block is two vectors of pairs");
     for (int t = 0; t < count; t += 2) {
 #pragma GCC unroll 8
       for (int d = 0; d < hd; d += kKvQ8_0BlockValues) {
-        const int8_t* odd = t + 1 < count ? Q8_0Quants<hd>(rows, row0 + t + 1, d) : nullptr;
+        const int8_t* odd = t + 1 < count ? Q8_0Quants<hd>(quants, row0 + t + 1, d) : nullptr;
         typename V::Pairs first, second;
-        V::PairBlock(Q8_0Quants<hd>(rows, row0 + t, d), odd, first, second);
+        V::PairBlock(Q8_0Quants<hd>(quants, row0 + t, d), odd, first, second);
         V::StorePairs(out + (t / 2 * (hd / L) + d / L) * L, first);
         V::StorePairs(out + (t / 2 * (hd / L) + d / L + 1) * L, second);
       }
@@ -197,20 +203,21 @@ inline void ConvertChunkQ8_0(const void* rows, int row0, int count, float* out) 
   } else {
     for (int t = 0; t < count; ++t) {  // (unrolled: each vector's address is then a constant offset)
 #pragma GCC unroll 16
-      for (int d = 0; d < hd; d += L) V::Store(out + t * hd + d, V::LoadI8(Q8_0Quants<hd>(rows, row0 + t, d)));
+      for (int d = 0; d < hd; d += L) V::Store(out + t * hd + d, V::LoadI8(Q8_0Quants<hd>(quants, row0 + t, d)));
     }
   }
 }
 
 // acc[s][(c0 + c) * L ..] += the chunk's keys [0, count) for queries
 // s < kQ (weights w[s] and steps[s], ChunkWeightsQ8_0) and value vectors
-// c < kC: the quants from rows row0 + t of `src` (kFromRows) or from
-// ConvertChunkQ8_0's buffer at `src`. Where V::kInt16Groups, keys go in
-// pairs into int32 sums, flushed into acc at the end (the whole group).
+// c < kC: the quants of keys row0 + t of the value block whose quants
+// start at `src` (kInBlock) or from ConvertChunkQ8_0's buffer at `src`.
+// Where V::kInt16Groups, keys go in pairs into int32 sums, flushed into
+// acc at the end (the whole group).
 // With kStep, one prefetch.Step(lines) per key (per pair).
 // Not inlined: inside the tile's loops GCC kept the value vectors on the
 // stack (AVX2 prefill 1.1x slower).
-template <class V, int hd, int kQ, int kC, bool kFromRows, bool kStep, class Prefetch>
+template <class V, int hd, int kQ, int kC, bool kInBlock, bool kStep, class Prefetch>
 __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w, const float* const* steps,
                                                   float* const* acc, const void* src, int row0, int count, int c0,
                                                   Prefetch& prefetch, int lines) {
@@ -231,16 +238,16 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
       for (int c = 0; c < kC; ++c) sums[s][c] = V::ZeroSums();
     }
     // Keys t and t + 1 (t + 1 only when kBoth: a lone last key pairs with
-    // zeros); the quants of key t at `even` (kFromRows: block c0's in its
-    // row; else the converted pair's vector c0).
+    // zeros); the quants of key t at `even` (kInBlock: its values from
+    // c0 * L on, in the block; else the converted pair's vector c0).
     auto pair = [&]<bool kBoth>(int t, const void* even) __attribute__((always_inline)) {
       if constexpr (kStep) prefetch.Step(lines);
       P vv[kC];  // block by block, as V::PairBlock orders them
 #pragma GCC unroll 16
       for (int c = 0; c < kC; c += 2) {
-        if constexpr (kFromRows) {
-          const int8_t* e = static_cast<const int8_t*>(even) + c / 2 * kKvQ8_0BlockBytes;
-          V::PairBlock(e, kBoth ? e + KvBytes(KvDtype::kQ8_0, hd) : nullptr, vv[c], vv[c + 1]);
+        if constexpr (kInBlock) {
+          const int8_t* e = static_cast<const int8_t*>(even) + c / 2 * kKvQ8_0BlockValues;
+          V::PairBlock(e, kBoth ? e + hd : nullptr, vv[c], vv[c + 1]);
         } else {
           vv[c] = V::LoadPairs(static_cast<const float*>(even) + c * L);
           vv[c + 1] = V::LoadPairs(static_cast<const float*>(even) + (c + 1) * L);
@@ -261,9 +268,9 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
       }
     };
     // Key t's quants, advanced a pair at a time.
-    const uint8_t* at = kFromRows ? reinterpret_cast<const uint8_t*>(Q8_0Quants<hd>(src, row0, c0 * L))
+    const uint8_t* at = kInBlock ? reinterpret_cast<const uint8_t*>(Q8_0Quants<hd>(src, row0, c0 * L))
                                   : static_cast<const uint8_t*>(src) + sizeof(float) * c0 * L;
-    const size_t pair_bytes = kFromRows ? 2 * KvBytes(KvDtype::kQ8_0, hd) : sizeof(float) * hd;
+    const size_t pair_bytes = kInBlock ? 2 * hd : sizeof(float) * hd;
     int t = 0;
     for (; t + 1 < count; t += 2, at += pair_bytes) pair.template operator()<true>(t, at);
     if (t < count) pair.template operator()<false>(t, at);
@@ -285,7 +292,7 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
 #pragma GCC unroll 16
       for (int c = 0; c < kC; ++c) {
         const int d = (c0 + c) * L;
-        if constexpr (kFromRows) {
+        if constexpr (kInBlock) {
           vv[c] = V::LoadI8(Q8_0Quants<hd>(src, row0 + t, d));
         } else {
           vv[c] = V::Load(static_cast<const float*>(src) + t * hd + d);
@@ -315,10 +322,11 @@ struct NoStepPrefetch {
   void Step(int) {}
 };
 
-// The per-query kernel's value pass: acc[0, hd) += the n keys of one block
-// (q8_0 rows at v) with probabilities p[0, n), chunk by chunk.
+// The per-query kernel's value pass: acc[0, hd) += the n keys of the
+// value block at v (block_keys slots) with probabilities p[0, n), chunk by
+// chunk.
 template <class V, int kChunks>
-void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
+void AccumulateInPlaceQ8_0(const float* p, const void* v, int block_keys, int n, float* acc) {
   constexpr int hd = kChunks * V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   alignas(64) float scales[kBlocks][kQ8_0ValueKeys];
   alignas(64) Q8_0Weight<V> w[kQ8_0ChunkWeights<V, hd>];
@@ -328,37 +336,38 @@ void AccumulateInPlaceQ8_0(const float* p, const void* v, int n, float* acc) {
   const float* pm[1];
   float* as[1] = {acc};
   NoStepPrefetch none;
+  const int8_t* quants = Q8_0ValueQuants(v, hd, block_keys, 0);
   for (int t0 = 0; t0 < n; t0 += kQ8_0ValueKeys) {
     const int count = n - t0 < kQ8_0ValueKeys ? n - t0 : kQ8_0ValueKeys;
-    ChunkScalesQ8_0<V, hd>(v, t0, count, scales, scale_steps);
+    ChunkScalesQ8_0<V, hd>(v, block_keys, t0, count, scales, scale_steps);
     pm[0] = p + t0;
     ChunkWeightsQ8_0<V, hd>(pm, 1, count, scales, scale_steps, ws, ss);
-    ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, v, t0, count, 0, none, 0);
+    ValueMicroTileQ8_0<V, hd, 1, kChunks, true, false>(ws, ss, as, quants, t0, count, 0, none, 0);
   }
 }
 
 // Keys whose q8_0 value weights the fallback makes at a time, per query.
 inline constexpr int kOneStepWeightKeys = 64;
 
-// The fallback's weights for kQ queries over the same n <= kOneStepWeightKeys
-// rows of hd values from src: weights[q][b * kOneStepWeightKeys + j] =
-// Q8_0ValueWeight(p[q][j], the scale of block b of row j), V::kLanes keys
-// at a time, each scale loaded once for the kQ queries; lanes past n get 0.
+// The fallback's weights for kQ queries over the same keys [j0, j0 + n)
+// (n <= kOneStepWeightKeys) of the value block at `block` (block_keys
+// slots of hd values): weights[q][b * kOneStepWeightKeys + j] =
+// Q8_0ValueWeight(p[q][j], the scale of value block b of key j0 + j),
+// V::kLanes keys at a time, each scale loaded once for the kQ queries;
+// lanes past n get 0.
 template <class V, int kQ>
-void RowWeightsQ8_0(const float* const* p, const void* src, int n, int hd, float* const* weights) {
+void RowWeightsQ8_0(const float* const* p, const void* block, int block_keys, int j0, int n, int hd,
+                    float* const* weights) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   static_assert(kOneStepWeightKeys % L == 0, "whole vectors of weights");
-  const size_t row_bytes = KvBytes(KvDtype::kQ8_0, hd);
   const int blocks = hd / kKvQ8_0BlockValues;
-  const uint8_t* rows = static_cast<const uint8_t*>(src);
   for (int j = 0; j < n; j += L) {
     const int m = n - j;
     F pv[kQ];
     for (int q = 0; q < kQ; ++q) pv[q] = m >= L ? V::Load(p[q] + j) : V::LoadPartial(p[q] + j, m);
     for (int b = 0; b < blocks; ++b) {
-      const F scales = V::GatherHalves(rows + j * row_bytes + static_cast<size_t>(b) * kKvQ8_0BlockBytes,
-                                       static_cast<int>(row_bytes), m);
+      const F scales = LoadHalvesQ8_0<V>(Q8_0ValueScales(block, block_keys, b) + static_cast<size_t>(j0 + j) * 2, m);
       for (int q = 0; q < kQ; ++q) {
         V::Store(weights[q] + b * kOneStepWeightKeys + j, V::RoundToBf16(V::Mul(pv[q], scales)));
       }

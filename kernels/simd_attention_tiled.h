@@ -311,38 +311,41 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
     ss[s] = steps[s];
     a[s] = acc + static_cast<size_t>(tile.state[s]) * hd;
   }
-  // Queries [s0, s0 + kQ) over the count keys of the chunk at row j0.
-  auto micro = [&]<int kQ>(const void* vb, int j0, int count, int s0) {
+  // Queries [s0, s0 + kQ) over the count keys of the chunk at key j0 of
+  // the value block whose quants start at `quants`.
+  auto micro = [&]<int kQ>(const int8_t* quants, int j0, int count, int s0) {
     for (int c0 = 0; c0 < kChunks; c0 += VC) {
       if (convert) {
         ValueMicroTileQ8_0<V, hd, kQ, VC, false, false>(ws + s0, ss + s0, a + s0, converted, 0, count, c0, prefetch,
                                                         lines);
         prefetch.Step(call_lines);
       } else {
-        ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, ss + s0, a + s0, vb, j0, count, c0, prefetch, lines);
+        ValueMicroTileQ8_0<V, hd, kQ, VC, true, true>(ws + s0, ss + s0, a + s0, quants, j0, count, c0, prefetch,
+                                                      lines);
       }
     }
   };
   for (int b = 0; b < used_blocks; ++b) {
     prefetch.AtBlock(b);
     const int first = b * block_keys;
+    const int8_t* quants = Q8_0ValueQuants(v[b], hd, block_keys, 0);
     const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
     const int shared_end =
         shared <= 0 ? 0 : (!kGroups || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
       const int count = shared_end - j0 < kQ8_0ValueKeys ? shared_end - j0 : kQ8_0ValueKeys;
-      ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
+      ChunkScalesQ8_0<V, hd>(v[b], block_keys, j0, count, scales, scale_steps);
       for (int s = 0; s < tile.count; ++s) ps[s] = scores + s * stride + first + j0;
       ChunkWeightsQ8_0<V, hd>(ps, tile.count, count, scales, scale_steps, ws, ss);
-      if (convert) ConvertChunkQ8_0<V, hd>(v[b], j0, count, converted);
+      if (convert) ConvertChunkQ8_0<V, hd>(quants, j0, count, converted);
       int s0 = 0;
-      for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(v[b], j0, count, s0);
+      for (; s0 + VQ <= tile.count; s0 += VQ) micro.template operator()<VQ>(quants, j0, count, s0);
       switch (tile.count - s0) {  // the tile's last queries, together
-        case 5: if constexpr (VQ > 5) micro.template operator()<5>(v[b], j0, count, s0); break;
-        case 4: if constexpr (VQ > 4) micro.template operator()<4>(v[b], j0, count, s0); break;
-        case 3: if constexpr (VQ > 3) micro.template operator()<3>(v[b], j0, count, s0); break;
-        case 2: if constexpr (VQ > 2) micro.template operator()<2>(v[b], j0, count, s0); break;
-        case 1: micro.template operator()<1>(v[b], j0, count, s0); break;
+        case 5: if constexpr (VQ > 5) micro.template operator()<5>(quants, j0, count, s0); break;
+        case 4: if constexpr (VQ > 4) micro.template operator()<4>(quants, j0, count, s0); break;
+        case 3: if constexpr (VQ > 3) micro.template operator()<3>(quants, j0, count, s0); break;
+        case 2: if constexpr (VQ > 2) micro.template operator()<2>(quants, j0, count, s0); break;
+        case 1: micro.template operator()<1>(quants, j0, count, s0); break;
         default: break;
       }
     }
@@ -350,11 +353,12 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       for (int j0 = shared_end; j0 < mine; j0 += kQ8_0ValueKeys) {
         const int count = mine - j0 < kQ8_0ValueKeys ? mine - j0 : kQ8_0ValueKeys;
-        ChunkScalesQ8_0<V, hd>(v[b], j0, count, scales, scale_steps);
+        ChunkScalesQ8_0<V, hd>(v[b], block_keys, j0, count, scales, scale_steps);
         ps[s] = scores + s * stride + first + j0;
         ChunkWeightsQ8_0<V, hd>(ps + s, 1, count, scales, scale_steps, ws + s, ss + s);
         for (int c0 = 0; c0 < kChunks; c0 += VC) {
-          ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, v[b], j0, count, c0, prefetch, lines);
+          ValueMicroTileQ8_0<V, hd, 1, VC, true, true>(ws + s, ss + s, a + s, quants, j0, count, c0, prefetch,
+                                                       lines);
         }
       }
     }

@@ -88,24 +88,6 @@ struct Avx2 {
   }
   static F LoadBf16Partial(const uint16_t* p, int n) { return Bf16Bits(LoadU16Partial(p, n)); }
 
-  // Lane t < n: the F16 at base + t * stride, as F32; 0 for t >= n.
-  // Reads 2 bytes at each of those addresses, scalar loads paired into
-  // 32 bits and inserted: on Zen 3 VPGATHERDD cost a decode row's value
-  // pass more, and 2-byte stores read back as a vector stall on store
-  // forwarding.
-  static F GatherHalves(const uint8_t* base, int stride, int n) {
-    auto half = [&](int t) -> uint32_t {
-      uint16_t h = 0;
-      if (t < n) std::memcpy(&h, base + static_cast<ptrdiff_t>(t) * stride, 2);
-      return h;
-    };
-    __m128i h = _mm_cvtsi32_si128(static_cast<int>(half(0) | half(1) << 16));
-    h = _mm_insert_epi32(h, static_cast<int>(half(2) | half(3) << 16), 1);
-    h = _mm_insert_epi32(h, static_cast<int>(half(4) | half(5) << 16), 2);
-    h = _mm_insert_epi32(h, static_cast<int>(half(6) | half(7) << 16), 3);
-    return _mm256_cvtph_ps(h);
-  }
-
   // x rounded to BF16, as F32 (attention_q8_0_values.h RoundToBf16: nearest
   // even, subnormals to a zero of their sign).
   static F RoundToBf16(F x) {

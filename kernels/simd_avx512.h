@@ -95,16 +95,6 @@ struct Avx512 {
     return Bf16Bits(_mm256_maskz_loadu_epi16(Mask(n), p));
   }
 
-  // Lane t < n: the F16 at base + t * stride, as F32; 0 for t >= n.
-  // Reads 4 bytes at each of those addresses (a gather).
-  static F GatherHalves(const uint8_t* base, int stride, int n) {
-    const __m512i at = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(stride));
-    const __mmask16 lanes = n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? static_cast<__mmask16>(0) : Mask(n);
-    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lanes, at, base, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
-  }
-
   // x rounded to BF16, as F32 (attention_q8_0_values.h RoundToBf16: nearest
   // even, subnormals to a zero of their sign).
   static F RoundToBf16(F x) {

@@ -122,8 +122,8 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
   // source and one destination page: the kept slots of the partial page
   // (source = destination position), then the moved tokens.
   const size_t row = g.slot_offset(1);
-  std::vector<uint8_t> key_row_buffer(row);
-  uint8_t* key_row = key_row_buffer.data();
+  std::vector<uint8_t> slot_row_buffer(row);
+  uint8_t* slot_row = slot_row_buffer.data();
   auto copy = [&](int from, int to, int n) {
     while (n > 0) {
       const int run = std::min({n, t - from % t, t - to % t});
@@ -133,13 +133,18 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
         for (int part = 0; part < 2; ++part) {
           for (int head = 0; head < g.n_kv_heads; ++head) {
             const size_t block = g.block_offset(layer, static_cast<KvPart>(part), head);
-            if (g.dtype == KvDtype::kQ8_0 && part == static_cast<int>(KvPart::kKey)) {
-              // Packed key groups (q8_0_kv_blocks.h): slot by slot through
-              // a row, in increasing order (a slot moves only towards the
-              // start, so none is overwritten before it is read).
+            if (g.dtype == KvDtype::kQ8_0) {
+              // Not rows (q8_0_kv_blocks.h): slot by slot through a row,
+              // in increasing order (a slot moves only towards the start,
+              // so none is overwritten before it is read).
               for (int i = 0; i < run; ++i) {
-                LoadQ8_0KeySlot(src + block, g.head_dim, from % t + i, key_row);
-                StoreQ8_0KeySlot(key_row, g.head_dim, to % t + i, dst + block);
+                if (part == static_cast<int>(KvPart::kKey)) {
+                  LoadQ8_0KeySlot(src + block, g.head_dim, from % t + i, slot_row);
+                  StoreQ8_0KeySlot(slot_row, g.head_dim, to % t + i, dst + block);
+                } else {
+                  LoadQ8_0ValueSlot(src + block, g.head_dim, t, from % t + i, slot_row);
+                  StoreQ8_0ValueSlot(slot_row, g.head_dim, t, to % t + i, dst + block);
+                }
               }
               continue;
             }

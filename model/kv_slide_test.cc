@@ -169,13 +169,15 @@ TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
 }
 
 // The stored bytes of position `pos` of one (layer, part, head) block, as
-// a row (q8_0 keys through their packed groups, q8_0_kv_blocks.h).
+// a row (q8_0 blocks through their slot functions, q8_0_kv_blocks.h).
 std::vector<uint8_t> StoredRow(const KvGeometry& g, const uint8_t* page, int slot, int layer, KvPart part,
                                int head) {
   std::vector<uint8_t> row(g.row_bytes());
   const uint8_t* block = page + g.block_offset(layer, part, head);
   if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
     LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
+  } else if (g.dtype == KvDtype::kQ8_0) {
+    LoadQ8_0ValueSlot(block, g.head_dim, g.page_tokens, slot, row.data());
   } else {
     std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
   }
@@ -257,7 +259,7 @@ TEST_F(KvSlideTest, ATokenSlideRepacksTheRowsAtTheirNewPositionsWithKeysTurnedBy
   EXPECT_EQ(kv.length(), 45 - drop + 1);
 }
 
-// The same slide on a q8_0 cache, whose keys are packed groups: each moved
+// The same slide on a q8_0 cache, whose blocks are not rows: each moved
 // key's bytes are the old key's turned by the shift (KeyRotation on the
 // fork's pages), each kept key and every value is the fork's, byte for byte.
 TEST_F(KvSlideTest, AQ8_0TokenSlideMovesEachPackedKeyToItsNewSlotTurned) {

@@ -491,17 +491,19 @@ void Transformer::FinishQkvRow(const LayerWeights& L, int layer, const ForwardIt
   // Store this row's K and V in its sequence's page.
   KvSequence& kv = *item.kv;
   for (int h = 0; h < c.n_kv_heads; ++h) {
-    if (kv.geometry().dtype == KvDtype::kQ8_0) {  // keys in packed groups (q8_0_kv_blocks.h)
+    if (kv.geometry().dtype == KvDtype::kQ8_0) {  // q8_0 blocks are not rows (q8_0_kv_blocks.h)
       alignas(64) uint8_t row[kKvQ8_0MaxHeadDim / kKvQ8_0BlockValues * kKvQ8_0BlockBytes];
+      const int t = kv.geometry().page_tokens, page = row_pos_[r] / t, slot = row_pos_[r] % t;
       StoreKv(KvDtype::kQ8_0, k + h * c.head_dim, row, c.head_dim);
-      const int t = kv.geometry().page_tokens;
-      StoreQ8_0KeySlot(row, c.head_dim, row_pos_[r] % t, kv.block(row_pos_[r] / t, layer, KvPart::kKey, h));
+      StoreQ8_0KeySlot(row, c.head_dim, slot, kv.block(page, layer, KvPart::kKey, h));
+      StoreKv(KvDtype::kQ8_0, v + h * c.head_dim, row, c.head_dim);
+      StoreQ8_0ValueSlot(row, c.head_dim, t, slot, kv.block(page, layer, KvPart::kValue, h));
     } else {
       StoreKv(kv.geometry().dtype, k + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kKey, h),
               c.head_dim);
+      StoreKv(kv.geometry().dtype, v + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kValue, h),
+              c.head_dim);
     }
-    StoreKv(kv.geometry().dtype, v + h * c.head_dim, kv.slot(row_pos_[r], layer, KvPart::kValue, h),
-            c.head_dim);
   }
 }
 
