@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
 #include "gtest/gtest.h"
+#include "cache/page_codec_test_util.h"
 #include "kernels/q8_0_kv_blocks.h"
 
 namespace kvs {
@@ -22,20 +23,6 @@ namespace {
 KvGeometry Geometry(KvDtype dtype) {
   const bool q8_0 = dtype == KvDtype::kQ8_0;
   return {.n_layers = 2, .n_kv_heads = 3, .head_dim = q8_0 ? 32 : 4, .page_tokens = q8_0 ? 16 : 5, .dtype = dtype};
-}
-
-// Slot `slot` of the block at `block` as a row: a q8_0 key block's through
-// q8_0_kv_blocks.h, any other block's bytes as they are.
-std::vector<uint8_t> SlotRow(const KvGeometry& g, KvPart part, const uint8_t* block, int slot) {
-  std::vector<uint8_t> row(g.row_bytes());
-  if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
-    LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
-  } else if (g.dtype == KvDtype::kQ8_0) {
-    LoadQ8_0ValueSlot(block, g.head_dim, g.page_tokens, slot, row.data());
-  } else {
-    std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
-  }
-  return row;
 }
 
 // A page whose every byte is distinct from its neighbours'.
@@ -294,47 +281,6 @@ TEST(PageCodecHeaderTest, ValidateGeometry) {
   g = Geometry(KvDtype::kF16);
   g.n_layers = g.n_kv_heads = g.head_dim = 1 << 16;  // 2^50 bytes a page
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateGeometry(g)));
-}
-
-// An encoding of `payload` with a header written here from the documented
-// layout (docs/storage-format.md), for versions and payloads EncodePage
-// no longer writes.
-std::string HandMadeEncoding(const KvGeometry& g, uint32_t version, int n_tokens, const std::vector<uint8_t>& payload) {
-  std::string e(kPageHeaderBytes, '\0');
-  auto put = [&](size_t at, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) e[at + i] = static_cast<char>(v >> (8 * i));
-  };
-  e.replace(0, 4, "KVPG");
-  put(4, version, 4);
-  put(8, g.n_layers, 4);
-  put(12, g.n_kv_heads, 4);
-  put(16, g.head_dim, 4);
-  put(20, g.page_tokens, 4);
-  put(24, static_cast<uint32_t>(g.dtype), 4);
-  put(28, n_tokens, 4);
-  put(32, payload.size(), 8);
-  put(40, Crc32c(payload.data(), payload.size()), 4);
-  put(44, Crc32c(e.data(), 44), 4);
-  return e + std::string(payload.begin(), payload.end());
-}
-
-// A q8_0 page as format 1 stored it (every block's slots as rows) or as
-// format 2 did (the key blocks as in RAM, the value blocks rows).
-std::vector<uint8_t> AsOlderFormat(const KvGeometry& g, const std::vector<uint8_t>& page, uint32_t version) {
-  std::vector<uint8_t> out = page;
-  for (int layer = 0; layer < g.n_layers; ++layer) {
-    for (KvPart part : {KvPart::kKey, KvPart::kValue}) {
-      if (part == KvPart::kKey && version == kPageFormatVersionPackedKeys) continue;
-      for (int head = 0; head < g.n_kv_heads; ++head) {
-        const size_t block = g.block_offset(layer, part, head);
-        for (int slot = 0; slot < g.page_tokens; ++slot) {
-          const std::vector<uint8_t> row = SlotRow(g, part, page.data() + block, slot);
-          std::memcpy(out.data() + block + g.slot_offset(slot), row.data(), row.size());
-        }
-      }
-    }
-  }
-  return out;
 }
 
 TEST(PageCodecQ8_0Test, AFullPageIsFormat3AndItsPayloadIsThePoolPageAsItIs) {
