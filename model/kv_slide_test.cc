@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cache/page_codec_test_util.h"
 #include "gtest/gtest.h"
-#include "kernels/q8_0_kv_blocks.h"
 #include "model/model.h"
 #include "model/thread_pool.h"
 #include "model/transformer.h"
@@ -169,19 +169,10 @@ TEST_F(KvSlideTest, GenerationContinuesPastTheContextWithBoundedPages) {
 }
 
 // The stored bytes of position `pos` of one (layer, part, head) block, as
-// a row (q8_0 blocks through their slot functions, q8_0_kv_blocks.h).
+// a row (q8_0 blocks through their slot functions: SlotRow).
 std::vector<uint8_t> StoredRow(const KvGeometry& g, const uint8_t* page, int slot, int layer, KvPart part,
                                int head) {
-  std::vector<uint8_t> row(g.row_bytes());
-  const uint8_t* block = page + g.block_offset(layer, part, head);
-  if (g.dtype == KvDtype::kQ8_0 && part == KvPart::kKey) {
-    LoadQ8_0KeySlot(block, g.head_dim, slot, row.data());
-  } else if (g.dtype == KvDtype::kQ8_0) {
-    LoadQ8_0ValueSlot(block, g.head_dim, g.page_tokens, slot, row.data());
-  } else {
-    std::memcpy(row.data(), block + g.slot_offset(slot), row.size());
-  }
-  return row;
+  return SlotRow(g, part, page + g.block_offset(layer, part, head), slot);
 }
 
 // The rows of position `pos` of one (layer, part, head) block.
