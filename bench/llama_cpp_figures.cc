@@ -1,5 +1,6 @@
 #include "bench/llama_cpp_figures.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -57,6 +58,54 @@ absl::StatusOr<std::vector<BatchedBenchLine>> RunBatchedBench(const std::string&
   return lines;
 }
 
+// Whether this llama-batched-bench takes `-fa on|off|auto` (builds from
+// 2025 on, whose default "auto" turns flash attention on for the CPU) rather
+// than build 4748's bare `-fa` switch (off unless given).
+bool TakesFlashAttentionModes(const std::string& bin) {
+  FILE* pipe = ::popen((bin + " --help 2>&1").c_str(), "r");
+  if (pipe == nullptr) return false;
+  bool modes = false;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, pipe) != nullptr) {
+    if (std::string(buf).find("--flash-attn [on|off|auto]") != std::string::npos) modes = true;
+  }
+  ::pclose(pipe);
+  return modes;
+}
+
+// Every row measured once with `common` (which already names the flash
+// attention setting, or nothing); `shared_prompt` is added to the batched
+// run's flags.
+absl::StatusOr<LlamaCppFigures> MeasureOnce(const std::string& common, const std::string& shared_prompt,
+                                            const LlamaCppRun& run) {
+  LlamaCppFigures f;
+  // One sequence: each prompt, then 32 tokens decoded after it.
+  const std::string prompts = run.long_context ? "1,512,2000,4096,8192,16384" : "1,512,2000,4096,8192";
+  const int context = (run.long_context ? 16384 : 8192) + 64;
+  auto single = RunBatchedBench(absl::StrFormat("%s -c %d -npp %s -ntg 32 -npl 1", common, context, prompts));
+  if (!single.ok()) return single.status();
+  for (const BatchedBenchLine& l : *single) {
+    if (l.pl != 1) continue;
+    switch (l.pp) {
+      case 1: f.tg0 = l.speed_tg; break;
+      case 512: f.pp512 = l.speed_pp; break;
+      case 2000: f.pp2000 = l.speed_pp; break;
+      case 4096: f.pp4096 = l.speed_pp; f.tg4096 = l.speed_tg; break;
+      case 8192: f.pp8192 = l.speed_pp; break;
+      case 16384: f.tg16384 = l.speed_tg; break;
+      default: break;
+    }
+  }
+  // Eight sequences after one shared prompt.
+  auto batched = RunBatchedBench(
+      absl::StrFormat("%s%s -c %d -npp 512 -ntg 64 -npl 8 -pps", common, shared_prompt, 512 + 8 * 64 + 64));
+  if (!batched.ok()) return batched.status();
+  for (const BatchedBenchLine& l : *batched) {
+    if (l.pl == 8) f.batched8 = l.speed_tg;
+  }
+  return f;
+}
+
 }  // namespace
 
 LlamaCppFigures IssueElevenFigures() {
@@ -76,32 +125,34 @@ absl::StatusOr<LlamaCppFigures> MeasureLlamaCpp(const LlamaCppRun& run) {
   const std::string common =
       absl::StrFormat("%s -m %s -t %d -tb %d -b 2048 -ub 512 --output-format jsonl", bin, Quoted(run.model),
                       run.threads, run.threads);
+  if (!TakesFlashAttentionModes(bin)) {
+    // Build 4748 and its time: the defaults (flash attention off).
+    auto f = MeasureOnce(common, "", run);
+    if (!f.ok()) return f.status();
+    f->measured = true;
+    f->source = absl::StrFormat("llama.cpp measured in this run (%s, llama-batched-bench, %d threads, one run each)",
+                                run.bin_dir, run.threads);
+    return f;
+  }
+  // A newer build: flash attention on (its default on the CPU) is faster at
+  // prefill and slower at long-context decode than off, so each row keeps
+  // the faster of the two. Its cache is per sequence unless asked for one
+  // unified buffer (-kvu), which the 8 sequences need to share their
+  // prompt's cells, as build 4748's did and as forks share pages.
+  auto on = MeasureOnce(common + " -fa on", " -kvu", run);
+  if (!on.ok()) return on.status();
+  auto off = MeasureOnce(common + " -fa off", " -kvu", run);
+  if (!off.ok()) return off.status();
   LlamaCppFigures f;
   f.measured = true;
-  f.source = absl::StrFormat("llama.cpp measured in this run (%s, llama-batched-bench, %d threads, one run each)",
-                             run.bin_dir, run.threads);
-  // One sequence: each prompt, then 32 tokens decoded after it.
-  const std::string prompts = run.long_context ? "1,512,2000,4096,8192,16384" : "1,512,2000,4096,8192";
-  const int context = (run.long_context ? 16384 : 8192) + 64;
-  auto single = RunBatchedBench(absl::StrFormat("%s -c %d -npp %s -ntg 32 -npl 1", common, context, prompts));
-  if (!single.ok()) return single.status();
-  for (const BatchedBenchLine& l : *single) {
-    if (l.pl != 1) continue;
-    switch (l.pp) {
-      case 1: f.tg0 = l.speed_tg; break;
-      case 512: f.pp512 = l.speed_pp; break;
-      case 2000: f.pp2000 = l.speed_pp; break;
-      case 4096: f.pp4096 = l.speed_pp; f.tg4096 = l.speed_tg; break;
-      case 8192: f.pp8192 = l.speed_pp; break;
-      case 16384: f.tg16384 = l.speed_tg; break;
-      default: break;
-    }
-  }
-  // Eight sequences after one shared prompt.
-  auto batched = RunBatchedBench(absl::StrFormat("%s -c %d -npp 512 -ntg 64 -npl 8 -pps", common, 512 + 8 * 64 + 64));
-  if (!batched.ok()) return batched.status();
-  for (const BatchedBenchLine& l : *batched) {
-    if (l.pl == 8) f.batched8 = l.speed_tg;
+  f.source = absl::StrFormat(
+      "llama.cpp measured in this run (%s, llama-batched-bench, %d threads, one run each with -fa on and -fa off, "
+      "the faster per row)",
+      run.bin_dir, run.threads);
+  for (double LlamaCppFigures::*field : {&LlamaCppFigures::pp512, &LlamaCppFigures::pp2000, &LlamaCppFigures::pp4096,
+                                         &LlamaCppFigures::pp8192, &LlamaCppFigures::tg0, &LlamaCppFigures::tg4096,
+                                         &LlamaCppFigures::tg16384, &LlamaCppFigures::batched8}) {
+    f.*field = std::max((*on).*field, (*off).*field);
   }
   return f;
 }

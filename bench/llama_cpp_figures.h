@@ -6,13 +6,19 @@
 // Measuring runs llama.cpp's own `llama-batched-bench` (one sequence:
 // prompts of 1, 512, 2,000, 4,096 and 8,192 tokens, then 32 tokens of
 // decode after each, and with `long_context` 16,384; then 8 sequences
-// decoding 64 tokens each after one shared 512-token prompt) with its
-// default settings (no flash attention, batch 2048, ubatch 512) and
-// `threads` threads, and reads its `--output-format jsonl` lines. llama.cpp
+// decoding 64 tokens each after one shared 512-token prompt) with batch
+// 2048, ubatch 512 and `threads` threads, and reads its `--output-format
+// jsonl` lines. A build that takes `-fa on|off|auto` is run with flash
+// attention on and off and each row keeps the faster (on is faster at
+// prefill, off at long-context decode), and its 8 sequences share one
+// unified cache (-kvu, so the prompt's cells are shared, as forks share
+// pages); an older one (build 4748) runs with its defaults (flash attention
+// off, one unified cache). llama.cpp
 // must be given a model it can load with the same shape (build 4748 has
 // no qwen3 architecture: a llama-architecture twin, `kvs-synth-model
-// --arch llama` with the same flags, differs only by Q/K norm). Each
-// figure is one llama.cpp run, not a median.
+// --arch llama` with the same flags, differs only by Q/K norm; newer builds
+// load the qwen3 file itself). Each figure is one llama.cpp run, not a
+// median.
 //
 // Benchmark code: a llama.cpp that fails or prints no figures is an error
 // (the caller prints it and exits).
