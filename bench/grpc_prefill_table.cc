@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/str_join.h"
 #include "cache/kv_sequence.h"
 #include "client/kvsession_client.h"
 #include "bench/cpu_name.h"
@@ -209,9 +210,10 @@ int RunGrpcPrefillTable(const GrpcPrefillOptions& o) {
 
   std::printf("prefill over gRPC (CreateSession with the text, a real kvsessiond) vs in-process "
               "(kvsession run's loop)\n%s\nCPU %s, kernels %s, KV %s, %d threads on both sides (server: %d), "
-              "medians of %d, A/B alternating\n\n",
+              "medians of %d, A/B alternating%s%s\n\n",
               (*model)->Summary().c_str(), CpuModelName().c_str(), ActiveKernelsName(), KvDtypeName(o.kv_dtype),
-              threads, info->threads(), o.repeats);
+              threads, info->threads(), o.repeats, o.server_flags.empty() ? "" : "; server flags:",
+              absl::StrJoin(o.server_flags, " ").c_str());
   std::printf("| prompt tokens | in-process tok/s | gRPC tok/s | gRPC time / in-process | target | "
               "CPU s in-process | server CPU s: compute | server CPU s: other (persist, gRPC) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");

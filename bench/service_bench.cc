@@ -91,6 +91,7 @@ int RunTable(const CliArgs& args) {
     return 2;
   }
   o.kv_dtype = *kv_dtype;
+  if (args.Has("page-writes")) o.server_flags = {"--page-writes", args.GetOr("page-writes", "")};
   if (args.Has("lengths")) {
     o.lengths.clear();
     std::stringstream list(args.GetOr("lengths", ""));
@@ -106,12 +107,13 @@ int RunTable(const CliArgs& args) {
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
-                              "restore-tokens", "table", "lengths", "kv-type", "top-k"},
+                              "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
-                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32] [--top-k K]\n";
+                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32] [--top-k K] "
+                 "[--page-writes direct|buffered]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
@@ -140,7 +142,8 @@ int Main(int argc, char** argv) {
   const int max_context = std::max(4096, restore_tokens);
   const std::vector<std::string> server_flags = {"--max-tokens-per-generate", "100000", "--max-context",
                                                  std::to_string(max_context), "--kv-type",
-                                                 args->GetOr("kv-type", "f16")};
+                                                 args->GetOr("kv-type", "f16"), "--page-writes",
+                                                 args->GetOr("page-writes", "direct")};
   auto server = std::make_unique<ServerProcess>();
   if (!server->Start(model, data, server_flags)) {
     std::cerr << "kvsessiond did not start:\n" << server->log();

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,9 @@ namespace {
 constexpr char kSuffix[] = ".kvpage";
 constexpr char kTemporarySuffix[] = ".kvpage.tmp";
 constexpr size_t kSuffixBytes = sizeof(kSuffix) - 1;
+// Write buffers kept between direct writes: as many as the writers that
+// usually write at once (the service's staging writes from its I/O threads).
+constexpr size_t kKeptWriteBuffers = 4;
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -61,7 +65,10 @@ std::optional<PageHash> HashOfName(std::string_view name) {
 
 }  // namespace
 
-PageFiles::PageFiles(std::string dir, rocksdb::FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+PageFiles::PageFiles(std::string dir, rocksdb::FileSystem* fs, PageWrites writes)
+    : dir_(std::move(dir)), fs_(fs), writes_direct_(writes == PageWrites::kDirect) {}
+
+PageFiles::~PageFiles() = default;
 
 std::string PageFiles::PathOf(const PageHash& hash) const {
   return absl::StrCat(dir_, "/", hash.hex(), kSuffix);
@@ -87,6 +94,13 @@ absl::StatusOr<std::string> PageFiles::WriteTemporary(const PageHash& hash, std:
                                                       std::string_view payload, bool sync) const {
   const std::string temporary =
       absl::StrCat(dir_, "/", hash.hex(), ".", next_temporary_.fetch_add(1), kTemporarySuffix);
+  bool direct_open_failed = false;
+  if (WritesDirect()) {
+    absl::Status direct = WriteDirect(temporary, header, payload, sync);
+    if (direct.ok()) return temporary;
+    if (absl::IsResourceExhausted(direct)) return direct;
+    direct_open_failed = absl::IsUnimplemented(direct);
+  }
   const rocksdb::IOOptions io;
   std::unique_ptr<rocksdb::FSWritableFile> file;
   rocksdb::IOStatus s = fs_->NewWritableFile(temporary, rocksdb::FileOptions(), &file, nullptr);
@@ -101,7 +115,85 @@ absl::StatusOr<std::string> PageFiles::WriteTemporary(const PageHash& hash, std:
     DiscardTemporary(temporary);
     return FromIo(s, absl::StrCat("write page file ", PathOf(hash)));
   }
+  // The file system makes files but would not open one for direct
+  // writes (no O_DIRECT, as on tmpfs): buffered from now on.
+  if (direct_open_failed) writes_direct_.store(false, std::memory_order_relaxed);
   return temporary;
+}
+
+absl::Status PageFiles::WriteDirect(const std::string& temporary, std::string_view header,
+                                    std::string_view payload, bool sync) const {
+  const rocksdb::IOOptions io;
+  rocksdb::FileOptions options;
+  options.use_direct_writes = true;
+  std::unique_ptr<rocksdb::FSWritableFile> file;
+  rocksdb::IOStatus s = fs_->NewWritableFile(temporary, options, &file, nullptr);
+  if (!s.ok()) {
+    // No O_DIRECT here (EINVAL), or a failure the buffered write will
+    // meet and report again.
+    DiscardTemporary(temporary);
+    return absl::UnimplementedError("cannot open for direct writes");
+  }
+  // The whole file in one aligned write: offset 0, a length in whole
+  // blocks of the disk (and of 4 KiB, the most common), the buffer
+  // huge-page aligned; then the file is cut back to its length.
+  const size_t file_bytes = header.size() + payload.size();
+  const size_t block = std::max<size_t>(4096, file->GetRequiredBufferAlignment());
+  const size_t written = (file_bytes + block - 1) / block * block;
+  std::unique_ptr<DirectReadBuffer> buffer = TakeWriteBuffer(written);
+  if (buffer->data() == nullptr || buffer->size() < written || reinterpret_cast<uintptr_t>(buffer->data()) % block) {
+    file->Close(io, nullptr).PermitUncheckedError();
+    DiscardTemporary(temporary);
+    return absl::UnavailableError("no buffer for a direct write");
+  }
+  std::memcpy(buffer->data(), header.data(), header.size());
+  if (!payload.empty()) std::memcpy(buffer->data() + header.size(), payload.data(), payload.size());
+  std::memset(buffer->data() + file_bytes, 0, written - file_bytes);
+  s = file->Append(rocksdb::Slice(buffer->data(), written), io, nullptr);
+  ReturnWriteBuffer(std::move(buffer));
+  if (s.ok()) s = file->Truncate(file_bytes, io, nullptr);
+  if (s.ok() && sync) s = file->Sync(io, nullptr);
+  rocksdb::IOStatus closed = file->Close(io, nullptr);
+  if (s.ok()) s = closed;
+  // Cutting the file back put its last block in the page cache (the file
+  // system zeroes what lies past the new end), which would tell a restore
+  // that the file is cached (LikelyCached asks about the last byte): drop
+  // it (plain POSIX, as LikelyCached; RocksDB's InvalidateCache does
+  // nothing for a direct file). Only a synced block can be dropped: without
+  // `sync` it may stay.
+  if (s.ok()) {
+    const int fd = ::open(temporary.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
+  if (s.ok()) return absl::OkStatus();
+  DiscardTemporary(temporary);
+  // A full disk is the caller's answer; anything else (a device that
+  // refuses this alignment, an I/O error) is tried again buffered, which
+  // reports a real error itself.
+  if (s.IsNoSpace()) return FromIo(s, absl::StrCat("write page file ", temporary));
+  return absl::UnavailableError("direct write failed");
+}
+
+std::unique_ptr<PageFiles::DirectReadBuffer> PageFiles::TakeWriteBuffer(size_t file_bytes) const {
+  {
+    absl::MutexLock lock(&write_buffers_mu_);
+    for (auto it = write_buffers_.begin(); it != write_buffers_.end(); ++it) {
+      if ((*it)->data() != nullptr && (*it)->size() >= file_bytes) {
+        std::unique_ptr<DirectReadBuffer> buffer = std::move(*it);
+        write_buffers_.erase(it);
+        return buffer;
+      }
+    }
+  }
+  return std::make_unique<DirectReadBuffer>(file_bytes);
+}
+
+void PageFiles::ReturnWriteBuffer(std::unique_ptr<DirectReadBuffer> buffer) const {
+  absl::MutexLock lock(&write_buffers_mu_);
+  if (write_buffers_.size() < kKeptWriteBuffers) write_buffers_.push_back(std::move(buffer));
 }
 
 absl::Status PageFiles::Publish(const std::string& temporary, const PageHash& hash) const {

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cache/fault_injection_fs.h"
@@ -176,6 +178,119 @@ TEST_F(PageFilesTest, LikelyCachedSaysWhetherThePageCacheHoldsTheFilesLastByte) 
   if (files_.LikelyCached(hash, encoded.size())) GTEST_SKIP() << "the page cache keeps this file (tmpfs keeps all)";
   ASSERT_TRUE(files_.Read(hash).ok());
   EXPECT_TRUE(files_.LikelyCached(hash, encoded.size()));
+}
+
+// A file system that opens no file for direct writes (as tmpfs without
+// O_DIRECT), or whose direct writes fail after the open (as a device that
+// refuses the alignment): everything else passes through.
+class NoDirectWritesFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  enum class Refuse { kOpen, kAppend };
+  explicit NoDirectWritesFileSystem(Refuse refuse)
+      : FileSystemWrapper(rocksdb::FileSystem::Default()), refuse_(refuse) {}
+  const char* Name() const override { return "NoDirectWritesFileSystem"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
+    if (!options.use_direct_writes) return target()->NewWritableFile(f, options, r, dbg);
+    ++direct_opens;
+    if (refuse_ == Refuse::kOpen) return rocksdb::IOStatus::IOError("Invalid argument");
+    rocksdb::IOStatus s = target()->NewWritableFile(f, options, r, dbg);
+    if (s.ok()) *r = std::make_unique<FailingAppends>(std::move(*r));
+    return s;
+  }
+  int direct_opens = 0;
+
+ private:
+  class FailingAppends : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    using FSWritableFileOwnerWrapper::FSWritableFileOwnerWrapper;
+    rocksdb::IOStatus Append(const rocksdb::Slice&, const rocksdb::IOOptions&, rocksdb::IODebugContext*) override {
+      return rocksdb::IOStatus::IOError("Invalid argument");
+    }
+  };
+  const Refuse refuse_;
+};
+
+// The encoded page of `bytes` bytes (a header's worth of bytes and more),
+// for lengths the codec's pages would not have.
+std::string FileOfBytes(size_t bytes, int seed) {
+  std::string file(bytes, '\0');
+  for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 13 + seed);
+  return file;
+}
+
+TEST_F(PageFilesTest, ADirectWriteLeavesAFileOfExactlyItsBytesAndNoneOfThemInThePageCache) {
+  ASSERT_TRUE(files_.WritesDirect());  // the default
+  PageFiles buffered(dir_, rocksdb::FileSystem::Default().get(), PageWrites::kBuffered);
+  EXPECT_FALSE(buffered.WritesDirect());
+  int page = 0;
+  // Below, at, just past and well past one 4 KiB block, and a codec page.
+  for (const std::string& file : {FileOfBytes(kPageHeaderBytes + 1, 1), FileOfBytes(4096, 2), FileOfBytes(4097, 3),
+                                  FileOfBytes(3 * 4096 + 100, 4), EncodedPageOf(record_, 2)}) {
+    const PageHash hash = HashOf(record_, page++ % 3);
+    const std::string_view header = std::string_view(file).substr(0, kPageHeaderBytes);
+    ASSERT_TRUE(files_.Write(hash, header, std::string_view(file).substr(kPageHeaderBytes), /*sync=*/true).ok());
+    if (!files_.WritesDirect()) GTEST_SKIP() << "this file system has no direct writes";
+    EXPECT_FALSE(files_.LikelyCached(hash, file.size())) << file.size();  // before anything reads it
+    EXPECT_TRUE(files_.Holds(hash, header, file.size())) << file.size();  // exactly its length
+    EXPECT_EQ(*files_.Read(hash), file);
+    // The same bytes written buffered are in the page cache (unless
+    // LikelyCached cannot tell), which is what the direct write avoided.
+    ASSERT_TRUE(buffered.Write(hash, file, /*sync=*/false).ok());
+    EXPECT_TRUE(buffered.LikelyCached(hash, file.size())) << file.size();
+    EXPECT_EQ(*files_.Read(hash), file);
+  }
+  EXPECT_EQ(Names(dir_).size(), 3u);  // no temporary left
+}
+
+TEST_F(PageFilesTest, AFileSystemThatOpensNoFileForDirectWritesGetsBufferedWritesFromThenOn) {
+  NoDirectWritesFileSystem fs(NoDirectWritesFileSystem::Refuse::kOpen);
+  PageFiles files(dir_, &fs);
+  const std::string encoded = EncodedPageOf(record_, 0);
+  ASSERT_TRUE(files.Write(HashOf(record_, 0), encoded, /*sync=*/true).ok());
+  EXPECT_EQ(*files.Read(HashOf(record_, 0)), encoded);
+  EXPECT_FALSE(files.WritesDirect());
+  ASSERT_TRUE(files.Write(HashOf(record_, 1), EncodedPageOf(record_, 1), /*sync=*/true).ok());
+  EXPECT_EQ(fs.direct_opens, 1);  // not asked again
+  EXPECT_THAT(Names(dir_),
+              testing::UnorderedElementsAre(FileNameOf(HashOf(record_, 0)), FileNameOf(HashOf(record_, 1))));
+}
+
+TEST_F(PageFilesTest, ADirectWriteThatFailsAfterItsOpenIsWrittenBufferedAndTheNextTriesDirectAgain) {
+  NoDirectWritesFileSystem fs(NoDirectWritesFileSystem::Refuse::kAppend);
+  PageFiles files(dir_, &fs);
+  for (int page = 0; page < 2; ++page) {
+    const std::string encoded = EncodedPageOf(record_, page);
+    ASSERT_TRUE(files.Write(HashOf(record_, page), encoded, /*sync=*/true).ok());
+    EXPECT_EQ(*files.Read(HashOf(record_, page)), encoded);
+    EXPECT_TRUE(files.WritesDirect());
+  }
+  EXPECT_EQ(fs.direct_opens, 2);
+  EXPECT_THAT(Names(dir_),
+              testing::UnorderedElementsAre(FileNameOf(HashOf(record_, 0)), FileNameOf(HashOf(record_, 1))));
+}
+
+TEST_F(PageFilesTest, WritersOnManyThreadsShareTheWriteBuffersWithoutMixingTheirPages) {
+  constexpr int kThreads = 6, kPagesEach = 20;
+  std::vector<std::string> files;
+  std::vector<PageHash> hashes;
+  for (int i = 0; i < kThreads * kPagesEach; ++i) {
+    files.push_back(FileOfBytes(kPageHeaderBytes + 1000 + 977 * static_cast<size_t>(i), i));
+    hashes.push_back(HashOf(Session(absl::StrCat("w", i), 4, i), 0));
+  }
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = t * kPagesEach; i < (t + 1) * kPagesEach; ++i) {
+        if (!files_.Write(hashes[i], files[i], /*sync=*/false).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& w : writers) w.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(*files_.Read(hashes[i]), files[i]) << i;
 }
 
 TEST_F(PageFilesTest, AMissingPageIsNotFoundAndRemovingItIsOk) {

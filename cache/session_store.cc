@@ -144,9 +144,9 @@ SessionStore::SessionStore(const std::string& dir, const StoreOptions& options,
     : dir_(dir),
       options_(options),
       env_(std::move(env)),
-      page_files_(dir + "/pages", options.file_system != nullptr
-                                      ? options.file_system.get()
-                                      : rocksdb::FileSystem::Default().get()) {
+      page_files_(dir + "/pages",
+                  options.file_system != nullptr ? options.file_system.get() : rocksdb::FileSystem::Default().get(),
+                  options.page_writes) {
   SetDb(std::move(db), std::move(handles));
 }
 

@@ -135,6 +135,10 @@ struct StoreOptions {
   // system has less free space than this (raised to kMinFreeBytes). Deletes
   // always run (they are how space comes back).
   int64_t min_free_bytes = 0;
+  // How page files are written (cache/page_files.h): straight to the disk
+  // where the file system takes it, leaving no page-cache copy, or
+  // buffered, leaving one for a restore soon after.
+  PageWrites page_writes = PageWrites::kDirect;
 };
 
 // The smallest effective floor, and the memtable size it is sized for.

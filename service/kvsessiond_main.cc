@@ -174,6 +174,9 @@ ABSL_FLAG(int64_t, tenant_max_generates, 0,
           "default per-tenant quota: concurrent Generate / Append calls (0 = unlimited)");
 ABSL_FLAG(int64_t, tenant_max_checkpoints, 0, "default per-tenant quota: checkpoints owned (0 = unlimited)");
 ABSL_FLAG(bool, sync_writes, true, "fsync the store's log on every write (durable across power loss)");
+ABSL_FLAG(std::string, page_writes, "direct",
+          "how KV page files are written: direct (O_DIRECT where the file system takes it; no page-cache copy) or "
+          "buffered (through the page cache, which then serves a restore soon after)");
 ABSL_FLAG(absl::Duration, delete_idle_sessions_after, absl::ZeroDuration(),
           "delete sessions no call has used for this long, as DeleteSession does (e.g. 720h; checkpoints stay; "
           "0: keep sessions until they are deleted)");
@@ -439,6 +442,11 @@ int Serve() {
   StoreOptions store_options;
   store_options.sync_writes = absl::GetFlag(FLAGS_sync_writes);
   store_options.min_free_bytes = static_cast<int64_t>(absl::GetFlag(FLAGS_min_free_disk_mb)) << 20;
+  if (const std::string writes = absl::GetFlag(FLAGS_page_writes); writes == "buffered") {
+    store_options.page_writes = PageWrites::kBuffered;
+  } else if (writes != "direct") {
+    return Fail("--page-writes must be direct or buffered");
+  }
   absl::StatusOr<std::unique_ptr<SessionStore>> store = SessionStore::Open(config->data_dir, store_options);
   if (!store.ok()) {
     return Fail(absl::StrCat("cannot open the store in ", config->data_dir, ": ", store.status().message()));
