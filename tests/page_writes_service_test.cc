@@ -7,17 +7,13 @@
 #include <map>
 #include <sstream>
 
-#include "client/kvsession_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/reference_data.h"
-#include "tests/scratch_dir.h"
-#include "tests/server_process.h"
+#include "tests/service_fixture.h"
 
 namespace kvs {
 namespace {
 
-namespace v1 = kvsession::v1;
 using ::testing::HasSubstr;
 
 constexpr char kModel[] = "tiny-llama-gqa.gguf";
@@ -26,57 +22,27 @@ constexpr char kPrompt[] =
     "Once upon a time there was a little robot who lived in a quiet town by the sea. Every morning it walked "
     "along the shore, counting the waves and collecting shells for its friend, an old lighthouse keeper.";
 
-class PageWritesServiceTest : public ::testing::Test {
+class PageWritesServiceTest : public ServiceFixture {
  protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "../shared absent";
-  }
-  void TearDown() override {
-    if (server_ && server_->Running()) server_->Kill();
-  }
-
-  static std::string ModelPath() { return SharedDir() + "/models/" + kModel; }
-  std::string Data(const std::string& name) const { return scratch_.file(name); }
-
-  void Start(const std::string& page_writes, const std::string& data) {
-    server_ = std::make_unique<ServerProcess>();
-    ASSERT_TRUE(server_->Start(ModelPath(), data, {"--page-writes", page_writes})) << server_->log();
-    client_ = std::make_unique<KvSessionClient>(server_->address());
-    ASSERT_TRUE(client_->WaitForServer(std::chrono::seconds(10)));
-  }
-
-  absl::StatusOr<std::vector<int32_t>> Greedy(const std::string& id, int n) {
-    v1::GenerateRequest req;
-    req.set_session_id(id);
-    req.set_max_tokens(n);
-    req.set_ignore_eos(true);
-    req.mutable_sampling()->set_temperature(0);
-    absl::StatusOr<GenerateResult> r = client_->Generate(req);
-    if (!r.ok()) return r.status();
-    return r->ids;
-  }
+  std::string Data() const { return (dir_ / "data").string(); }
 
   // A session of kPrompt and its greedy continuation from a fork (the
   // session itself stays at the prompt).
   std::pair<std::string, std::vector<int32_t>> SessionAndContinuation() {
-    v1::CreateSessionRequest create;
-    create.mutable_input()->set_text(kPrompt);
-    absl::StatusOr<v1::Session> s = client_->CreateSession(create);
-    EXPECT_TRUE(s.ok()) << s.status();
-    if (!s.ok()) return {};
+    const v1::Session s = Create(kPrompt);
     v1::ForkRequest fork;
-    fork.set_session_id(s->id());
+    fork.set_session_id(s.id());
     fork.set_count(1);
     absl::StatusOr<v1::ForkResponse> forked = client_->Fork(fork);
     EXPECT_TRUE(forked.ok()) << forked.status();
     if (!forked.ok()) return {};
-    return {s->id(), Greedy(forked->sessions(0).id(), 12).value_or(std::vector<int32_t>{})};
+    return {s.id(), Generate(forked->sessions(0).id(), 12).ids};
   }
 
-  // The page files of a data directory: name -> bytes.
-  static std::map<std::string, std::string> PageFiles(const std::string& data) {
+  // The page files of the data directory: name -> bytes.
+  std::map<std::string, std::string> PageFiles() const {
     std::map<std::string, std::string> files;
-    for (const auto& e : std::filesystem::directory_iterator(data + "/pages")) {
+    for (const auto& e : std::filesystem::directory_iterator(Data() + "/pages")) {
       std::ifstream in(e.path(), std::ios::binary);
       std::stringstream bytes;
       bytes << in.rdbuf();
@@ -84,26 +50,22 @@ class PageWritesServiceTest : public ::testing::Test {
     }
     return files;
   }
-
-  ScratchDir scratch_{"page_writes_service_test"};
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<KvSessionClient> client_;
 };
 
 TEST_F(PageWritesServiceTest, DirectAndBufferedWritesLeaveTheSameFilesAndEachRestoresUnderTheOther) {
   std::map<std::string, std::map<std::string, std::string>> files;
   for (const std::string writes : {"direct", "buffered"}) {
-    const std::string data = Data(writes);
-    Start(writes, data);
+    std::filesystem::remove_all(Data());  // each setting its own store
+    StartServer(kModel, {"--page-writes", writes});
     const auto [id, continuation] = SessionAndContinuation();
     ASSERT_EQ(continuation.size(), 12u);
     // Acknowledged, then killed: no orderly shutdown writes anything more.
     server_->Kill();
     const std::string other = writes == "direct" ? "buffered" : "direct";
-    Start(other, data);
-    files[writes] = PageFiles(data);  // what the restart kept (it deletes files no record lists)
+    StartServer(kModel, {"--page-writes", other});
+    files[writes] = PageFiles();  // what the restart kept (it deletes files no record lists)
     EXPECT_TRUE(client_->RestoreSession(id).ok());
-    EXPECT_EQ(Greedy(id, 12).value_or(std::vector<int32_t>{}), continuation) << writes << " then " << other;
+    EXPECT_EQ(Generate(id, 12).ids, continuation) << writes << " then " << other;
     server_->Kill();
   }
   // The same prompt's pages: the same names and, byte for byte, the same
@@ -115,7 +77,7 @@ TEST_F(PageWritesServiceTest, DirectAndBufferedWritesLeaveTheSameFilesAndEachRes
 
 TEST_F(PageWritesServiceTest, AnUnknownPageWritesSettingStopsTheServer) {
   ServerProcess server;
-  EXPECT_FALSE(server.Start(ModelPath(), Data("unknown"), {"--page-writes", "async"}));
+  EXPECT_FALSE(server.Start(ModelPath(kModel), Data(), {"--page-writes", "async"}));
   EXPECT_THAT(server.log(), HasSubstr("--page-writes must be direct or buffered"));
 }
 
