@@ -6,6 +6,7 @@
 //       [--restore-tokens 2000] [--table fanout|turns|long|restore|all]
 //       [--kv-type f16|bf16|q8_0|f32]   (the server's KV type; default f16)
 //       [--top-k K]   (the fan-out's Generate calls; default: the server's)
+//       [--page-writes direct|buffered]   (the server's; default direct)
 //
 // Prints four tables (medians over --repeats; --table picks one):
 //   1. fork fan-out: 1, 2, 4, 8 branches of one prompt generating --gen
@@ -25,6 +26,7 @@
 //   build/bin/kvs-bench-service --model M.gguf --table grpc-prefill
 //       [--threads N] [--repeats 3] [--lengths 512,2000]
 //       [--kv-type f16|bf16|q8_0|f32]   (both sides' KV type; default f16)
+//       [--page-writes direct|buffered] [--server-flags 'F1 F2']   (more kvsessiond flags)
 // prints instead the prefill over gRPC against in-process (grpc_prefill_table.h).
 #include <algorithm>
 #include <chrono>
@@ -36,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "bench/restore_table.h"
 #include "client/cli_args.h"
 #include "bench/grpc_prefill_table.h"
@@ -92,6 +95,10 @@ int RunTable(const CliArgs& args) {
   }
   o.kv_dtype = *kv_dtype;
   if (args.Has("page-writes")) o.server_flags = {"--page-writes", args.GetOr("page-writes", "")};
+  // Any other kvsessiond flags, space-separated (e.g. "--sync-writes=false"),
+  // to take a part of the server's path out of the comparison.
+  const std::vector<std::string> more = absl::StrSplit(args.GetOr("server-flags", ""), ' ', absl::SkipEmpty());
+  o.server_flags.insert(o.server_flags.end(), more.begin(), more.end());
   if (args.Has("lengths")) {
     o.lengths.clear();
     std::stringstream list(args.GetOr("lengths", ""));
@@ -107,13 +114,13 @@ int RunTable(const CliArgs& args) {
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
-                              "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes"},
+                              "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes", "server-flags"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
                  "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32] [--top-k K] "
-                 "[--page-writes direct|buffered]\n";
+                 "[--page-writes direct|buffered] [--server-flags 'F1 F2' (grpc-prefill only)]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
