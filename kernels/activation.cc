@@ -15,17 +15,22 @@ void SiluMulScalar(float* gate, const float* up, int64_t n) {
   }
 }
 
+void AddInPlaceScalar(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
 }  // namespace
 
 void SiluMul(float* gate, const float* up, int64_t n) { kernel_table::ActiveKernelTable().silu_mul(gate, up, n); }
 
-void AddInPlace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
+void AddInPlace(float* x, const float* y, int64_t n) { kernel_table::ActiveKernelTable().add_in_place(x, y, n); }
 
 namespace kernel_table {
 
-void FillScalarActivation(KernelTable* t) { t->silu_mul = SiluMulScalar; }
+void FillScalarActivation(KernelTable* t) {
+  t->silu_mul = SiluMulScalar;
+  t->add_in_place = AddInPlaceScalar;
+}
 
 }  // namespace kernel_table
 }  // namespace kvs

@@ -12,7 +12,7 @@ namespace kvs {
 // scalar level's values). Each value depends only on gate[i] and up[i].
 void SiluMul(float* gate, const float* up, int64_t n);
 
-// x[i] += y[i].
+// x[i] += y[i] (the same bits at every level).
 void AddInPlace(float* x, const float* y, int64_t n);
 
 }  // namespace kvs

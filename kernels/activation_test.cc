@@ -71,6 +71,26 @@ TEST_P(SiluMulTest, AValueDependsOnlyOnItsOwnInputsNotOnTheWidthOrPosition) {
   }
 }
 
+// x + y rounded once, so every level's sum is the exact F32 addition's:
+// checked against float addition written out here, at widths that leave
+// every remainder of 8 and 16 lanes, and for x = y (the same buffer).
+TEST_P(SiluMulTest, AddInPlaceAddsEachPairOnceAtEveryLevelAndWidth) {
+  ScopedKernelIsa level(GetParam());
+  if (!level.supported()) GTEST_SKIP() << "CPU lacks this level";
+  std::mt19937 rng(5);
+  for (size_t n : {1, 7, 8, 9, 15, 16, 17, 33, 1024, 1031}) {
+    const std::vector<float> x0 = Gates(n, rng), y = Gates(n, rng);
+    std::vector<float> x = x0, doubled = x0;
+    AddInPlace(x.data(), y.data(), static_cast<int64_t>(n));
+    AddInPlace(doubled.data(), doubled.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const volatile float sum = x0[i] + y[i];
+      ASSERT_EQ(x[i], sum) << "width " << n << " i " << i;
+      ASSERT_EQ(doubled[i], 2 * x0[i]) << "width " << n << " i " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, SiluMulTest, ::testing::ValuesIn(AllKernelIsas()),
                          [](const ::testing::TestParamInfo<KernelIsa>& info) {
                            return std::string(KernelIsaName(info.param));

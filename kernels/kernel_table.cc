@@ -18,6 +18,7 @@ KernelTable BuildTable(KernelIsa isa) {
   FillScalarTopLogits(&t);
   FillScalarSoftmaxDenominator(&t);
   FillScalarActivation(&t);
+  FillScalarNorm(&t);
   if (isa == KernelIsa::kAvx2) {
     FillAvx2Matmul(&t);
     FillAvx2MatmulQuantized(&t);
@@ -26,6 +27,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx2TopLogits(&t);
     FillAvx2SoftmaxDenominator(&t);
     FillAvx2Activation(&t);
+    FillAvx2Norm(&t);
   } else if (isa == KernelIsa::kAvx512) {
     const bool bf16 = DetectedCpuFeatures().avx512bf16;
     FillAvx512Matmul(&t);
@@ -36,6 +38,7 @@ KernelTable BuildTable(KernelIsa isa) {
     FillAvx512TopLogits(&t);
     FillAvx512SoftmaxDenominator(&t);
     FillAvx512Activation(&t);
+    FillAvx512Norm(&t);
     if (AmxAvailable()) {
       FillAmxPackedQ8_0(&t);
       if (AmxAttentionAvailable()) FillAmxAttention(&t);

@@ -141,6 +141,10 @@ using FloatToHalfFn = void (*)(const float* src, uint16_t* dst, int64_t n);
 // SwiGLU of the feed-forward block (activation.h SiluMul).
 using SiluMulFn = void (*)(float* gate, const float* up, int64_t n);
 using HalfToFloatFn = void (*)(const uint16_t* src, float* dst, int64_t n);
+// RMS normalisation (norm.h RmsNorm): every level the scalar bits.
+using RmsNormFn = void (*)(const float* x, const float* weight, float eps, int64_t n, float* out);
+// x[i] += y[i] (activation.h AddInPlace).
+using AddInPlaceFn = void (*)(float* x, const float* y, int64_t n);
 
 struct KernelTable {
   // What ActiveKernelsName() reports: the level's name ("scalar", "avx2",
@@ -189,6 +193,8 @@ struct KernelTable {
   LogitsAboveFn logits_above;
   SoftmaxDenominatorFn softmax_denominator;
   SiluMulFn silu_mul;
+  AddInPlaceFn add_in_place;
+  RmsNormFn rms_norm;
 };
 
 // The table of the active level (ActiveKernelIsa()).
@@ -210,6 +216,7 @@ void FillScalarPackedQ8_0(KernelTable* t);       // packed_q8_0.cc
 void FillScalarTopLogits(KernelTable* t);        // top_logits.cc
 void FillScalarSoftmaxDenominator(KernelTable* t);  // softmax_denominator.cc
 void FillScalarActivation(KernelTable* t);       // activation.cc
+void FillScalarNorm(KernelTable* t);             // norm.cc
 void FillAvx2Matmul(KernelTable* t);             // matmul_avx2.cc
 void FillAvx2MatmulQuantized(KernelTable* t);    // matmul_quantized_avx2.cc
 void FillAvx2Attention(KernelTable* t);          // attention_avx2.cc
@@ -217,6 +224,7 @@ void FillAvx2PackedQ8_0(KernelTable* t);         // packed_q8_0_avx2.cc
 void FillAvx2TopLogits(KernelTable* t);          // top_logits_avx2.cc
 void FillAvx2SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx2.cc
 void FillAvx2Activation(KernelTable* t);         // activation_avx2.cc
+void FillAvx2Norm(KernelTable* t);               // norm_avx2.cc
 void FillAvx512Matmul(KernelTable* t);           // matmul_avx512.cc
 void FillAvx512MatmulQuantized(KernelTable* t);  // matmul_quantized_avx512.cc
 void FillAvx512Bf16Matmul(KernelTable* t);       // matmul_avx512_bf16.cc (needs AVX512-BF16)
@@ -225,6 +233,7 @@ void FillAvx512PackedQ8_0(KernelTable* t);       // packed_q8_0_avx512.cc
 void FillAvx512TopLogits(KernelTable* t);        // top_logits_avx512.cc
 void FillAvx512SoftmaxDenominator(KernelTable* t);  // softmax_denominator_avx512.cc
 void FillAvx512Activation(KernelTable* t);       // activation_avx512.cc
+void FillAvx512Norm(KernelTable* t);             // norm_avx512.cc
 void FillAmxPackedQ8_0(KernelTable* t);          // packed_q8_0_amx.cc (needs AmxAvailable())
 void FillAmxAttention(KernelTable* t);           // attention_amx.cc (needs AmxBf16Available())
 

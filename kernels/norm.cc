@@ -2,16 +2,23 @@
 
 #include <cmath>
 
+#include "kernels/kernel_table.h"
+
 namespace kvs {
 
-// The sum of squares is taken in double (the sum of a 4096-wide row loses
+namespace {
+
+// The scalar level. The sum of squares is taken in double (the sum of a 4096-wide row loses
 // digits in F32), as 8 interleaved partial sums (element i < n - n % 8
 // into sum i % 8, the last n % 8 into a ninth) added in that order at the
 // end: a fixed order, so the same bits on every machine, and independent
 // additions, so it runs at the adder's throughput rather than its latency
 // (one running sum made RmsNorm 2.6% of a fan-out step's samples, for 8
-// rows of 1,024 values and the per-head q/k norms).
-void RmsNorm(const float* x, const float* weight, float eps, int64_t n, float* out) {
+// rows of 1,024 values and the per-head q/k norms). The SIMD levels
+// (simd_norm.h) keep these bits; compiled for the baseline ISA this loop
+// was still 3.0% of a fan-out step's samples (docs/performance.md, "Norms
+// and residual additions per level").
+void RmsNormScalar(const float* x, const float* weight, float eps, int64_t n, float* out) {
   // Named partial sums (GCC keeps an array of them in memory).
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
   auto sq = [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; };
@@ -31,4 +38,15 @@ void RmsNorm(const float* x, const float* weight, float eps, int64_t n, float* o
   }
 }
 
+}  // namespace
+
+void RmsNorm(const float* x, const float* weight, float eps, int64_t n, float* out) {
+  kernel_table::ActiveKernelTable().rms_norm(x, weight, eps, n, out);
+}
+
+namespace kernel_table {
+
+void FillScalarNorm(KernelTable* t) { t->rms_norm = RmsNormScalar; }
+
+}  // namespace kernel_table
 }  // namespace kvs

@@ -1,4 +1,7 @@
-// RMS normalisation: out = x / sqrt(mean(x^2) + eps) * weight.
+// RMS normalisation: out = x / sqrt(mean(x^2) + eps) * weight, by the
+// active kernel level (kernel_table.h). Every level gives the same bits
+// (norm.cc states the order of the sums): prefill, decode and forks agree
+// whatever the instruction set.
 #ifndef KVSESSION_KERNELS_NORM_H_
 #define KVSESSION_KERNELS_NORM_H_
 

@@ -3,9 +3,12 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu_features.h"
+#include "kernels/isa_test_util.h"
 
 namespace kvs {
 namespace {
@@ -54,6 +57,38 @@ TEST(RmsNormTest, AZeroRowStaysZeroAndEpsKeepsItFinite) {
   RmsNorm(x.data(), nullptr, 1e-6f, 64, out.data());
   for (float v : out) EXPECT_EQ(v, 0.0f);
 }
+
+// The per-level norms against the scalar level's bits: with and without
+// weights, into another buffer and in place, at widths that leave every
+// remainder of the 8 double sums and of the 8 and 16 float lanes.
+class RmsNormLevelTest : public KernelIsaTest {};
+
+TEST_P(RmsNormLevelTest, EveryLevelGivesTheScalarLevelsBitsAtEveryWidth) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0, 2);
+  for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 128, 1000, 1024, 3072, 4099}) {
+    std::vector<float> x(n), w(n);
+    for (float& v : x) v = nd(rng);
+    for (float& v : w) v = 1 + nd(rng) / 10;
+    for (const float* weight : {static_cast<const float*>(w.data()), static_cast<const float*>(nullptr)}) {
+      std::vector<float> want(n), got(n), in_place = x;
+      {
+        ScopedKernelIsa scalar(KernelIsa::kScalar);
+        RmsNorm(x.data(), weight, 1e-6f, n, want.data());
+      }
+      ScopedKernelIsa level(GetParam());
+      RmsNorm(x.data(), weight, 1e-6f, n, got.data());
+      RmsNorm(in_place.data(), weight, 1e-6f, n, in_place.data());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0)
+          << KernelIsaName(GetParam()) << ", width " << n << (weight ? ", weighted" : ", plain");
+      ASSERT_EQ(std::memcmp(want.data(), in_place.data(), n * sizeof(float)), 0)
+          << KernelIsaName(GetParam()) << ", width " << n << " in place";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, RmsNormLevelTest, ::testing::ValuesIn(AllKernelIsas()),
+                         [](const auto& info) { return std::string(KernelIsaName(info.param)); });
 
 }  // namespace
 }  // namespace kvs

@@ -1,4 +1,5 @@
-// The feed-forward block's SwiGLU (activation.h SiluMul) written once over
+// The feed-forward block's SwiGLU (activation.h SiluMul), and the
+// residual's AddInPlace, written once over
 // a SIMD traits type V, instantiated by activation_avx2.cc and
 // activation_avx512.cc: silu(g) * up = g / (1 + e^-g) * up, the scalar
 // level's formula, with e^x from simd_exp.h (within 2e-7 of libm's, so a
@@ -30,6 +31,17 @@ void SiluMulWith(float* gate, const float* up, int64_t n) {
   if (i < n) {
     const int left = static_cast<int>(n - i);
     V::StorePartial(gate + i, SiluTimes<V>(V::LoadPartial(gate + i, left), V::LoadPartial(up + i, left)), left);
+  }
+}
+
+// x[i] += y[i]: one F32 addition each, the scalar level's bits.
+template <class V>
+void AddInPlaceWith(float* x, const float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + V::kLanes <= n; i += V::kLanes) V::Store(x + i, V::Add(V::Load(x + i), V::Load(y + i)));
+  if (i < n) {
+    const int left = static_cast<int>(n - i);
+    V::StorePartial(x + i, V::Add(V::LoadPartial(x + i, left), V::LoadPartial(y + i, left)), left);
   }
 }
 
