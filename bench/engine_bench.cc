@@ -108,8 +108,13 @@ double EngineBench::Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) 
   return SecondsSince(start);
 }
 
+void EngineBench::LogitsFor(int rows) {
+  if (logits_.size() < static_cast<size_t>(rows) * c_.vocab_size) logits_.resize(static_cast<size_t>(rows) * c_.vocab_size);
+}
+
 double EngineBench::Decode(std::vector<KvSequence>& seqs, int steps) {
   const int b = static_cast<int>(seqs.size());
+  LogitsFor(b);
   std::vector<int32_t> next(b);
   std::vector<ForwardItem> items(b);
   for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);
@@ -131,6 +136,7 @@ double EngineBench::Decode(std::vector<KvSequence>& seqs, int steps) {
 double EngineBench::DecodeBesidePrefill(std::vector<KvSequence>& seqs, KvSequence& prefill,
                                         const std::vector<int32_t>& tokens, int chunk, int steps) {
   const int b = static_cast<int>(seqs.size());
+  LogitsFor(b + 1);
   std::vector<int32_t> next(b);
   std::vector<ForwardItem> items(b + 1);
   for (int i = 0; i < b; ++i) next[i] = static_cast<int32_t>((7 * i + 11) % c_.vocab_size);

@@ -59,7 +59,7 @@ class EngineBench {
   // `steps` steps of one batch each: a prefill chunk of `chunk` tokens of
   // `prefill` (tokens [s * chunk, (s + 1) * chunk) at step s; `tokens`
   // holds steps * chunk) beside a greedy decode row of every sequence in
-  // `seqs` (at most 7); returns the batch rows per second.
+  // `seqs`; returns the batch rows per second.
   double DecodeBesidePrefill(std::vector<KvSequence>& seqs, KvSequence& prefill, const std::vector<int32_t>& tokens,
                              int chunk, int steps);
 
@@ -67,7 +67,9 @@ class EngineBench {
   const ModelConfig& c_;
   Transformer t_;
   PagePool pages_;
-  std::vector<float> logits_;  // 8 rows of the vocabulary (fan-out of 8)
+  // Grows logits_ to `rows` rows of the vocabulary (before a timed loop).
+  void LogitsFor(int rows);
+  std::vector<float> logits_;  // 8 rows of the vocabulary at first (fan-out of 8); LogitsFor grows it
 };
 
 }  // namespace bench

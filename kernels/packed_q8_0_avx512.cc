@@ -12,7 +12,12 @@
 // time, the slice VPDPBUSD's embedded-broadcast operand (DotSlice): with
 // a separate broadcast per product and one group a tile, 8-row calls from
 // memory ran 1.14x and from cache 1.07x the time (gemm_packed nx8,
-// Sapphire Rapids).
+// Sapphire Rapids). A one-pass call of 5 to 8 rows (fan-out's steps, whose
+// weights come from memory once) takes one group and all its rows a
+// tile, each slice broadcast once for 8 products: every weight register
+// is loaded once per group instead of once per 4-row tile, and on Zen 5
+// an 8-row pass from memory took 0.83-0.87x the time of two-group 4-row
+// tiles (from cache 1.1x; fan-out's step 0.9x).
 //
 // ScoresGroupAvx512 (the table's scores_q8_0_group) is the same arithmetic
 // for a decode row's few queries against one key group of a q8_0 cache,
@@ -40,7 +45,8 @@ namespace {
 
 constexpr int kMaxBlocks = 1024;  // cols <= 32768 (wider falls back to scalar)
 constexpr int kXChunk = 16;       // activation rows whose block sums are kept
-constexpr int kXTile = 4;         // activation rows per register tile
+constexpr int kXTile = 4;         // activation rows per register tile (two groups a tile)
+constexpr int kOnePassTile = 8;   // rows per tile of a one-pass call (one group a tile)
 constexpr int64_t kGroupsAhead = 4;  // groups ahead a many-row pass asks for lines
 constexpr int64_t kGroupsAheadOneRow = 1;  // groups ahead a single row (decode) asks for
 
@@ -113,8 +119,10 @@ inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint
 // latency); a single row of a single group splits its block into two
 // chains. The tile covers G consecutive groups (1 or 2, group_bytes
 // apart) with the same activation rows:
-// - G = 1: each product's slice is VPDPBUSD's embedded broadcast
+// - G = 1, J <= 4: each product's slice is VPDPBUSD's embedded broadcast
 //   (DotSlice).
+// - G = 1, J of 5 to 8 (a one-pass call's tile): each slice is broadcast
+//   once into a register for the J products, J chains.
 // - G = 2: each slice is broadcast once into a register that both
 //   groups' products use, so the tile has 2 x J chains. On Zen 5 the
 //   embedded broadcasts held a 4-row tile to one VPDPBUSD a cycle
@@ -137,18 +145,19 @@ inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, cons
                       size_t scales_offset, const int32_t* corr, const uint8_t* ahead, size_t ahead_step,
                       __m512 (&acc)[G][J]) {
   static_assert(G == 1 || G == 2);
+  static_assert(J <= (G == 1 ? kOnePassTile : kXTile));
   constexpr int kChains = G == 1 && J == 1 ? 2 : 1;
   const size_t quants_offset = ScalesBytes(nb);
   const float* dx = reinterpret_cast<const float*>(x + scales_offset);
   const size_t dx_stride = x_stride / sizeof(float);  // x_stride % 4 == 0 (MatmulAvx512)
 #pragma GCC unroll 2
   for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < J; ++j) acc[g][j] = _mm512_setzero_ps();
   }
   for (int64_t b = 0; b < nb; ++b) {
     __m512i p[G][J][kChains];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int j = 0; j < J; ++j) {
       const __m512i c = _mm512_set1_epi32(corr[j * kMaxBlocks + b]);
 #pragma GCC unroll 2
@@ -170,15 +179,15 @@ inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, cons
       __m512i w[G];
 #pragma GCC unroll 2
       for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(group + g * group_bytes + quants_offset + b * 512 + kk * 64);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < J; ++j) {
         const uint8_t* slice = x + j * x_stride + 32 * b + 4 * kk;
-        if constexpr (G == 1) {
+        if constexpr (G == 1 && J <= kXTile) {
           DotSlice(p[0][j][kk % kChains], w[0], slice);
         } else {
           const __m512i s = _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(slice));
-          p[0][j][0] = _mm512_dpbusd_epi32(p[0][j][0], w[0], s);
-          p[1][j][0] = _mm512_dpbusd_epi32(p[1][j][0], w[1], s);
+#pragma GCC unroll 2
+          for (int g = 0; g < G; ++g) p[g][j][0] = _mm512_dpbusd_epi32(p[g][j][0], w[g], s);
         }
       }
     }
@@ -186,7 +195,7 @@ inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, cons
     for (int g = 0; g < G; ++g) {
       const uint16_t* scales = reinterpret_cast<const uint16_t*>(group + g * group_bytes);
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 16 * b)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int j = 0; j < J; ++j) {
         __m512i isum = p[g][j][0];
         if constexpr (kChains == 2) isum = _mm512_add_epi32(isum, p[g][j][1]);
@@ -197,12 +206,12 @@ inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, cons
   }
 }
 
-// GroupTile<G, t> for a run-time t in [1, kXTile]: acc[g][j] for the tile's
-// G groups and t rows.
-template <int G, int J = kXTile>
+// GroupTile<G, t> for a run-time t in [1, kXTile] (G = 2) or [1,
+// kOnePassTile] (G = 1): acc[g][j] for the tile's G groups and t rows.
+template <int G, int J = G == 1 ? kOnePassTile : kXTile>
 void Dispatch(int t, const uint8_t* group, size_t group_bytes, int64_t nb, const uint8_t* x, size_t x_stride,
               size_t scales_offset, const int32_t* corr, const uint8_t* ahead, size_t ahead_step, bool to_l2,
-              __m512 (&acc)[2][kXTile]) {
+              __m512 (&acc)[2][kOnePassTile]) {
   if constexpr (J > 1) {
     if (t < J) {
       return Dispatch<G, J - 1>(t, group, group_bytes, nb, x, x_stride, scales_offset, corr, ahead, ahead_step,
@@ -249,10 +258,19 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_row_bytes), nb, corr[j]);
     }
     const int64_t g_last = (r1 + 15) / 16;  // one past the range's last group
+    // A call of one chunk of 5 to 16 rows (fan-out) reads its weights
+    // once, from memory: one pass. Up to 8 rows, it takes one tile of one
+    // group (more rows are arithmetic enough that two-group tiles, faster
+    // from cache, win: 16 forks' steps took 1.03x the time in 8-row tiles).
+    const bool one_pass = chunk > kXTile && nx <= kXChunk;
+    const bool one_tile = one_pass && chunk <= kOnePassTile;
+    const int tile_rows = one_tile ? kOnePassTile : kXTile;
+    const int tiles = (chunk + tile_rows - 1) / tile_rows;
     for (int64_t g = r0 / 16; g < g_last;) {
       // Two groups a tile (GroupTile) for two or more rows while two are
-      // left; a single row (decode) takes one at a time.
-      const int n_groups = chunk >= 2 && g + 1 < g_last ? 2 : 1;
+      // left; a single row (decode) and a one-pass call of up to 8 rows
+      // (one tile) take one at a time.
+      const int n_groups = !one_tile && chunk >= 2 && g + 1 < g_last ? 2 : 1;
       const uint8_t* group = packed + g * group_bytes;
       // A many-row chunk's tiles share out the asking for the lines of the
       // group kGroupsAhead on, a slice per block, so memory is read while
@@ -280,9 +298,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // ask past their range: their first chunk alone reads from memory.
       // A tile of two groups asks for two groups' lines, so the asking
       // keeps kGroupsAhead groups ahead of the groups being computed.
-      const int tiles = (chunk + kXTile - 1) / kXTile;
-      const bool one_pass = tiles > 1 && nx <= kXChunk;
-      const int64_t groups_ahead = tiles > 1 ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
+      const int64_t groups_ahead = chunk > kXTile ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
       const bool first_group = g == r0 / 16;
       const int64_t ask_from = one_pass && first_group ? g + n_groups : g + groups_ahead;
       int64_t ask_groups = one_pass && first_group ? groups_ahead : n_groups;
@@ -290,10 +306,10 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
       const bool ask = groups_ahead > 0 && ask_groups > 0;
       const size_t ahead_step = ask ? (ask_groups * group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
-      for (int jt = 0; jt < chunk; jt += kXTile) {
-        const int t = chunk - jt < kXTile ? chunk - jt : kXTile;
-        __m512 acc[2][kXTile];
-        const uint8_t* ahead = ask ? packed + ask_from * group_bytes + (jt / kXTile) * nb * ahead_step : group;
+      for (int jt = 0; jt < chunk; jt += tile_rows) {
+        const int t = chunk - jt < tile_rows ? chunk - jt : tile_rows;
+        __m512 acc[2][kOnePassTile];
+        const uint8_t* ahead = ask ? packed + ask_from * group_bytes + (jt / tile_rows) * nb * ahead_step : group;
         if (n_groups == 2) {
           Dispatch<2>(t, group, group_bytes, nb, x + jt * x_row_bytes, x_row_bytes, scales_offset, corr[jt], ahead,
                       ahead_step, /*to_l2=*/one_pass, acc);

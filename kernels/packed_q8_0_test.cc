@@ -77,7 +77,7 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   for (int64_t cols : {32, 1024, 3072, 32800}) {
     const int64_t rows = 45;
     Packed p = MakePacked(rows, cols, rng);
-    for (int nx : {1, 3, 8, 16, 21, 40}) {
+    for (int nx : {1, 3, 5, 7, 8, 12, 16, 21, 40}) {  // 5 to 16: one-pass tiles of up to 8
       std::normal_distribution<float> nd(0, 1);
       std::vector<float> x(nx * cols);
       for (float& v : x) v = nd(rng);
