@@ -16,8 +16,8 @@ namespace {
 // (one running sum made RmsNorm 2.6% of a fan-out step's samples, for 8
 // rows of 1,024 values and the per-head q/k norms). The SIMD levels
 // (simd_norm.h) keep these bits; compiled for the baseline ISA this loop
-// was still 3.0% of a fan-out step's samples (docs/performance.md, "Norms
-// and residual additions per level").
+// was still 3.0% of a fan-out step's samples (docs/performance.md, "Fan-out's
+// 8 rows in one tile of one group, and norms at every level").
 void RmsNormScalar(const float* x, const float* weight, float eps, int64_t n, float* out) {
   // Named partial sums (GCC keeps an array of them in memory).
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;

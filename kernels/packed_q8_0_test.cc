@@ -74,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(PackingLevels, PackedQ8_0KernelTest, ::testing::Values(
 TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   std::mt19937 rng(5);
   ScopedKernelIsa level(GetParam());
-  for (int64_t cols : {32, 1024, 3072, 32800}) {
+  for (int64_t cols : {32, 640, 1024, 3072, 32800}) {  // 640: 20 blocks, 16 and a rest
     const int64_t rows = 45;
     Packed p = MakePacked(rows, cols, rng);
     for (int nx : {1, 3, 5, 7, 8, 12, 16, 21, 40}) {  // 5 to 16: one-pass tiles of up to 8
