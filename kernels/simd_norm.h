@@ -1,7 +1,8 @@
 // Internal to kernels/: RmsNorm (norm.h) for one SIMD level, generic over
 // its float traits V (simd_avx2.h, simd_avx512.h) and its "8 double lanes"
-// traits D: V, Zero(), AddSquares8(sum, x) = sum + the squares of x[0, 8)
-// in double (lane k: x[k]), Store(double[8], V).
+// traits D (simd_avx2_doubles.h, simd_avx512_doubles.h: V, Zero, Add,
+// Squares8(x) = the squares of x[0, 8) in double, lane k x[k]'s, and
+// Store(double[8], V)).
 //
 // The same bits as the scalar level (norm.cc): lane k of the running sum
 // takes the squares of x_i, i = k (mod 8), for i < n - n % 8, in
@@ -23,7 +24,7 @@ template <class V, class D>
 void RmsNormSimd(const float* x, const float* weight, float eps, int64_t n, float* out) {
   typename D::V lanes = D::Zero();
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) lanes = D::AddSquares8(lanes, x + i);
+  for (; i + 8 <= n; i += 8) lanes = D::Add(lanes, D::Squares8(x + i));
   alignas(64) double s[8];
   D::Store(s, lanes);
   double rest = 0;
