@@ -70,6 +70,9 @@
 //                        level: libm's expf at the scalar one): values/s
 //   rms_norm             64 rows of 1,024, then their 64 x 24 heads of
 //                        128 (a Qwen3 layer's norms of 64 rows): values/s
+//   quantize_q8_0        a fan-out step's activations for one matmul: 8
+//                        rows of 1,024 and of 3,072 rounded to Q8_0
+//                        blocks (QuantizeActivations): values/s
 // Run with --benchmark_filter=... to pick; each case runs 5 repetitions and
 // reports mean/median/stddev.
 #include <benchmark/benchmark.h>
@@ -300,6 +303,18 @@ void SiluMulRows(benchmark::State& state, KernelIsa isa) {
     benchmark::DoNotOptimize(work.data());
   }
   state.SetItemsProcessed(state.iterations() * kRows * kWidth);
+}
+
+// quantize_q8_0 (the file's comment): nx rows of `cols` for Q8_0 weights.
+void QuantizeQ8_0Rows(benchmark::State& state, KernelIsa isa, int nx, int64_t cols) {
+  if (!UseIsa(state, isa)) return;
+  const std::vector<float> x = RandomFloats(static_cast<size_t>(nx) * cols);
+  std::vector<uint8_t> out(ActivationBytes(GgmlType::kQ8_0, cols) * nx);
+  for (auto _ : state) {
+    QuantizeActivations(GgmlType::kQ8_0, cols, x.data(), nx, cols, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * nx * cols);
 }
 
 // A Qwen3 layer's norms of 64 rows: each row's 1,024 values, then its 24
@@ -820,6 +835,13 @@ void RegisterAll() {
                                            SiluMulRows, isa));
   }
   configure(benchmark::RegisterBenchmark("rms_norm/64x1024+64x24x128", RmsNormRows));
+  for (KernelIsa isa : isas) {
+    for (int64_t cols : {int64_t{1024}, int64_t{3072}}) {
+      const std::string name =
+          std::string("quantize_q8_0/") + KernelIsaName(isa) + "/8x" + std::to_string(cols);
+      configure(benchmark::RegisterBenchmark(name.c_str(), QuantizeQ8_0Rows, isa, 8, cols));
+    }
+  }
   for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
     for (int page_tokens : {16, 32, 64}) {
       const std::string read = std::string("read_paged/") + KvDtypeName(dtype) + "/4096keys/" +

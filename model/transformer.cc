@@ -175,13 +175,24 @@ absl::Status Transformer::Validate(std::span<const ForwardItem> items) const {
 }
 
 void Transformer::Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
-                         int64_t y_stride) {
+                         int64_t y_stride, const uint8_t* quantized) {
   const MatmulJob job{&w, y, y_stride};
-  MatmulGroup({&job, 1}, x, nx, x_stride);
+  MatmulGroup({&job, 1}, x, nx, x_stride, quantized);
+}
+
+const uint8_t* Transformer::QuantizedInput(const WeightMatrix& w) {
+  if (path_ == MatmulPath::kExact || w.type == GgmlType::kF32) return nullptr;
+  return xq_.data();
+}
+
+void Transformer::QuantizeInputRow(const WeightMatrix& w, const float* row, int r) {
+  if (path_ == MatmulPath::kExact || w.type == GgmlType::kF32) return;
+  const size_t row_bytes = ActivationBytes(w.type, w.cols);
+  QuantizeActivations(w.type, w.cols, row, 1, w.cols, xq_.data() + static_cast<size_t>(r) * row_bytes);
 }
 
 void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx,
-                              int64_t x_stride) {
+                              int64_t x_stride, const uint8_t* quantized) {
   // Split each matrix into chunks: enough for dynamic balance, each at
   // least as long as the kernel asks (MatmulMinCallRows: fan-out's packed
   // GEMM wants longer calls). Tasks of all matrices share one Run.
@@ -217,7 +228,7 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   const uint8_t* xq[kMaxGroup];
   for (size_t i = 0; i < jobs.size(); ++i) {
     const WeightMatrix& w = *jobs[i].w;
-    xq[i] = nullptr;
+    xq[i] = i == 0 ? quantized : nullptr;  // (region 0: QuantizedInput)
     for (size_t k = 0; k < i; ++k) {
       if (jobs[k].w->type == w.type && jobs[k].w->cols == w.cols) xq[i] = xq[k];
     }
@@ -464,7 +475,16 @@ void Transformer::Embed(std::span<const ForwardItem> items, int n_rows) {
     const int32_t token = it.tokens[r - item_row_begin_[row_item_[r]]];
     DequantizeRow(w.token_embd.type, w.token_embd.row(token), Row(x_, r, c.dim), c.dim);
     RopeAngles(row_pos_[r] + it.rope_offset, w.rope_inv_freq.data(), c.rope_dim, Row(rope_cs_, r, c.rope_dim));
+    AttentionInput(0, r);
   });
+}
+
+void Transformer::AttentionInput(int layer, int r) {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = weights_.layers[layer];
+  float* xb = Row(xb_, r, c.dim);
+  RmsNorm(Row(x_, r, c.dim), L.attn_norm, c.rms_eps, c.dim, xb);
+  QuantizeInputRow(L.wq, xb, r);
 }
 
 void Transformer::FinishQkvRow(const LayerWeights& L, int layer, const ForwardItem& item, int r) {
@@ -510,13 +530,10 @@ void Transformer::FinishQkvRow(const LayerWeights& L, int layer, const ForwardIt
 void Transformer::AttentionBlock(int layer, std::span<const ForwardItem> items, int n_rows) {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[layer];
-  pool_->Run(n_rows, [&](int r, int) {
-    RmsNorm(Row(x_, r, c.dim), L.attn_norm, c.rms_eps, c.dim, Row(xb_, r, c.dim));
-  });
   const MatmulJob qkv[] = {{&L.wq, q_.data(), c.q_dim()},
                            {&L.wk, k_.data(), c.kv_dim()},
                            {&L.wv, v_.data(), c.kv_dim()}};
-  MatmulGroup(qkv, xb_.data(), n_rows, c.dim);
+  MatmulGroup(qkv, xb_.data(), n_rows, c.dim, QuantizedInput(L.wq));
   pool_->Run(n_rows, [&](int r, int) { FinishQkvRow(L, layer, items[row_item_[r]], r); });
   Attention(layer, items, n_rows);
   Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
@@ -525,6 +542,7 @@ void Transformer::AttentionBlock(int layer, std::span<const ForwardItem> items, 
     float* xb = Row(xb_, r, c.dim);
     AddInPlace(x, xb, c.dim);
     RmsNorm(x, L.ffn_norm, c.rms_eps, c.dim, xb);
+    QuantizeInputRow(L.w_gate, xb, r);
   });
 }
 
@@ -532,10 +550,18 @@ void Transformer::FeedForwardBlock(int layer, int n_rows) {
   const ModelConfig& c = config_;
   const LayerWeights& L = weights_.layers[layer];
   const MatmulJob gate_up[] = {{&L.w_gate, hb_.data(), c.ffn_dim}, {&L.w_up, hb2_.data(), c.ffn_dim}};
-  MatmulGroup(gate_up, xb_.data(), n_rows, c.dim);
-  pool_->Run(n_rows, [&](int r, int) { SiluMul(Row(hb_, r, c.ffn_dim), Row(hb2_, r, c.ffn_dim), c.ffn_dim); });
-  Matmul(L.w_down, hb_.data(), n_rows, c.ffn_dim, xb_.data(), c.dim);
-  pool_->Run(n_rows, [&](int r, int) { AddInPlace(Row(x_, r, c.dim), Row(xb_, r, c.dim), c.dim); });
+  MatmulGroup(gate_up, xb_.data(), n_rows, c.dim, QuantizedInput(L.w_gate));
+  pool_->Run(n_rows, [&](int r, int) {
+    float* hb = Row(hb_, r, c.ffn_dim);
+    SiluMul(hb, Row(hb2_, r, c.ffn_dim), c.ffn_dim);
+    QuantizeInputRow(L.w_down, hb, r);
+  });
+  Matmul(L.w_down, hb_.data(), n_rows, c.ffn_dim, xb_.data(), c.dim, QuantizedInput(L.w_down));
+  const bool last = layer + 1 == c.n_layers;
+  pool_->Run(n_rows, [&](int r, int) {
+    AddInPlace(Row(x_, r, c.dim), Row(xb_, r, c.dim), c.dim);
+    if (!last) AttentionInput(layer + 1, r);
+  });
 }
 
 void Transformer::FinalNormAndLogits(std::span<const ForwardItem> items, float* logits) {
@@ -550,9 +576,11 @@ void Transformer::FinalNormAndLogits(std::span<const ForwardItem> items, float* 
   }
   if (n_out == 0) return;
   pool_->Run(n_out, [&](int o, int) {
-    RmsNorm(Row(x_, out_rows_[o], c.dim), w.output_norm, c.rms_eps, c.dim, Row(xb_, o, c.dim));
+    float* xb = Row(xb_, o, c.dim);
+    RmsNorm(Row(x_, out_rows_[o], c.dim), w.output_norm, c.rms_eps, c.dim, xb);
+    QuantizeInputRow(w.output, xb, o);
   });
-  Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size);
+  Matmul(w.output, xb_.data(), n_out, c.dim, logits, c.vocab_size, QuantizedInput(w.output));
 }
 
 absl::Status Transformer::Forward(std::span<const ForwardItem> items, float* logits) {

@@ -131,24 +131,49 @@ class Transformer {
   // Lays the items' tokens out as batch rows (row_pos_, row_item_,
   // item_row_begin_); returns the row count.
   int LayOutRows(std::span<const ForwardItem> items);
-  // x = token embeddings; rope_cs = rotary angles of each row's position.
+  // x = token embeddings; rope_cs = rotary angles of each row's position;
+  // xb = rmsnorm(x) with layer 0's attention norm (AttentionInput).
   void Embed(std::span<const ForwardItem> items, int n_rows);
-  // x += Attention(rmsnorm(x)) Wo, the rows' K/V written to their pages;
-  // leaves xb = rmsnorm(x) with the FFN norm (fused with the residual add).
+  // Row r of layer `layer`'s attention input: xb = rmsnorm(x) with its
+  // attention norm, quantized for wq (QuantizeInputRow).
+  void AttentionInput(int layer, int r);
+  // x += Attention(xb) Wo, the rows' K/V written to their pages, for the xb
+  // that Embed or the layer before left (AttentionInput); leaves xb =
+  // rmsnorm(x) with the FFN norm, quantized for w_gate (all three fused
+  // with the residual add).
   void AttentionBlock(int layer, std::span<const ForwardItem> items, int n_rows);
   // One row of q/k/v after their matmuls: bias, QK-norm, RoPE, then k and v
   // stored in the row's KV slot.
   void FinishQkvRow(const LayerWeights& L, int layer, const ForwardItem& item, int r);
-  // x += (silu(xb Wg) * xb Wu) Wd.
+  // x += (silu(xb Wg) * xb Wu) Wd; then, unless `layer` is the last, the
+  // next layer's AttentionInput (fused with the residual add).
   void FeedForwardBlock(int layer, int n_rows);
   // logits = rmsnorm(x) Wout for the rows that want logits (OutputRows).
   void FinalNormAndLogits(std::span<const ForwardItem> items, float* logits);
 
+  // `quantized`: x's rows already quantized for w (QuantizedInput), or
+  // null to quantize them here, as MatmulGroup.
   void Matmul(const WeightMatrix& w, const float* x, int nx, int64_t x_stride, float* y,
-              int64_t y_stride);
+              int64_t y_stride, const uint8_t* quantized = nullptr);
   // Several products of the same input (Q/K/V, gate/up) in one pass of the
-  // thread pool.
-  void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride);
+  // thread pool. On the fast path the input rows are quantized once per
+  // distinct weight type before the products; `quantized`, when not null,
+  // holds them for jobs[0].w already (QuantizedInput: the tasks that made
+  // the rows quantized them, QuantizeInputRow), and the others of its type
+  // share them.
+  void MatmulGroup(std::span<const MatmulJob> jobs, const float* x, int nx, int64_t x_stride,
+                   const uint8_t* quantized = nullptr);
+  // Where QuantizeInputRow puts the next matmul's input rows for w: the
+  // first region of xq_; null on the exact path and for F32 weights
+  // (nothing to quantize).
+  const uint8_t* QuantizedInput(const WeightMatrix& w);
+  // Quantizes `row` as batch row r of the next matmul's input over w
+  // (QuantizeActivations, into QuantizedInput(w)), in the task that just
+  // made the row, while it is in that core's cache: the matmul then has
+  // no quantize pass of its own (one thread, the other waiting, for a
+  // decode or fan-out step's few rows). The same bytes as MatmulGroup's
+  // pass. Does nothing where QuantizedInput(w) is null.
+  void QuantizeInputRow(const WeightMatrix& w, const float* row, int r);
   void Attention(int layer, std::span<const ForwardItem> items, int n_rows);
   // Whether batch row r continues row r - 1's fork group: both are decode
   // rows (items of one row each) that start on the same page, so
