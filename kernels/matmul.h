@@ -94,6 +94,19 @@ size_t ActivationBytes(GgmlType weight_type, int64_t cols);
 void QuantizeActivations(GgmlType weight_type, int64_t cols, const float* x, int nx,
                          int64_t x_stride, uint8_t* out);
 
+// Columns a quantized activation row for weights of `weight_type` is cut
+// at: its blocks' values (32 for Q8_0 and Q4_0, 256 for the K-quants), 1
+// for F16 and BF16 rows; 0 for types the fast path does not quantize.
+int64_t ActivationBlock(GgmlType weight_type);
+
+// Columns [c0, c1) of one row of `cols` values (x: the row's first value),
+// written into the quantized row at `out` exactly as QuantizeActivations
+// writes them (their quants, scales and sums); the row's other bytes are
+// untouched, so tasks may each quantize a slice of the same row. c0 and c1
+// are multiples of ActivationBlock(weight_type) (> 0).
+void QuantizeActivationColumns(GgmlType weight_type, int64_t cols, const float* x, int64_t c0, int64_t c1,
+                               uint8_t* out);
+
 // The values row `xq` (as QuantizeActivations wrote it) stands for, as F32:
 // what the fast path multiplies the weights with. For tests and tools.
 void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq, float* out);

@@ -249,6 +249,29 @@ void QuantizeActivations(GgmlType weight_type, int64_t cols, const float* x, int
   }
 }
 
+int64_t ActivationBlock(GgmlType weight_type) {
+  const int type = kernel_table::ComputeTypeOf(weight_type);
+  if (type < 0 || type == kernel_table::kF32) return 0;
+  return ScaleBlock(type) == 0 ? 1 : ScaleBlock(type);
+}
+
+void QuantizeActivationColumns(GgmlType weight_type, int64_t cols, const float* x, int64_t c0, int64_t c1,
+                               uint8_t* out) {
+  const int type = kernel_table::ComputeTypeOf(weight_type);
+  if (type < 0 || type == kernel_table::kF32) return;
+  const int block = ScaleBlock(type);
+  if (block == 0) {  // F16 / BF16: value by value
+    uint16_t* h = reinterpret_cast<uint16_t*>(out);
+    for (int64_t i = c0; i < c1; ++i) h[i] = type == kernel_table::kF16 ? Fp32ToFp16(x[i]) : Fp32ToBf16(x[i]);
+    return;
+  }
+  const QuantizedRows layout = Layout(type, out, cols);
+  kernel_table::ActiveKernelTable().quantize_int8(
+      x + c0, c1 - c0, block, block == kQK8_0, reinterpret_cast<int8_t*>(out) + c0,
+      reinterpret_cast<float*>(out + layout.scales_offset) + c0 / block,
+      block == kQK_K ? reinterpret_cast<int16_t*>(out + layout.sums_offset) + c0 / 16 : nullptr);
+}
+
 void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq, float* out) {
   const int type = kernel_table::ComputeTypeOf(weight_type);
   if (type < 0) return;

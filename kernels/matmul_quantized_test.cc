@@ -227,3 +227,39 @@ TEST(QuantizeActivationsTest, EveryLevelGivesTheScalarBits) {
 
 }  // namespace
 }  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// A row quantized in slices (one per attention task's heads) is the row
+// QuantizeActivations writes: every slice's quants, scales and sums land
+// where the whole row's do, and nothing else is touched.
+TEST(QuantizeActivationsTest, ColumnSlicesMakeTheWholeRowsBytes) {
+  std::mt19937 rng(47);
+  std::normal_distribution<float> nd(0, 3);
+  const int64_t cols = 2048;
+  std::vector<float> x(cols);
+  for (float& v : x) v = nd(rng);
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kF16,
+                        GgmlType::kBF16}) {
+    const int64_t block = ActivationBlock(type);
+    ASSERT_GT(block, 0) << TypeName(type);
+    ASSERT_EQ(256 % block, 0) << TypeName(type);
+    std::vector<uint8_t> want(ActivationBytes(type, cols), 0xCD), got(want.size(), 0xCD);
+    QuantizeActivations(type, cols, x.data(), 1, cols, want.data());
+    // Slices of 256 columns (a KV head's two query heads of 128) in a
+    // scrambled order.
+    for (int64_t c0 : {1792, 0, 512, 256, 1536, 768, 1280, 1024}) {
+      QuantizeActivationColumns(type, cols, x.data(), c0, c0 + 256, got.data());
+    }
+    // The padding was left as it was in both.
+    EXPECT_EQ(got, want) << TypeName(type);
+  }
+  EXPECT_EQ(ActivationBlock(GgmlType::kF32), 0);
+  EXPECT_EQ(ActivationBlock(GgmlType::kQ8_0), 32);
+  EXPECT_EQ(ActivationBlock(GgmlType::kQ4_K), 256);
+  EXPECT_EQ(ActivationBlock(GgmlType::kF16), 1);
+}
+
+}  // namespace
+}  // namespace kvs

@@ -355,9 +355,15 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
   for (std::vector<const void*>& list : attention_blocks_) {
     if (list.size() < block_pointers) list.resize(block_pointers);
   }
+  const WeightMatrix& wo = weights_.layers[layer].wo;
+  const bool quantize_out = QuantizesAttentionOutput(wo);
   pool_->Run(static_cast<int>(attention_tasks_.size()), [&](int task_index, int thread) {
     const AttentionTask& task = attention_tasks_[task_index];
-    if (task.lone_row) return AttentionLoneTask(layer, items, task, thread);
+    if (task.lone_row) {
+      AttentionLoneTask(layer, items, task, thread);
+      if (quantize_out) QuantizeAttentionOutput(wo, task.row_begin, 1, task.kv_head, task.kv_heads);
+      return;
+    }
     const int nq = task.rows * group;
     float* scratch = attention_scratch_[thread].data();
     float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size());
@@ -397,7 +403,23 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
     float* out = att_.data() + static_cast<size_t>(task.row_begin) * c.q_dim() +
                  static_cast<size_t>(task.kv_head) * group * c.head_dim;
     AttentionFinish(task.rows, group, c.head_dim, l, acc, out, c.q_dim());
+    if (quantize_out) QuantizeAttentionOutput(wo, task.row_begin, task.rows, task.kv_head, 1);
   });
+}
+
+bool Transformer::QuantizesAttentionOutput(const WeightMatrix& wo) const {
+  const int64_t block = ActivationBlock(wo.type);
+  return path_ == MatmulPath::kFast && block > 0 && config_.group_size() * config_.head_dim % block == 0;
+}
+
+void Transformer::QuantizeAttentionOutput(const WeightMatrix& wo, int row_begin, int rows, int kv_head,
+                                          int kv_heads) {
+  const int64_t width = static_cast<int64_t>(config_.group_size()) * config_.head_dim;
+  const size_t row_bytes = ActivationBytes(wo.type, wo.cols);
+  for (int r = row_begin; r < row_begin + rows; ++r) {
+    QuantizeActivationColumns(wo.type, wo.cols, Row(att_, r, config_.q_dim()), kv_head * width,
+                              (kv_head + kv_heads) * width, xq_.data() + static_cast<size_t>(r) * row_bytes);
+  }
 }
 
 int Transformer::LoneRowHeadsPerTask() const {
@@ -536,7 +558,8 @@ void Transformer::AttentionBlock(int layer, std::span<const ForwardItem> items, 
   MatmulGroup(qkv, xb_.data(), n_rows, c.dim, QuantizedInput(L.wq));
   pool_->Run(n_rows, [&](int r, int) { FinishQkvRow(L, layer, items[row_item_[r]], r); });
   Attention(layer, items, n_rows);
-  Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim);
+  Matmul(L.wo, att_.data(), n_rows, c.q_dim(), xb_.data(), c.dim,
+         QuantizesAttentionOutput(L.wo) ? QuantizedInput(L.wo) : nullptr);
   pool_->Run(n_rows, [&](int r, int) {
     float* x = Row(x_, r, c.dim);
     float* xb = Row(xb_, r, c.dim);

@@ -174,7 +174,16 @@ class Transformer {
   // decode or fan-out step's few rows). The same bytes as MatmulGroup's
   // pass. Does nothing where QuantizedInput(w) is null.
   void QuantizeInputRow(const WeightMatrix& w, const float* row, int r);
+  // att = each row's attention over its context, per query head; on the
+  // fast path quantized for wo by the tasks that made it, a KV head's
+  // slice at a time, where those slices are whole activation blocks
+  // (QuantizesAttentionOutput).
   void Attention(int layer, std::span<const ForwardItem> items, int n_rows);
+  // Whether Attention quantizes its output for `wo` (QuantizedInput).
+  bool QuantizesAttentionOutput(const WeightMatrix& wo) const;
+  // Rows [row_begin, row_begin + rows) of att, the query heads of KV heads
+  // [kv_head, kv_head + kv_heads), quantized for wo into QuantizedInput(wo).
+  void QuantizeAttentionOutput(const WeightMatrix& wo, int row_begin, int rows, int kv_head, int kv_heads);
   // Whether batch row r continues row r - 1's fork group: both are decode
   // rows (items of one row each) that start on the same page, so
   // Attention folds their shared pages once.
