@@ -3,6 +3,7 @@
 // dequantized weights and the dequantized (rounded) activations, batch
 // invariance, and the activation rounding itself.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <random>
 #include <tuple>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/dequantize.h"
 #include "kernels/isa_test_util.h"
+#include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/quantize.h"
 #include "kernels/test_weights.h"
@@ -259,6 +261,52 @@ TEST(QuantizeActivationsTest, ColumnSlicesMakeTheWholeRowsBytes) {
   EXPECT_EQ(ActivationBlock(GgmlType::kQ8_0), 32);
   EXPECT_EQ(ActivationBlock(GgmlType::kQ4_K), 256);
   EXPECT_EQ(ActivationBlock(GgmlType::kF16), 1);
+}
+
+}  // namespace
+}  // namespace kvs
+
+namespace kvs {
+namespace {
+
+// The kernel table's int8 rounding at every level against the scalar
+// level, byte for byte: rows of 16-block runs and a tail (the AVX-512
+// level takes 16 blocks of 32 at a time), F16 and F32 scales, zero blocks,
+// blocks of one nonzero value, values on rounding ties, and wide ranges.
+TEST(QuantizeInt8Test, EveryLevelGivesTheScalarLevelsBytesForRunsOfBlocksAndTails) {
+  std::mt19937 rng(53);
+  std::normal_distribution<float> nd(0, 1);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (int64_t cols : {int64_t{32}, int64_t{128}, int64_t{512}, int64_t{1024 + 96}, int64_t{3072}}) {
+    std::vector<float> x(cols);
+    for (int64_t i = 0; i < cols; ++i) x[i] = std::ldexp(nd(rng), exponent(rng) / 4 * (i / 32 % 3));
+    if (cols >= 96) {
+      std::fill_n(x.begin() + 32, 32, 0.0f);  // a zero block
+      std::fill_n(x.begin() + 64, 32, 0.0f);
+      x[70] = -2.5f;  // a block of one value
+      x[1] = 127.0f;  // ties: with max|x| 127 the multiplier is 1
+      x[2] = 0.5f;
+      x[3] = -1.5f;
+      x[4] = 2.5f;
+    }
+    for (bool f16_scale : {true, false}) {
+      std::vector<int8_t> want_q(cols);
+      std::vector<float> want_d(cols / 32);
+      kernel_table::KernelTableFor(KernelIsa::kScalar).quantize_int8(x.data(), cols, 32, f16_scale, want_q.data(), want_d.data(),
+                                                       nullptr);
+      for (KernelIsa isa : AllKernelIsas()) {
+        if (!KernelIsaSupported(isa)) continue;
+        std::vector<int8_t> q(cols, 99);
+        std::vector<float> d(cols / 32, -1.0f);
+        kernel_table::KernelTableFor(isa).quantize_int8(x.data(), cols, 32, f16_scale, q.data(), d.data(), nullptr);
+        EXPECT_EQ(q, want_q) << KernelIsaName(isa) << " cols " << cols << " f16 " << f16_scale;
+        for (size_t b = 0; b < d.size(); ++b) {
+          EXPECT_EQ(std::memcmp(&d[b], &want_d[b], sizeof(float)), 0)
+              << KernelIsaName(isa) << " cols " << cols << " block " << b;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
