@@ -37,8 +37,9 @@ void PrefetchGroup(const uint8_t* group, size_t group_bytes) {
 
 void QuantizeQueryQ8_0(const float* q, int head_dim, float scale, uint8_t* out) {
   float* scales = reinterpret_cast<float*>(out + head_dim);
+  int16_t* sums = reinterpret_cast<int16_t*>(scales + head_dim / 32);
   kernel_table::ActiveKernelTable().quantize_int8(q, head_dim, 32, false, reinterpret_cast<int8_t*>(out), scales,
-                                                  nullptr);
+                                                  sums);
   for (int b = 0; b < head_dim / 32; ++b) scales[b] *= scale;
 }
 

@@ -47,9 +47,11 @@ namespace kvs {
 inline constexpr int kQ8_0ScoresMaxHeadDim = kKvQ8_0MaxHeadDim;
 
 // Bytes of one rounded query: head_dim int8 quants, then head_dim / 32 F32
-// block scales (attention scale included).
+// block scales (attention scale included), then head_dim / 16 int16 sums
+// of each 16 quants (the layout of a Q8_0 activation row, matmul.h, which
+// the packed kernels read).
 inline constexpr size_t QueryQ8_0Bytes(int head_dim) {
-  return static_cast<size_t>(head_dim) + sizeof(float) * (head_dim / 32);
+  return static_cast<size_t>(head_dim) + sizeof(float) * (head_dim / 32) + sizeof(int16_t) * (head_dim / 16);
 }
 
 // Rounds query q (head_dim floats) for scores with attention scale `scale`

@@ -6,8 +6,11 @@
 // Layout of one quantized activation row (ActivationBytes, padded to 64):
 //   F32 weights        float[cols]
 //   F16 / BF16         uint16[cols]
-//   Q8_0 / Q4_0        int8 q[cols] | float d[cols / 32]
+//   Q4_0               int8 q[cols] | float d[cols / 32]
+//   Q8_0               int8 q[cols] | float d[cols / 32] | int16 sums[cols / 16]
 //   Q4_K / Q6_K        int8 q[cols] | float d[cols / 256] | int16 sums[cols / 16]
+// (sums: of each 16 quants; packed Q8_0's AVX-512 kernel takes its block
+// corrections from them, packed_q8_0.h)
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +38,10 @@ int ScaleBlock(int type) {
   }
 }
 
+// Whether a quantized activation row of this ComputeType holds the sums of
+// each 16 quants.
+bool HasSums(int type) { return ScaleBlock(type) == kQK_K || type == kernel_table::kQ8_0; }
+
 QuantizedRows Layout(int type, const uint8_t* data, int64_t cols) {
   QuantizedRows rows{data, 0, 0, 0};
   size_t bytes;
@@ -46,7 +53,7 @@ QuantizedRows Layout(int type, const uint8_t* data, int64_t cols) {
       rows.scales_offset = cols;
       rows.sums_offset = cols + 4 * (cols / ScaleBlock(type));
       bytes = rows.sums_offset;
-      if (ScaleBlock(type) == kQK_K) bytes += 2 * (cols / 16);
+      if (HasSums(type)) bytes += 2 * (cols / 16);
   }
   rows.row_bytes = (bytes + 63) / 64 * 64;
   return rows;
@@ -96,8 +103,7 @@ void QuantizeRowForType(int type, const float* x, int64_t cols, uint8_t* out,
       const int block = ScaleBlock(type);
       kernel_table::ActiveKernelTable().quantize_int8(x, cols, block, block == kQK8_0, reinterpret_cast<int8_t*>(out),
                          reinterpret_cast<float*>(out + layout.scales_offset),
-                         block == kQK_K ? reinterpret_cast<int16_t*>(out + layout.sums_offset)
-                                        : nullptr);
+                         HasSums(type) ? reinterpret_cast<int16_t*>(out + layout.sums_offset) : nullptr);
     }
   }
 }
@@ -269,7 +275,7 @@ void QuantizeActivationColumns(GgmlType weight_type, int64_t cols, const float* 
   kernel_table::ActiveKernelTable().quantize_int8(
       x + c0, c1 - c0, block, block == kQK8_0, reinterpret_cast<int8_t*>(out) + c0,
       reinterpret_cast<float*>(out + layout.scales_offset) + c0 / block,
-      block == kQK_K ? reinterpret_cast<int16_t*>(out + layout.sums_offset) + c0 / 16 : nullptr);
+      HasSums(type) ? reinterpret_cast<int16_t*>(out + layout.sums_offset) + c0 / 16 : nullptr);
 }
 
 void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq, float* out) {

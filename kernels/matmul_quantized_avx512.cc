@@ -239,48 +239,68 @@ struct Q6_KKernel : IntTiles<1, 8> {
   }
 };
 
-// The largest lane of each of m[0, 16) as one vector, in the tree's
-// order: lane 4k + j holds m[4j + k]'s.
-__m512 MaxOfSixteen(const __m512 (&m)[16]) {
+// The lanes of each of m[0, 16) folded by Op (max or add, on F32 or int32
+// lanes as the caller's Op reads them) into one vector, in the tree's
+// order: lane 4k + j holds m[4j + k]'s (kTreeOrder puts them back).
+template <class Op>
+__m512 FoldSixteen(const __m512 (&m)[16], Op op) {
   __m512 a[8], b[4];
   for (int i = 0; i < 8; ++i) {  // m[2i] folded to 8 lanes (low half), m[2i + 1] (high half)
-    a[i] = _mm512_max_ps(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0x44),
-                         _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0xee));
+    a[i] = op(_mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0x44), _mm512_shuffle_f32x4(m[2 * i], m[2 * i + 1], 0xee));
   }
   for (int i = 0; i < 4; ++i) {  // 128-bit lane k: m[4i + k] folded to 4
-    b[i] = _mm512_max_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
+    b[i] = op(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88), _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xdd));
   }
-  const __m512 d0 = _mm512_max_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
-  const __m512 d1 = _mm512_max_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
-  return _mm512_max_ps(_mm512_shuffle_ps(d0, d1, 0x44), _mm512_shuffle_ps(d0, d1, 0xee));
+  const __m512 d0 = op(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
+  const __m512 d1 = op(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
+  return op(_mm512_shuffle_ps(d0, d1, 0x44), _mm512_shuffle_ps(d0, d1, 0xee));
+}
+
+// FoldSixteen's lanes back in input order (lane b from lane 4 (b % 4) + b / 4).
+inline __m512i TreeOrder() { return _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
+// The int32 sums of each of v[0, 16)'s lanes, in order, as int16 (each sum
+// is of 16 quants in [-127, 127]).
+__m256i SumsOfSixteen(const __m512 (&v)[16]) {
+  const __m512 folded = FoldSixteen(v, [](__m512 a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+  });
+  return _mm512_cvtepi32_epi16(_mm512_permutexvar_epi32(TreeOrder(), _mm512_castps_si512(folded)));
 }
 
 // Sixteen blocks of 32 values at x: QuantizeInt8Avx512's arithmetic, the
 // blocks' maxima, scales and multipliers 16 at a time (one reduction tree
-// and one division instead of sixteen).
-void QuantizeSixteenBlocks32(const float* x, bool f16_scale, int8_t* q, float* d) {
+// and one division instead of sixteen); with `sums`, each 16 quants' sum
+// too, 16 of them per tree.
+void QuantizeSixteenBlocks32(const float* x, bool f16_scale, int8_t* q, float* d, int16_t* sums) {
   const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   __m512 m[16];
   for (int b = 0; b < 16; ++b) {
     m[b] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + 32 * b), sign_off),
                          _mm512_and_ps(_mm512_loadu_ps(x + 32 * b + 16), sign_off));
   }
-  // Back to block order: block b sits in lane 4 (b % 4) + b / 4.
-  const __m512 max_abs = _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), MaxOfSixteen(m));
+  const __m512 max_abs =
+      _mm512_permutexvar_ps(TreeOrder(), FoldSixteen(m, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); }));
   const __m512 scale = _mm512_div_ps(max_abs, _mm512_set1_ps(127.0f));
   const __mmask16 nonzero = _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_NEQ_UQ);
   alignas(64) float inv[16];
   _mm512_store_ps(inv, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), scale));
   _mm512_storeu_ps(d, f16_scale ? _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)) : scale);
-  for (int b = 0; b < 16; ++b) {
-    const __m512 vinv = _mm512_set1_ps(inv[b]);
-    for (int i = 0; i < 32; i += 16) {
-      __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + i), vinv),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + i), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+  for (int b0 = 0; b0 < 16; b0 += 8) {  // 8 blocks: 16 vectors of quants, one tree of sums
+    __m512 quants[16];
+    for (int b = b0; b < b0 + 8; ++b) {
+      const __m512 vinv = _mm512_set1_ps(inv[b]);
+      for (int i = 0; i < 32; i += 16) {
+        __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + i), vinv),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+        const __m512i iv = _mm512_cvtps_epi32(v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + i), _mm512_cvtepi32_epi8(iv));
+        quants[2 * (b - b0) + i / 16] = _mm512_castsi512_ps(iv);
+      }
+    }
+    if (sums != nullptr) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 2 * b0), SumsOfSixteen(quants));
     }
   }
 }
@@ -291,15 +311,15 @@ namespace kernel_table {
 
 // QuantizeInt8Blocks with 16 lanes; the same operations lane by lane
 // (max, 1 / scale, multiply, round to nearest even, clamp), so the same bits.
-// Blocks of 32 without sums (Q8_0 activations) go 16 at a time
+// Blocks of 32 (Q8_0 activations, with or without sums) go 16 at a time
 // (QuantizeSixteenBlocks32), the rest one by one.
 void QuantizeInt8Avx512(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
                         float* d, int16_t* sums) {
   const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   int64_t b = 0;
-  if (block == 32 && sums == nullptr) {
+  if (block == 32) {
     for (; b + 16 <= cols / block; b += 16, x += 16 * block, q += 16 * block) {
-      QuantizeSixteenBlocks32(x, f16_scale, q, d + b);
+      QuantizeSixteenBlocks32(x, f16_scale, q, d + b, sums != nullptr ? sums + 2 * b : nullptr);
     }
   }
   for (; b < cols / block; ++b, x += block, q += block) {

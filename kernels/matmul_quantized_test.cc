@@ -271,7 +271,8 @@ namespace {
 
 // The kernel table's int8 rounding at every level against the scalar
 // level, byte for byte: rows of 16-block runs and a tail (the AVX-512
-// level takes 16 blocks of 32 at a time), F16 and F32 scales, zero blocks,
+// level takes 16 blocks of 32 at a time), with and without the sums of
+// each 16 quants, F16 and F32 scales, zero blocks,
 // blocks of one nonzero value, values on rounding ties, and wide ranges.
 TEST(QuantizeInt8Test, EveryLevelGivesTheScalarLevelsBytesForRunsOfBlocksAndTails) {
   std::mt19937 rng(53);
@@ -292,17 +293,23 @@ TEST(QuantizeInt8Test, EveryLevelGivesTheScalarLevelsBytesForRunsOfBlocksAndTail
     for (bool f16_scale : {true, false}) {
       std::vector<int8_t> want_q(cols);
       std::vector<float> want_d(cols / 32);
-      kernel_table::KernelTableFor(KernelIsa::kScalar).quantize_int8(x.data(), cols, 32, f16_scale, want_q.data(), want_d.data(),
-                                                       nullptr);
+      std::vector<int16_t> want_sums(cols / 16);
+      kernel_table::KernelTableFor(KernelIsa::kScalar)
+          .quantize_int8(x.data(), cols, 32, f16_scale, want_q.data(), want_d.data(), want_sums.data());
       for (KernelIsa isa : AllKernelIsas()) {
         if (!KernelIsaSupported(isa)) continue;
-        std::vector<int8_t> q(cols, 99);
-        std::vector<float> d(cols / 32, -1.0f);
-        kernel_table::KernelTableFor(isa).quantize_int8(x.data(), cols, 32, f16_scale, q.data(), d.data(), nullptr);
-        EXPECT_EQ(q, want_q) << KernelIsaName(isa) << " cols " << cols << " f16 " << f16_scale;
-        for (size_t b = 0; b < d.size(); ++b) {
-          EXPECT_EQ(std::memcmp(&d[b], &want_d[b], sizeof(float)), 0)
-              << KernelIsaName(isa) << " cols " << cols << " block " << b;
+        for (bool with_sums : {false, true}) {
+          std::vector<int8_t> q(cols, 99);
+          std::vector<float> d(cols / 32, -1.0f);
+          std::vector<int16_t> sums(cols / 16, -7);
+          kernel_table::KernelTableFor(isa).quantize_int8(x.data(), cols, 32, f16_scale, q.data(), d.data(),
+                                                          with_sums ? sums.data() : nullptr);
+          EXPECT_EQ(q, want_q) << KernelIsaName(isa) << " cols " << cols << " f16 " << f16_scale;
+          EXPECT_EQ(sums, with_sums ? want_sums : std::vector<int16_t>(cols / 16, -7)) << KernelIsaName(isa);
+          for (size_t b = 0; b < d.size(); ++b) {
+            EXPECT_EQ(std::memcmp(&d[b], &want_d[b], sizeof(float)), 0)
+                << KernelIsaName(isa) << " cols " << cols << " block " << b;
+          }
         }
       }
     }

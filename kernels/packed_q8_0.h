@@ -78,7 +78,11 @@ bool AmxAvailable();
 // y[j * y_stride + r] = W[r] . x[j] for r in [r0, r1), j in [0, nx), with
 // the arithmetic above, by the active kernel table's packed kernel. `xq`:
 // nx activation rows of int8 quants, rows `x_row_bytes` apart, F32 scales
-// (one per 32) at + `scales_offset`.
+// (one per 32) at + `scales_offset`, and right after the scales the int16
+// sums of each 16 quants (as QuantizeActivations writes Q8_0 rows and
+// QuantizeQueryQ8_0 queries): the AVX-512 kernel starts each block's
+// products from -128 times its sum (the weights' + 128) instead of summing
+// the quants on every call.
 // `ask_end` > r1 says the calling thread goes on with rows [r1, ask_end) of
 // the same matrix next: a kernel that reads its weights ahead may then ask
 // for their lines before its own range ends (the AVX-512 kernel does for

@@ -54,20 +54,22 @@ size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64
 
 // -128 times the sum of each 32-block of activation quants: what the
 // weights' + 128 adds to a block's sum, taken off by starting from it.
-// VPDPBUSD of 128 against a pair of blocks gives each 4-byte slice's sum
-// times 128, and three shuffles and adds sum each 256-bit half (no
-// reduction per block: the rows kernel makes these for every group).
-void BlockCorrections(const int8_t* x, int64_t nb, int32_t* out) {
-  const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; b += 2) {
-    const __m512i xq = _mm512_maskz_loadu_epi8(nb - b >= 2 ? ~0ull : 0xFFFFFFFFull, x + 32 * b);
-    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k128, xq);
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_CDAB));
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, _MM_PERM_BADC));
-    s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1)));
-    out[b] = -_mm_cvtsi128_si32(_mm512_castsi512_si128(s));
-    if (b + 1 < nb) out[b + 1] = -_mm_cvtsi128_si32(_mm512_extracti32x4_epi32(s, 2));
+// From the row's int16 sums of each 16 quants, which follow its scales
+// (packed_q8_0.h): one VPMADDWD for 16 blocks.
+void BlockCorrections(const int16_t* sums, int64_t nb, int32_t* out) {
+  const __m512i minus_128 = _mm512_set1_epi16(-128);
+  for (int64_t b = 0; b < nb; b += 16) {
+    const int64_t n = nb - b < 16 ? nb - b : 16;
+    const __mmask32 pairs = n == 16 ? ~__mmask32{0} : (__mmask32{1} << (2 * n)) - 1;
+    const __m512i s = _mm512_maskz_loadu_epi16(pairs, sums + 2 * b);
+    _mm512_mask_storeu_epi32(out + b, static_cast<__mmask16>((1u << n) - 1), _mm512_madd_epi16(s, minus_128));
   }
+}
+
+// The sums of activation row x (quants, then nb F32 scales at
+// x + scales_offset, then the sums).
+const int16_t* RowSums(const uint8_t* x, size_t scales_offset, int64_t nb) {
+  return reinterpret_cast<const int16_t*>(x + scales_offset + sizeof(float) * nb);
 }
 
 // chain += w (unsigned bytes) . the 4 signed activation bytes at `slice`,
@@ -255,7 +257,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
     const int chunk = nx - j0 < kXChunk ? nx - j0 : kXChunk;
     const uint8_t* x = xq + static_cast<size_t>(j0) * x_row_bytes;
     for (int j = 0; j < chunk; ++j) {
-      BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_row_bytes), nb, corr[j]);
+      BlockCorrections(RowSums(x + j * x_row_bytes, scales_offset, nb), nb, corr[j]);
     }
     const int64_t g_last = (r1 + 15) / 16;  // one past the range's last group
     // A call of one chunk of 5 to 16 rows (fan-out) reads its weights
@@ -430,7 +432,7 @@ void ScoresGroupTile(const uint8_t* group, int n_rows, int64_t nb, const uint8_t
                      size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {
   int32_t corr[J][kMaxGroupBlocks];
 #pragma GCC unroll 4
-  for (int j = 0; j < J; ++j) BlockCorrections(reinterpret_cast<const int8_t*>(x + j * x_stride), nb, corr[j]);
+  for (int j = 0; j < J; ++j) BlockCorrections(RowSums(x + j * x_stride, scales_offset, nb), nb, corr[j]);
   const __mmask16 present = static_cast<__mmask16>(n_rows >= 16 ? 0xFFFF : (1u << n_rows) - 1);
   const size_t ahead_step = (ahead_bytes / 64 / static_cast<size_t>(nb) + 1) * 64;
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(group);

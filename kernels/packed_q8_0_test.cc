@@ -199,6 +199,8 @@ TEST_P(PackedQ8_0KernelTest, ExtremeQuantsGiveTheExactSums) {
     float* d = reinterpret_cast<float*>(xq.data() + j * xb + cols);
     for (int k = 0; k < cols; ++k) q[k] = static_cast<int8_t>(j == 0 ? -127 : j == 1 ? 127 : (k % 2 ? 127 : -127));
     d[0] = d[1] = 1.0f;
+    int16_t* sums = reinterpret_cast<int16_t*>(d + cols / 32);  // each 16 quants' (the rows' layout)
+    for (int k = 0; k < cols; ++k) sums[k / 16] = static_cast<int16_t>((k % 16 ? sums[k / 16] : 0) + q[k]);
   }
   std::vector<float> y(nx * rows), ref(nx * rows);
   MatmulPackedQ8_0(packed.data(), rows, cols, 0, rows, xq.data(), xb, cols, nx, y.data(), rows);
