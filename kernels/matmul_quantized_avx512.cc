@@ -268,16 +268,19 @@ __m256i SumsOfSixteen(const __m512 (&v)[16]) {
   return _mm512_cvtepi32_epi16(_mm512_permutexvar_epi32(TreeOrder(), _mm512_castps_si512(folded)));
 }
 
-// Sixteen blocks of 32 values at x: QuantizeInt8Avx512's arithmetic, the
+// n <= 16 blocks of 32 values at x: QuantizeInt8Avx512's arithmetic, the
 // blocks' maxima, scales and multipliers 16 at a time (one reduction tree
-// and one division instead of sixteen); with `sums`, each 16 quants' sum
-// too, 16 of them per tree.
-void QuantizeSixteenBlocks32(const float* x, bool f16_scale, int8_t* q, float* d, int16_t* sums) {
+// and one division instead of one per block); with `sums`, each 16
+// quants' sum too, 16 of them per tree. Reads and writes only the n
+// blocks' values, quants, scales and sums.
+__attribute__((always_inline)) inline void QuantizeBlocks32(const float* x, int n, bool f16_scale, int8_t* q,
+                                                             float* d, int16_t* sums) {
   const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   __m512 m[16];
   for (int b = 0; b < 16; ++b) {
-    m[b] = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + 32 * b), sign_off),
-                         _mm512_and_ps(_mm512_loadu_ps(x + 32 * b + 16), sign_off));
+    m[b] = b < n ? _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + 32 * b), sign_off),
+                                 _mm512_and_ps(_mm512_loadu_ps(x + 32 * b + 16), sign_off))
+                 : _mm512_setzero_ps();
   }
   const __m512 max_abs =
       _mm512_permutexvar_ps(TreeOrder(), FoldSixteen(m, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); }));
@@ -285,10 +288,16 @@ void QuantizeSixteenBlocks32(const float* x, bool f16_scale, int8_t* q, float* d
   const __mmask16 nonzero = _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_NEQ_UQ);
   alignas(64) float inv[16];
   _mm512_store_ps(inv, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), scale));
-  _mm512_storeu_ps(d, f16_scale ? _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)) : scale);
-  for (int b0 = 0; b0 < 16; b0 += 8) {  // 8 blocks: 16 vectors of quants, one tree of sums
+  const __mmask16 blocks = static_cast<__mmask16>(n >= 16 ? 0xFFFF : (1u << n) - 1);
+  _mm512_mask_storeu_ps(
+      d, blocks, f16_scale ? _mm512_cvtph_ps(_mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT)) : scale);
+  for (int b0 = 0; b0 < n; b0 += 8) {  // 8 blocks: 16 vectors of quants, one tree of sums
     __m512 quants[16];
     for (int b = b0; b < b0 + 8; ++b) {
+      if (b >= n) {
+        quants[2 * (b - b0)] = quants[2 * (b - b0) + 1] = _mm512_setzero_ps();
+        continue;
+      }
       const __m512 vinv = _mm512_set1_ps(inv[b]);
       for (int i = 0; i < 32; i += 16) {
         __m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(x + 32 * b + i), vinv),
@@ -300,7 +309,9 @@ void QuantizeSixteenBlocks32(const float* x, bool f16_scale, int8_t* q, float* d
       }
     }
     if (sums != nullptr) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 2 * b0), SumsOfSixteen(quants));
+      const int count = n - b0 < 8 ? 2 * (n - b0) : 16;  // sums of this tree's blocks
+      _mm256_mask_storeu_epi16(sums + 2 * b0, static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1),
+                               SumsOfSixteen(quants));
     }
   }
 }
@@ -311,16 +322,21 @@ namespace kernel_table {
 
 // QuantizeInt8Blocks with 16 lanes; the same operations lane by lane
 // (max, 1 / scale, multiply, round to nearest even, clamp), so the same bits.
-// Blocks of 32 (Q8_0 activations, with or without sums) go 16 at a time
-// (QuantizeSixteenBlocks32), the rest one by one.
+// Blocks of 32 (Q8_0 activations and keys, with or without sums) go 16 at
+// a time (QuantizeBlocks32), blocks of 256 one by one.
 void QuantizeInt8Avx512(const float* x, int64_t cols, int block, bool f16_scale, int8_t* q,
                         float* d, int16_t* sums) {
   const __m512 sign_off = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   int64_t b = 0;
   if (block == 32) {
-    for (; b + 16 <= cols / block; b += 16, x += 16 * block, q += 16 * block) {
-      QuantizeSixteenBlocks32(x, f16_scale, q, d + b, sums != nullptr ? sums + 2 * b : nullptr);
+    int16_t* s = sums;
+    for (; b + 16 <= cols / block; b += 16, x += 16 * block, q += 16 * block) {  // (n a constant: no lane checks)
+      QuantizeBlocks32(x, 16, f16_scale, q, d + b, s != nullptr ? s + 2 * b : nullptr);
     }
+    if (b < cols / block) {
+      QuantizeBlocks32(x, static_cast<int>(cols / block - b), f16_scale, q, d + b, s != nullptr ? s + 2 * b : nullptr);
+    }
+    return;
   }
   for (; b < cols / block; ++b, x += block, q += block) {
     __m512 amax = _mm512_setzero_ps();

@@ -278,7 +278,7 @@ TEST(QuantizeInt8Test, EveryLevelGivesTheScalarLevelsBytesForRunsOfBlocksAndTail
   std::mt19937 rng(53);
   std::normal_distribution<float> nd(0, 1);
   std::uniform_int_distribution<int> exponent(-20, 20);
-  for (int64_t cols : {int64_t{32}, int64_t{128}, int64_t{512}, int64_t{1024 + 96}, int64_t{3072}}) {
+  for (int64_t cols : {int64_t{32}, int64_t{128}, int64_t{256 + 32}, int64_t{512}, int64_t{1024 + 96}, int64_t{3072}}) {
     std::vector<float> x(cols);
     for (int64_t i = 0; i < cols; ++i) x[i] = std::ldexp(nd(rng), exponent(rng) / 4 * (i / 32 % 3));
     if (cols >= 96) {
