@@ -227,11 +227,6 @@ TEST(QuantizeActivationsTest, EveryLevelGivesTheScalarBits) {
   }
 }
 
-}  // namespace
-}  // namespace kvs
-
-namespace kvs {
-namespace {
 
 // A row quantized in slices (one per attention task's heads) is the row
 // QuantizeActivations writes: every slice's quants, scales and sums land
@@ -263,11 +258,6 @@ TEST(QuantizeActivationsTest, ColumnSlicesMakeTheWholeRowsBytes) {
   EXPECT_EQ(ActivationBlock(GgmlType::kF16), 1);
 }
 
-}  // namespace
-}  // namespace kvs
-
-namespace kvs {
-namespace {
 
 // The kernel table's int8 rounding at every level against the scalar
 // level, byte for byte: rows of 16-block runs and a tail (the AVX-512
