@@ -1,7 +1,8 @@
 # kvs-bench-kernels: GEMV/GEMM/attention per weight type and kernel level,
 # and the single-thread read bandwidth they are measured against
 # (kernels_bench.cc); picking tokens from the logits (top_logits_bench.cc);
-# what a thread pool hand-off costs against per-row work (thread_pool_bench.cc).
+# what a thread pool hand-off costs against per-row work (thread_pool_bench.cc);
+# CRC-32C by each implementation, the check of every stored page (crc32c_bench.cc).
 # kvs-bench-probes: inner loops of arithmetic contracts the kernels do not
 # use, priced against the ones they do (contract_probes.cc).
 # kvs-bench-vnni-tiles: VPDPBUSD's rate in the packed GEMM's tile shapes, and
@@ -10,8 +11,8 @@
 # Included from bench/CMakeLists.txt.
 add_executable(kvs-bench-kernels ${CMAKE_CURRENT_LIST_DIR}/kernels_bench.cc
     ${CMAKE_CURRENT_LIST_DIR}/top_logits_bench.cc ${CMAKE_CURRENT_LIST_DIR}/thread_pool_bench.cc
-    ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
-target_link_libraries(kvs-bench-kernels PRIVATE kvs_kernels kvs_model benchmark::benchmark)
+    ${CMAKE_CURRENT_LIST_DIR}/crc32c_bench.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
+target_link_libraries(kvs-bench-kernels PRIVATE kvs_kernels kvs_model kvs_store benchmark::benchmark)
 add_executable(kvs-bench-probes ${CMAKE_CURRENT_LIST_DIR}/contract_probes.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
 target_link_libraries(kvs-bench-probes PRIVATE benchmark::benchmark)
 target_include_directories(kvs-bench-probes PRIVATE ${CMAKE_SOURCE_DIR})

@@ -81,6 +81,16 @@ struct ZeroShift {
 
 bool HaveSse42() { return __builtin_cpu_supports("sse4.2"); }
 
+bool HaveAvx512Clmul() {
+  return HaveSse42() && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("avx512f");
+}
+
+bool HaveAvx2Clmul() {
+  return HaveSse42() && __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("vpclmulqdq") &&
+         __builtin_cpu_supports("avx2");
+}
+
 __attribute__((target("sse4.2"))) uint32_t Sse42(const void* data, size_t n, uint32_t init) {
   const uint8_t* p = static_cast<const uint8_t*>(data);
   uint64_t crc = ~init;
@@ -121,13 +131,32 @@ __attribute__((target("sse4.2"))) uint32_t Sse42(const void* data, size_t n, uin
 
 bool HaveSse42() { return false; }
 uint32_t Sse42(const void* data, size_t n, uint32_t init) { return Portable(data, n, init); }
+bool HaveAvx512Clmul() { return false; }
+uint32_t Avx512Clmul(const void* data, size_t n, uint32_t init) { return Portable(data, n, init); }
+bool HaveAvx2Clmul() { return false; }
+uint32_t Avx2Clmul(const void* data, size_t n, uint32_t init) { return Portable(data, n, init); }
 
 #endif
 
 }  // namespace crc32c_internal
 
+namespace {
+
+using Crc32cFn = uint32_t (*)(const void*, size_t, uint32_t);
+
+// The fastest implementation this CPU has for long inputs.
+Crc32cFn LongInputs() {
+  if (crc32c_internal::HaveAvx512Clmul()) return crc32c_internal::Avx512Clmul;
+  if (crc32c_internal::HaveAvx2Clmul()) return crc32c_internal::Avx2Clmul;
+  return crc32c_internal::HaveSse42() ? crc32c_internal::Sse42 : crc32c_internal::Portable;
+}
+
+}  // namespace
+
 uint32_t Crc32c(const void* data, size_t n, uint32_t init) {
   static const bool have_sse42 = crc32c_internal::HaveSse42();
+  static const Crc32cFn long_inputs = LongInputs();
+  if (n >= crc32c_internal::kClmulMinBytes) return long_inputs(data, n, init);
   return have_sse42 ? crc32c_internal::Sse42(data, n, init)
                     : crc32c_internal::Portable(data, n, init);
 }

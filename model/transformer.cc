@@ -186,7 +186,7 @@ const uint8_t* Transformer::QuantizedInput(const WeightMatrix& w) {
 }
 
 void Transformer::QuantizeInputRow(const WeightMatrix& w, const float* row, int r) {
-  if (path_ == MatmulPath::kExact || w.type == GgmlType::kF32) return;
+  if (QuantizedInput(w) == nullptr) return;
   const size_t row_bytes = ActivationBytes(w.type, w.cols);
   QuantizeActivations(w.type, w.cols, row, 1, w.cols, xq_.data() + static_cast<size_t>(r) * row_bytes);
 }
