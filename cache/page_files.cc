@@ -23,9 +23,10 @@ namespace {
 constexpr char kSuffix[] = ".kvpage";
 constexpr char kTemporarySuffix[] = ".kvpage.tmp";
 constexpr size_t kSuffixBytes = sizeof(kSuffix) - 1;
-// Write buffers kept between direct writes: as many as the writers that
-// usually write at once (the service's staging writes from its I/O threads).
-constexpr size_t kKeptWriteBuffers = 4;
+// Buffers kept between direct reads and writes: a restore's direct readers
+// (4) and as many writers at once (the service's staging writes from its
+// I/O threads).
+constexpr size_t kKeptDirectBuffers = 8;
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -140,7 +141,7 @@ absl::Status PageFiles::WriteDirect(const std::string& temporary, std::string_vi
   const size_t file_bytes = header.size() + payload.size();
   const size_t block = std::max<size_t>(4096, file->GetRequiredBufferAlignment());
   const size_t written = (file_bytes + block - 1) / block * block;
-  std::unique_ptr<DirectReadBuffer> buffer = TakeWriteBuffer(written);
+  std::unique_ptr<DirectBuffer> buffer = TakeDirectBuffer(written);
   if (buffer->data() == nullptr || buffer->size() < written || reinterpret_cast<uintptr_t>(buffer->data()) % block) {
     file->Close(io, nullptr).PermitUncheckedError();
     DiscardTemporary(temporary);
@@ -150,7 +151,7 @@ absl::Status PageFiles::WriteDirect(const std::string& temporary, std::string_vi
   if (!payload.empty()) std::memcpy(buffer->data() + header.size(), payload.data(), payload.size());
   std::memset(buffer->data() + file_bytes, 0, written - file_bytes);
   s = file->Append(rocksdb::Slice(buffer->data(), written), io, nullptr);
-  ReturnWriteBuffer(std::move(buffer));
+  KeepDirectBuffer(std::move(buffer));
   if (s.ok()) s = file->Truncate(file_bytes, io, nullptr);
   if (s.ok() && sync) s = file->Sync(io, nullptr);
   rocksdb::IOStatus closed = file->Close(io, nullptr);
@@ -177,23 +178,24 @@ absl::Status PageFiles::WriteDirect(const std::string& temporary, std::string_vi
   return absl::UnavailableError("direct write failed");
 }
 
-std::unique_ptr<PageFiles::DirectReadBuffer> PageFiles::TakeWriteBuffer(size_t file_bytes) const {
+std::unique_ptr<PageFiles::DirectBuffer> PageFiles::TakeDirectBuffer(size_t file_bytes) const {
   {
-    absl::MutexLock lock(&write_buffers_mu_);
-    for (auto it = write_buffers_.begin(); it != write_buffers_.end(); ++it) {
-      if ((*it)->data() != nullptr && (*it)->size() >= file_bytes) {
-        std::unique_ptr<DirectReadBuffer> buffer = std::move(*it);
-        write_buffers_.erase(it);
+    absl::MutexLock lock(&direct_buffers_mu_);
+    for (auto it = direct_buffers_.begin(); it != direct_buffers_.end(); ++it) {
+      if ((*it)->size() > file_bytes) {
+        std::unique_ptr<DirectBuffer> buffer = std::move(*it);
+        direct_buffers_.erase(it);
         return buffer;
       }
     }
   }
-  return std::make_unique<DirectReadBuffer>(file_bytes);
+  return std::make_unique<DirectBuffer>(file_bytes);
 }
 
-void PageFiles::ReturnWriteBuffer(std::unique_ptr<DirectReadBuffer> buffer) const {
-  absl::MutexLock lock(&write_buffers_mu_);
-  if (write_buffers_.size() < kKeptWriteBuffers) write_buffers_.push_back(std::move(buffer));
+void PageFiles::KeepDirectBuffer(std::unique_ptr<DirectBuffer> buffer) const {
+  if (buffer == nullptr || buffer->data() == nullptr) return;
+  absl::MutexLock lock(&direct_buffers_mu_);
+  if (direct_buffers_.size() < kKeptDirectBuffers) direct_buffers_.push_back(std::move(buffer));
 }
 
 absl::Status PageFiles::Publish(const std::string& temporary, const PageHash& hash) const {
@@ -285,13 +287,13 @@ bool PageFiles::Holds(const PageHash& hash, std::string_view header, uint64_t by
   return got.ToStringView() == header;
 }
 
-PageFiles::DirectReadBuffer::DirectReadBuffer(size_t file_bytes)
+PageFiles::DirectBuffer::DirectBuffer(size_t file_bytes)
     : size_((file_bytes + 1 + kSlabHugePageBytes - 1) / kSlabHugePageBytes * kSlabHugePageBytes),
       data_(reinterpret_cast<char*>(MapAlignedToHugePages(size_))) {
   if (data_ != nullptr) std::memset(data_, 0, size_);
 }
 
-PageFiles::DirectReadBuffer::~DirectReadBuffer() {
+PageFiles::DirectBuffer::~DirectBuffer() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }
 
@@ -303,7 +305,7 @@ bool PageFiles::ReadsDirect(const PageHash& hash) const {
 }
 
 absl::Status PageFiles::ReadIntoDirect(const PageHash& hash, char* header, size_t header_bytes, char* payload,
-                                       size_t payload_bytes, DirectReadBuffer* buffer) const {
+                                       size_t payload_bytes, DirectBuffer* buffer) const {
   const size_t file_bytes = header_bytes + payload_bytes;
   if (buffer == nullptr || buffer->data() == nullptr || buffer->size() <= file_bytes) {
     return absl::UnimplementedError("no buffer for a direct read");

@@ -41,7 +41,7 @@
 // INTERNAL (other I/O errors). On a failed Write no file of that name is
 // created or changed.
 //
-// Thread safety: no state besides the directory, the kept write buffers
+// Thread safety: no state besides the directory, the kept direct-I/O buffers
 // (under their own mutex) and whether writes go direct; every method is
 // safe from any thread. Writing and removing one page from two threads at once
 // is the caller's to prevent (the store's mutex does).
@@ -73,7 +73,7 @@ enum class PageWrites { kDirect, kBuffered };
 
 class PageFiles {
  public:
-  class DirectReadBuffer;
+  class DirectBuffer;
   // Files in `dir` (created by CreateDir), through `fs` (not owned; must
   // outlive this object), written as `writes` says.
   PageFiles(std::string dir, rocksdb::FileSystem* fs, PageWrites writes = PageWrites::kDirect);
@@ -126,7 +126,15 @@ class PageFiles {
   // system without O_DIRECT, or any error of the direct read): the caller
   // then reads it with ReadInto, which reports any real I/O error.
   absl::Status ReadIntoDirect(const PageHash& hash, char* header, size_t header_bytes, char* payload,
-                              size_t payload_bytes, DirectReadBuffer* buffer) const;
+                              size_t payload_bytes, DirectBuffer* buffer) const;
+  // A buffer for a direct read or write of a file of up to `file_bytes`
+  // (size() > file_bytes): one kept from an earlier read or write, or a new
+  // one (data() null if no memory could be mapped). KeepDirectBuffer keeps
+  // it for the next: at most 8, the 4 direct readers of a restore
+  // (SessionStore::ReadPages) and as many writers (the service's staging
+  // writes from its I/O threads); more are freed. Thread-safe.
+  std::unique_ptr<DirectBuffer> TakeDirectBuffer(size_t file_bytes) const;
+  void KeepDirectBuffer(std::unique_ptr<DirectBuffer> buffer) const;
   // Whether the file of `hash` can be opened for direct reads here (a file
   // system may still fail the reads: ReadIntoDirect then says
   // UNIMPLEMENTED).
@@ -179,35 +187,32 @@ class PageFiles {
   // reports any real I/O error.
   absl::Status WriteDirect(const std::string& temporary, std::string_view header, std::string_view payload,
                            bool sync) const;
-  // A buffer of at least `file_bytes` bytes for a direct write (one kept
-  // from an earlier write, or a new one); ReturnWriteBuffer keeps it for
-  // the next (at most kKeptWriteBuffers).
-  std::unique_ptr<DirectReadBuffer> TakeWriteBuffer(size_t file_bytes) const;
-  void ReturnWriteBuffer(std::unique_ptr<DirectReadBuffer> buffer) const;
 
   const std::string dir_;
   rocksdb::FileSystem* const fs_;
   mutable std::atomic<uint64_t> next_temporary_{0};
   mutable std::atomic<bool> writes_direct_;
-  mutable absl::Mutex write_buffers_mu_;
-  mutable std::vector<std::unique_ptr<DirectReadBuffer>> write_buffers_ ABSL_GUARDED_BY(write_buffers_mu_);
+  // Buffers for direct reads and writes, kept between them (TakeDirectBuffer).
+  mutable absl::Mutex direct_buffers_mu_;
+  mutable std::vector<std::unique_ptr<DirectBuffer>> direct_buffers_ ABSL_GUARDED_BY(direct_buffers_mu_);
 };
 
-// Memory for ReadIntoDirect: a whole page file of up to `file_bytes` and
-// one byte more (to see that the file ends there), in whole huge pages
-// (also what a direct write copies a page file into, padded)
-// (cache/slab_memory.h), written once here so it is resident. Huge pages,
+// Memory for a direct read (ReadIntoDirect: a whole page file of up to
+// `file_bytes` and one byte more, to see that the file ends there) or a
+// direct write (the page file copied in, padded to the disk's block), in
+// whole huge pages (cache/slab_memory.h), written once here so it is
+// resident. Huge pages,
 // because the kernel pins a direct read's destination page by page: on a
 // 2-core Zen 5 VM, 4 readers read 125 page files directly in 24 ms into
 // huge pages and 66 ms into 4 KiB pages. data() is null if the memory
-// could not be mapped. Owned by one reader at a time; worth keeping
-// between reads (SessionStore keeps its readers' buffers).
-class PageFiles::DirectReadBuffer {
+// could not be mapped. Owned by one reader or writer at a time; worth
+// keeping between them (TakeDirectBuffer, KeepDirectBuffer).
+class PageFiles::DirectBuffer {
  public:
-  explicit DirectReadBuffer(size_t file_bytes);
-  ~DirectReadBuffer();
-  DirectReadBuffer(const DirectReadBuffer&) = delete;
-  DirectReadBuffer& operator=(const DirectReadBuffer&) = delete;
+  explicit DirectBuffer(size_t file_bytes);
+  ~DirectBuffer();
+  DirectBuffer(const DirectBuffer&) = delete;
+  DirectBuffer& operator=(const DirectBuffer&) = delete;
   char* data() const { return data_; }
   size_t size() const { return size_; }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -116,7 +117,7 @@ TEST_F(PageFilesTest, ADirectReadGivesReadIntosBytesAndRefusesAnotherLength) {
   const std::string encoded = EncodedPageOf(record_, 0);
   ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());
   if (!files_.ReadsDirect(HashOf(record_, 0))) GTEST_SKIP() << "this file system has no direct reads";
-  PageFiles::DirectReadBuffer buffer(encoded.size());
+  PageFiles::DirectBuffer buffer(encoded.size());
   ASSERT_NE(buffer.data(), nullptr);
   std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
   ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
@@ -134,7 +135,7 @@ TEST_F(PageFilesTest, ADirectReadGivesReadIntosBytesAndRefusesAnotherLength) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
   // No buffer, or one too small for the file and a byte more: the caller reads buffered.
-  PageFiles::DirectReadBuffer small(0);
+  PageFiles::DirectBuffer small(0);
   EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
                                                           payload.data(), small.size(), &small)));
   EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
@@ -144,13 +145,42 @@ TEST_F(PageFilesTest, ADirectReadGivesReadIntosBytesAndRefusesAnotherLength) {
                                                      payload.data(), payload.size() - 1, &buffer)));
 }
 
+// Direct reads and writes share one kept set of buffers: what a write
+// used, a read of a file that fits reuses (no memory mapped anew).
+TEST_F(PageFilesTest, ADirectBufferKeptAfterUseServesTheNextReadOrWriteThatFitsIt) {
+  const std::string encoded = EncodedPageOf(record_, 0);
+  std::unique_ptr<PageFiles::DirectBuffer> buffer = files_.TakeDirectBuffer(encoded.size());
+  ASSERT_NE(buffer->data(), nullptr);
+  EXPECT_GT(buffer->size(), encoded.size());
+  const char* memory = buffer->data();
+  files_.KeepDirectBuffer(std::move(buffer));
+  // A file that fits: the kept buffer again, and it still reads a page.
+  buffer = files_.TakeDirectBuffer(encoded.size());
+  EXPECT_EQ(buffer->data(), memory);
+  ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());
+  if (files_.ReadsDirect(HashOf(record_, 0))) {
+    std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
+    ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
+                                      payload.size(), buffer.get())
+                    .ok());
+    EXPECT_EQ(header + payload, encoded);
+  }
+  // A file larger than every kept buffer gets a new one that fits it.
+  const size_t size = buffer->size();
+  files_.KeepDirectBuffer(std::move(buffer));
+  std::unique_ptr<PageFiles::DirectBuffer> larger = files_.TakeDirectBuffer(size);
+  ASSERT_NE(larger->data(), nullptr);
+  EXPECT_NE(larger->data(), memory);
+  EXPECT_GT(larger->size(), size);
+}
+
 TEST_F(PageFilesTest, ADirectReadOfAFileOfWholeSectorsSeesItsEnd) {
   // 4,096 bytes: the read's end falls on a sector boundary, not inside one.
   std::string file(4096, '\0');
   for (size_t i = 0; i < file.size(); ++i) file[i] = static_cast<char>(i * 7);
   ASSERT_TRUE(files_.Write(HashOf(record_, 2), file, false).ok());
   if (!files_.ReadsDirect(HashOf(record_, 2))) GTEST_SKIP() << "this file system has no direct reads";
-  PageFiles::DirectReadBuffer buffer(file.size());
+  PageFiles::DirectBuffer buffer(file.size());
   std::string header(kPageHeaderBytes, '\0'), payload(file.size() - kPageHeaderBytes, '\0');
   ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(), payload.data(),
                                     payload.size(), &buffer)

@@ -294,7 +294,7 @@ class SessionStore {
   absl::Status ReadPages(std::span<const PageRead> reads, const KvGeometry& geometry,
                          int threads = 1, size_t* failed_index = nullptr) const;
   // Maps and populates the buffers a cold ReadPages reads pages of
-  // `geometry` into (PageFiles::DirectReadBuffer, one per direct reader), so
+  // `geometry` into (PageFiles::DirectBuffer, one per direct reader), so
   // the first restore after a start does not pay for them: call after
   // LoadAll. Does nothing if the store holds no page file or its file
   // system has no direct reads. Memory: about 2 MiB per reader for
@@ -428,7 +428,7 @@ class SessionStore {
   // `direct_works` (if given) is set false when a direct read fails, so
   // the rest of a restore reads buffered.
   absl::Status ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry, std::string_view value,
-                                  int* stored_tokens, PageFiles::DirectReadBuffer* direct = nullptr,
+                                  int* stored_tokens, PageFiles::DirectBuffer* direct = nullptr,
                                   std::atomic<bool>* direct_works = nullptr) const;
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
@@ -439,11 +439,6 @@ class SessionStore {
   std::unique_ptr<rocksdb::Env> env_;  // with options.file_system; outlives db_
   // <dir>/pages, through options.file_system (or the default one).
   const PageFiles page_files_;
-  // ReadPages's buffers for direct reads, kept between restores (each a
-  // resident huge page or more; at most kKeptDirectReadBuffers).
-  mutable absl::Mutex direct_buffers_mu_;
-  mutable std::vector<std::unique_ptr<PageFiles::DirectReadBuffer>> direct_buffers_
-      ABSL_GUARDED_BY(direct_buffers_mu_);
 
   // The database and its handles change only in Recover (a reopen), which
   // holds mu_ and db_mu_ exclusively. Mutations use them under mu_; reads
