@@ -69,15 +69,28 @@ std::optional<PageHash> HashOfName(std::string_view name) {
 PageFiles::PageFiles(std::string dir, rocksdb::FileSystem* fs, PageWrites writes)
     : dir_(std::move(dir)), fs_(fs), writes_direct_(writes == PageWrites::kDirect) {}
 
-PageFiles::~PageFiles() = default;
+PageFiles::~PageFiles() {
+  absl::MutexLock lock(&register_mu_);
+  if (registered_) fs_->UnregisterDbPaths({dir_}).PermitUncheckedError();
+}
+
+void PageFiles::RegisterDir() const {
+  absl::MutexLock lock(&register_mu_);
+  if (registered_) return;
+  // The POSIX file system opens the directory to learn its disk's block
+  // size: an error (no directory yet) changes nothing, and a later call
+  // tries again.
+  registered_ = fs_->RegisterDbPaths({dir_}).ok();
+}
 
 std::string PageFiles::PathOf(const PageHash& hash) const {
   return absl::StrCat(dir_, "/", hash.hex(), kSuffix);
 }
 
 absl::Status PageFiles::CreateDir() const {
-  return FromIo(fs_->CreateDirIfMissing(dir_, rocksdb::IOOptions(), nullptr),
-                absl::StrCat("create ", dir_));
+  absl::Status s = FromIo(fs_->CreateDirIfMissing(dir_, rocksdb::IOOptions(), nullptr), absl::StrCat("create ", dir_));
+  if (s.ok()) RegisterDir();
+  return s;
 }
 
 absl::Status PageFiles::Write(const PageHash& hash, std::string_view encoded, bool sync) const {
@@ -298,6 +311,7 @@ PageFiles::DirectBuffer::~DirectBuffer() {
 }
 
 bool PageFiles::ReadsDirect(const PageHash& hash) const {
+  RegisterDir();  // a read-only store's directory is not created here
   rocksdb::FileOptions options;
   options.use_direct_reads = true;
   std::unique_ptr<rocksdb::FSRandomAccessFile> file;

@@ -323,6 +323,54 @@ TEST_F(PageFilesTest, WritersOnManyThreadsShareTheWriteBuffersWithoutMixingTheir
   for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(*files_.Read(hashes[i]), files[i]) << i;
 }
 
+// The default file system, recording which directories are registered
+// with it for direct I/O (RegisterDbPaths) and forwarding the calls, which
+// FileSystemWrapper alone would not.
+class RegistrationRecordingFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  RegistrationRecordingFileSystem() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "RegistrationRecordingFileSystem"; }
+  rocksdb::Status RegisterDbPaths(const std::vector<std::string>& paths) override {
+    rocksdb::Status s = target()->RegisterDbPaths(paths);
+    for (const std::string& p : paths) (s.ok() ? registered : refused).push_back(p);
+    return s;
+  }
+  rocksdb::Status UnregisterDbPaths(const std::vector<std::string>& paths) override {
+    for (const std::string& p : paths) unregistered.push_back(p);
+    return target()->UnregisterDbPaths(paths);
+  }
+  std::vector<std::string> registered, refused, unregistered;
+};
+
+// Registered, RocksDB's POSIX file system looks up the directory's block
+// size once instead of at every direct open (page_files.h).
+TEST_F(PageFilesTest, ItsDirectoryIsRegisteredForDirectIoOnceItExistsAndUnregisteredAtTheEnd) {
+  RegistrationRecordingFileSystem fs;
+  const std::string dir = scratch_.file("registered");
+  {
+    PageFiles files(dir, &fs);
+    EXPECT_FALSE(files.ReadsDirect(HashOf(record_, 0)));  // no directory yet: nothing registered
+    EXPECT_THAT(fs.registered, testing::IsEmpty());
+    ASSERT_TRUE(files.CreateDir().ok());
+    ASSERT_TRUE(files.CreateDir().ok());
+    const std::string encoded = EncodedPageOf(record_, 0);
+    ASSERT_TRUE(files.Write(HashOf(record_, 0), encoded, /*sync=*/true).ok());
+    files.ReadsDirect(HashOf(record_, 0));
+    EXPECT_THAT(fs.registered, testing::ElementsAre(dir));  // once
+    EXPECT_EQ(*files.Read(HashOf(record_, 0)), encoded);
+    if (files.ReadsDirect(HashOf(record_, 0))) {
+      PageFiles::DirectBuffer buffer(encoded.size());
+      std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
+      ASSERT_TRUE(files.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
+                                       payload.size(), &buffer)
+                      .ok());
+      EXPECT_EQ(header + payload, encoded);
+    }
+    EXPECT_THAT(fs.unregistered, testing::IsEmpty());
+  }
+  EXPECT_THAT(fs.unregistered, testing::ElementsAre(dir));
+}
+
 TEST_F(PageFilesTest, AMissingPageIsNotFoundAndRemovingItIsOk) {
   EXPECT_TRUE(absl::IsNotFound(files_.Read(HashOf(record_, 0)).status()));
   char header[kPageHeaderBytes];
