@@ -57,6 +57,26 @@ std::vector<std::string> Names(const std::string& dir) {
 
 std::string FileNameOf(const PageHash& hash) { return absl::StrCat(hash.hex(), ".kvpage"); }
 
+// Matches an absl::StatusOr<std::string> that is OK and holds `expected`.
+MATCHER_P(HoldsBytes, expected, "is OK and holds the expected bytes") {
+  if (!arg.ok()) {
+    *result_listener << arg.status();
+    return false;
+  }
+  return *arg == expected;
+}
+
+// ReadIntoDirect of `hash`'s file, asked to be `file_bytes` long and split
+// as the store splits it (header, payload): the two parts joined, or the
+// error.
+absl::StatusOr<std::string> ReadDirectly(const PageFiles& files, const PageHash& hash, size_t file_bytes,
+                                         PageFiles::DirectBuffer* buffer) {
+  std::string header(kPageHeaderBytes, '\0'), payload(file_bytes - kPageHeaderBytes, '\0');
+  absl::Status s = files.ReadIntoDirect(hash, header.data(), header.size(), payload.data(), payload.size(), buffer);
+  if (!s.ok()) return s;
+  return header + payload;
+}
+
 class PageFilesTest : public testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(files_.CreateDir().ok()); }
@@ -119,30 +139,19 @@ TEST_F(PageFilesTest, ADirectReadGivesReadIntosBytesAndRefusesAnotherLength) {
   if (!files_.ReadsDirect(HashOf(record_, 0))) GTEST_SKIP() << "this file system has no direct reads";
   PageFiles::DirectBuffer buffer(encoded.size());
   ASSERT_NE(buffer.data(), nullptr);
-  std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
-  ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
-                                    payload.size(), &buffer)
-                  .ok());
-  EXPECT_EQ(header + payload, encoded);
+  EXPECT_THAT(ReadDirectly(files_, HashOf(record_, 0), encoded.size(), &buffer), HoldsBytes(encoded));
   // The file is one byte longer, then one byte shorter, than asked for.
-  absl::Status s = files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
-                                         payload.size() - 1, &buffer);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_NE(s.message().find("longer"), std::string::npos) << s;
-  payload.push_back('\0');
-  s = files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(), payload.size(),
-                            &buffer);
-  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
-  EXPECT_NE(s.message().find("truncated"), std::string::npos) << s;
-  // No buffer, or one too small for the file and a byte more: the caller reads buffered.
-  PageFiles::DirectBuffer small(0);
-  EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
-                                                          payload.data(), small.size(), &small)));
-  EXPECT_TRUE(absl::IsUnimplemented(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(),
-                                                          payload.data(), payload.size() - 1, nullptr)));
+  absl::StatusOr<std::string> read = ReadDirectly(files_, HashOf(record_, 0), encoded.size() - 1, &buffer);
+  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+  EXPECT_NE(read.status().message().find("longer"), std::string::npos) << read.status();
+  read = ReadDirectly(files_, HashOf(record_, 0), encoded.size() + 1, &buffer);
+  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+  EXPECT_NE(read.status().message().find("truncated"), std::string::npos) << read.status();
+  // No buffer, or one too small for the file asked for and a byte more: the caller reads buffered.
+  EXPECT_TRUE(absl::IsUnimplemented(ReadDirectly(files_, HashOf(record_, 0), buffer.size(), &buffer).status()));
+  EXPECT_TRUE(absl::IsUnimplemented(ReadDirectly(files_, HashOf(record_, 0), encoded.size(), nullptr).status()));
   // A missing file is NOT_FOUND, as for ReadInto.
-  EXPECT_TRUE(absl::IsNotFound(files_.ReadIntoDirect(HashOf(record_, 1), header.data(), header.size(),
-                                                     payload.data(), payload.size() - 1, &buffer)));
+  EXPECT_TRUE(absl::IsNotFound(ReadDirectly(files_, HashOf(record_, 1), encoded.size(), &buffer).status()));
 }
 
 // Direct reads and writes share one kept set of buffers: what a write
@@ -159,11 +168,7 @@ TEST_F(PageFilesTest, ADirectBufferKeptAfterUseServesTheNextReadOrWriteThatFitsI
   EXPECT_EQ(buffer->data(), memory);
   ASSERT_TRUE(files_.Write(HashOf(record_, 0), encoded, false).ok());
   if (files_.ReadsDirect(HashOf(record_, 0))) {
-    std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
-    ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
-                                      payload.size(), buffer.get())
-                    .ok());
-    EXPECT_EQ(header + payload, encoded);
+    EXPECT_THAT(ReadDirectly(files_, HashOf(record_, 0), encoded.size(), buffer.get()), HoldsBytes(encoded));
   }
   // A file larger than every kept buffer gets a new one that fits it.
   const size_t size = buffer->size();
@@ -181,14 +186,8 @@ TEST_F(PageFilesTest, ADirectReadOfAFileOfWholeSectorsSeesItsEnd) {
   ASSERT_TRUE(files_.Write(HashOf(record_, 2), file, false).ok());
   if (!files_.ReadsDirect(HashOf(record_, 2))) GTEST_SKIP() << "this file system has no direct reads";
   PageFiles::DirectBuffer buffer(file.size());
-  std::string header(kPageHeaderBytes, '\0'), payload(file.size() - kPageHeaderBytes, '\0');
-  ASSERT_TRUE(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(), payload.data(),
-                                    payload.size(), &buffer)
-                  .ok());
-  EXPECT_EQ(header + payload, file);
-  payload.resize(payload.size() - 1);
-  EXPECT_TRUE(absl::IsDataLoss(files_.ReadIntoDirect(HashOf(record_, 2), header.data(), header.size(),
-                                                     payload.data(), payload.size(), &buffer)));
+  EXPECT_THAT(ReadDirectly(files_, HashOf(record_, 2), file.size(), &buffer), HoldsBytes(file));
+  EXPECT_TRUE(absl::IsDataLoss(ReadDirectly(files_, HashOf(record_, 2), file.size() - 1, &buffer).status()));
 }
 
 TEST_F(PageFilesTest, LikelyCachedSaysWhetherThePageCacheHoldsTheFilesLastByte) {
@@ -360,11 +359,7 @@ TEST_F(PageFilesTest, ItsDirectoryIsRegisteredForDirectIoOnceItExistsAndUnregist
     EXPECT_EQ(*files.Read(HashOf(record_, 0)), encoded);
     if (files.ReadsDirect(HashOf(record_, 0))) {
       PageFiles::DirectBuffer buffer(encoded.size());
-      std::string header(kPageHeaderBytes, '\0'), payload(encoded.size() - kPageHeaderBytes, '\0');
-      ASSERT_TRUE(files.ReadIntoDirect(HashOf(record_, 0), header.data(), header.size(), payload.data(),
-                                       payload.size(), &buffer)
-                      .ok());
-      EXPECT_EQ(header + payload, encoded);
+      EXPECT_THAT(ReadDirectly(files, HashOf(record_, 0), encoded.size(), &buffer), HoldsBytes(encoded));
     }
     EXPECT_THAT(fs.unregistered, testing::IsEmpty());
   }
