@@ -28,6 +28,12 @@
 //       [--kv-type f16|bf16|q8_0|f32]   (both sides' KV type; default f16)
 //       [--page-writes direct|buffered] [--server-flags 'F1 F2']   (more kvsessiond flags)
 // prints instead the prefill over gRPC against in-process (grpc_prefill_table.h).
+//
+//   build/bin/kvs-bench-service --model M.gguf --table startup
+//       [--startup-sessions 0,250,1000] [--startup-tokens 512] [--repeats 3]
+//       [--kv-type f16|bf16|q8_0|f32] [--server-flags 'F1 F2']
+// prints instead how long a restart takes to serve, by the store's size
+// (startup_table.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +46,7 @@
 
 #include "absl/strings/str_split.h"
 #include "bench/restore_table.h"
+#include "bench/startup_table.h"
 #include "client/cli_args.h"
 #include "bench/grpc_prefill_table.h"
 #include "client/kvsession_client.h"
@@ -111,20 +118,49 @@ int RunTable(const CliArgs& args) {
   return RunGrpcPrefillTable(o);
 }
 
+// --table startup: its own server and store (startup_table.h).
+int RunStartup(const CliArgs& args) {
+  StartupTableOptions o;
+  o.model = *args.Get("model");
+  o.dir = (std::filesystem::temp_directory_path() / ("kvs_bench_startup_" + std::to_string(::getpid()))).string();
+  o.repeats = static_cast<int>(args.GetInt("repeats", 3).value_or(3));
+  o.tokens = static_cast<int>(args.GetInt("startup-tokens", 512).value_or(512));
+  if (args.Has("startup-sessions")) {
+    o.sessions.clear();
+    std::stringstream list(args.GetOr("startup-sessions", ""));
+    for (std::string n; std::getline(list, n, ',');) o.sessions.push_back(std::atoi(n.c_str()));
+  }
+  if (o.sessions.empty() || !std::is_sorted(o.sessions.begin(), o.sessions.end()) || o.sessions.front() < 0 ||
+      o.tokens < 1 || o.repeats < 1) {
+    std::cerr << "--startup-sessions must be ascending counts >= 0, --startup-tokens and --repeats >= 1\n";
+    return 2;
+  }
+  o.server_flags = {"--kv-type", args.GetOr("kv-type", "f16"), "--max-sessions",
+                    std::to_string(std::max(10000, o.sessions.back()))};
+  const std::vector<std::string> more = absl::StrSplit(args.GetOr("server-flags", ""), ' ', absl::SkipEmpty());
+  o.server_flags.insert(o.server_flags.end(), more.begin(), more.end());
+  std::filesystem::create_directories(o.dir);
+  const int result = PrintStartupTable(o);
+  std::filesystem::remove_all(o.dir);
+  return result;
+}
+
 int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
-                              "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes", "server-flags"},
+                              "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes", "server-flags",
+                              "startup-sessions", "startup-tokens"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
-                 "[--table fanout|turns|long|restore|all|grpc-prefill] [--kv-type f16|bf16|q8_0|f32] [--top-k K] "
+                 "[--table fanout|turns|long|restore|all|grpc-prefill|startup] [--kv-type f16|bf16|q8_0|f32] [--top-k K] "
                  "[--page-writes direct|buffered] [--server-flags 'F1 F2' (grpc-prefill only)]\n";
     return 2;
   }
   const std::string model = *args->Get("model");
   if (args->GetOr("table", "") == "grpc-prefill") return RunTable(*args);
+  if (args->GetOr("table", "") == "startup") return RunStartup(*args);
   const int prompt_tokens = static_cast<int>(args->GetInt("prompt-tokens", 256).value_or(256));
   const int gen = static_cast<int>(args->GetInt("gen", 64).value_or(64));
   const int repeats = static_cast<int>(args->GetInt("repeats", 3).value_or(3));
@@ -135,7 +171,7 @@ int Main(int argc, char** argv) {
   const int top_k = static_cast<int>(args->GetInt("top-k", -1).value_or(-1));  // -1: the server's default
   if (table != "all" && table != "fanout" && table != "turns" && table != "long" &&
       table != "restore") {
-    std::cerr << "--table must be fanout, turns, long, restore, all or grpc-prefill\n";
+    std::cerr << "--table must be fanout, turns, long, restore, all, grpc-prefill or startup\n";
     return 2;
   }
   auto wants = [&](const char* name) { return table == "all" || table == name; };
