@@ -18,6 +18,16 @@ int64_t DropFromPageCache(const std::string& dir);
 // Returns the bytes read.
 int64_t ReadIntoPageCache(const std::string& dir);
 
+// ReadIntoPageCache(dir) if `cached`, else DropFromPageCache(dir): a store
+// made warm or cold before a restart.
+inline void SetPageCached(const std::string& dir, bool cached) {
+  if (cached) {
+    ReadIntoPageCache(dir);
+  } else {
+    DropFromPageCache(dir);
+  }
+}
+
 // Writes a `bytes`-long file at `path` (synced), then `repeats` times drops
 // it from the page cache and reads it back sequentially; returns the median
 // read bandwidth in bytes per second (0 if the file cannot be written).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/cpu_name.h"
+#include "bench/median.h"
 #include "bench/page_cache.h"
 #include "client/kvsession_client.h"
 #include "tests/server_process.h"
@@ -20,11 +21,6 @@ namespace {
 
 namespace v1 = kvsession::v1;
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -80,11 +76,7 @@ int PrintRestoreTable(const RestoreTableOptions& o) {
   // One restore after a restart; `cold` drops the store from the page cache first.
   auto restore_ms = [&](bool cold) -> double {
     if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
-    if (cold) {
-      DropFromPageCache(data);
-    } else {
-      ReadIntoPageCache(data);
-    }
+    SetPageCached(data, !cold);
     if (!start()) return -1;
     KvSessionClient client(server->address());
     client.WaitForServer(std::chrono::seconds(10));

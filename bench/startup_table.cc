@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench/cpu_name.h"
+#include "bench/median.h"
 #include "bench/page_cache.h"
 #include "client/kvsession_client.h"
 #include "tests/server_process.h"
@@ -21,11 +22,6 @@ namespace {
 
 namespace v1 = kvsession::v1;
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Session `index`'s prompt: `tokens` ids in [first, first + span), a
 // different sequence for every index (so no two sessions share a page).
@@ -99,11 +95,7 @@ int PrintStartupTable(const StartupTableOptions& o) {
     // One restart; `cold` drops the store from the page cache first.
     auto restart_ms = [&](bool cold) -> double {
       if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
-      if (cold) {
-        DropFromPageCache(data);
-      } else {
-        ReadIntoPageCache(data);
-      }
+      SetPageCached(data, !cold);
       server = std::make_unique<ServerProcess>();
       const Clock::time_point t0 = Clock::now();
       if (!server->Start(o.model, data, o.server_flags)) {
