@@ -18,7 +18,9 @@
 //                 huge-page memory) and the payload's CRC-32C checked there
 //
 // Rows: page files read by PageFiles::ReadIntoDirect (the store's read;
-// it always copies, so landed only); page files, one request each; one
+// it always copies, so landed only), alone and after the per-page check
+// a restore makes first (PageFiles::LikelyCached); page files, one request
+// each; one
 // file, one request a page; one file, requests of up to `--request_kib`;
 // and page files read straight into their pool pages (a direct read's
 // DMA lands in the pool, no copy; landed = that and the CRC).
@@ -203,6 +205,17 @@ int Run() {
        [&](bool) {
          return OnReaders(readers, n_pages, page_bytes, [&](size_t p, PageFiles::DirectBuffer* buffer) {
            return files.ReadIntoDirect(hashes[p], headers[p].data(), kPageHeaderBytes, payload_of(p), payload_bytes,
+                                       buffer)
+                      .ok() &&
+                  Crc32c(payload_of(p), payload_bytes) == crcs[p];
+         });
+       },
+       false, {}, {}},
+      {"page files, the store's read after its page-cache check (LikelyCached)", static_cast<size_t>(n_pages),
+       [&](bool) {
+         return OnReaders(readers, n_pages, page_bytes, [&](size_t p, PageFiles::DirectBuffer* buffer) {
+           return !files.LikelyCached(hashes[p], page_bytes) &&
+                  files.ReadIntoDirect(hashes[p], headers[p].data(), kPageHeaderBytes, payload_of(p), payload_bytes,
                                        buffer)
                       .ok() &&
                   Crc32c(payload_of(p), payload_bytes) == crcs[p];
