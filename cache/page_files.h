@@ -137,6 +137,11 @@ class PageFiles {
   // then reads it with ReadInto, which reports any real I/O error.
   absl::Status ReadIntoDirect(const PageHash& hash, char* header, size_t header_bytes, char* payload,
                               size_t payload_bytes, DirectBuffer* buffer) const;
+  // The whole file of `hash`, read straight from the disk into `buffer` as
+  // ReadIntoDirect reads it: a view of its `file_bytes` bytes there, valid
+  // until the buffer's next use. For a page whose bytes are decoded rather
+  // than placed (a partial page). Errors as ReadIntoDirect's.
+  absl::StatusOr<std::string_view> ReadWholeDirect(const PageHash& hash, size_t file_bytes, DirectBuffer* buffer) const;
   // A buffer for a direct read or write of a file of up to `file_bytes`
   // (size() > file_bytes): one kept from an earlier read or write, or a new
   // one (data() null if no memory could be mapped). KeepDirectBuffer keeps

@@ -217,6 +217,11 @@ class ColdReadPagesTest : public ReadPagesTest {
     if (!files_->ReadsDirect(HashOf(record_, 0))) GTEST_SKIP() << "this file system has no direct reads";
   }
   size_t FileBytes() const { return EncodedPageBytes(Geometry(), Geometry().page_tokens); }
+  // The partial last page's file.
+  size_t LastFileBytes() const {
+    const int last = record_.page_hashes_size() - 1;
+    return EncodedPageBytes(Geometry(), PageTokensAt(Geometry(), record_.kv_length(), last));
+  }
   // Drops every page file of the record from the page cache; skips the
   // test where the page cache keeps them anyway (tmpfs).
   void MakeCold() {
@@ -244,8 +249,9 @@ TEST_F(ColdReadPagesTest, ReadsEveryPageExactlyAndLeavesThePageCacheAsItWas) {
       // does not hold it a second time.
       EXPECT_FALSE(files_->LikelyCached(HashOf(record_, i), FileBytes())) << "page " << i;
     }
-    // The partial last page (packed, read through the page cache) as
-    // ReadPage gives it.
+    // The partial last page (packed: decoded from its file, read past the
+    // page cache too) as ReadPage gives it.
+    EXPECT_FALSE(files_->LikelyCached(reads.back().hash, LastFileBytes())) << threads << " threads";
     std::vector<uint8_t> last(Geometry().page_bytes(), 0);
     ASSERT_TRUE(store_->ReadPage(reads.back().hash, Geometry(), reads.back().n_tokens, last.data()).ok());
     EXPECT_EQ(out.back(), last);
@@ -277,6 +283,63 @@ TEST_F(ColdReadPagesTest, ACorruptTruncatedLongerOrMissingPageFileIsDataLossNami
   MakeCold();
   if (IsSkipped()) return;
   ExpectDataLossAt(1, "missing");
+}
+
+
+TEST_F(ColdReadPagesTest, APartialPageFileThatIsCorruptTruncatedLongerOrMissingIsDataLossNamingIt) {
+  const size_t last = static_cast<size_t>(record_.page_hashes_size() - 1);
+  const std::string path = files_->PathOf(HashOf(record_, static_cast<int>(last)));
+  const std::string intact = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }();
+  ASSERT_EQ(intact.size(), LastFileBytes());
+  auto restore = [&] { std::ofstream(path, std::ios::binary | std::ios::trunc) << intact; };
+
+  FlipPayloadBit(path);
+  MakeCold();
+  if (IsSkipped()) return;
+  ExpectDataLossAt(last, "checksum");
+
+  restore();
+  std::filesystem::resize_file(path, intact.size() - 1);
+  MakeCold();
+  ExpectDataLossAt(last, "truncated");
+
+  restore();
+  std::ofstream(path, std::ios::binary | std::ios::app).put('x');
+  MakeCold();
+  ExpectDataLossAt(last, "longer");
+
+  // Another page's file of the same length in its place: the header the
+  // store keeps for the page tells them apart.
+  const SessionRecord other = Session("t", 16 * 9 + 5, 5000);
+  ASSERT_TRUE(store_
+                  ->PutSession(other,
+                               [&](int i) -> absl::StatusOr<std::string> {
+                                 return EncodePage(Geometry(), RamPage(other, i).data(),
+                                                   PageTokensAt(Geometry(), other.kv_length(), i));
+                               })
+                  .ok());
+  std::filesystem::copy_file(files_->PathOf(HashOf(other, static_cast<int>(last))), path,
+                             std::filesystem::copy_options::overwrite_existing);
+  MakeCold();
+  ExpectDataLossAt(last, "header");
+
+  ASSERT_TRUE(std::filesystem::remove(path));
+  MakeCold();
+  ExpectDataLossAt(last, "missing");
+
+  // Whole again, it reads.
+  restore();
+  MakeCold();
+  std::vector<std::vector<uint8_t>> out;
+  ASSERT_TRUE(store_->ReadPages(Reads(out), Geometry(), 2).ok());
+  std::vector<uint8_t> expected(Geometry().page_bytes(), 0);
+  ASSERT_TRUE(store_->ReadPage(HashOf(record_, static_cast<int>(last)), Geometry(),
+                               PageTokensAt(Geometry(), record_.kv_length(), static_cast<int>(last)), expected.data())
+                  .ok());
+  EXPECT_EQ(out.back(), expected);
 }
 
 }  // namespace

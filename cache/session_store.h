@@ -284,9 +284,10 @@ class SessionStore {
   // ReadPage for many pages, at disk/memory speed: the page entries by
   // RocksDB MultiGet in batches, on up to `threads` threads at once; a full
   // page's file is read straight into its destination (one copy) and its
-  // CRC-32C checked there once, in hardware; a partial page is read,
-  // checked and copied by DecodePageInto (a format-1 page too, from
-  // RocksDB's pinned buffer). Returns OK or the error of the first page (in
+  // CRC-32C checked there once, in hardware; a partial page is read
+  // (cold: straight from the disk into the reader's direct buffer, as a
+  // full page), checked and copied by DecodePageInto (a format-1 page too,
+  // from RocksDB's pinned buffer). Returns OK or the error of the first page (in
   // `reads` order) that failed, its index in *failed_index (if not null):
   // DATA_LOSS as ReadPage (missing, corrupt, other geometry or length),
   // UNAVAILABLE (store reopening), INTERNAL; on error the destinations hold

@@ -116,7 +116,23 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
   if (!IsPageFileEntry(value)) return DecodePageInto(geometry, value, read.page, stored_tokens);
   if (read.n_tokens != geometry.page_tokens) {
     // A partial page (a sequence's last): its payload is packed, not in
-    // the pool page's layout.
+    // the pool page's layout, so it is decoded from the whole file. Read
+    // cold, that goes into the reader's direct buffer (mapped and resident
+    // already), not into fresh memory, whose page faults cost a cold
+    // restore more than the page's read did (docs/performance.md).
+    const size_t file_bytes = EncodedPageBytes(geometry, read.n_tokens);
+    if (direct != nullptr && (direct_works == nullptr || direct_works->load(std::memory_order_relaxed)) &&
+        !page_files_.LikelyCached(read.hash, file_bytes)) {
+      absl::StatusOr<std::string_view> file = page_files_.ReadWholeDirect(read.hash, file_bytes, direct);
+      if (file.ok()) {
+        if (file->substr(0, kPageHeaderBytes) != value) {
+          return absl::DataLossError("its file's header differs from the stored one");
+        }
+        return DecodePageInto(geometry, *file, read.page, stored_tokens);
+      }
+      if (!absl::IsUnimplemented(file.status())) return file.status();
+      if (direct_works != nullptr) direct_works->store(false, std::memory_order_relaxed);
+    }
     absl::StatusOr<std::string> encoded = ResolvePage(read.hash, value);
     if (!encoded.ok()) return encoded.status();
     return DecodePageInto(geometry, *encoded, read.page, stored_tokens);
