@@ -59,11 +59,15 @@ class ReadPagesTest : public testing::Test {
   void SetUp() override {
     Reopen();
     record_ = Session("s", 16 * 9 + 5);  // 9 full pages and a partial one
+    Put(record_);
+  }
+  // Stores `r` with its pages (RamPage's bytes).
+  void Put(const SessionRecord& r) {
     ASSERT_TRUE(store_
-                    ->PutSession(record_,
+                    ->PutSession(r,
                                  [&](int i) -> absl::StatusOr<std::string> {
-                                   return EncodePage(Geometry(), RamPage(record_, i).data(),
-                                                     PageTokensAt(Geometry(), record_.kv_length(), i));
+                                   return EncodePage(Geometry(), RamPage(r, i).data(),
+                                                     PageTokensAt(Geometry(), r.kv_length(), i));
                                  })
                     .ok());
   }
@@ -314,13 +318,7 @@ TEST_F(ColdReadPagesTest, APartialPageFileThatIsCorruptTruncatedLongerOrMissingI
   // Another page's file of the same length in its place: the header the
   // store keeps for the page tells them apart.
   const SessionRecord other = Session("t", 16 * 9 + 5, 5000);
-  ASSERT_TRUE(store_
-                  ->PutSession(other,
-                               [&](int i) -> absl::StatusOr<std::string> {
-                                 return EncodePage(Geometry(), RamPage(other, i).data(),
-                                                   PageTokensAt(Geometry(), other.kv_length(), i));
-                               })
-                  .ok());
+  Put(other);
   std::filesystem::copy_file(files_->PathOf(HashOf(other, static_cast<int>(last))), path,
                              std::filesystem::copy_options::overwrite_existing);
   MakeCold();
