@@ -431,6 +431,14 @@ class SessionStore {
   absl::Status ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry, std::string_view value,
                                   int* stored_tokens, PageFiles::DirectBuffer* direct = nullptr,
                                   std::atomic<bool>* direct_works = nullptr) const;
+  // Whether ReadStoredPageInto reads a page file of `file_bytes` from the
+  // disk directly: a direct buffer is given, direct reads have not failed
+  // in this restore (`direct_works`), and the file is not in the page cache.
+  bool DirectReadFits(const PageHash& hash, size_t file_bytes, const PageFiles::DirectBuffer* direct,
+                      const std::atomic<bool>* direct_works) const;
+  // True if `status` says a direct read cannot be made here (UNIMPLEMENTED):
+  // it then clears `direct_works` (if given), and the page is read buffered.
+  static bool NoteDirectReadUnavailable(const absl::Status& status, std::atomic<bool>* direct_works);
   absl::Status DeleteRecord(rocksdb::ColumnFamilyHandle* SessionStore::*family, RecordIndex* index,
                             const std::string& kind, const std::string& id,
                             WriteStats* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

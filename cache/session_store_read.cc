@@ -109,6 +109,18 @@ absl::Status SessionStore::ReadPage(const PageHash& hash, const KvGeometry& geom
   return absl::OkStatus();
 }
 
+bool SessionStore::DirectReadFits(const PageHash& hash, size_t file_bytes, const PageFiles::DirectBuffer* direct,
+                                  const std::atomic<bool>* direct_works) const {
+  return direct != nullptr && (direct_works == nullptr || direct_works->load(std::memory_order_relaxed)) &&
+         !page_files_.LikelyCached(hash, file_bytes);
+}
+
+bool SessionStore::NoteDirectReadUnavailable(const absl::Status& status, std::atomic<bool>* direct_works) {
+  if (!absl::IsUnimplemented(status)) return false;
+  if (direct_works != nullptr) direct_works->store(false, std::memory_order_relaxed);
+  return true;
+}
+
 absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeometry& geometry,
                                               std::string_view value, int* stored_tokens,
                                               PageFiles::DirectBuffer* direct,
@@ -121,8 +133,7 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
     // already), not into fresh memory, whose page faults cost a cold
     // restore more than the page's read did (docs/performance.md).
     const size_t file_bytes = EncodedPageBytes(geometry, read.n_tokens);
-    if (direct != nullptr && (direct_works == nullptr || direct_works->load(std::memory_order_relaxed)) &&
-        !page_files_.LikelyCached(read.hash, file_bytes)) {
+    if (DirectReadFits(read.hash, file_bytes, direct, direct_works)) {
       absl::StatusOr<std::string_view> file = page_files_.ReadWholeDirect(read.hash, file_bytes, direct);
       if (file.ok()) {
         if (file->substr(0, kPageHeaderBytes) != value) {
@@ -130,8 +141,7 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
         }
         return DecodePageInto(geometry, *file, read.page, stored_tokens);
       }
-      if (!absl::IsUnimplemented(file.status())) return file.status();
-      if (direct_works != nullptr) direct_works->store(false, std::memory_order_relaxed);
+      if (!NoteDirectReadUnavailable(file.status(), direct_works)) return file.status();
     }
     absl::StatusOr<std::string> encoded = ResolvePage(read.hash, value);
     if (!encoded.ok()) return encoded.status();
@@ -141,11 +151,10 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
   char header[kPageHeaderBytes];
   const size_t payload_bytes = PagePayloadBytes(geometry, geometry.page_tokens);
   absl::Status s = absl::UnimplementedError("buffered");
-  if (direct != nullptr && (direct_works == nullptr || direct_works->load(std::memory_order_relaxed)) &&
-      !page_files_.LikelyCached(read.hash, sizeof(header) + payload_bytes)) {
+  if (DirectReadFits(read.hash, sizeof(header) + payload_bytes, direct, direct_works)) {
     s = page_files_.ReadIntoDirect(read.hash, header, sizeof(header), reinterpret_cast<char*>(read.page),
                                    payload_bytes, direct);
-    if (absl::IsUnimplemented(s) && direct_works != nullptr) direct_works->store(false, std::memory_order_relaxed);
+    NoteDirectReadUnavailable(s, direct_works);
   }
   if (absl::IsUnimplemented(s)) {
     s = page_files_.ReadInto(read.hash, header, sizeof(header), reinterpret_cast<char*>(read.page), payload_bytes);
