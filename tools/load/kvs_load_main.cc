@@ -64,6 +64,9 @@ constexpr char kUsage[] =
     "                         delete-checkpoint, truncate (create always runs; sessions near\n"
     "                         half the context are deleted even with delete skipped)\n"
     "  --strict-busy          count \"busy\" with no conflicting call as unexpected\n"
+    "  --drop-page-cache D    every D (e.g. 2s), and before each restart, drop the server's\n"
+    "                         data directory from the page cache (posix_fadvise DONTNEED),\n"
+    "                         so restores read cold: page files straight from the disk\n"
     "\n"
     "exit status: 0 PASS, 1 FAIL (lost acknowledged calls, unexpected errors, server\n"
     "exits the tool did not cause), 2 bad flags or setup.\n"
@@ -93,7 +96,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<kvs::CliArgs> args = kvs::CliArgs::Parse(
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
-       "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction"},
+       "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction", "drop-page-cache"},
       {"strict-busy", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
@@ -131,6 +134,10 @@ int main(int argc, char** argv) {
   options.cancel_fraction = *cancel;
   options.chat_fraction = *chat;
   options.strict_busy = args->Has("strict-busy");
+  if (args->Has("drop-page-cache") &&
+      !ParseDuration(*args->Get("drop-page-cache"), &options.drop_page_cache_every)) {
+    return Usage("--drop-page-cache must be a positive duration such as 2s");
+  }
   if (args->Has("server-args")) {
     options.server_args = absl::StrSplit(*args->Get("server-args"), ' ', absl::SkipEmpty());
   }

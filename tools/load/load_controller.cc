@@ -10,6 +10,7 @@
 #include "client/kvsession_client.h"
 #include "tests/server_process.h"
 #include "tools/load/load_worker.h"
+#include "tools/load/page_cache_dropper.h"
 #include "tools/load/rss_sampler.h"
 
 namespace kvs::load {
@@ -128,6 +129,11 @@ void LoadController::Check() {
   }
 }
 
+void LoadController::DropDataFromPageCache() {
+  ++report_.page_cache_drops;
+  report_.files_dropped += DropPageCache(data_dir_);
+}
+
 bool LoadController::RestartAndCheck(Cycle why) {
   link_.MarkDown();
   const auto down = Clock::now();
@@ -147,6 +153,7 @@ bool LoadController::RestartAndCheck(Cycle why) {
   std::error_code ignored;  // keep each run's log apart
   std::filesystem::rename(data_dir_ + ".log", absl::StrCat(data_dir_, ".run", server_run_, ".log"),
                           ignored);
+  if (options_.drop_page_cache_every.count() > 0) DropDataFromPageCache();
   if (!StartServer()) return false;
   report_.restart_ms.push_back(
       std::chrono::duration<double, std::milli>(Clock::now() - down).count());
@@ -195,6 +202,7 @@ LoadReport LoadController::Run() {
   }
   const auto load_start = Clock::now();
   auto next_rss = load_start + kRssPeriod;
+  auto next_drop = load_start + options_.drop_page_cache_every;
   size_t next_kill = 0;
   bool ok = true;
   while (ok && Clock::now() - load_start < options_.duration) {
@@ -208,6 +216,10 @@ LoadReport LoadController::Run() {
     if (Clock::now() >= next_rss) {
       SampleRss();
       next_rss += kRssPeriod;
+    }
+    if (options_.drop_page_cache_every.count() > 0 && Clock::now() >= next_drop) {
+      DropDataFromPageCache();
+      next_drop = Clock::now() + options_.drop_page_cache_every;
     }
   }
   report_.load_s = std::chrono::duration<double>(Clock::now() - load_start).count();

@@ -5,7 +5,9 @@
 // directory, and after every restart checks the server against the
 // SessionLedger (every acknowledged call must have survived). At the end it
 // kills and checks once more (so calls after the last kill are checked too),
-// then stops the server with SIGTERM, which must exit 0.
+// then stops the server with SIGTERM, which must exit 0. With
+// drop_page_cache_every it also drops the data directory from the page
+// cache as it goes, so restores read from the disk.
 //
 // Run() may be called once, from one thread; it owns the server process
 // and the worker threads.
@@ -45,6 +47,10 @@ struct LoadOptions {
   int server_threads = 2;
   std::vector<std::string> server_args;  // more kvsessiond flags, after --threads
   std::set<std::string> skipped_ops;  // see OperationNames() in load_worker.h
+  // Every period (0: never), and before each restart, the data directory's
+  // files are dropped from the page cache (page_cache_dropper.h), so the
+  // server's restores read cold.
+  std::chrono::milliseconds drop_page_cache_every{0};
 };
 
 class LoadController {
@@ -66,6 +72,7 @@ class LoadController {
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();
   void SampleRss();
+  void DropDataFromPageCache();
   double SecondsSinceStart() const;
 
   LoadOptions options_;

@@ -96,6 +96,10 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
   std::fprintf(out, "\nkills: %d of %d planned (+1 final check); kill to serving again p50 %.0f ms, "
                "max %.0f ms\n", r.kills, r.kills_planned, Percentile(restarts, 0.5),
                restarts.empty() ? 0.0 : *std::max_element(restarts.begin(), restarts.end()));
+  if (r.page_cache_drops > 0) {
+    std::fprintf(out, "data directory dropped from the page cache %d times (%lld files)\n", r.page_cache_drops,
+                 static_cast<long long>(r.files_dropped));
+  }
   std::fprintf(out, "server exits not caused by the tool: %d\n", r.unexpected_exits);
   for (const std::string& s : r.exit_notes) std::fprintf(out, "  %s\n", s.c_str());
   if (r.hung) std::fprintf(out, "calls still running long after a kill: YES\n");
@@ -117,6 +121,8 @@ std::string SummaryJson(const LoadReport& r) {
   j["load_s"] = r.load_s;
   j["fatal"] = r.fatal;
   j["hung"] = r.hung;
+  j["page_cache_drops"] = r.page_cache_drops;
+  j["files_dropped"] = r.files_dropped;
   j["unexpected_exits"] = r.unexpected_exits;
   j["acknowledged_checked"] = r.verify.checked;
   j["acknowledged_lost"] = r.verify.lost;

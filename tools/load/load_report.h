@@ -37,6 +37,8 @@ struct LoadReport {
   int unexpected_exits = 0;  // server exits the tool did not cause
   std::vector<std::string> exit_notes;
   std::vector<double> restart_ms;  // kill -> serving again
+  int page_cache_drops = 0;  // --drop-page-cache: times the data directory was dropped
+  int64_t files_dropped = 0;  // files dropped over those times
   bool hung = false;   // calls still running long after a kill
   std::string fatal;   // the run could not go on (server did not start, ...)
   VerifyResult verify;  // summed over every restart
