@@ -29,9 +29,11 @@ class LoadToolTest : public ::testing::Test {
   const std::filesystem::path tmp_ = scratch_.path();
 };
 
-// 16 clients for 20 s, 3 kills -9 at random moments (plus the final check):
-// every acknowledged call must be found after each restart, and no error
-// may fall outside what the API allows under this load.
+// 16 clients for 20 s, 3 kills -9 at random moments (plus the final check),
+// the data directory dropped from the page cache every 5 s and before each
+// restart (so restores and restarts read from the disk, the store's direct
+// reads included): every acknowledged call must be found after each
+// restart, and no error may fall outside what the API allows under this load.
 // --strict-busy: "busy" for an idle session (Fork/Snapshot are readers)
 // or right after a cancel (the next call waits for the cancelled job) is
 // a defect (issue 8 items 2-3).
@@ -40,12 +42,16 @@ TEST_F(LoadToolTest, AShortCrashRunLosesNoAcknowledgedCallAndHasNoUnexpectedErro
   const std::string summary = (tmp_ / "summary.json").string();
   ProcessResult r = KvsLoad({"--model", Model(), "--clients", "16", "--duration", "20s",
                              "--kills", "3", "--seed", "1", "--work-dir", (tmp_ / "work").string(),
-                             "--summary-json", summary, "--strict-busy"});
+                             "--summary-json", summary, "--strict-busy", "--drop-page-cache", "5s"});
   std::printf("%s", r.out.c_str());
   ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
   const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
   EXPECT_EQ(s["fatal"], "");
   EXPECT_EQ(s["kills"], 3);
+  // Dropped before each of the 4 restarts (3 kills and the final check) and
+  // every 5 s: those restores read their pages from the disk.
+  EXPECT_GE(s["page_cache_drops"].get<int>(), 4 + 2);
+  EXPECT_GT(s["files_dropped"].get<int64_t>(), 0);
   EXPECT_GT(s["acknowledged_checked"].get<int64_t>(), 1000);
   EXPECT_EQ(s["acknowledged_lost"], 0);
   EXPECT_EQ(s["phantom"], 0);

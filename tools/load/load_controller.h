@@ -72,7 +72,8 @@ class LoadController {
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();
   void SampleRss();
-  void DropDataFromPageCache();
+  // Drops data_dir_ from the page cache; returns how long that took.
+  std::chrono::duration<double, std::milli> DropDataFromPageCache();
   double SecondsSinceStart() const;
 
   LoadOptions options_;

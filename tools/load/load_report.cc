@@ -11,6 +11,10 @@ constexpr size_t kMaxRssRows = 20;
 
 double Mib(int64_t kib) { return kib / 1024.0; }
 
+double Max(const std::vector<double>& values) {
+  return values.empty() ? 0.0 : *std::max_element(values.begin(), values.end());
+}
+
 // Per server run: first and last sample.
 struct RunDrift {
   int run;
@@ -92,13 +96,15 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
 
   if (!r.end_state.empty()) std::fprintf(out, "  server at the end of the load: %s\n", r.end_state.c_str());
 
-  std::vector<double> restarts = r.restart_ms;
+  const std::vector<double>& restarts = r.restart_ms;
   std::fprintf(out, "\nkills: %d of %d planned (+1 final check); kill to serving again p50 %.0f ms, "
-               "max %.0f ms\n", r.kills, r.kills_planned, Percentile(restarts, 0.5),
-               restarts.empty() ? 0.0 : *std::max_element(restarts.begin(), restarts.end()));
+               "max %.0f ms%s\n", r.kills, r.kills_planned, Percentile(restarts, 0.5), Max(restarts),
+               r.page_cache_drops > 0 ? " (the drop before each start not counted)" : "");
   if (r.page_cache_drops > 0) {
-    std::fprintf(out, "data directory dropped from the page cache %d times (%lld files)\n", r.page_cache_drops,
-                 static_cast<long long>(r.files_dropped));
+    const std::vector<double>& drops = r.drop_ms;
+    std::fprintf(out, "data directory dropped from the page cache %d times (%lld files); a drop p50 %.0f ms, "
+                 "max %.0f ms\n", r.page_cache_drops, static_cast<long long>(r.files_dropped),
+                 Percentile(drops, 0.5), Max(drops));
   }
   std::fprintf(out, "server exits not caused by the tool: %d\n", r.unexpected_exits);
   for (const std::string& s : r.exit_notes) std::fprintf(out, "  %s\n", s.c_str());
@@ -123,6 +129,10 @@ std::string SummaryJson(const LoadReport& r) {
   j["hung"] = r.hung;
   j["page_cache_drops"] = r.page_cache_drops;
   j["files_dropped"] = r.files_dropped;
+  j["drop_p50_ms"] = Percentile(r.drop_ms, 0.50);
+  j["drop_max_ms"] = Max(r.drop_ms);
+  j["restart_p50_ms"] = Percentile(r.restart_ms, 0.50);
+  j["restart_max_ms"] = Max(r.restart_ms);
   j["unexpected_exits"] = r.unexpected_exits;
   j["acknowledged_checked"] = r.verify.checked;
   j["acknowledged_lost"] = r.verify.lost;

@@ -36,9 +36,10 @@ struct LoadReport {
   int kills = 0;       // mid-run kills done (the final check's kill is extra)
   int unexpected_exits = 0;  // server exits the tool did not cause
   std::vector<std::string> exit_notes;
-  std::vector<double> restart_ms;  // kill -> serving again
+  std::vector<double> restart_ms;  // kill -> serving again, less the drop below
   int page_cache_drops = 0;  // --drop-page-cache: times the data directory was dropped
   int64_t files_dropped = 0;  // files dropped over those times
+  std::vector<double> drop_ms;  // how long each drop took (write-back included)
   bool hung = false;   // calls still running long after a kill
   std::string fatal;   // the run could not go on (server did not start, ...)
   VerifyResult verify;  // summed over every restart
