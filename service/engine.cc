@@ -54,8 +54,8 @@ Engine::Engine(const Model& model, SessionManager* sessions, TaskExecutor* io,
       transformer_(model.config(), model.weights(), &threads_, options.max_batch_tokens,
                    sessions->limits().max_context, options.matmul),
       rotation_(model.config(), model.weights()),
-      logits_(static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) *
-              model.config().vocab_size) {
+      logits_(std::make_unique_for_overwrite<float[]>(
+          static_cast<size_t>(std::min(kMaxDecodeRows, options.max_batch_tokens)) * model.config().vocab_size)) {
   const int lanes = std::min(threads_.size(), kMaxSamplingLanes);
   samplers_.reserve(lanes);
   for (int i = 0; i < lanes; ++i) samplers_.emplace_back(model.config().vocab_size);
@@ -600,7 +600,7 @@ void Engine::Reserve(Active& active, StepReport& report) {
   for (const Planned& p : ran_) report.decode_rows += p.decode;
 }
 
-absl::Status Engine::RunForward() { return transformer_.Forward(items_, logits_.data()); }
+absl::Status Engine::RunForward() { return transformer_.Forward(items_, logits_.get()); }
 
 void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& report) {
   draws_.clear();
@@ -615,7 +615,7 @@ void Engine::Deliver(Active& active, const absl::Status& forward, StepReport& re
       StagePrefillPages(*p.job, keyed);
       continue;
     }
-    draws_.push_back({p.job, logits_.data() + static_cast<size_t>(row) * model_.config().vocab_size,
+    draws_.push_back({p.job, logits_.get() + static_cast<size_t>(row) * model_.config().vocab_size,
                       draw_tops_.data() + static_cast<size_t>(row) * kMaxTopLogprobs});
     ++row;
   }

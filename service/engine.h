@@ -292,7 +292,11 @@ class Engine {
   // One per sampling lane (kMaxSamplingLanes at most, no more than the
   // pool's threads): each holds a vocabulary's scratch, a few MB.
   std::vector<Sampler> samplers_;
-  std::vector<float> logits_;
+  // [min(kMaxDecodeRows, max_batch_tokens)][vocab] logits of one step's
+  // rows. Left uninitialised (the forward pass writes each row it reads):
+  // 128 rows of a 152k vocabulary are 78 MB that the memory holds only
+  // once that many rows decode together, not from start-up on.
+  std::unique_ptr<float[]> logits_;
   // Per-step work lists, kept to reuse their capacity (a step allocates nothing).
   std::vector<Planned> plan_;
   // Plan's round robin (engine thread only): jobs are numbered as they
