@@ -129,6 +129,7 @@ absl::Status BpeTokenizer::LoadMerges(const GgufFile& gguf) {
     return merges.status();
   }
   merges_.reserve((*merges)->size());
+  std::string joined;  // left and right's texts together, reused
   int32_t rank = 0;
   for (std::string_view merge : **merges) {
     // "left right"; the separator is searched from the second byte so that
@@ -143,7 +144,8 @@ absl::Status BpeTokenizer::LoadMerges(const GgufFile& gguf) {
     const std::string_view right_text = merge.substr(separator + 1);
     const int32_t left = FindToken(left_text);
     const int32_t right = FindToken(right_text);
-    const int32_t result = FindToken(absl::StrCat(std::string(left_text), std::string(right_text)));
+    joined.assign(left_text).append(right_text);
+    const int32_t result = FindToken(joined);
     // A merge whose parts or result are not tokens can never produce a
     // token; such entries (absent from consistent vocabularies) are unused.
     if (left >= 0 && right >= 0 && result >= 0) {
@@ -240,7 +242,7 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out,
 
 std::string BpeTokenizer::Piece(int32_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
-  const std::string& text = tokens_[id];
+  const std::string_view text = tokens_[id];
   switch (types_[id]) {
     case TokenType::kNormal: {
       const ByteAlphabet& alphabet = ByteAlphabet::Get();
@@ -261,7 +263,7 @@ std::string BpeTokenizer::Piece(int32_t id) const {
       return bytes;
     }
     case TokenType::kUserDefined:
-      return text;
+      return std::string(text);
     case TokenType::kByte: {
       const int byte = ByteOfByteToken(text);
       return byte >= 0 ? std::string(1, static_cast<char>(byte)) : "";

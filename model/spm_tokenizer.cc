@@ -243,16 +243,16 @@ void SpmTokenizer::AppendByteTokens(std::string_view bytes, std::vector<int32_t>
 
 std::string SpmTokenizer::Piece(int32_t id) const {
   if (id < 0 || id >= vocab_size()) return "";
-  const std::string& text = tokens_[id];
+  const std::string_view text = tokens_[id];
   switch (types_[id]) {
     case TokenType::kNormal:
       return ReplaceAll(text, kSpaceMarker, " ");
     case TokenType::kByte: {
       const int byte = ByteOfByteToken(text);
-      return byte >= 0 ? std::string(1, static_cast<char>(byte)) : text;
+      return byte >= 0 ? std::string(1, static_cast<char>(byte)) : std::string(text);
     }
     case TokenType::kUserDefined:
-      return text;
+      return std::string(text);
     case TokenType::kUnknown:
       return std::string(kUnknownPiece);
     case TokenType::kControl:

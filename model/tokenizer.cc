@@ -7,6 +7,7 @@
 #include "model/tokenizer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 
 #include "absl/strings/ascii.h"
@@ -153,17 +154,26 @@ absl::Status Tokenizer::LoadTokenTexts(const GgufFile& gguf) {
     return absl::InvalidArgumentError(
         absl::StrCat(gguf.path(), ": ", kTokensKey, " has ", words.size(), " tokens"));
   }
+  // llama.cpp renames empty tokens so that every text is distinct.
+  const auto renamed = [](size_t i) { return absl::StrCat("[EMPTY_", i, "]"); };
+  size_t bytes = 0;
+  for (size_t i = 0; i < words.size(); ++i) bytes += words[i].empty() ? renamed(i).size() : words[i].size();
+  token_bytes_ = std::make_unique_for_overwrite<char[]>(bytes);
   tokens_.reserve(words.size());
   token_ids_.reserve(words.size());
+  char* at = token_bytes_.get();
   for (size_t i = 0; i < words.size(); ++i) {
-    // llama.cpp renames empty tokens so that every text is distinct.
-    std::string text = words[i].empty() ? absl::StrCat("[EMPTY_", i, "]") : std::string(words[i]);
+    const std::string empty_name = words[i].empty() ? renamed(i) : std::string();
+    const std::string_view source = words[i].empty() ? std::string_view(empty_name) : words[i];
+    std::memcpy(at, source.data(), source.size());
+    const std::string_view text(at, source.size());
+    at += source.size();
     const auto [it, inserted] = token_ids_.try_emplace(text, static_cast<int32_t>(i));
     if (!inserted) {
       return absl::InvalidArgumentError(absl::StrCat(gguf.path(), ": duplicate token ", QuoteGgufString(text),
                                                      " has ids ", it->second, " and ", i));
     }
-    tokens_.push_back(std::move(text));
+    tokens_.push_back(text);
   }
   return absl::OkStatus();
 }
@@ -277,7 +287,7 @@ void Tokenizer::BuildSpecialTokenTable(const GgufFile& gguf) {
 
   special_index_.assign(tokens_.size(), -1);
   for (size_t i = 0; i < special_tokens_.size(); ++i) {
-    const std::string& text = tokens_[special_tokens_[i].id];
+    const std::string_view text = tokens_[special_tokens_[i].id];
     special_index_[special_tokens_[i].id] = static_cast<int32_t>(i);
     special_text_lengths_.push_back(text.size());
     special_first_byte_[static_cast<uint8_t>(text[0])] = true;

@@ -164,7 +164,9 @@ class Tokenizer {
   // precedence. Never returns an empty text fragment.
   std::vector<Fragment> SplitSpecialTokens(std::string_view text, bool parse_special) const;
 
-  std::vector<std::string> tokens_;
+  // Token texts: views into token_bytes_ (every text, in id order), which
+  // this object owns and never changes after LoadTokenTexts.
+  std::vector<std::string_view> tokens_;
   std::vector<TokenType> types_;
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
@@ -173,18 +175,6 @@ class Tokenizer {
   std::vector<int32_t> eog_ids_;  // sorted
 
  private:
-  // Heterogeneous lookup: probe a std::string-keyed map with a string_view.
-  struct TextHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const noexcept {
-      return std::hash<std::string_view>{}(s);
-    }
-  };
-  struct TextEq {
-    using is_transparent = void;
-    bool operator()(std::string_view a, std::string_view b) const noexcept { return a == b; }
-  };
-
   // A token that SplitSpecialTokens looks for; `strip_right`: it swallows
   // the whitespace after it (llama.cpp's RSTRIP attribute).
   struct SpecialToken {
@@ -201,7 +191,8 @@ class Tokenizer {
   // apply (see SplitSpecialTokens), in precedence order.
   std::vector<size_t> SpecialTokensIn(std::string_view text, bool parse_special) const;
 
-  absl::flat_hash_map<std::string, int32_t, TextHash, TextEq> token_ids_;
+  std::unique_ptr<char[]> token_bytes_;
+  absl::flat_hash_map<std::string_view, int32_t> token_ids_;  // keys: tokens_' views
   mutable std::atomic<uint64_t> merge_lookups_{0};
   int32_t eot_id_ = -1;
   int32_t eom_id_ = -1;
