@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -423,6 +424,13 @@ int Serve() {
                  "attention runs on "
               << ActiveKernelsName() << "\n";
   }
+  // The model file's SHA-256 (what stored sessions are checked against) is
+  // read on a thread of its own while the model loads: on a 500 MiB model
+  // the hash took about 0.2 s of a 1.1-1.4 s start-up, and the load (most
+  // of it the kernel zeroing the packed weights' fresh pages) runs on one
+  // core. On a failed load the hash is still waited for (the future's end).
+  std::future<absl::StatusOr<std::string>> fingerprint_read =
+      std::async(std::launch::async, FingerprintFile, config->model_path);
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(config->model_path, {.pack_for_fast_path = config->matmul == MatmulPath::kFast});
   if (!model.ok()) return Fail(std::string(model.status().message()));
@@ -434,7 +442,7 @@ int Serve() {
             << (chat->chat_family().empty() ? std::string_view("none (chat messages are refused)")
                                             : chat->chat_family())
             << "\n";
-  absl::StatusOr<std::string> fingerprint = FingerprintFile(config->model_path);
+  absl::StatusOr<std::string> fingerprint = fingerprint_read.get();
   if (!fingerprint.ok()) return Fail(std::string(fingerprint.status().message()));
 
   std::error_code ec;
