@@ -262,7 +262,7 @@ absl::Status PagePool::Prefault() {
     absl::MutexLock lock(&mu_);
     warm_pages_ = max_pages_;
   }
-  return WarmUp(/*background=*/false);
+  return WarmUpOnEveryCore();
 }
 
 absl::Status PagePool::KeepWarm(int64_t pages) {
@@ -270,15 +270,15 @@ absl::Status PagePool::KeepWarm(int64_t pages) {
     absl::MutexLock lock(&mu_);
     warm_pages_ = std::clamp<int64_t>(pages, 0, max_pages_);
   }
-  if (absl::Status s = WarmUp(/*background=*/false); !s.ok()) return s;
+  if (absl::Status s = WarmUpOnEveryCore(); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (!warm_thread_.joinable()) warm_thread_ = std::thread(&PagePool::WarmLoop, this);
   return absl::OkStatus();
 }
 
 bool PagePool::WarmingNeeded() const {
-  return static_cast<int64_t>(free_.size()) < warm_pages_ &&
-         n_slabs_ < static_cast<int64_t>(slabs_.size());
+  return static_cast<int64_t>(free_.size()) + slabs_warming_ * pages_per_slab_ < warm_pages_ &&
+         n_slabs_ + slabs_warming_ < static_cast<int64_t>(slabs_.size());
 }
 
 bool PagePool::WarmerHasWork() const {
@@ -303,15 +303,32 @@ absl::Status PagePool::WarmUp(bool background) {
       if (stopping_ || !WarmingNeeded() || (background && warming_pauses_ > 0)) {
         return absl::OkStatus();
       }
+      // The next slab's size (the largest any slab still to come needs:
+      // InstallSlab gives back what the slab it lands on does not).
       bytes = SlabBytes(n_slabs_);
+      ++slabs_warming_;
     }
     // Populating takes milliseconds per slab: Allocate and Release go on
     // meanwhile (an Allocate that finds no free page maps its own slab).
     uint8_t* memory = MapSlabMemory(bytes, /*populate=*/true);
-    if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
     absl::MutexLock lock(&mu_);
+    --slabs_warming_;
+    if (memory == nullptr) return absl::ResourceExhaustedError("cannot map KV cache memory");
     InstallSlab(memory, bytes);
   }
+}
+
+absl::Status PagePool::WarmUpOnEveryCore() {
+  const unsigned helpers = std::min(std::max(std::thread::hardware_concurrency(), 1u), 8u) - 1;
+  std::vector<absl::Status> helper_status(helpers);
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < helpers; ++i) {
+    threads.emplace_back([this, &helper_status, i] { helper_status[i] = WarmUp(/*background=*/false); });
+  }
+  absl::Status status = WarmUp(/*background=*/false);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : helper_status) status.Update(s);
+  return status;
 }
 
 void PagePool::WarmLoop() {

@@ -1,6 +1,7 @@
 // Loading models: every supported architecture and layout (synthesized with
 // tools/model_synth), and clear errors for broken or unsupported files.
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -152,6 +153,35 @@ TEST_F(ModelLoadTest, PackedWeightsLieInOneRangeInTheOrderAForwardPassReadsThem)
   EXPECT_EQ(packed, sum);
   EXPECT_EQ(w->PackForFastPath(), 0);  // already packed
   ExpectRuns(c, *w);
+}
+
+// Packing runs on several threads, in runs of groups (256 groups of 16
+// rows each; the 5,000-row output matrix is two runs, its last group
+// partial): every matrix holds the bytes PackQ8_0 gives it on one thread.
+TEST_F(ModelLoadTest, PackedWeightsAreTheBytesOfPackingEachMatrixAloneOnOneThread) {
+  if (!PackedQ8_0Supported()) GTEST_SKIP() << "this CPU has no packed Q8_0 kernels";
+  SynthSpec spec;
+  spec.arch = "qwen3";
+  spec.n_layers = 2;
+  spec.vocab_size = 5000;
+  spec.weight_type = GgmlType::kQ8_0;
+  ModelConfig c;
+  std::unique_ptr<ModelWeights> w;
+  ASSERT_TRUE(Load(Synth(spec, "q8-threads.gguf"), &c, &w).ok());
+  ASSERT_GT(w->PackForFastPath(), 0);
+  std::vector<const WeightMatrix*> matrices = {&w->output};
+  for (const LayerWeights& L : w->layers) {
+    for (const WeightMatrix* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) matrices.push_back(m);
+  }
+  ASSERT_EQ(w->output.rows, 5000);
+  for (size_t i = 0; i < matrices.size(); ++i) {
+    const WeightMatrix& m = *matrices[i];
+    // The GGUF rows come back from the file after the load let them go.
+    std::vector<uint8_t> alone(PackedQ8_0Bytes(m.rows, m.cols));
+    PackQ8_0(m.data, m.row_bytes, m.rows, m.cols, alone.data());
+    ASSERT_NE(m.packed, nullptr) << "matrix " << i;
+    EXPECT_EQ(std::memcmp(m.packed, alone.data(), alone.size()), 0) << "matrix " << i;
+  }
 }
 
 TEST_F(ModelLoadTest, UnknownArchitectureIsAClearError) {
