@@ -89,14 +89,16 @@ class PagePool {
   // restore, a prefill) never wait for the kernel to supply and zero fresh
   // memory, which costs as much as reading the KV back (230 MB: ~40 ms on
   // bare metal, up to 1 s on a VM whose host backs memory on first touch).
-  // The pool's whole budget becomes resident. RESOURCE_EXHAUSTED if the
+  // The pool's whole budget becomes resident, mapped on every core
+  // (WarmUpOnEveryCore). RESOURCE_EXHAUSTED if the
   // memory cannot be mapped (the slabs mapped so far stay).
   absl::Status Prefault();
   // Keeps at least `pages` free pages (capped by what is left of the
   // budget) mapped and resident ahead of Allocate, so a restore or a
   // prefill of up to that many pages never waits for the kernel to supply
   // fresh memory, while an idle pool holds only that much beyond its pages
-  // in use. Maps them now, before returning, then from a background thread
+  // in use. Maps them now, before returning (on every core:
+  // WarmUpOnEveryCore), then from a background thread
   // (SCHED_IDLE, stopped by the destructor) 50 ms after allocations take
   // them. A later call changes the number. RESOURCE_EXHAUSTED if the
   // memory cannot be mapped now (the slabs mapped so far stay); if it

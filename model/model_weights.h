@@ -54,7 +54,8 @@ struct ModelWeights {
   // when this CPU runs packed Q8_0, and lets the kernel drop the GGUF
   // copies' pages from memory (the exact path can still read them: they
   // come back from the file on access). The packed matrices lie in one
-  // HugePageArena in the order a forward pass reads them. Returns the
+  // HugePageArena in the order a forward pass reads them, packed by one
+  // thread per core (up to 8) before it returns. Returns the
   // bytes packed: 0 when this CPU has no packed path, nothing is Q8_0, it
   // was already called, or the arena cannot be mapped (then the fast path
   // reads the GGUF layout, as on CPUs without the packed kernels).
