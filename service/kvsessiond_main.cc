@@ -426,9 +426,10 @@ int Serve() {
   }
   // The model file's SHA-256 (what stored sessions are checked against) is
   // read on a thread of its own while the model loads: on a 500 MiB model
-  // the hash took about 0.2 s of a 1.1-1.4 s start-up, and the load (most
-  // of it the kernel zeroing the packed weights' fresh pages) runs on one
-  // core. On a failed load the hash is still waited for (the future's end).
+  // the hash took about 0.2 s of a 1.1-1.4 s start-up, most of the load
+  // being the kernel supplying the packed weights' fresh pages, which the
+  // hash's reads from the page cache do not wait on. On a failed load the
+  // hash is still waited for (the future's end).
   std::future<absl::StatusOr<std::string>> fingerprint_read =
       std::async(std::launch::async, FingerprintFile, config->model_path);
   absl::StatusOr<std::unique_ptr<Model>> model =
