@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 
 #include "absl/base/internal/raw_logging.h"
@@ -319,16 +320,10 @@ absl::Status PagePool::WarmUp(bool background) {
 }
 
 absl::Status PagePool::WarmUpOnEveryCore() {
-  const unsigned helpers = std::min(std::max(std::thread::hardware_concurrency(), 1u), 8u) - 1;
-  std::vector<absl::Status> helper_status(helpers);
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < helpers; ++i) {
-    threads.emplace_back([this, &helper_status, i] { helper_status[i] = WarmUp(/*background=*/false); });
-  }
-  absl::Status status = WarmUp(/*background=*/false);
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : helper_status) status.Update(s);
-  return status;
+  std::array<absl::Status, kMaxFillThreads> status;
+  const int threads = RunOnEveryCore([&](int t) { status[t] = WarmUp(/*background=*/false); });
+  for (int t = 1; t < threads; ++t) status[0].Update(status[t]);
+  return status[0];
 }
 
 void PagePool::WarmLoop() {

@@ -224,7 +224,7 @@ class PagePool {
   // outside the lock. RESOURCE_EXHAUSTED if a slab cannot be mapped.
   absl::Status WarmUp(bool background) ABSL_LOCKS_EXCLUDED(mu_);
   // WarmUp(false) on this thread and on one more per core (up to 8 in
-  // all), together: most of a slab's populating is the kernel supplying
+  // all: RunOnEveryCore), together: most of a slab's populating is the kernel supplying
   // fresh memory, which scales with cores (512 MiB on a 2-core VM whose
   // host backs memory on first touch: 1.0 s on one thread, 0.6 s on two).
   // Each slab one thread maps counts toward the target from the start

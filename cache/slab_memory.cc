@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <thread>
+#include <vector>
 
 namespace kvs {
 namespace {
@@ -116,5 +119,19 @@ uint8_t* MapSlab(size_t mapped_bytes, bool populate) {
 }
 
 void UnmapSlab(uint8_t* memory, size_t mapped_bytes) { ::munmap(memory, mapped_bytes); }
+
+int RunOnEveryCore(absl::FunctionRef<void(int thread)> work) {
+  cpu_set_t set;
+  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                        ? CPU_COUNT(&set)
+                        : static_cast<int>(std::thread::hardware_concurrency());
+  const int n = std::clamp(cores, 1, kMaxFillThreads);
+  std::vector<std::thread> helpers;
+  helpers.reserve(n - 1);
+  for (int t = 1; t < n; ++t) helpers.emplace_back([&work, t] { work(t); });
+  work(0);
+  for (std::thread& h : helpers) h.join();
+  return n;
+}
 
 }  // namespace kvs

@@ -1,8 +1,15 @@
 // Slab memory: slabs are whole, aligned huge pages that hold whole KV
-// pages, zeroed, and backed by huge pages where the kernel offers them.
+// pages, zeroed, and backed by huge pages where the kernel offers them;
+// RunOnEveryCore runs one call per core the process may use.
 #include "cache/slab_memory.h"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "cache/huge_pages_test_util.h"
@@ -79,6 +86,55 @@ TEST(MapSlabTest, APopulatedSlabIsBackedByHugePagesWhereTheKernelOffersThem) {
   // four (memory fragmented): at least three.
   EXPECT_GE(huge, static_cast<int64_t>(3 * kSlabHugePageBytes));
   UnmapSlab(slab, bytes);
+}
+
+int AffinityCores() {
+  cpu_set_t set;
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  return CPU_COUNT(&set);
+}
+
+TEST(RunOnEveryCoreTest, EachIndexRunsOnceOnAThreadOfItsOwnAndIndexZeroOnTheCaller) {
+  std::vector<std::atomic<int>> calls(kMaxFillThreads);
+  std::vector<std::thread::id> ran_on(kMaxFillThreads);
+  std::atomic<int> running{0}, most_at_once{0};
+  const int n = RunOnEveryCore([&](int t) {
+    ++calls[t];
+    ran_on[t] = std::this_thread::get_id();
+    // Wait (up to 2 s) until every call has started: they run at once.
+    const int now = ++running;
+    int seen = most_at_once.load();
+    while (now > seen && !most_at_once.compare_exchange_weak(seen, now)) {
+    }
+    for (int i = 0; i < 2000 && running.load() < std::min(AffinityCores(), kMaxFillThreads); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_EQ(n, std::min(AffinityCores(), kMaxFillThreads));
+  EXPECT_EQ(most_at_once.load(), n);
+  EXPECT_EQ(ran_on[0], std::this_thread::get_id());
+  for (int t = 0; t < kMaxFillThreads; ++t) {
+    EXPECT_EQ(calls[t].load(), t < n ? 1 : 0) << "index " << t;
+    for (int u = 0; u < t && t < n; ++u) EXPECT_NE(ran_on[t], ran_on[u]) << t << " and " << u;
+  }
+}
+
+TEST(RunOnEveryCoreTest, AProcessPinnedToOneCoreRunsOnlyTheCallersCall) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  std::vector<int> indices;
+  const int n = RunOnEveryCore([&](int t) { indices.push_back(t); });
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(indices, std::vector<int>{0});
 }
 
 }  // namespace

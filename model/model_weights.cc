@@ -6,13 +6,13 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cache/slab_memory.h"
 #include "kernels/dequantize.h"
 #include "kernels/packed_q8_0.h"
 
@@ -223,19 +223,14 @@ int64_t ModelWeights::PackForFastPath() {
     for (int64_t g = 0; g < groups; g += kGroupsATask) tasks.push_back({m, out, g, std::min(groups, g + kGroupsATask)});
   }
   std::atomic<size_t> next{0};
-  const auto pack = [&] {
+  RunOnEveryCore([&](int) {
     for (size_t t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) {
       const Task& task = tasks[t];
       const WeightMatrix& m = *task.m;
       PackQ8_0(m.data + task.g0 * 16 * m.row_bytes, m.row_bytes, std::min(m.rows, task.g1 * 16) - task.g0 * 16,
                m.cols, task.out + task.g0 * PackedQ8_0GroupBytes(m.cols));
     }
-  };
-  const unsigned helpers = std::min(std::max(std::thread::hardware_concurrency(), 1u), 8u) - 1;
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < helpers; ++i) threads.emplace_back(pack);
-  pack();
-  for (std::thread& t : threads) t.join();
+  });
   for (const auto& [m, release_original] : to_pack) {
     if (release_original) {
       // Whole pages inside the tensor only.
