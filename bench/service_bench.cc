@@ -32,8 +32,12 @@
 //   build/bin/kvs-bench-service --model M.gguf --table startup
 //       [--startup-sessions 0,250,1000] [--startup-tokens 512] [--repeats 3]
 //       [--kv-type f16|bf16|q8_0|f32] [--server-flags 'F1 F2']
-// prints instead how long a restart takes to serve, by the store's size
-// (startup_table.h).
+//       [--kvsessiond BIN1,BIN2] [--startup-pause S]
+// prints instead how long a restart takes to serve, by the store's size;
+// with two or more kvsessiond binaries, each restart by each in turn, side
+// by side (startup_table.h).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -125,14 +129,23 @@ int RunStartup(const CliArgs& args) {
   o.dir = (std::filesystem::temp_directory_path() / ("kvs_bench_startup_" + std::to_string(::getpid()))).string();
   o.repeats = static_cast<int>(args.GetInt("repeats", 3).value_or(3));
   o.tokens = static_cast<int>(args.GetInt("startup-tokens", 512).value_or(512));
+  o.pause_s = static_cast<int>(args.GetInt("startup-pause", 0).value_or(-1));
+  o.servers = absl::StrSplit(args.GetOr("kvsessiond", ""), ',', absl::SkipEmpty());
+  for (const std::string& binary : o.servers) {
+    if (::access(binary.c_str(), X_OK) != 0) {
+      std::cerr << "--kvsessiond: a binary is not executable\n";
+      return 2;
+    }
+  }
   if (args.Has("startup-sessions")) {
     o.sessions.clear();
     std::stringstream list(args.GetOr("startup-sessions", ""));
     for (std::string n; std::getline(list, n, ',');) o.sessions.push_back(std::atoi(n.c_str()));
   }
   if (o.sessions.empty() || !std::is_sorted(o.sessions.begin(), o.sessions.end()) || o.sessions.front() < 0 ||
-      o.tokens < 1 || o.repeats < 1) {
-    std::cerr << "--startup-sessions must be ascending counts >= 0, --startup-tokens and --repeats >= 1\n";
+      o.tokens < 1 || o.repeats < 1 || o.pause_s < 0) {
+    std::cerr << "--startup-sessions must be ascending counts >= 0, --startup-tokens and --repeats >= 1, "
+                 "--startup-pause >= 0\n";
     return 2;
   }
   o.server_flags = {"--kv-type", args.GetOr("kv-type", "f16"), "--max-sessions",
@@ -149,7 +162,7 @@ int Main(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
                              {"model", "prompt-tokens", "gen", "repeats", "turns", "long-tokens", "threads",
                               "restore-tokens", "table", "lengths", "kv-type", "top-k", "page-writes", "server-flags",
-                              "startup-sessions", "startup-tokens"},
+                              "startup-sessions", "startup-tokens", "kvsessiond", "startup-pause"},
                              {});
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "bench/cpu_name.h"
 #include "bench/median.h"
 #include "bench/page_cache.h"
@@ -42,7 +43,8 @@ v1::CreateSessionRequest PromptOf(int index, int tokens, int first, int span) {
 int PrintStartupTable(const StartupTableOptions& o) {
   const std::string data = o.dir + "/startup_store";
   std::filesystem::remove_all(data);
-  auto server = std::make_unique<ServerProcess>();
+  const std::vector<std::string> servers = o.servers.empty() ? std::vector<std::string>{""} : o.servers;
+  auto server = std::make_unique<ServerProcess>(servers[0]);
   if (!server->Start(o.model, data, o.server_flags)) {
     std::cerr << "kvsessiond did not start:\n" << server->log();
     return 1;
@@ -65,7 +67,7 @@ int PrintStartupTable(const StartupTableOptions& o) {
   struct Row {
     int sessions;
     int64_t pages, page_bytes;
-    std::vector<double> warm_ms, cold_ms;
+    std::vector<std::vector<double>> warm_ms, cold_ms;  // [server][repeat]
   };
   std::vector<Row> rows;
   int created = 0;
@@ -91,12 +93,17 @@ int PrintStartupTable(const StartupTableOptions& o) {
       if (failed) return 1;
       created = target;
     }
-    Row row{.sessions = target, .pages = 0, .page_bytes = 0, .warm_ms = {}, .cold_ms = {}};
-    // One restart; `cold` drops the store from the page cache first.
-    auto restart_ms = [&](bool cold) -> double {
+    Row row{.sessions = target,
+            .pages = 0,
+            .page_bytes = 0,
+            .warm_ms = std::vector<std::vector<double>>(servers.size()),
+            .cold_ms = std::vector<std::vector<double>>(servers.size())};
+    // One restart by `binary`; `cold` drops the store from the page cache first.
+    auto restart_ms = [&](const std::string& binary, bool cold) -> double {
       if (server->Stop() != 0) std::cerr << "server did not stop cleanly\n";
       SetPageCached(data, !cold);
-      server = std::make_unique<ServerProcess>();
+      std::this_thread::sleep_for(std::chrono::seconds(o.pause_s));
+      server = std::make_unique<ServerProcess>(binary);
       const Clock::time_point t0 = Clock::now();
       if (!server->Start(o.model, data, o.server_flags)) {
         std::cerr << "kvsessiond did not start:\n" << server->log();
@@ -120,10 +127,12 @@ int PrintStartupTable(const StartupTableOptions& o) {
       return ms;
     };
     for (int r = 0; r < o.repeats; ++r) {
-      const double warm = restart_ms(false), cold = restart_ms(true);
-      if (warm < 0 || cold < 0) return 1;
-      row.warm_ms.push_back(warm);
-      row.cold_ms.push_back(cold);
+      for (size_t b = 0; b < servers.size(); ++b) {
+        const double warm = restart_ms(servers[b], false), cold = restart_ms(servers[b], true);
+        if (warm < 0 || cold < 0) return 1;
+        row.warm_ms[b].push_back(warm);
+        row.cold_ms[b].push_back(cold);
+      }
     }
     rows.push_back(std::move(row));
   }
@@ -131,14 +140,34 @@ int PrintStartupTable(const StartupTableOptions& o) {
   std::filesystem::remove_all(data);
 
   std::printf("\nstart-up: from the process's start until GetServerInfo answers with every session loaded, "
-              "%s, median of %d\n",
-              CpuModelName().c_str(), o.repeats);
-  std::printf("| sessions | tokens each | pages stored | stored MB | warm ms | cold ms |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+              "%s, median of %d%s\n",
+              CpuModelName().c_str(), o.repeats,
+              o.pause_s > 0 ? absl::StrCat(", ", o.pause_s, " s before each start").c_str() : "");
+  for (size_t b = 0; b < servers.size() && servers.size() > 1; ++b) {
+    std::printf("build %zu: %s\n", b + 1, servers[b].c_str());
+  }
+  std::string header = "| sessions | tokens each | pages stored | stored MB |", rule = "|---|---|---|---|";
+  for (size_t b = 0; b < servers.size(); ++b) {
+    const std::string which = servers.size() > 1 ? absl::StrCat(" (", b + 1, ")") : "";
+    absl::StrAppend(&header, " warm ms", which, " | cold ms", which, " |");
+    rule += "---|---|";
+  }
+  for (size_t b = 1; b < servers.size(); ++b) {
+    absl::StrAppend(&header, " warm ", b + 1, "/1 | cold ", b + 1, "/1 |");
+    rule += "---|---|";
+  }
+  std::printf("%s\n%s\n", header.c_str(), rule.c_str());
   for (const Row& row : rows) {
-    std::printf("| %d | %d | %lld | %.1f | %.0f | %.0f |\n", row.sessions, o.tokens,
-                static_cast<long long>(row.pages), static_cast<double>(row.page_bytes) / 1e6, Median(row.warm_ms),
-                Median(row.cold_ms));
+    std::printf("| %d | %d | %lld | %.1f |", row.sessions, o.tokens, static_cast<long long>(row.pages),
+                static_cast<double>(row.page_bytes) / 1e6);
+    for (size_t b = 0; b < servers.size(); ++b) {
+      std::printf(" %.0f | %.0f |", Median(row.warm_ms[b]), Median(row.cold_ms[b]));
+    }
+    for (size_t b = 1; b < servers.size(); ++b) {
+      std::printf(" %.2f | %.2f |", Median(row.warm_ms[b]) / Median(row.warm_ms[0]),
+                  Median(row.cold_ms[b]) / Median(row.cold_ms[0]));
+    }
+    std::printf("\n");
   }
   return 0;
 }

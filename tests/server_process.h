@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/subprocess.h"
@@ -15,6 +16,9 @@ namespace kvs {
 
 class ServerProcess {
  public:
+  // `binary`: the kvsessiond to run; empty for this build's (BinaryPath).
+  explicit ServerProcess(std::string binary = {}) : binary_(std::move(binary)) {}
+
   // Starts kvsessiond on `model` with `data_dir`; waits until it serves.
   // Returns false (and leaves the log for inspection) if it does not.
   bool Start(const std::string& model, const std::string& data_dir,
@@ -22,7 +26,7 @@ class ServerProcess {
     port_file_ = data_dir + ".port";
     log_ = data_dir + ".log";
     std::filesystem::remove(port_file_);
-    std::vector<std::string> argv = {BinaryPath("kvsessiond"), "--model", model,
+    std::vector<std::string> argv = {binary_.empty() ? BinaryPath("kvsessiond") : binary_, "--model", model,
                                      "--listen", "127.0.0.1:0", "--data-dir", data_dir,
                                      "--port-file", port_file_, "--threads", "2"};
     argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
@@ -64,6 +68,7 @@ class ServerProcess {
     return s;
   }
 
+  std::string binary_;
   ChildProcess process_;
   std::string port_file_;
   std::string log_;
