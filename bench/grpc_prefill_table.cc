@@ -146,7 +146,7 @@ struct Row {
 }  // namespace
 
 int RunGrpcPrefillTable(const GrpcPrefillOptions& o) {
-  const int threads = o.threads > 0 ? o.threads : ThreadPool::AvailableCores();
+  const int threads = o.threads > 0 ? o.threads : AvailableCores();
   auto model = Model::Load(o.model, {.pack_for_fast_path = true});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";

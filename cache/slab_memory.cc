@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -12,6 +11,8 @@
 #include <cstdint>
 #include <thread>
 #include <vector>
+
+#include "kernels/cpu_features.h"
 
 namespace kvs {
 namespace {
@@ -121,11 +122,7 @@ uint8_t* MapSlab(size_t mapped_bytes, bool populate) {
 void UnmapSlab(uint8_t* memory, size_t mapped_bytes) { ::munmap(memory, mapped_bytes); }
 
 int RunOnEveryCore(absl::FunctionRef<void(int thread)> work) {
-  cpu_set_t set;
-  const int cores = sched_getaffinity(0, sizeof(set), &set) == 0
-                        ? CPU_COUNT(&set)
-                        : static_cast<int>(std::thread::hardware_concurrency());
-  const int n = std::clamp(cores, 1, kMaxFillThreads);
+  const int n = std::clamp(AvailableCores(), 1, kMaxFillThreads);
   std::vector<std::thread> helpers;
   helpers.reserve(n - 1);
   for (int t = 1; t < n; ++t) helpers.emplace_back([&work, t] { work(t); });

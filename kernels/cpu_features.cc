@@ -1,10 +1,12 @@
 #include "kernels/cpu_features.h"
 
 #include <cpuid.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "kernels/kernel_table.h"
 
@@ -51,6 +53,12 @@ std::atomic<KernelIsa>& ActiveIsaSlot() {
 const CpuFeatures& DetectedCpuFeatures() {
   static const CpuFeatures features = Detect();
   return features;
+}
+
+int AvailableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::thread::hardware_concurrency());
 }
 
 bool KernelIsaSupported(KernelIsa isa) {

@@ -57,6 +57,11 @@ struct CpuFeatures {
 // The features of the CPU this process runs on (detected on first call).
 const CpuFeatures& DetectedCpuFeatures();
 
+// The cores this process may run on now: its CPU affinity (taskset, a
+// cgroup's cpuset), not the machine's core count; hardware_concurrency()
+// where the affinity cannot be read. Asked of the kernel on every call.
+int AvailableCores();
+
 // True if the CPU can run kernels of level `isa`.
 bool KernelIsaSupported(KernelIsa isa);
 

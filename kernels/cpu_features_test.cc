@@ -1,5 +1,7 @@
 #include "kernels/cpu_features.h"
 
+#include <sched.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -10,6 +12,23 @@
 
 namespace kvs {
 namespace {
+
+TEST(CpuFeaturesTest, AvailableCoresAreTheProcessesAffinityNotTheMachinesCores) {
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(AvailableCores(), CPU_COUNT(&all));
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // as `taskset -c N` would start it
+  const int pinned = AvailableCores();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(pinned, 1);
+}
 
 TEST(CpuFeaturesTest, NamesRoundTrip) {
   for (KernelIsa isa : AllKernelIsas()) EXPECT_EQ(ParseKernelIsa(KernelIsaName(isa)), isa);

@@ -1,9 +1,10 @@
 #include "model/thread_pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <chrono>
+
+#include "kernels/cpu_features.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -26,12 +27,6 @@ constexpr uint64_t kClosed = 1ull << 31;
 constexpr uint64_t kInsideMask = kClosed - 1;
 
 }  // namespace
-
-int ThreadPool::AvailableCores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = AvailableCores();

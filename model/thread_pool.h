@@ -41,7 +41,8 @@ namespace kvs {
 
 class ThreadPool {
  public:
-  // `n_threads` counts the caller; 0 means one per available core.
+  // `n_threads` counts the caller; 0 means one per core this process may
+  // run on (AvailableCores, kernels/cpu_features.h).
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -57,9 +58,6 @@ class ThreadPool {
   int SpanEnd(int n_tasks, int thread) const {
     return static_cast<int>(static_cast<int64_t>(n_tasks) * (thread + 1) / size());
   }
-
-  // Cores this process may run on.
-  static int AvailableCores();
 
  private:
   // A span of RunInSpans: (back << 32) | front, tasks [front, back) left.
