@@ -12,6 +12,7 @@
 #include "bench/long_suite.h"
 #include "client/cli_args.h"
 #include "cache/kv_sequence.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kv_dtype.h"
 #include "model/model.h"
@@ -27,7 +28,7 @@ constexpr int kMaxForks = 64;
 
 int Usage() {
   std::cerr << "usage: kvs-bench --model M.gguf --one-row prefill:N|decode:N|fan-out:B [--runs 1] [--threads N] "
-               "[--kv-type f16|bf16|q8_0|f32] [--page-tokens 16]\n";
+               "[--kv-type f16|bf16|q8_0|f32] [--page-tokens 16] [--amx-attention]\n";
   return 2;
 }
 
@@ -43,7 +44,7 @@ bool WantsOneRow(int argc, char** argv) {
 
 int OneRowMain(int argc, char** argv) {
   auto args = CliArgs::Parse(std::vector<std::string>(argv + 1, argv + argc),
-                             {"model", "one-row", "runs", "threads", "kv-type", "page-tokens"}, {});
+                             {"model", "one-row", "runs", "threads", "kv-type", "page-tokens"}, {"amx-attention"});
   if (!args.ok() || !args->Has("model") || !args->Has("one-row")) return Usage();
   const std::optional<KvDtype> dtype = KvDtypeFromName(args->GetOr("kv-type", "f16"));
   const absl::StatusOr<int64_t> runs = args->GetInt("runs", 1);
@@ -60,6 +61,12 @@ int OneRowMain(int argc, char** argv) {
       !(kind == "prefill" || kind == "decode" || kind == "fan-out") || n < 0 || (kind != "decode" && n < 1) ||
       (kind == "fan-out" && n > kMaxForks)) {
     return Usage();
+  }
+  // As kvsessiond's --amx-attention (attention.h UseAmxAttention), chosen
+  // before any KV is computed; KVS_AMX_ATTENTION=1 does the same.
+  if (args->Has("amx-attention") && !UseAmxAttention(true)) {
+    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
+    return 1;
   }
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = true});
   if (!model.ok()) {
@@ -78,8 +85,9 @@ int OneRowMain(int argc, char** argv) {
   const int64_t sequences = kind == "fan-out" ? n + 1 : 2;
   EngineBench runner(**model, &pool, MatmulPath::kFast, *dtype, context, pages_per_sequence * sequences,
                      static_cast<int>(*page_tokens));
-  std::fprintf(stderr, "%s\nkernels %s, KV %s, %d tokens a page, %d threads; row %s, %d run%s\n",
-               (*model)->Summary().c_str(), ActiveKernelsName(), KvDtypeName(*dtype), static_cast<int>(*page_tokens),
+  std::fprintf(stderr, "%s\nkernels %s, attention %s, KV %s, %d tokens a page, %d threads; row %s, %d run%s\n",
+               (*model)->Summary().c_str(), ActiveKernelsName(),
+               AttentionUsesAmx(*dtype, c.head_dim) ? "amx" : "vector", KvDtypeName(*dtype), static_cast<int>(*page_tokens),
                pool.size(), row.c_str(), static_cast<int>(*runs),
                *runs == 1 ? "" : "s");
 

@@ -3,7 +3,11 @@
 // profiler sees that row and nothing else of the suite:
 //
 //   perf record -g -- build/bin/kvs-bench --model M.gguf --kv-type q8_0
-//       --one-row prefill:8192 [--runs 1] [--threads N]
+//       --one-row prefill:8192 [--runs 1] [--threads N] [--amx-attention]
+//
+// --amx-attention folds the row's attention on AMX as kvsessiond's flag
+// does (exit code 1 where the CPU has no AMX-BF16); the header on stderr
+// names the attention the row runs (amx or vector).
 //
 // Rows (the suite's shapes; EngineBench's chunks, pages and warm pool):
 //   prefill:N   an N-token prompt of random tokens, prefilled in chunks
@@ -18,7 +22,8 @@
 // The setup a row needs (loading the model, the context's prefill) comes
 // first and is announced on stderr, so `perf record -D MS` can skip it.
 // A bad flag or row prints the usage on stderr (exit code 2); a model
-// that does not load, or a context longer than the model's, exit code 1.
+// that does not load, a context longer than the model's, or
+// --amx-attention without AMX, exit code 1.
 #ifndef KVSESSION_BENCH_ONE_ROW_H_
 #define KVSESSION_BENCH_ONE_ROW_H_
 
