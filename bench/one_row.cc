@@ -87,8 +87,8 @@ int OneRowMain(int argc, char** argv) {
                      static_cast<int>(*page_tokens));
   std::fprintf(stderr, "%s\nkernels %s, attention %s, KV %s, %d tokens a page, %d threads; row %s, %d run%s\n",
                (*model)->Summary().c_str(), ActiveKernelsName(),
-               AttentionUsesAmx(*dtype, c.head_dim) ? "amx" : "vector", KvDtypeName(*dtype), static_cast<int>(*page_tokens),
-               pool.size(), row.c_str(), static_cast<int>(*runs),
+               AttentionUsesAmx(*dtype, c.head_dim) ? "amx" : "vector", KvDtypeName(*dtype),
+               static_cast<int>(*page_tokens), pool.size(), row.c_str(), static_cast<int>(*runs),
                *runs == 1 ? "" : "s");
 
   if (kind == "prefill") {

@@ -86,7 +86,8 @@ SlabShape ChooseSlabShape(size_t page_bytes, int64_t max_pages) {
     }
   }
   const int64_t pages = std::min(best, std::max<int64_t>(1, max_pages));
-  return {.pages = static_cast<int>(pages), .mapped_bytes = RoundUpToHugePages(static_cast<size_t>(pages) * page_bytes)};
+  return {.pages = static_cast<int>(pages),
+          .mapped_bytes = RoundUpToHugePages(static_cast<size_t>(pages) * page_bytes)};
 }
 
 uint8_t* MapAlignedToHugePages(size_t bytes) {
