@@ -10,6 +10,7 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/attention.h"
 #include "kernels/top_logits.h"
 #include "model/huge_page_arena.h"
 
@@ -63,6 +64,12 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   std::vector<int32_t> t(n);
   for (int32_t& x : t) x = static_cast<int32_t>(rng() % vocab);
   return t;
+}
+
+bool ChooseAmxAttention(bool wanted) {
+  if (!wanted || UseAmxAttention(true)) return true;
+  std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
+  return false;
 }
 
 double MeasureReadBandwidth(ThreadPool& pool, int runs) {

@@ -32,6 +32,10 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed);
 // than any cache, on huge pages where the kernel allows, as the packed
 // weights are); the median of `runs`; 0 if the buffer cannot be mapped.
 double MeasureReadBandwidth(ThreadPool& pool, int runs);
+// A bench's --amx-attention, as kvsessiond's (attention.h UseAmxAttention),
+// before any KV is computed: when `wanted`, chooses the AMX attention, or
+// says on stderr that this CPU has none and returns false. True otherwise.
+bool ChooseAmxAttention(bool wanted);
 
 class EngineBench {
  public:

@@ -196,10 +196,7 @@ void PrintRounds(const std::vector<EngineRound>& ours, const std::vector<bench::
 }  // namespace
 
 int RunLongSuite(const LongSuiteOptions& o) {
-  if (o.amx_attention && !UseAmxAttention(true)) {
-    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
-    return 1;
-  }
+  if (!bench::ChooseAmxAttention(o.amx_attention)) return 1;
   auto model = Model::Load(o.model, {.pack_for_fast_path = true});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";

@@ -62,12 +62,7 @@ int OneRowMain(int argc, char** argv) {
       (kind == "fan-out" && n > kMaxForks)) {
     return Usage();
   }
-  // As kvsessiond's --amx-attention (attention.h UseAmxAttention), chosen
-  // before any KV is computed; KVS_AMX_ATTENTION=1 does the same.
-  if (args->Has("amx-attention") && !UseAmxAttention(true)) {
-    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
-    return 1;
-  }
+  if (!bench::ChooseAmxAttention(args->Has("amx-attention"))) return 1;
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = true});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";

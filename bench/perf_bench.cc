@@ -133,10 +133,7 @@ int Main(int argc, char** argv) {
     std::cerr << "--page-tokens must be in [1, 256]\n";
     return 2;
   }
-  if (args->Has("amx-attention") && !UseAmxAttention(true)) {
-    std::cerr << "--amx-attention: this CPU has no AMX-BF16 (or AVX512-BF16)\n";
-    return 1;
-  }
+  if (!bench::ChooseAmxAttention(args->Has("amx-attention"))) return 1;
   auto model = Model::Load(*args->Get("model"), {.pack_for_fast_path = matmul == MatmulPath::kFast});
   if (!model.ok()) {
     std::cerr << model.status().message() << "\n";
