@@ -106,10 +106,12 @@ KVS_AVX2 __attribute__((noinline)) void GemmMaddubs(int half, float* out) {
         asm("" : "+x"(isum[j]));
       }
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(g_weight_scales + 16 * b + 8 * half)));
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(g_weight_scales + 16 * b + 8 * half)));
     #pragma GCC unroll 8
     for (int j = 0; j < J; ++j) {
-      acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(g_x_scales[j][b])), acc[j]);
+      acc[j] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(g_x_scales[j][b])), acc[j]);
     }
   }
   #pragma GCC unroll 8
@@ -129,7 +131,8 @@ KVS_AVX2 __attribute__((noinline)) void GemmInt16(int half, float* out) {
     __m256i lo[J], hi[J];  // rows 0-3 and 4-7 of the half, two lanes a row
 #pragma GCC unroll 8
     for (int kk = 0; kk < 8; ++kk) {
-      const __m256i w0 = _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(wq + kk * 64 + 32 * half)));
+      const __m256i w0 =
+          _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(wq + kk * 64 + 32 * half)));
       const __m256i w1 =
           _mm256_cvtepu8_epi16(_mm_load_si128(reinterpret_cast<const __m128i*>(wq + kk * 64 + 32 * half + 16)));
 #pragma GCC unroll 8
@@ -191,7 +194,9 @@ void FillValueData() {
   }
   for (auto& q : g_weights_f32) for (auto& b : q) for (float& w : b) w = 0.001f * static_cast<float>(Random() % 1000);
   for (auto& q : g_weights_i16) for (auto& b : q) for (int16_t& w : b) w = static_cast<int16_t>(Random() % 32767);
-  for (auto& q : g_group_scales) for (auto& b : q) for (float& s : b) s = 1e-5f * static_cast<float>(1 + Random() % 100);
+  for (auto& q : g_group_scales)
+    for (auto& b : q)
+      for (float& s : b) s = 1e-5f * static_cast<float>(1 + Random() % 100);
 }
 
 // out[s][d] += the keys' weighted values for Q queries, one q8_0 block (4
@@ -304,7 +309,8 @@ void Run(benchmark::State& state, double macs) {
     benchmark::DoNotOptimize(out);
     benchmark::ClobberMemory();
   }
-  state.counters["GMAC/s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GMAC/s"] =
+      benchmark::Counter(macs * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 template <int J, void (*Kernel)(int, float*)>

@@ -116,7 +116,9 @@ double EngineBench::Prefill(KvSequence& kv, const std::vector<int32_t>& tokens) 
 }
 
 void EngineBench::LogitsFor(int rows) {
-  if (logits_.size() < static_cast<size_t>(rows) * c_.vocab_size) logits_.resize(static_cast<size_t>(rows) * c_.vocab_size);
+  if (logits_.size() < static_cast<size_t>(rows) * c_.vocab_size) {
+    logits_.resize(static_cast<size_t>(rows) * c_.vocab_size);
+  }
 }
 
 double EngineBench::Decode(std::vector<KvSequence>& seqs, int steps) {

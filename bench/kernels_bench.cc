@@ -221,7 +221,8 @@ void ReadBandwidth(benchmark::State& state, bool avx2) {
   // On huge pages where the kernel allows, as the packed weights are.
   const size_t n = (size_t{1} << 30) / sizeof(uint64_t);
   HugePageArena arena;
-  auto* buf = arena.Reserve(n * sizeof(uint64_t)) ? reinterpret_cast<uint64_t*>(arena.Take(n * sizeof(uint64_t))) : nullptr;
+  auto* buf =
+      arena.Reserve(n * sizeof(uint64_t)) ? reinterpret_cast<uint64_t*>(arena.Take(n * sizeof(uint64_t))) : nullptr;
   if (buf == nullptr) {
     state.SkipWithError("mmap failed");
     return;
@@ -488,7 +489,8 @@ void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
   const int visible = kKeys;
   int call = 0;
   for (auto _ : state) {
-    const int layer = call % PagedKv::kLayers, first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
+    const int layer = call % PagedKv::kLayers,
+              first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
     ++call;
     for (int h = 0; h < kKvHeads; ++h) {
       for (int p = 0; p < kPages; ++p) {

@@ -19,4 +19,5 @@ target_include_directories(kvs-bench-probes PRIVATE ${CMAKE_SOURCE_DIR})
 add_executable(kvs-bench-vnni-tiles ${CMAKE_CURRENT_LIST_DIR}/vnni_tile_probe.cc ${CMAKE_CURRENT_LIST_DIR}/cpu_name.cc)
 target_link_libraries(kvs-bench-vnni-tiles PRIVATE benchmark::benchmark)
 target_include_directories(kvs-bench-vnni-tiles PRIVATE ${CMAKE_SOURCE_DIR})
-set_target_properties(kvs-bench-kernels kvs-bench-probes kvs-bench-vnni-tiles PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+set_target_properties(kvs-bench-kernels kvs-bench-probes kvs-bench-vnni-tiles PROPERTIES
+    RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)

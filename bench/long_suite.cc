@@ -181,9 +181,11 @@ void PrintRounds(const std::vector<EngineRound>& ours, const std::vector<bench::
   };
   using Llama = bench::LlamaCppFigures;
   row("prefill, 512 tokens", [](const EngineRound& f) { return f.prefill[0]; }, [](const Llama& l) { return l.pp512; });
-  row("prefill, 8,192 tokens", [](const EngineRound& f) { return f.prefill[3]; }, [](const Llama& l) { return l.pp8192; });
+  row("prefill, 8,192 tokens", [](const EngineRound& f) { return f.prefill[3]; },
+      [](const Llama& l) { return l.pp8192; });
   row("decode, context 0", [](const EngineRound& f) { return f.decode0; }, [](const Llama& l) { return l.tg0; });
-  row("decode, context 4,096", [](const EngineRound& f) { return f.decode4096; }, [](const Llama& l) { return l.tg4096; });
+  row("decode, context 4,096", [](const EngineRound& f) { return f.decode4096; },
+      [](const Llama& l) { return l.tg4096; });
   if (!quick) {
     row("decode, context 16,384", [](const EngineRound& f) { return f.decode_longest; },
         [](const Llama& l) { return l.tg16384; });
@@ -210,7 +212,8 @@ int RunLongSuite(const LongSuiteOptions& o) {
   }
   ThreadPool pool(o.threads);
   if (!KvDtypeFitsHeadDim(o.kv_dtype, c.head_dim)) {
-    std::cerr << "--kv-type " << KvDtypeName(o.kv_dtype) << " needs a head_dim that is a multiple of 32 and at most 1024\n";
+    std::cerr << "--kv-type " << KvDtypeName(o.kv_dtype)
+              << " needs a head_dim that is a multiple of 32 and at most 1024\n";
     return 1;
   }
   EngineBench runner(**model, &pool, MatmulPath::kFast, o.kv_dtype, kLongest + kChunk,

@@ -90,7 +90,8 @@ std::vector<std::string> PrefillRows(EngineBench& bench, const std::string& leng
       }
       rate[kernel] = Median(rates);
       char line[256];
-      std::snprintf(line, sizeof line, "| prefill, %d-token prompt, %s attention | %.1f tok/s | %.2f of the 512-token rate%s |",
+      std::snprintf(line, sizeof line,
+                    "| prefill, %d-token prompt, %s attention | %.1f tok/s | %.2f of the 512-token rate%s |",
                     n, tiled ? "tiled" : "per-query", rate[kernel], rate[kernel] / rate512,
                     n >= 8192 ? " (target 0.60)" : "");
       rows.push_back(line);

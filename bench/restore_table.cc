@@ -106,7 +106,8 @@ int PrintRestoreTable(const RestoreTableOptions& o) {
   const double cold_target = bandwidth > 0 ? 1.3 * static_cast<double>(page_bytes) / bandwidth * 1000 : 0;
   constexpr double kWarmTarget = 60;
   std::printf("\nrestore after a restart, %s, median of %d\n", CpuModelName().c_str(), o.repeats);
-  std::printf("| KV pool | session tokens | MB | warm ms | cold ms | disk MB/s (measured) | cold target ms | cold | warm target ms | warm |\n");
+  std::printf("| KV pool | session tokens | MB | warm ms | cold ms | disk MB/s (measured) | cold target ms | cold | "
+              "warm target ms | warm |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (size_t p = 0; p < pools.size(); ++p) {
     const double warm_ms = Median(warm[p]), cold_ms = Median(cold[p]);

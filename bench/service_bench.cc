@@ -167,7 +167,8 @@ int Main(int argc, char** argv) {
   if (!args.ok() || !args->Has("model")) {
     std::cerr << "usage: kvs-bench-service --model M.gguf [--prompt-tokens 256] [--gen 64] "
                  "[--repeats 3] [--turns 8] [--long-tokens 1500] [--restore-tokens 2000] "
-                 "[--table fanout|turns|long|restore|all|grpc-prefill|startup] [--kv-type f16|bf16|q8_0|f32] [--top-k K] "
+                 "[--table fanout|turns|long|restore|all|grpc-prefill|startup] "
+                 "[--kv-type f16|bf16|q8_0|f32] [--top-k K] "
                  "[--page-writes direct|buffered] [--server-flags 'F1 F2' (grpc-prefill only)]\n";
     return 2;
   }
@@ -228,8 +229,9 @@ int Main(int argc, char** argv) {
   create.mutable_input()->set_text(TextOfTokens(prompt_tokens));
   absl::StatusOr<v1::Session> root = client->CreateSession(create);
   Check(root.status(), "CreateSession");
-  std::printf("fan-out sampling: %s\n\n", top_k < 0 ? "the server's defaults (top-k 40)"
-                                                    : ("top-k " + std::to_string(top_k) + " (0: off), top-p 0.95").c_str());
+  std::printf("fan-out sampling: %s\n\n",
+              top_k < 0 ? "the server's defaults (top-k 40)"
+                        : ("top-k " + std::to_string(top_k) + " (0: off), top-p 0.95").c_str());
   std::printf("| branches | prompt tokens | tokens each | aggregate tok/s | x single stream |\n");
   std::printf("|---|---|---|---|---|\n");
   double single = 0;

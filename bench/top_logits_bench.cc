@@ -180,7 +180,8 @@ const bool registered = [] {
     const std::string level = KernelIsaName(isa);
     configure(benchmark::RegisterBenchmark(("top_logits/argmax/" + level).c_str(), ArgmaxCase, isa));
     configure(benchmark::RegisterBenchmark(("top_logits/top_k40/" + level).c_str(), TopK40Case, isa));
-    configure(benchmark::RegisterBenchmark(("top_logits/softmax_denominator/" + level).c_str(), SoftmaxDenominatorCase, isa));
+    configure(benchmark::RegisterBenchmark(("top_logits/softmax_denominator/" + level).c_str(),
+                                           SoftmaxDenominatorCase, isa));
   }
   configure(benchmark::RegisterBenchmark("top_logits/std/max_element", StdMaxElement));
   configure(benchmark::RegisterBenchmark("top_logits/std/partial_sort40", StdPartialSort40));

@@ -14,8 +14,8 @@ struct Ymm {
   static Reg Load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static Reg Constants(__m128i k) { return _mm256_broadcastsi128_si256(k); }
   static Reg FoldAdd(Reg a, Reg k, Reg b) {
-    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11)),
-                            b);
+    return _mm256_xor_si256(
+        _mm256_xor_si256(_mm256_clmulepi64_epi128(a, k, 0x00), _mm256_clmulepi64_epi128(a, k, 0x11)), b);
   }
   static Reg WithFirstWord(Reg a, uint32_t w) {
     return _mm256_xor_si256(a, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(w))));

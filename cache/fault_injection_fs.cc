@@ -185,7 +185,8 @@ IOStatus FaultInjectionFileSystem::NewRandomAccessFile(const std::string& f, con
   {
     absl::MutexLock lock(&state_->mu);
     const std::string& suffix = state_->read_fault_suffix;
-    if (!suffix.empty() && f.size() >= suffix.size() && f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (!suffix.empty() && f.size() >= suffix.size() &&
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) == 0) {
       ++state_->failures;
       return IOStatus::IOError("injected fault: I/O error reading " + f);
     }

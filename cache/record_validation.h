@@ -5,12 +5,13 @@
 // A valid session record has a valid geometry (ValidateGeometry), 0 <=
 // kv_length <= tokens, and page_hashes == ChainPageHashes(model_fingerprint,
 // geometry, tokens, kv_length), chained from TenantChainStart(owner): a
-// record can never name a page for other
-// tokens. A session that slid (SLIDE) lists slide_salt (16 bytes) and
-// slide_salt_page >= 0: its chain restarts from the salt at that page
-// (cache/page_hash_chain.h SetSalt), and the check uses that chain. Every check returns INVALID_ARGUMENT naming the first invariant
-// broken (the store turns it into DATA_LOSS on read); messages quote
-// numbers and hashes, never the record's unbounded fields.
+// record can never name a page for other tokens. A session that slid
+// (SLIDE) lists slide_salt (16 bytes) and slide_salt_page >= 0: its chain
+// restarts from the salt at that page (cache/page_hash_chain.h SetSalt),
+// and the check uses that chain. Every check returns INVALID_ARGUMENT
+// naming the first invariant broken (the store turns it into DATA_LOSS on
+// read); messages quote numbers and hashes, never the record's unbounded
+// fields.
 //
 // Incremental verification (what lets a persist hash only its new pages):
 // VerifySessionRecord returns VerifiedPages, which the store keeps per

@@ -121,7 +121,8 @@ absl::StatusOr<std::unique_ptr<SessionStore>> SessionStore::Open(const std::stri
   const bool exists = std::filesystem::exists(std::filesystem::path(dir) / "CURRENT");
   const bool under_floor =
       statvfs(dir.c_str(), &st) == 0 &&
-      static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize) < std::max(options.min_free_bytes, kMinFreeBytes);
+      static_cast<int64_t>(st.f_bavail) * static_cast<int64_t>(st.f_frsize) <
+          std::max(options.min_free_bytes, kMinFreeBytes);
   const bool read_only = exists && under_floor;
   if (absl::Status s = OpenDb(dir, env.get(), read_only, &db, &handles); !s.ok()) return s;
   std::unique_ptr<SessionStore> store(

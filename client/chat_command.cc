@@ -145,8 +145,8 @@ class LocalChat {
     std::vector<int32_t> input;
     if (turn_open_) input = chat_.RenderEndOfTurn().ids;
     const auto follows = [&] {
-      return ChatTemplate::FollowsOf(input.empty() ? std::span<const int32_t>(tokens_) : std::span<const int32_t>(input),
-                                     model_.tokenizer());
+      return ChatTemplate::FollowsOf(
+          input.empty() ? std::span<const int32_t>(tokens_) : std::span<const int32_t>(input), model_.tokenizer());
     };
     absl::StatusOr<RenderedChat> turn = chat_.RenderAppended(messages, started_, follows());
     if (!turn.ok()) return turn.status();

@@ -113,7 +113,8 @@ absl::StatusOr<RunResult> Generate(const Model& m, const RunOptions& o, std::vec
   const int max_tokens = static_cast<int>(std::min<int64_t>(c.context_length, ids.size() + o.n_predict));
   if (!KvDtypeFitsHeadDim(o.kv_dtype, c.head_dim)) {
     return absl::InvalidArgumentError(absl::StrCat("--kv-type ", KvDtypeName(o.kv_dtype),
-                                                   " needs a head_dim that is a multiple of 32 and at most 1024; the model's is ",
+                                                   " needs a head_dim that is a multiple of 32 and at most 1024; "
+                                                   "the model's is ",
                                                    c.head_dim));
   }
   PagePool pages(transformer.kv_geometry(kPageTokens, o.kv_dtype), max_tokens / kPageTokens + 2);

@@ -390,7 +390,8 @@ class AmxTilePasses {
             _tile_stored(3, st[2], ld);
             if (nq == kGroup) {
               for (int r = 0; r < kScoreKeys; ++r) {
-                const __m512 sum = V::Add(V::Add(V::Load(st[0] + 16 * r), V::Load(st[1] + 16 * r)), V::Load(st[2] + 16 * r));
+                const __m512 sum =
+                    V::Add(V::Add(V::Load(st[0] + 16 * r), V::Load(st[1] + 16 * r)), V::Load(st[2] + 16 * r));
                 V::Store(st[0] + 16 * r, sum);
               }
               __m512 by_query[kGroup];
@@ -455,7 +456,9 @@ class AmxTilePasses {
                     size_t stride) {
     const int n = QueriesIn(tile.count, g);
     if (n < nq) {  // the rows of a group's missing queries (another group wrote them)
-      for (int t = 0; t < kWeightTiles; ++t) std::memset(weight_[t] + n * kChunkKeys, 0, sizeof(uint16_t) * (nq - n) * kChunkKeys);
+      for (int t = 0; t < kWeightTiles; ++t) {
+        std::memset(weight_[t] + n * kChunkKeys, 0, sizeof(uint16_t) * (nq - n) * kChunkKeys);
+      }
     }
     for (int i = 0; i < n; ++i) {
       const int s = g * kGroup + i;

@@ -68,7 +68,8 @@ TEST_P(AttentionTest, BlockedOnlineSoftmaxEqualsNaiveCausalAttention) {
   AttentionFinish(nq, 1, hd, l.data(), acc.data(), out.data(), hd);
   const std::vector<float> scored = QueriesAsScored(dtype, q, hd);  // q8_0: rounded as llama.cpp does
   for (int i = 0; i < nq; ++i) {
-    const NaiveValueSum ref = NaiveAttention(dtype, scored.data() + i * hd, k, v, vc.data(), pos[i] + 1, hd, scale, block);
+    const NaiveValueSum ref =
+        NaiveAttention(dtype, scored.data() + i * hd, k, v, vc.data(), pos[i] + 1, hd, scale, block);
     for (int c = 0; c < hd; ++c) EXPECT_NEAR(out[i * hd + c], ref.out[c], 1e-5 + ref.slack[c]) << i << "," << c;
   }
 }
@@ -148,7 +149,8 @@ TEST(KvStoreTest, Bf16ValuesAreRoundedToNearestEven) {
   EXPECT_NEAR(back[4], 1e30f, 1e30f / 256);
 }
 
-INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest, ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0),
+INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest,
+                         ::testing::Values(KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kQ8_0),
                          [](const auto& info) { return std::string(KvDtypeName(info.param)); });
 
 }  // namespace

@@ -101,8 +101,8 @@ TEST_P(AttentionTiledTest, EveryQueryGetsThePerQueryKernelsBitsAndTheScalarResul
       // A q8_0 cache's pages hold whole key groups of 16 (q8_0_kv_blocks.h).
       if (dtype == KvDtype::kQ8_0 && s.block % kQ8_0KeyGroupSlots != 0) continue;
       const int n_blocks = (s.n_keys + s.block - 1) / s.block, keys = n_blocks * s.block;
-      std::vector<float> q(static_cast<size_t>(s.rows) * s.heads * s.head_dim), kf(static_cast<size_t>(keys) * s.head_dim),
-          vf(kf.size());
+      std::vector<float> q(static_cast<size_t>(s.rows) * s.heads * s.head_dim),
+          kf(static_cast<size_t>(keys) * s.head_dim), vf(kf.size());
       for (float& x : q) x = 2 * nd(rng);
       for (float& x : kf) x = nd(rng);
       for (float& x : vf) x = nd(rng);

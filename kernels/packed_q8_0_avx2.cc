@@ -75,7 +75,9 @@ void HalfTile(const uint8_t* group, int64_t nb, int first, const int8_t* const* 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wq = quants + b * 512;
     if (prefetch_ahead != 0) {
-      for (int line = 0; line < 512; line += 64) _mm_prefetch(reinterpret_cast<const char*>(wq + prefetch_ahead + line), _MM_HINT_T0);
+      for (int line = 0; line < 512; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(wq + prefetch_ahead + line), _MM_HINT_T0);
+      }
     }
     __m256i isum[H][J];
 #pragma GCC unroll 8
@@ -187,7 +189,8 @@ void MatmulAvx2(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, i
 // 8 x 8 matrix of 4-byte slices, transposed (unpacks of 32 and 64 bits,
 // then 128-bit lanes across two registers) so that w[kk], lane n, holds
 // quants 4kk..4kk+3 of row 8 half + n, signed as stored.
-__attribute__((always_inline)) inline void TransposeHalf(const uint8_t* const* rows, int n_rows, int half, size_t at, __m256i (&w)[8]) {
+__attribute__((always_inline)) inline void TransposeHalf(const uint8_t* const* rows, int n_rows, int half, size_t at,
+                                                         __m256i (&w)[8]) {
   __m256i z[8], t[8], u[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {

@@ -180,7 +180,9 @@ inline void GroupTile(const uint8_t* group, size_t group_bytes, int64_t nb, cons
     for (int kk = 0; kk < 8; ++kk) {
       __m512i w[G];
 #pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(group + g * group_bytes + quants_offset + b * 512 + kk * 64);
+      for (int g = 0; g < G; ++g) {
+        w[g] = _mm512_loadu_si512(group + g * group_bytes + quants_offset + b * 512 + kk * 64);
+      }
 #pragma GCC unroll 8
       for (int j = 0; j < J; ++j) {
         const uint8_t* slice = x + j * x_stride + 32 * b + 4 * kk;

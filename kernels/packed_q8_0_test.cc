@@ -69,7 +69,9 @@ TEST(PackedQ8_0Test, LayoutHoldsQuantsPlus128InVnniOrderAndF16Scales) {
 class PackedQ8_0KernelTest : public KernelIsaTest {};
 
 INSTANTIATE_TEST_SUITE_P(PackingLevels, PackedQ8_0KernelTest, ::testing::Values(KernelIsa::kAvx2, KernelIsa::kAvx512),
-                         [](const ::testing::TestParamInfo<KernelIsa>& info) { return std::string(KernelIsaName(info.param)); });
+                         [](const ::testing::TestParamInfo<KernelIsa>& info) {
+                           return std::string(KernelIsaName(info.param));
+                         });
 
 TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
   std::mt19937 rng(5);

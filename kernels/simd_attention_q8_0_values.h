@@ -277,7 +277,9 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
 #pragma GCC unroll 8
     for (int s = 0; s < kQ; ++s) {
 #pragma GCC unroll 16
-      for (int c = 0; c < kC; c += 2) V::FlushBlockSums(acc[s] + (c0 + c) * L, sums[s][c], sums[s][c + 1], steps[s][BlockOf(c)]);
+      for (int c = 0; c < kC; c += 2) {
+        V::FlushBlockSums(acc[s] + (c0 + c) * L, sums[s][c], sums[s][c + 1], steps[s][BlockOf(c)]);
+      }
     }
   } else {
     F a[kQ][kC];

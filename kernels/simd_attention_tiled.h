@@ -17,14 +17,15 @@
 // (simd_attention_lane_scores.h: no shuffles per key). So its results are
 // bit-identical to the per-query kernel's for every row count, and the two
 // may be mixed freely (a decode row of one query head per KV head stays on
-// the per-query kernel); attention_isa_test checks the bits. Q8_0 keys take ScoresQ8_0 (attention_q8_0_scores.h) for the
-// whole tile, whose bits are the same for any tile, and Q8_0 values
-// TileValuesQ8_0 (attention_q8_0_values.h: BF16-rounded weights, or int16
-// groups of key pairs at the level that has them), the chunks the
-// per-query kernel makes. How a pass prefetches its blocks (BlockPrefetch: streamed for a
-// decode row's GQA group, for the lane scores and for tiles that convert
-// their blocks; whole blocks for the other passes of large tiles, an F32
-// cache's values) changes no result.
+// the per-query kernel); attention_isa_test checks the bits. Q8_0 keys take
+// ScoresQ8_0 (attention_q8_0_scores.h) for the whole tile, whose bits are
+// the same for any tile, and Q8_0 values TileValuesQ8_0
+// (attention_q8_0_values.h: BF16-rounded weights, or int16 groups of key
+// pairs at the level that has them), the chunks the per-query kernel makes.
+// How a pass prefetches its blocks (BlockPrefetch: streamed for a decode
+// row's GQA group, for the lane scores and for tiles that convert their
+// blocks; whole blocks for the other passes of large tiles, an F32 cache's
+// values) changes no result.
 //
 // Include only from SIMD translation units, after simd_attention.h
 // (everything is in an anonymous namespace: the ODR rule in
@@ -172,10 +173,16 @@ void TileScores(const AttentionTile& tile, const void* const* k, int block_keys,
       // The tile's queries over one group of L keys stored as type kU.
       auto score_group = [&]<KvDtype kU>(const void* keys) {
         int s0 = 0;
-        for (; s0 + SQ <= tile.count; s0 += SQ) ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
+        for (; s0 + SQ <= tile.count; s0 += SQ) {
+          ScorePartials<V, kU, kChunks, SQ>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
+        }
         switch (tile.count - s0) {  // the tile's last queries
-          case 3: if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
-          case 2: if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
+          case 3:
+            if constexpr (SQ > 3) ScorePartials<V, kU, kChunks, 3>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
+            break;
+          case 2:
+            if constexpr (SQ > 2) ScorePartials<V, kU, kChunks, 2>(tile.q + s0, keys, part + s0 * L, prefetch, lines);
+            break;
           case 1: ScorePartials<V, kU, kChunks, 1>(tile.q + s0, keys, part + s0 * L, prefetch, lines); break;
           default: break;
         }
@@ -438,7 +445,9 @@ void TileValuesF32(const AttentionTile& tile, const void* const* v, int block_ke
     for (int s = 0; s < tile.count; ++s) {  // the keys only some queries see
       const int mine = tile.n[s] - first < block_keys ? tile.n[s] - first : block_keys;
       if (mine <= from) continue;
-      for (int c0 = 0; c0 < kChunks; c0 += VC) ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, lines);
+      for (int c0 = 0; c0 < kChunks; c0 += VC) {
+        ValueMicroTile<V, kT, kChunks, 1, VC>(p + s, a + s, v[b], from, mine, c0, prefetch, lines);
+      }
     }
   }
 }

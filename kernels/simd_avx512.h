@@ -168,7 +168,8 @@ struct Avx512 {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const F v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), w0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
-      const F v1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+      const F v1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88),
+              w1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
       out[k] = _mm512_shuffle_f32x4(v0, v1, 0x88);
       out[8 + k] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
       out[4 + k] = _mm512_shuffle_f32x4(w0, w1, 0x88);

@@ -121,7 +121,8 @@ struct Avx512Int16Groups : Avx512 {
     const __mmask16 kept = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
     // P = 2^e * f: 2^-e has biased exponent 254 - (e + 127), 2^e e + 127.
     const __m512i biased = _mm512_srli_epi32(_mm512_castps_si512(v), 23);
-    const F down = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, _mm512_sub_epi32(_mm512_set1_epi32(254), biased), 23));
+    const F down =
+        _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, _mm512_sub_epi32(_mm512_set1_epi32(254), biased), 23));
     const F unit = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, biased, 23));
     const F block_steps = _mm512_maskz_loadu_ps(Mask(kBlocks), scale_steps);
     for (int q = 0; q < nq; ++q) {

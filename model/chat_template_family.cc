@@ -357,8 +357,8 @@ absl::StatusOr<ChatFormat> DetectChatFormat(std::string_view t) {
 
 absl::Status CheckChatRole(size_t index, std::string_view role) {
   if (role == "system" || role == "user" || role == "assistant") return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      Cat({"message ", std::to_string(index), " has role ", Quoted(role), "; supported roles: system, user, assistant"}));
+  return absl::InvalidArgumentError(Cat({"message ", std::to_string(index), " has role ", Quoted(role),
+                                         "; supported roles: system, user, assistant"}));
 }
 
 absl::Status AppendChatMessages(const ChatFormat& format, std::span<const ChatMessage> messages,

@@ -206,7 +206,8 @@ TEST(ChatTemplate, Phi3RenderingHasTheIdsOfItsTextWhoseMarkersSwallowTheWhitespa
   const std::vector<ChatMessage> messages = {{"user", "Hello"}, {"assistant", "Hi there."}, {"user", "2+2?"}};
   absl::StatusOr<RenderedChat> rendered = vocab_template->RenderConversation(messages, {});
   ASSERT_TRUE(rendered.ok());
-  EXPECT_EQ(rendered->text, "<|user|>\nHello<|end|>\n<|assistant|>\nHi there.<|end|>\n<|user|>\n2+2?<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(rendered->text,
+            "<|user|>\nHello<|end|>\n<|assistant|>\nHi there.<|end|>\n<|user|>\n2+2?<|end|>\n<|assistant|>\n");
   EXPECT_EQ(rendered->ids, vocab.tokenizer->Encode(rendered->text, /*add_special=*/false, /*parse_special=*/true));
   // Not one "\n" token: every one follows a marker.
   EXPECT_EQ(std::count(rendered->ids.begin(), rendered->ids.end(), 13), 0);

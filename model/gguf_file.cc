@@ -401,7 +401,8 @@ bool IsSigned(GgufValueType t) {
 absl::Status TypeError(const std::string& path, std::string_view key, const GgufValue& v,
                        std::string_view wanted) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": metadata ", QuoteGgufString(key), " is ",
-                                                 std::string(GgufValueTypeName(v.type)), ", expected ", std::string(wanted)));
+                                                 std::string(GgufValueTypeName(v.type)), ", expected ",
+                                                 std::string(wanted)));
 }
 
 absl::Status Missing(const std::string& path, std::string_view key) {

@@ -52,10 +52,11 @@ absl::StatusOr<SlidePlan> PlanSlide(int kv_length, int max_context, int keep_tok
 // after them keys turned by -drop_pages * T, in NEW pages when a page is
 // shared (a fork, a restored checkpoint's pages in RAM), so no other
 // sequence sees a change; otherwise in place, after taking it out of the
-// prefix cache (PagePool::TakeSole), so no one can pick it up meanwhile. The kept pages are untouched and keep their ids.
-// Afterwards kv->length() is the old length minus drop_pages * T; pages
-// reserved past the length are released. Allocations may use the pool's
-// reserve (`from_reserve`, PagePool::SetReserved).
+// prefix cache (PagePool::TakeSole), so no one can pick it up meanwhile.
+// The kept pages are untouched and keep their ids. Afterwards kv->length()
+// is the old length minus drop_pages * T; pages reserved past the length
+// are released. Allocations may use the pool's reserve (`from_reserve`,
+// PagePool::SetReserved).
 // Errors (nothing changes): INVALID_ARGUMENT for a plan outside the
 // sequence (it must have keep_pages >= 0, drop_pages >= 1 and cover
 // (keep_pages + drop_pages) * T positions); RESOURCE_EXHAUSTED when the

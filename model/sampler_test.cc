@@ -202,7 +202,8 @@ int32_t SortedPipelineDraw(const SamplingParams& p, const std::vector<float>& l,
   for (size_t i = 0; i < l.size(); ++i) {
     if (!std::isnan(l[i])) lanes[i % 8] += ExpOfNonPositive(static_cast<double>(l[i] - max_logit));
   }
-  const double total = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  const double total =
+      ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
   if (p.top_p < 1.0f) {
     double cumulative = 0;
     size_t n = 0;

@@ -105,8 +105,9 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
   attention_blocks_.resize(pool_->size());
   for (int t = 0; t < pool_->size(); ++t) {
     matmul_scratch_[t].resize(MatmulScratchFloats(widest));
-    attention_scratch_[t].resize(AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
-                                 static_cast<size_t>(group_rows) * (2 + c.head_dim));
+    attention_scratch_[t].resize(
+        AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size()) +
+        static_cast<size_t>(group_rows) * (2 + c.head_dim));
     // Room for a lone row's K and V lists too (AttentionLoneTask), so
     // decode steps never allocate.
     attention_blocks_[t].resize(2 * static_cast<size_t>(max_pages_) * LoneRowHeadsPerTask());
@@ -366,7 +367,8 @@ void Transformer::Attention(int layer, std::span<const ForwardItem> items, int n
     }
     const int nq = task.rows * group;
     float* scratch = attention_scratch_[thread].data();
-    float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim, c.group_size());
+    float* m = scratch + AttentionBlocksScratchFloats(max_context_ + kMaxPageTokens, kMaxPageTokens, c.head_dim,
+                                                      c.group_size());
     float* l = m + nq;
     float* acc = l + nq;
     AttentionInit(nq, c.head_dim, m, l, acc);

@@ -144,8 +144,8 @@ void Engine::Submit(std::shared_ptr<Session> session, std::vector<int32_t> input
   SessionKv kv = sessions_->OpenKv(*session);
   auto job = std::unique_ptr<Job>(new Job{std::move(session), kv, std::move(input),
                                           std::move(generate), std::nullopt, std::move(listener),
-                                          std::move(handle), {}, deadline, absl::Now(), false, 0, std::move(chat), false,
-                                          std::nullopt});
+                                          std::move(handle), {}, deadline, absl::Now(), false, 0, std::move(chat),
+                                          false, std::nullopt});
   job->usage.prompt_tokens = prompt_tokens;
   job->slide = (job->gen && job->gen->context_policy ? *job->gen->context_policy
                                                      : job->session->context_policy) ==

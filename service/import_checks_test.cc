@@ -61,7 +61,8 @@ TEST(ImportChecks, AKvOverTheLastTokenIsRefused) {
   EXPECT_TRUE(CheckImportedSession(behind, kVocab, kContext, kPageTokens).ok());
   SessionRecord empty;
   *empty.mutable_sampling() = ToRecord(SamplingParams{});
-  EXPECT_TRUE(CheckImportedSession(empty, kVocab, kContext, kPageTokens).ok()) << "no tokens, no KV: a vocabulary without BOS";
+  EXPECT_TRUE(CheckImportedSession(empty, kVocab, kContext, kPageTokens).ok())
+      << "no tokens, no KV: a vocabulary without BOS";
 }
 
 TEST(ImportChecks, SamplingDefaultsARequestCouldNotSetAreRefused) {

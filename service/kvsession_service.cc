@@ -631,7 +631,8 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   limits->set_max_batch_tokens(facts_.max_batch_tokens);
   if (l.idle_session_ttl > absl::ZeroDuration()) {
     // At most protobuf Duration's range (10,000 years).
-    const int64_t us = std::min<int64_t>(absl::ToInt64Microseconds(l.idle_session_ttl), int64_t{315576000000} * 1000000);
+    const int64_t us =
+        std::min<int64_t>(absl::ToInt64Microseconds(l.idle_session_ttl), int64_t{315576000000} * 1000000);
     limits->mutable_idle_session_ttl()->set_seconds(us / 1000000);
     limits->mutable_idle_session_ttl()->set_nanos(static_cast<int32_t>(us % 1000000) * 1000);
   }

@@ -202,52 +202,53 @@ grpc::ServerReadReactor<ParsedRequest<v1::ImportChunk>>* KvSessionService::Impor
   const bool authenticated = caller.ok();
   // Taking 0 bytes never fails; the chunks grow it.
   absl::StatusOr<MigrationMemory::Lease> lease = migration_memory_->Take(MigrationTenant(authenticating(), caller), 0);
-  return new ImportReader(io_, *std::move(lease), [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
-    if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
-    if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");
-    absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(bytes);
-    const int64_t stream_bytes = static_cast<int64_t>(bytes.size());
-    bytes.clear();
-    if (!contents.ok()) return contents.status();
-    const SessionRecord& record = contents->record();
-    absl::Status ids = CheckSessionId("the stream's session id", record.id());
-    if (ids.ok() && contents->checkpoint) {
-      ids = CheckCheckpointId("the stream's checkpoint id", contents->checkpoint->id());
-    }
-    if (!ids.ok()) return ids;
-    const std::string owner = RecordOwner(record);
-    if (!who.is_admin() && owner != who.tenant) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("the stream holds a session of tenant ", Quote(owner), "; only that tenant or an admin may import it"));
-    }
-    // A chain that starts from the shared prefix pool, or restarts from a
-    // slide's salt, is one this server cannot check belongs to the owner
-    // (the salt names dropped tokens; any 16 bytes pass, another tenant's
-    // chain start too): from a tenant, its pages could land under another
-    // tenant's hashes. Only admins import such streams.
-    if (authenticating() && !who.is_admin() &&
-        (record.shared_prefix_chain() || !record.slide_salt().empty())) {
-      return absl::PermissionDeniedError(
-          record.shared_prefix_chain()
-              ? "the stream's session chains from the shared prefix pool; only an admin may import it"
-              : "the stream's session slid past its context; only an admin may import it");
-    }
-    std::shared_ptr<TenantClaim> store_claim;  // held until the stream is written or refused
-    if (tenant_usage_ != nullptr) {
-      absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveImport(owner, stream_bytes);
-      if (!claim.ok()) return claim.status();
-      store_claim = *std::move(claim);
-    }
-    absl::StatusOr<ImportResult> done = sessions_->Import(*contents);
-    store_claim.reset();
-    if (!done.ok()) return done.status();
-    response->set_session_id(done->session_id);
-    response->set_checkpoint_id(done->checkpoint_id);
-    response->set_pages_written(done->pages_written);
-    response->set_pages_reused(done->pages_reused);
-    response->set_bytes_written(done->bytes_written);
-    return absl::OkStatus();
-  });
+  return new ImportReader(
+      io_, *std::move(lease), [this, ctx, who, authenticated, response](std::string bytes) -> absl::Status {
+        if (ctx->IsCancelled()) return absl::CancelledError("the client cancelled the import");
+        if (!authenticated) return absl::UnauthenticatedError("the caller's API key was removed");
+        absl::StatusOr<MigrationContents> contents = DecodeMigrationStream(bytes);
+        const int64_t stream_bytes = static_cast<int64_t>(bytes.size());
+        bytes.clear();
+        if (!contents.ok()) return contents.status();
+        const SessionRecord& record = contents->record();
+        absl::Status ids = CheckSessionId("the stream's session id", record.id());
+        if (ids.ok() && contents->checkpoint) {
+          ids = CheckCheckpointId("the stream's checkpoint id", contents->checkpoint->id());
+        }
+        if (!ids.ok()) return ids;
+        const std::string owner = RecordOwner(record);
+        if (!who.is_admin() && owner != who.tenant) {
+          return absl::PermissionDeniedError(absl::StrCat("the stream holds a session of tenant ", Quote(owner),
+                                                          "; only that tenant or an admin may import it"));
+        }
+        // A chain that starts from the shared prefix pool, or restarts from a
+        // slide's salt, is one this server cannot check belongs to the owner
+        // (the salt names dropped tokens; any 16 bytes pass, another tenant's
+        // chain start too): from a tenant, its pages could land under another
+        // tenant's hashes. Only admins import such streams.
+        if (authenticating() && !who.is_admin() &&
+            (record.shared_prefix_chain() || !record.slide_salt().empty())) {
+          return absl::PermissionDeniedError(
+              record.shared_prefix_chain()
+                  ? "the stream's session chains from the shared prefix pool; only an admin may import it"
+                  : "the stream's session slid past its context; only an admin may import it");
+        }
+        std::shared_ptr<TenantClaim> store_claim;  // held until the stream is written or refused
+        if (tenant_usage_ != nullptr) {
+          absl::StatusOr<std::shared_ptr<TenantClaim>> claim = tenant_usage_->ReserveImport(owner, stream_bytes);
+          if (!claim.ok()) return claim.status();
+          store_claim = *std::move(claim);
+        }
+        absl::StatusOr<ImportResult> done = sessions_->Import(*contents);
+        store_claim.reset();
+        if (!done.ok()) return done.status();
+        response->set_session_id(done->session_id);
+        response->set_checkpoint_id(done->checkpoint_id);
+        response->set_pages_written(done->pages_written);
+        response->set_pages_reused(done->pages_reused);
+        response->set_bytes_written(done->bytes_written);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* KvSessionService::FindMissingPages(grpc::CallbackServerContext* ctx,

@@ -77,7 +77,8 @@ ABSL_FLAG(int, io_threads, 2,
           "threads for requests' disk I/O (KV loads, fork, snapshot), and as many for persisting "
           "finished jobs and writing a prefill's pages as they fill");
 ABSL_FLAG(std::string, kv_type, "f16",
-          "KV cache element type, in RAM and on disk: f16, bf16, q8_0 (half of f16's bytes; head_dim a multiple of 32) or f32");
+          "KV cache element type, in RAM and on disk: f16, bf16, "
+          "q8_0 (half of f16's bytes; head_dim a multiple of 32) or f32");
 ABSL_FLAG(int, page_tokens, 16, "tokens per KV page");
 ABSL_FLAG(int, kv_cache_mb, 2048, "KV cache memory budget in MiB");
 ABSL_FLAG(bool, kv_prefault, false,
@@ -221,7 +222,9 @@ absl::StatusOr<ServerConfig> ReadFlags() {
     return absl::InvalidArgumentError("--page-tokens must be a multiple of 16 with --kv-type q8_0");
   }
   if (absl::GetFlag(FLAGS_max_batch_tokens) < 1) return absl::InvalidArgumentError("--max-batch-tokens must be >= 1");
-  if (absl::GetFlag(FLAGS_max_unsent_stream_kb) < 1) return absl::InvalidArgumentError("--max-unsent-stream-kb must be >= 1");
+  if (absl::GetFlag(FLAGS_max_unsent_stream_kb) < 1) {
+    return absl::InvalidArgumentError("--max-unsent-stream-kb must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_unsent_mb) < 1) return absl::InvalidArgumentError("--max-unsent-mb must be >= 1");
   c.transport.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   c.transport.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_ms);
@@ -379,7 +382,9 @@ int Serve() {
                        absl::GetFlag(FLAGS_tenant_max_store_bytes), absl::GetFlag(FLAGS_tenant_max_generates),
                        absl::GetFlag(FLAGS_tenant_max_checkpoints)});
   for (Quota q : kAllQuotas) {
-    if (quotas.defaults().get(q) < 0) return Fail(absl::StrCat("--tenant-", absl::StrReplaceAll(QuotaName(q), {{"_", "-"}}), " must be >= 0"));
+    if (quotas.defaults().get(q) < 0) {
+      return Fail(absl::StrCat("--tenant-", absl::StrReplaceAll(QuotaName(q), {{"_", "-"}}), " must be >= 0"));
+    }
   }
   std::unique_ptr<Authenticator> authenticator;
   std::string key_summary;
@@ -593,14 +598,16 @@ int Serve() {
   std::cerr << "kvsessiond: transport: "
             << (absl::GetFlag(FLAGS_tls_cert).empty()
                     ? "plaintext (no --tls-cert)"
-                    : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS" : "mutual TLS (client certificates required)"))
+                    : (absl::GetFlag(FLAGS_tls_client_ca).empty() ? "TLS"
+                                                                  : "mutual TLS (client certificates required)"))
             << "; authentication: ";
   if (authenticator) {
     std::cerr << key_summary;
     if (absl::GetFlag(FLAGS_shared_prefix_cache)) std::cerr << "; prefix cache SHARED across tenants";
   } else {
     std::cerr << "OFF (no --auth-keys): every caller is tenant \"" << kDefaultTenant << "\""
-              << (IsLoopbackListen(config->listen) ? "; loopback only" : "; --insecure-no-auth: ANYONE WHO CAN REACH THE PORT");
+              << (IsLoopbackListen(config->listen) ? "; loopback only"
+                                                   : "; --insecure-no-auth: ANYONE WHO CAN REACH THE PORT");
   }
   std::cerr << "\n";
   std::cerr << "kvsessiond: listening on " << config->listen.substr(0, config->listen.rfind(':') + 1)

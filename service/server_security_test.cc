@@ -27,10 +27,14 @@ TEST(ServerSecurity, ANonLoopbackListenNeedsKeysOrAnExplicitInsecureFlag) {
 
 TEST(ServerSecurity, TlsFlagsThatDoNotGoTogetherAreRefused) {
   EXPECT_TRUE(ServerCredentialsFor({}).ok());
-  EXPECT_EQ(ServerCredentialsFor({.cert = "c.pem", .key = "", .client_ca = ""}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ServerCredentialsFor({.cert = "", .key = "k.pem", .client_ca = ""}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ServerCredentialsFor({.cert = "", .key = "", .client_ca = "ca.pem"}).status().code(), absl::StatusCode::kInvalidArgument);
-  const auto missing = ServerCredentialsFor({.cert = "/nonexistent/c.pem", .key = "/nonexistent/k.pem", .client_ca = ""});
+  EXPECT_EQ(ServerCredentialsFor({.cert = "c.pem", .key = "", .client_ca = ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ServerCredentialsFor({.cert = "", .key = "k.pem", .client_ca = ""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ServerCredentialsFor({.cert = "", .key = "", .client_ca = "ca.pem"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const auto missing =
+      ServerCredentialsFor({.cert = "/nonexistent/c.pem", .key = "/nonexistent/k.pem", .client_ca = ""});
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("/nonexistent/c.pem"), std::string::npos);
 }

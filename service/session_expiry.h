@@ -19,12 +19,12 @@
 // the cutoff, both checked as it is taken (SessionManager::
 // DeleteIfUnusedSince): a call that takes the session first wins, and the
 // session stays; a call that comes while it is being deleted waits for the
-// delete, then gets NOT_FOUND (SessionRegistry::TakeIfUnusedSince). What it does not touch: checkpoints (they stay until
-// DeleteCheckpoint; a checkpoint of an expired session restores as
-// before), sessions of another model or KV geometry (this server cannot
-// judge them; they stay for the server that can), and a session whose
-// delete the store refuses (it stays and is tried again at the next
-// sweep).
+// delete, then gets NOT_FOUND (SessionRegistry::TakeIfUnusedSince). What it
+// does not touch: checkpoints (they stay until DeleteCheckpoint; a
+// checkpoint of an expired session restores as before), sessions of another
+// model or KV geometry (this server cannot judge them; they stay for the
+// server that can), and a session whose delete the store refuses (it stays
+// and is tried again at the next sweep).
 //
 // When: a sweep every SweepInterval(ttl) on a thread of its own (never an
 // io or engine thread), so a session goes at most that long after its TTL.

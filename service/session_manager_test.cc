@@ -748,7 +748,8 @@ TEST(SessionManager, ASessionLargerThanTheWholeKvPoolIsRefusedAtOnce) {
   // Fork loads for readers and says the same.
   absl::StatusOr<std::vector<std::shared_ptr<Session>>> forked = here.Fork(id, 1, {}, {});
   EXPECT_TRUE(absl::IsResourceExhausted(forked.status())) << forked.status();
-  EXPECT_THAT(std::string(forked.status().message()), ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
+  EXPECT_THAT(std::string(forked.status().message()),
+              ::testing::HasSubstr("takes 3 pages; this server's KV cache holds 2"));
 }
 
 TEST(SessionManager, SessionsSurviveARestartWithTheirTokensAndPages) {

@@ -111,7 +111,9 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   std::vector<bool> found;
   int64_t needed = to_take;
   absl::Status took = pool_->TakePages(keys, &pages, &found, &needed);
-  if (absl::IsResourceExhausted(took) && room_->MakeRoom(needed)) took = pool_->TakePages(keys, &pages, &found, &needed);
+  if (absl::IsResourceExhausted(took) && room_->MakeRoom(needed)) {
+    took = pool_->TakePages(keys, &pages, &found, &needed);
+  }
   if (!took.ok()) {
     // No room, or no memory to map: either may come back as others give
     // room back.

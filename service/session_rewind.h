@@ -40,8 +40,8 @@ absl::Status CheckCutLength(const char* field, int length, int current, int min_
 // KV sharing src's pages up to min(src's KV length, KvLengthFor(length))
 // (one new reference per page, so pages wholly past the cut stay src's
 // alone), and src's chain cut to that KV's full pages, its slide salt when
-// the prefix reaches a slid page, and its chat state (ChatStateForPrefix). Other fields of dst are left as they are; src is
-// not changed.
+// the prefix reaches a slid page, and its chat state (ChatStateForPrefix).
+// Other fields of dst are left as they are; src is not changed.
 void CopyPrefix(const Session& src, int length, Session* dst);
 
 // The chat state of the first `length` of `src_length` tokens of a session

@@ -162,11 +162,12 @@ class TenantUsage {
                                                       bool generate);
   // Store checks and reservations before a Fork of `count` branches (cut
   // at `at_length` tokens, or the whole source) that adds `labels` to each
-  // branch, a Snapshot, a Restore of a checkpoint with `labels`. The claim holds the estimate in the tenant's store_bytes
-  // until it is destroyed, which the caller does once the write has
-  // succeeded or failed. Null (nothing reserved) when the tenant has no
-  // store quota or the id does not exist (the operation answers NOT_FOUND
-  // itself). QuotaExceeded (RESOURCE_EXHAUSTED): nothing reserved.
+  // branch, a Snapshot, a Restore of a checkpoint with `labels`. The claim
+  // holds the estimate in the tenant's store_bytes until it is destroyed,
+  // which the caller does once the write has succeeded or failed. Null
+  // (nothing reserved) when the tenant has no store quota or the id does not
+  // exist (the operation answers NOT_FOUND itself). QuotaExceeded
+  // (RESOURCE_EXHAUSTED): nothing reserved.
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveFork(const std::string& session_id, int count, bool cut,
                                                            const std::map<std::string, std::string>& labels);
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveSnapshot(const std::string& session_id);

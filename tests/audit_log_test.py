@@ -121,7 +121,8 @@ class AuditLogTest(unittest.TestCase):
             self.assertGreaterEqual(l["latency_ms"], 0)
         self.assertIsNone(lines[-1]["tenant"])
         self.assertEqual(lines[-1]["code"], "UNAUTHENTICATED")
-        create, append, generate, fork, snapshot, restore, reload, truncate, delete, delete_checkpoint, failed, _ = lines
+        (create, append, generate, fork, snapshot, restore, reload, truncate,
+         delete, delete_checkpoint, failed, _) = lines
         self.assertEqual(create["created"], [sid])
         self.assertEqual(create["code"], "OK")
         self.assertEqual(create["session_tokens"], created_length)

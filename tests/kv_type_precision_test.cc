@@ -68,7 +68,9 @@ std::vector<std::vector<float>> TeacherForcedLogits(const std::string& model, Kv
 LogitDrift Drift(const std::vector<std::vector<float>>& base, const std::vector<std::vector<float>>& other) {
   LogitDrift d;
   for (size_t s = 0; s < base.size() && s < other.size(); ++s) {
-    for (size_t i = 0; i < base[s].size(); ++i) d.max_abs = std::max<double>(d.max_abs, std::fabs(base[s][i] - other[s][i]));
+    for (size_t i = 0; i < base[s].size(); ++i) {
+      d.max_abs = std::max<double>(d.max_abs, std::fabs(base[s][i] - other[s][i]));
+    }
     const double kl = KlDivergence(base[s], other[s]);
     d.mean_kl += kl;
     d.max_kl = std::max(d.max_kl, kl);
@@ -187,7 +189,8 @@ void KvTypePrecisionTest::ExpectOneArithmetic() {
   auto engine = TestEngine::Load(model_, GetParam().dtype, MatmulPath::kFast);
   ASSERT_NE(engine, nullptr);
   const ReferenceLine& longest = *std::max_element(
-      lines_.begin(), lines_.end(), [](const auto& a, const auto& b) { return a.prompt_ids.size() < b.prompt_ids.size(); });
+      lines_.begin(), lines_.end(),
+      [](const auto& a, const auto& b) { return a.prompt_ids.size() < b.prompt_ids.size(); });
   KvSequence one(engine->pages.get()), chunked(engine->pages.get()), decoded(engine->pages.get());
   const std::vector<float> a = engine->Feed(one, longest.prompt_ids);
   EXPECT_EQ(engine->Feed(chunked, longest.prompt_ids, 37), a);  // chunks cross page boundaries

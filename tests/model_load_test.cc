@@ -301,7 +301,8 @@ TEST_F(ModelLoadTest, LinearRopeScalingIsReadAsLlamaCppReadsItAndNonFiniteValues
     spec.rope_scale_linear_key = k.old_key;
     ModelConfig c;
     ASSERT_TRUE(Load(Synth(spec, "scaled.gguf"), &c).ok());
-    EXPECT_EQ(c.rope_scale, k.scale) << "type '" << k.type << "' factor " << k.factor << (k.old_key ? " (scale_linear)" : "");
+    EXPECT_EQ(c.rope_scale, k.scale) << "type '" << k.type << "' factor " << k.factor
+                                     << (k.old_key ? " (scale_linear)" : "");
   }
   SynthSpec spec;
   spec.rope_scaling_factor = std::numeric_limits<float>::infinity();

@@ -119,7 +119,8 @@ class NginxFleet {
       return std::distance(std::sregex_iterator(deployed.begin(), deployed.end(), re), std::sregex_iterator());
     };
     if (count(server_line) < 1 || count(listen_line) != 1) {
-      *error = "deploy/nginx/kvsession-fleet.conf: expected upstream lines `server ADDR max_fails=0;` and one `listen PORT http2;`";
+      *error = "deploy/nginx/kvsession-fleet.conf: expected upstream lines `server ADDR max_fails=0;` and one "
+               "`listen PORT http2;`";
       return false;
     }
     std::string servers;

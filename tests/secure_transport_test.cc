@@ -82,7 +82,8 @@ TEST_F(SecureTransportTest, TheCliTalksTlsWithItsCaAndClientCertificate) {
                                      dir_.string());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("aidreams260K"), std::string::npos) << r.out;
-  const ProcessResult plain = RunProcess({BinaryPath("kvsession"), "info", "--server", server_->address()}, dir_.string());
+  const ProcessResult plain =
+      RunProcess({BinaryPath("kvsession"), "info", "--server", server_->address()}, dir_.string());
   EXPECT_NE(plain.exit_code, 0);
   EXPECT_NE(plain.err.find("UNAVAILABLE"), std::string::npos) << plain.err;
 }

@@ -44,8 +44,8 @@ int Main(int argc, char** argv) {
                               "name", "rope-base"},
                              {"tied"});
   if (!args.ok() || !args->Has("out")) {
-    std::cerr << "usage: kvs-synth-model --out M.gguf [--preset qwen3-0.6b|qwen2.5-0.5b|llama3.2-1b] [--arch A --layers N "
-                 "--dim D --heads H --kv-heads K --head-dim HD --ffn F --vocab V --context C "
+    std::cerr << "usage: kvs-synth-model --out M.gguf [--preset qwen3-0.6b|qwen2.5-0.5b|llama3.2-1b] "
+                 "[--arch A --layers N --dim D --heads H --kv-heads K --head-dim HD --ffn F --vocab V --context C "
                  "--type q8_0 --tied --vocab-from V.gguf --seed S]\n";
     if (!args.ok()) std::cerr << args.status().message() << "\n";
     return 2;
@@ -70,7 +70,8 @@ int Main(int argc, char** argv) {
   spec.vocab_size = static_cast<int>(args->GetInt("vocab", spec.vocab_size).value_or(spec.vocab_size));
   spec.context_length =
       static_cast<int>(args->GetInt("context", spec.context_length).value_or(spec.context_length));
-  spec.rope_freq_base = static_cast<float>(args->GetDouble("rope-base", spec.rope_freq_base).value_or(spec.rope_freq_base));
+  spec.rope_freq_base =
+      static_cast<float>(args->GetDouble("rope-base", spec.rope_freq_base).value_or(spec.rope_freq_base));
   spec.seed = args->GetUint64("seed", spec.seed).value_or(spec.seed);
   spec.vocab_from = args->GetOr("vocab-from", spec.vocab_from);
   if (args->Has("tied")) spec.tied_embeddings = true;
