@@ -43,6 +43,9 @@
 //                        (AVX2 loads, each block's lines prefetched 2
 //                        blocks ahead, as a decode row's stream does): the
 //                        ceiling for attention_paged cold on one thread
+//   read_heads           the bytes attention_heads .../16384keys/4kvheads
+//                        cold reads, only summed, "by-head" (its order) or
+//                        "by-page" (each page's heads side by side)
 //   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
@@ -568,6 +571,46 @@ void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
 }
 
+// What attention_heads/<type>/avx512/cold/16384keys/4kvheads/together
+// reads, only read, in two orders: "by-head" as AttentionUpdateHeads reads
+// (each head's blocks of a span of 16 pages in turn: 2 KB runs, q8_0, 16
+// tokens), "by-page" each page's 4 heads side by side (8.7 KB runs). Each
+// call takes the next layer and share of heads, as attention_heads does;
+// every block's lines are asked for 2 blocks ahead in the order read.
+void ReadHeads(benchmark::State& state, KvDtype dtype, bool by_page) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  constexpr int kKeys = 16384, kKvHeads = 4, kSpanPages = 16;
+  const int pages = kKeys / PagedKv::kPageTokens;
+  PagedKv kv(dtype, pages);
+  if (!kv.ok()) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  std::vector<const void*> k(static_cast<size_t>(pages) * kKvHeads), v(k.size());
+  int call = 0;
+  for (auto _ : state) {
+    const int layer = call % PagedKv::kLayers,
+              first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
+    ++call;
+    size_t i = 0;
+    for (int p0 = 0; p0 < pages; p0 += kSpanPages) {
+      for (int a = 0; a < (by_page ? kSpanPages : kKvHeads); ++a) {
+        for (int b = 0; b < (by_page ? kKvHeads : kSpanPages); ++b, ++i) {
+          const int p = p0 + (by_page ? a : b), h = first_head + (by_page ? b : a);
+          k[i] = kv.block(p, 0, layer, h);
+          v[i] = kv.block(p, 1, layer, h);
+        }
+      }
+    }
+    benchmark::DoNotOptimize(SumBlocksAvx2(k.data(), static_cast<int>(k.size()), kv.block_bytes()));
+    benchmark::DoNotOptimize(SumBlocksAvx2(v.data(), static_cast<int>(v.size()), kv.block_bytes()));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * k.size() * kv.block_bytes()));
+}
+
 // A fan-out step's attention for one (layer, KV head): 8 forks of a
 // `prompt`-token prompt, each a decode row of 2 heads that sees the prompt's
 // shared pages and 8 keys of a page of its own, in the pool's layout; each
@@ -849,6 +892,11 @@ void RegisterAll() {
       const std::string read = std::string("read_paged/") + KvDtypeName(dtype) + "/4096keys/" +
                                std::to_string(page_tokens) + "tokens";
       configure(benchmark::RegisterBenchmark(read.c_str(), ReadPaged, dtype, page_tokens));
+    }
+    for (bool by_page : {false, true}) {
+      const std::string read = std::string("read_heads/") + KvDtypeName(dtype) + "/16384keys/4kvheads/" +
+                               (by_page ? "by-page" : "by-head");
+      configure(benchmark::RegisterBenchmark(read.c_str(), ReadHeads, dtype, by_page));
     }
   }
 }
