@@ -542,73 +542,69 @@ __attribute__((target("avx2"))) uint64_t SumBlocksAvx2(const void* const* blocks
                                       _mm256_extract_epi64(a, 2) + _mm256_extract_epi64(a, 3));
 }
 
-// What attention_paged cold reads, only read: each call the K blocks then
-// the V blocks of the next (layer, head) over 4,096 keys, so the bytes and
-// their order are a cold decode row's, without its arithmetic.
-void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
+// Each call, `lists(kv, call, k, v)` puts `blocks` K and V block pointers
+// of `kv` (pages of `page_tokens` tokens in the pool's layout) in k and v,
+// which are then summed (SumBlocksAvx2: each block's lines asked for 2
+// blocks ahead in the order listed): bytes/s of K and V.
+template <class Lists>
+void ReadBlockLists(benchmark::State& state, KvDtype dtype, int pages, int page_tokens, size_t blocks, Lists lists) {
   if (!__builtin_cpu_supports("avx2")) {
     state.SkipWithError("no AVX2");
     return;
   }
-  const int pages = 4096 / page_tokens;
   PagedKv kv(dtype, pages, page_tokens);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
   }
-  std::vector<const void*> k(pages), v(pages);
+  std::vector<const void*> k(blocks), v(blocks);
   int call = 0;
   for (auto _ : state) {
-    const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
-    ++call;
-    for (int p = 0; p < pages; ++p) {
-      k[p] = kv.block(p, 0, layer, head);
-      v[p] = kv.block(p, 1, layer, head);
-    }
-    benchmark::DoNotOptimize(SumBlocksAvx2(k.data(), pages, kv.block_bytes()));
-    benchmark::DoNotOptimize(SumBlocksAvx2(v.data(), pages, kv.block_bytes()));
+    lists(kv, call++, k.data(), v.data());
+    benchmark::DoNotOptimize(SumBlocksAvx2(k.data(), static_cast<int>(blocks), kv.block_bytes()));
+    benchmark::DoNotOptimize(SumBlocksAvx2(v.data(), static_cast<int>(blocks), kv.block_bytes()));
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * pages * kv.block_bytes()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * blocks * kv.block_bytes()));
+}
+
+// What attention_paged cold reads, only read: each call the K blocks then
+// the V blocks of the next (layer, head) over 4,096 keys, so the bytes and
+// their order are a cold decode row's, without its arithmetic.
+void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
+  const int pages = 4096 / page_tokens;
+  ReadBlockLists(state, dtype, pages, page_tokens, pages,
+                 [pages](const PagedKv& kv, int call, const void** k, const void** v) {
+                   const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
+                   for (int p = 0; p < pages; ++p) {
+                     k[p] = kv.block(p, 0, layer, head);
+                     v[p] = kv.block(p, 1, layer, head);
+                   }
+                 });
 }
 
 // What attention_heads/<type>/avx512/cold/16384keys/4kvheads/together
 // reads, only read, in two orders: "by-head" as AttentionUpdateHeads reads
 // (each head's blocks of a span of 16 pages in turn: 2 KB runs, q8_0, 16
 // tokens), "by-page" each page's 4 heads side by side (8.7 KB runs). Each
-// call takes the next layer and share of heads, as attention_heads does;
-// every block's lines are asked for 2 blocks ahead in the order read.
+// call takes the next layer and share of heads, as attention_heads does.
 void ReadHeads(benchmark::State& state, KvDtype dtype, bool by_page) {
-  if (!__builtin_cpu_supports("avx2")) {
-    state.SkipWithError("no AVX2");
-    return;
-  }
   constexpr int kKeys = 16384, kKvHeads = 4, kSpanPages = 16;
   const int pages = kKeys / PagedKv::kPageTokens;
-  PagedKv kv(dtype, pages);
-  if (!kv.ok()) {
-    state.SkipWithError("mmap failed");
-    return;
-  }
-  std::vector<const void*> k(static_cast<size_t>(pages) * kKvHeads), v(k.size());
-  int call = 0;
-  for (auto _ : state) {
-    const int layer = call % PagedKv::kLayers,
-              first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
-    ++call;
-    size_t i = 0;
-    for (int p0 = 0; p0 < pages; p0 += kSpanPages) {
-      for (int a = 0; a < (by_page ? kSpanPages : kKvHeads); ++a) {
-        for (int b = 0; b < (by_page ? kKvHeads : kSpanPages); ++b, ++i) {
-          const int p = p0 + (by_page ? a : b), h = first_head + (by_page ? b : a);
-          k[i] = kv.block(p, 0, layer, h);
-          v[i] = kv.block(p, 1, layer, h);
-        }
-      }
-    }
-    benchmark::DoNotOptimize(SumBlocksAvx2(k.data(), static_cast<int>(k.size()), kv.block_bytes()));
-    benchmark::DoNotOptimize(SumBlocksAvx2(v.data(), static_cast<int>(v.size()), kv.block_bytes()));
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * 2 * k.size() * kv.block_bytes()));
+  ReadBlockLists(state, dtype, pages, PagedKv::kPageTokens, static_cast<size_t>(pages) * kKvHeads,
+                 [pages, by_page](const PagedKv& kv, int call, const void** k, const void** v) {
+                   const int layer = call % PagedKv::kLayers,
+                             first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
+                   size_t i = 0;
+                   for (int p0 = 0; p0 < pages; p0 += kSpanPages) {
+                     for (int a = 0; a < (by_page ? kSpanPages : kKvHeads); ++a) {
+                       for (int b = 0; b < (by_page ? kKvHeads : kSpanPages); ++b, ++i) {
+                         const int p = p0 + (by_page ? a : b), h = first_head + (by_page ? b : a);
+                         k[i] = kv.block(p, 0, layer, h);
+                         v[i] = kv.block(p, 1, layer, h);
+                       }
+                     }
+                   }
+                 });
 }
 
 // A fan-out step's attention for one (layer, KV head): 8 forks of a
