@@ -13,6 +13,7 @@
 #include "kernels/norm.h"
 #include "kernels/q8_0_kv_blocks.h"
 #include "kernels/rope.h"
+#include "model/matmul_task_rows.h"
 
 namespace kvs {
 namespace {
@@ -200,11 +201,28 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   int64_t chunk[kMaxGroup];
   int first_task[kMaxGroup + 1];
   first_task[0] = 0;
+  static_assert(kMaxGroup <= kMaxSpanMatrices);
+  int64_t rows[kMaxGroup];
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const int64_t rows = jobs[i].w->rows;
+    rows[i] = jobs[i].w->rows;
     const int64_t min_rows = path_ == MatmulPath::kExact ? 16 : MatmulMinCallRows(*jobs[i].w, nx);
-    chunk[i] = std::max<int64_t>(min_rows, (rows / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
-    first_task[i + 1] = first_task[i] + static_cast<int>((rows + chunk[i] - 1) / chunk[i]);
+    chunk[i] = std::max<int64_t>(min_rows, (rows[i] / (pool_->size() * kTasksPerThread) + 15) / 16 * 16);
+  }
+  // A call of up to kStreamRowsMax rows (decode, fan-out) reads its weights
+  // once, from memory: each thread takes a span of consecutive tasks, so it
+  // can ask for the weights of its next task (the rows after this one's)
+  // while it finishes this one (ask_end). A task taken from another
+  // thread's span asks for nothing past its own rows. Spans of long tasks
+  // are evened out (matmul_task_rows.h: fan-out's 1,024-row matrices in
+  // tasks of 192 rows would leave one thread waiting a sixth of the call).
+  // Prefill's calls reuse each task's weights from cache; they keep the
+  // shared counter.
+  const bool spans = path_ == MatmulPath::kFast && nx <= kStreamRowsMax;
+  if (spans) {
+    EvenOutSpans(pool_->size(), std::span<const int64_t>(rows, jobs.size()), std::span<int64_t>(chunk, jobs.size()));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    first_task[i + 1] = first_task[i] + static_cast<int>((rows[i] + chunk[i] - 1) / chunk[i]);
   }
   auto locate = [&](int task, size_t* job, int64_t* r0, int64_t* r1) {
     size_t i = 0;
@@ -244,14 +262,7 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
     });
     xq[i] = out;
   }
-  // A call of up to kStreamRowsMax rows (decode, fan-out) reads its weights
-  // once, from memory: each thread takes a span of consecutive tasks, so it
-  // can ask for the weights of its next task (the rows after this one's)
-  // while it finishes this one (ask_end). A task taken from another
-  // thread's span asks for nothing past its own rows. Prefill's calls
-  // reuse each task's weights from cache; they keep the shared counter.
   const int n_tasks = first_task[jobs.size()];
-  const bool spans = nx <= kStreamRowsMax;
   auto task_fn = [&](int task, int thread) {
     size_t j;
     int64_t r0, r1;
