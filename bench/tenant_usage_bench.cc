@@ -12,9 +12,11 @@
 //               and the metrics show (kv_bytes, store_bytes, ...);
 //   AdmitJob    the admission of a Generate on one of the sessions with
 //               max_kv_bytes and max_store_bytes set (neither reached);
-//   recount     the store bytes counted from scratch, as AdmitJob and
-//               Usage counted them on every call before the registry kept
-//               them (service/tenant_usage_recount.h): the part taken out.
+//   recounts    the store bytes and the KV pages counted from scratch, as
+//               AdmitJob and Usage counted them on every call before the
+//               registry and the page pool kept them
+//               (service/tenant_usage_recount.h): the parts taken out; and
+//               whether the kept figures equal them.
 // Both quota checks hold one server-wide mutex, so their cost delays every
 // tenant's admissions.
 #include <algorithm>
@@ -141,7 +143,7 @@ int Run(const CliArgs& args) {
               "medians of %d, ms\n\n",
               std::filesystem::path(model_path).filename().c_str(), prompt + 1, (prompt + 16) / 16, repeats);
   std::printf("| sessions owned | Usage | AdmitJob (kv and store quotas) | recount of store bytes (before) | "
-              "store bytes kept = recount |\n|---|---|---|---|---|\n");
+              "recount of KV pages (before) | kept = recounts |\n|---|---|---|---|---|---|\n");
   int owned = 1;
   for (int target : counts) {
     while (owned < target) {
@@ -161,10 +163,14 @@ int Run(const CliArgs& args) {
       if (!job.ok()) std::cerr << job.status() << "\n";
     });
     sessions.Release(*held);
-    int64_t recounted = 0;
+    int64_t recounted = 0, recounted_pages = 0;
     const double recount_ms = MedianMs(repeats, [&] { recounted = RecountStoreBytes(sessions, "acme"); });
-    const bool same = recounted == sessions.registry()->stored_bytes("acme");
-    std::printf("| %d | %.3f | %.3f | %.3f | %s |\n", owned, usage_ms, admit_ms, recount_ms, same ? "yes" : "NO");
+    const double recount_kv_ms = MedianMs(repeats, [&] { recounted_pages = RecountKvPages(sessions, "acme"); });
+    const TenantUsageFigures kept = usage.Usage("acme");
+    const bool same = recounted == kept.store_bytes &&
+                      recounted_pages * static_cast<int64_t>(pool.geometry().page_bytes()) == kept.kv_bytes;
+    std::printf("| %d | %.4f | %.4f | %.3f | %.3f | %s |\n", owned, usage_ms, admit_ms, recount_ms, recount_kv_ms,
+                same ? "yes" : "NO");
   }
   std::filesystem::remove_all(dir);
   return 0;

@@ -8,7 +8,11 @@
 namespace kvs {
 
 KvSequence::KvSequence(KvSequence&& other) noexcept
-    : pool_(other.pool_), pages_(std::move(other.pages_)), length_(other.length_) {
+    : pool_(other.pool_),
+      owner_(other.owner_),
+      pages_(std::move(other.pages_)),
+      length_(other.length_),
+      page_count_(std::move(other.page_count_)) {
   other.pages_.clear();
   other.length_ = 0;
 }
@@ -17,8 +21,10 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   if (this != &other) {
     Clear();
     pool_ = other.pool_;
+    owner_ = other.owner_;
     pages_ = std::move(other.pages_);
     length_ = other.length_;
+    page_count_ = std::move(other.page_count_);
     other.pages_.clear();
     other.length_ = 0;
   }
@@ -35,18 +41,19 @@ absl::Status KvSequence::PrepareAppend(int n, bool from_reserve) {
   // hand it to another sequence at any time).
   if (first_page < num_pages() &&
       (pool_->ref_count(pages_[first_page]) > 1 || pool_->has_key(pages_[first_page]))) {
-    absl::StatusOr<PageId> copy = pool_->Allocate(from_reserve);
+    absl::StatusOr<PageId> copy = pool_->Allocate(from_reserve, owner_);
     if (!copy.ok()) return copy.status();
     std::memcpy(pool_->data(*copy), pool_->data(pages_[first_page]), geometry().page_bytes());
-    pool_->Release(pages_[first_page]);
+    pool_->Release(pages_[first_page], owner_);
     pages_[first_page] = *copy;
   }
   // Pages past the first are either fresh, or reserved by an earlier
   // PrepareAppend (and so exclusively ours).
   while (num_pages() <= last_page) {
-    absl::StatusOr<PageId> page = pool_->Allocate(from_reserve);
+    absl::StatusOr<PageId> page = pool_->Allocate(from_reserve, owner_);
     if (!page.ok()) return page.status();
     pages_.push_back(*page);
+    PublishPageCount(pages_.size());  // after the page is taken
   }
   return absl::OkStatus();
 }
@@ -58,12 +65,13 @@ void KvSequence::CommitAppend(int n) {
 }
 
 KvSequence KvSequence::Fork() const {
-  KvSequence child(pool_);
+  KvSequence child(pool_, owner_);
   const int t = geometry().page_tokens;
   const int used = (length_ + t - 1) / t;
   child.pages_.assign(pages_.begin(), pages_.begin() + used);
-  for (PageId p : child.pages_) pool_->AddRef(p);
+  for (PageId p : child.pages_) pool_->AddRef(p, owner_);
   child.length_ = length_;
+  child.PublishPageCount(child.pages_.size());
   return child;
 }
 
@@ -71,13 +79,15 @@ void KvSequence::Truncate(int new_length) {
   if (new_length >= length_) return;
   const int t = geometry().page_tokens;
   const int keep = (new_length + t - 1) / t;
-  for (int i = keep; i < num_pages(); ++i) pool_->Release(pages_[i]);
+  if (keep < num_pages()) PublishPageCount(keep);  // before the pages are released
+  for (int i = keep; i < num_pages(); ++i) pool_->Release(pages_[i], owner_);
   pages_.resize(keep);
   length_ = new_length;
 }
 
 void KvSequence::Clear() {
-  for (PageId p : pages_) pool_->Release(p);
+  PublishPageCount(0);  // before the pages are released
+  for (PageId p : pages_) pool_->Release(p, owner_);
   pages_.clear();
   length_ = 0;
 }
@@ -86,14 +96,19 @@ void KvSequence::AppendPage(PageId page) {
   const int t = geometry().page_tokens;
   ABSL_RAW_CHECK(length_ % t == 0, "AppendPage needs a page-aligned length");
   const int keep = length_ / t;
-  for (int i = keep; i < num_pages(); ++i) pool_->Release(pages_[i]);  // reserved, ours alone
+  if (keep + 1 < num_pages()) PublishPageCount(keep + 1);  // before reserved pages are released
+  for (int i = keep; i < num_pages(); ++i) pool_->Release(pages_[i], owner_);  // reserved, ours alone
   pages_.resize(keep);
   pages_.push_back(page);
+  PublishPageCount(pages_.size());
   length_ += t;
 }
 
 void KvSequence::Adopt(std::vector<PageId> pages, int length) {
-  Clear();
+  // The new pages are taken already: the count moves to theirs before the
+  // old ones are released.
+  PublishPageCount(pages.size());
+  for (PageId p : pages_) pool_->Release(p, owner_);
   pages_ = std::move(pages);
   length_ = length;
 }

@@ -17,13 +17,18 @@
 //   CommitAppend(n)    length += n
 //
 // Ownership: a KvSequence owns one reference to each page in its table and
-// releases them when destroyed, truncated or cleared. It is not
-// thread-safe; the caller serialises use of one sequence (the pool itself is
-// thread-safe, so different sequences may be used from different threads).
+// releases them when destroyed, truncated or cleared. Its references are
+// its PageOwner's (PagePool's "Owners": a tenant's, for the service), and
+// so are its forks'. It is not thread-safe; the caller serialises use of
+// one sequence (the pool itself is thread-safe, so different sequences may
+// be used from different threads), except shared_page_count(), which any
+// thread may read.
 #ifndef KVSESSION_CACHE_KV_SEQUENCE_H_
 #define KVSESSION_CACHE_KV_SEQUENCE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,7 +38,8 @@ namespace kvs {
 
 class KvSequence {
  public:
-  explicit KvSequence(PagePool* pool) : pool_(pool) {}
+  explicit KvSequence(PagePool* pool, PageOwner owner = kNoPageOwner)
+      : pool_(pool), owner_(owner), page_count_(std::make_shared<std::atomic<int>>(0)) {}
   ~KvSequence() { Clear(); }
   KvSequence(KvSequence&& other) noexcept;
   KvSequence& operator=(KvSequence&& other) noexcept;
@@ -41,10 +47,19 @@ class KvSequence {
   KvSequence& operator=(const KvSequence&) = delete;
 
   PagePool* pool() const { return pool_; }
+  PageOwner owner() const { return owner_; }
   const KvGeometry& geometry() const { return pool_->geometry(); }
   int length() const { return length_; }
   const std::vector<PageId>& page_table() const { return pages_; }
   int num_pages() const { return static_cast<int>(pages_.size()); }
+  // num_pages() as another thread may read it while this sequence's user
+  // changes the table (TenantUsage bounds a running job's growth by it),
+  // kept after the sequence is gone or moved from. It never reads low
+  // against the pool: pages are taken before the count grows, and the
+  // count shrinks before they are released, so the owner's
+  // PagesHeldBy + (a bound - this count) never falls below what the
+  // sequence will hold at that bound.
+  std::shared_ptr<const std::atomic<int>> shared_page_count() const { return page_count_; }
 
   // Makes positions [length, length + n) writable: allocates the pages they
   // need and gives this sequence its own copy of a page it will write into
@@ -77,9 +92,10 @@ class KvSequence {
   // PrepareAppend are released first.
   void AppendPage(PageId page);
 
-  // Adopts `pages` (one reference each, transferred to this sequence) as
-  // the table for `length` positions, releasing the pages held before. Used
-  // by restore (prefix-cache hits go through AppendPage).
+  // Adopts `pages` (one reference each, taken for this sequence's owner and
+  // transferred to it) as the table for `length` positions, releasing the
+  // pages held before. Used by restore (prefix-cache hits go through
+  // AppendPage, whose page too must be a reference of the owner's).
   void Adopt(std::vector<PageId> pages, int length);
 
   // block: the (layer, part, head) block of page `page_index` of the table.
@@ -95,9 +111,16 @@ class KvSequence {
   }
 
  private:
+  // page_count_ = n (null after a move: nobody reads it then).
+  void PublishPageCount(size_t n) {
+    if (page_count_) page_count_->store(static_cast<int>(n), std::memory_order_relaxed);
+  }
+
   PagePool* pool_;
+  PageOwner owner_;
   std::vector<PageId> pages_;  // may extend past length_ after PrepareAppend
   int length_ = 0;
+  std::shared_ptr<std::atomic<int>> page_count_;  // shared_page_count()
 };
 
 }  // namespace kvs

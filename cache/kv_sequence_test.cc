@@ -1,7 +1,10 @@
 // KvSequence and PagePool: sharing, copy-on-write, release, accounting.
 #include "cache/kv_sequence.h"
 
+#include <atomic>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "gtest/gtest.h"
 
@@ -246,6 +249,44 @@ TEST(PrefixCacheTest, WritingIntoAKeyedPageCopiesIt) {
   KvSequence b(&pool);
   b.AppendPage(*hit);
   EXPECT_EQ(ValueAt(b, 3), 3.0f) << "the cached page kept its original content";
+}
+
+TEST(KvSequenceTest, ItsPagesAndItsForksCountForItsOwnerAndItsSharedCountFollowsTheTable) {
+  PagePool pool(SmallGeometry(), 16);
+  const PageOwner owner = 3;
+  std::shared_ptr<const std::atomic<int>> count;
+  {
+    KvSequence seq(&pool, owner);
+    count = seq.shared_page_count();
+    auto seen = [&] { return count->load(); };
+    AppendFilled(seq, 6, 1.0f);  // 2 pages
+    EXPECT_EQ(seen(), 2);
+    EXPECT_EQ(pool.PagesHeldBy(owner), 2);
+    KvSequence fork = seq.Fork();
+    EXPECT_EQ(fork.owner(), owner);
+    EXPECT_EQ(fork.shared_page_count()->load(), 2);
+    AppendFilled(fork, 1, 5.0f);  // copies the shared last page
+    EXPECT_EQ(pool.PagesHeldBy(owner), 3) << "the shared page once, the fork's copy";
+    ASSERT_TRUE(seq.PrepareAppend(5).ok());  // reserves a third page
+    EXPECT_EQ(seen(), 3);
+    seq.Truncate(3);
+    EXPECT_EQ(seen(), 1);
+    std::vector<PageId> pages;
+    std::vector<bool> found;
+    const std::optional<PageKey> keys[] = {std::nullopt, std::nullopt, std::nullopt};
+    ASSERT_TRUE(pool.TakePages(keys, &pages, &found, nullptr, owner).ok());
+    seq.Adopt(pages, 10);
+    EXPECT_EQ(seen(), 3);
+    EXPECT_EQ(pool.PagesHeldBy(owner), 5) << "the fork's 2, the adopted 3";
+    KvSequence moved = std::move(seq);
+    EXPECT_EQ(moved.shared_page_count(), count) << "the count moves with the table";
+    moved.Clear();
+    EXPECT_EQ(seen(), 0);
+    EXPECT_EQ(pool.PagesHeldBy(owner), 2);
+  }
+  EXPECT_EQ(pool.PagesHeldBy(owner), 0);
+  EXPECT_EQ(count->load(), 0) << "readable after the sequence is gone";
+  EXPECT_EQ(pool.PagesHeldBy(kNoPageOwner), 0);
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ int64_t PagePool::reserved() const {
   return reserved_;
 }
 
-absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
+absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve, PageOwner owner) {
   absl::MutexLock lock(&mu_);
   if (!from_reserve && in_use_ + reserved_ >= max_pages_) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -100,10 +100,10 @@ absl::StatusOr<PageId> PagePool::Allocate(bool from_reserve) {
         " set aside for running calls (", (max_pages_ * geometry_.page_bytes()) >> 20,
         " MiB, --kv-cache-mb)"));
   }
-  return TakeFreePage();
+  return TakeFreePage(owner);
 }
 
-absl::StatusOr<PageId> PagePool::TakeFreePage() {
+absl::StatusOr<PageId> PagePool::TakeFreePage(PageOwner owner) {
   if (free_.empty() && n_slabs_ == static_cast<int64_t>(slabs_.size()) && lru_head_ >= 0) {
     // Evict the least recently freed cached prefix page.
     PageId page = lru_head_;
@@ -125,11 +125,12 @@ absl::StatusOr<PageId> PagePool::TakeFreePage() {
   ref_counts_[page] = 1;
   ++in_use_;
   ++references_;
+  CountOwnerTaken(page, owner, /*first=*/true);
   return page;
 }
 
 absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
-                                 std::vector<bool>* found, int64_t* room_needed) {
+                                 std::vector<bool>* found, int64_t* room_needed, PageOwner owner) {
   absl::MutexLock lock(&mu_);
   pages->clear();
   found->clear();
@@ -167,18 +168,18 @@ absl::Status PagePool::TakePages(std::span<const std::optional<PageKey>> keys, s
     auto it = keys[i] ? key_index_.find(*keys[i]) : key_index_.end();
     if (it == key_index_.end()) continue;
     const PageId page = it->second;
-    TakeKeyed(page);
+    TakeKeyed(page, owner);
     (*pages)[i] = page;
     (*found)[i] = true;
   }
   for (size_t i = 0; i < keys.size(); ++i) {
     if ((*found)[i]) continue;
-    absl::StatusOr<PageId> page = TakeFreePage();
+    absl::StatusOr<PageId> page = TakeFreePage(owner);
     if (!page.ok()) {
       // Not reached (the room was counted and the slabs mapped above); if
       // it were, what was taken goes back (revived pages as the newest).
       for (PageId p : *pages) {
-        if (p >= 0) UndoTake(p);
+        if (p >= 0) UndoTake(p, owner);
       }
       pages->clear();
       found->clear();
@@ -197,8 +198,9 @@ bool PagePool::MapNextSlab() {
   return true;
 }
 
-void PagePool::TakeKeyed(PageId page) {
-  if (ref_counts_[page] == 0) {
+void PagePool::TakeKeyed(PageId page, PageOwner owner) {
+  const bool first = ref_counts_[page] == 0;
+  if (first) {
     LruRemove(page);
     ++in_use_;
   } else if (ref_counts_[page] == 1) {
@@ -206,11 +208,13 @@ void PagePool::TakeKeyed(PageId page) {
   }
   ++ref_counts_[page];
   ++references_;
+  CountOwnerTaken(page, owner, first);
 }
 
-void PagePool::UndoTake(PageId page) {
+void PagePool::UndoTake(PageId page, PageOwner owner) {
   --references_;
   const int32_t left = --ref_counts_[page];
+  CountOwnerDropped(page, owner, left == 0);
   if (left == 1) --shared_;
   if (left > 0) return;
   --in_use_;
@@ -252,6 +256,7 @@ void PagePool::InstallSlab(uint8_t* memory, size_t bytes) {
   const int64_t last = std::min<int64_t>(first + pages_per_slab_, max_pages_);
   ++n_slabs_;
   ref_counts_.resize(last, 0);
+  owner_.resize(last, kNoPageOwner);
   keys_.resize(last);
   lru_prev_.resize(last, -1);
   lru_next_.resize(last, -1);
@@ -349,18 +354,20 @@ void PagePool::WarmLoop() {
   }
 }
 
-void PagePool::AddRef(PageId page) {
+void PagePool::AddRef(PageId page, PageOwner owner) {
   absl::MutexLock lock(&mu_);
   ABSL_RAW_CHECK(ref_counts_[page] > 0, "AddRef on a free page");
   if (++ref_counts_[page] == 2) ++shared_;
   ++references_;
+  CountOwnerTaken(page, owner, /*first=*/false);
 }
 
-bool PagePool::Release(PageId page) {
+bool PagePool::Release(PageId page, PageOwner owner) {
   absl::MutexLock lock(&mu_);
   ABSL_RAW_CHECK(ref_counts_[page] > 0, "Release of a free page");
   --references_;
   const int32_t left = --ref_counts_[page];
+  CountOwnerDropped(page, owner, left == 0);
   if (left == 1) --shared_;
   if (left == 0) {
     --in_use_;
@@ -400,13 +407,13 @@ void PagePool::SetKey(PageId page, const PageKey& key) {
   key_index_.emplace(key, page);
 }
 
-std::optional<PageId> PagePool::LookupKey(const PageKey& key, bool from_reserve) {
+std::optional<PageId> PagePool::LookupKey(const PageKey& key, bool from_reserve, PageOwner owner) {
   absl::MutexLock lock(&mu_);
   auto it = key_index_.find(key);
   if (it == key_index_.end()) return std::nullopt;
   const PageId page = it->second;
   if (ref_counts_[page] == 0 && !from_reserve && in_use_ + reserved_ >= max_pages_) return std::nullopt;
-  TakeKeyed(page);
+  TakeKeyed(page, owner);
   return page;
 }
 
@@ -419,6 +426,61 @@ bool PagePool::KeyReferenced(const PageKey& key) const {
 bool PagePool::has_key(PageId page) const {
   absl::MutexLock lock(&mu_);
   return keys_[page].has_value();
+}
+
+void PagePool::AddHeld(PageOwner owner, int64_t delta) {
+  ABSL_RAW_CHECK(owner >= 0, "a negative page owner");
+  if (static_cast<size_t>(owner) >= held_by_.size()) held_by_.resize(static_cast<size_t>(owner) + 1, 0);
+  held_by_[owner] += delta;
+}
+
+void PagePool::CountOwnerTaken(PageId page, PageOwner owner, bool first) {
+  if (first) {
+    owner_[page] = owner;
+    AddHeld(owner, 1);
+    return;
+  }
+  auto mixed = mixed_owners_.find(page);
+  if (mixed == mixed_owners_.end()) {
+    if (owner_[page] == owner) return;
+    // A second owner: the references before this one are all owner_[page]'s.
+    mixed_owners_[page] = {{owner_[page], ref_counts_[page] - 1}, {owner, 1}};
+    AddHeld(owner, 1);
+    return;
+  }
+  for (auto& [o, refs] : mixed->second) {
+    if (o == owner) {
+      ++refs;
+      return;
+    }
+  }
+  mixed->second.emplace_back(owner, 1);
+  AddHeld(owner, 1);
+}
+
+void PagePool::CountOwnerDropped(PageId page, PageOwner owner, bool last) {
+  auto mixed = mixed_owners_.find(page);
+  if (mixed == mixed_owners_.end()) {
+    ABSL_RAW_CHECK(owner_[page] == owner, "a page reference dropped for an owner it was not taken for");
+    if (last) AddHeld(owner, -1);
+    return;
+  }
+  std::vector<std::pair<PageOwner, int32_t>>& owners = mixed->second;
+  auto it = std::find_if(owners.begin(), owners.end(), [owner](const auto& o) { return o.first == owner; });
+  ABSL_RAW_CHECK(it != owners.end(), "a page reference dropped for an owner it was not taken for");
+  if (--it->second == 0) {
+    AddHeld(owner, -1);
+    owners.erase(it);
+  }
+  if (owners.size() == 1) {  // (a mixed page has two references or more, so `last` is false)
+    owner_[page] = owners.front().first;
+    mixed_owners_.erase(mixed);
+  }
+}
+
+int64_t PagePool::PagesHeldBy(PageOwner owner) const {
+  absl::MutexLock lock(&mu_);
+  return owner >= 0 && static_cast<size_t>(owner) < held_by_.size() ? held_by_[owner] : 0;
 }
 
 void PagePool::LruRemove(PageId page) {

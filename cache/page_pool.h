@@ -27,6 +27,15 @@
 // contents never change (KvSequence copies before writing into one). Page
 // contents are not cleared; writers only read what they wrote.
 //
+// Owners: every reference is taken and dropped for an owner (a PageOwner:
+// the service numbers its tenants, see service/page_owners.h; callers that
+// count nothing pass kNoPageOwner), and the pool keeps, per owner, how many
+// pages hold at least one of its references (PagesHeldBy), so a tenant's
+// KV in RAM is known without walking its sessions. A page's references
+// usually have one owner (the service salts prefix keys per tenant); with
+// several (a prefix cache shared across tenants) the page counts once for
+// each. A reference must be dropped for the owner it was taken for.
+//
 // Thread safety: every method is safe from any thread.
 // data() is lock-free; writing a page's bytes is the business of the single
 // owner that holds its only reference (see KvSequence's copy-on-write).
@@ -40,6 +49,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -54,6 +64,9 @@
 namespace kvs {
 
 using PageId = int32_t;
+// Whose a page reference is (see "Owners" above); ids are small and dense.
+using PageOwner = int32_t;
+inline constexpr PageOwner kNoPageOwner = 0;
 // Content key of a full page (16 bytes of a chain hash).
 using PageKey = std::array<uint8_t, 16>;
 
@@ -123,7 +136,7 @@ class PagePool {
   // A fresh page with reference count 1, or RESOURCE_EXHAUSTED. Pages set
   // aside by SetReserved are only for callers that pass from_reserve (the
   // engine's running jobs); others see them as in use.
-  absl::StatusOr<PageId> Allocate(bool from_reserve = false);
+  absl::StatusOr<PageId> Allocate(bool from_reserve = false, PageOwner owner = kNoPageOwner);
   // A page for each entry of `keys`, taken in one step under the pool's
   // lock, all or none (a stored session's pages as a restore loads them):
   // for a key some page holds, that page with a new reference
@@ -143,8 +156,10 @@ class PagePool {
   // eviction order; slabs mapped before the one refused stay mapped, as
   // free pages). So two calls racing for the last room never both take
   // part of it and both fail.
+  // Every reference is taken for `owner`.
   absl::Status TakePages(std::span<const std::optional<PageKey>> keys, std::vector<PageId>* pages,
-                         std::vector<bool>* found, int64_t* room_needed = nullptr);
+                         std::vector<bool>* found, int64_t* room_needed = nullptr,
+                         PageOwner owner = kNoPageOwner);
   // Sets aside `pages` free pages for from_reserve allocations (the engine
   // sets what its admitted jobs may still need). On error nothing changes.
   void SetReserved(int64_t pages);
@@ -155,10 +170,12 @@ class PagePool {
   // engine: what a running job's slide frees is the job's to grow back
   // into). SetReserved ends it.
   void ReserveNextFreed(int64_t pages);
-  void AddRef(PageId page);
-  // Drops one reference; the page is free when none remain. True when this
-  // gave room back (room_given_back() grew by one).
-  bool Release(PageId page);
+  void AddRef(PageId page, PageOwner owner = kNoPageOwner);
+  // Drops one reference of `owner`'s; the page is free when none remain.
+  // True when this gave room back (room_given_back() grew by one).
+  bool Release(PageId page, PageOwner owner = kNoPageOwner);
+  // Pages holding at least one reference of `owner`'s: O(1).
+  int64_t PagesHeldBy(PageOwner owner) const;
   // How many times room has been given back so far: a page freed by its
   // last Release (and not taken by ReserveNextFreed), the reserve made
   // smaller, or a holder of pages that became able to give them up
@@ -189,7 +206,8 @@ class PagePool {
   // page revived from the free list is a page taken as Allocate takes one:
   // nullopt when only reserved pages are left, unless from_reserve.
   void SetKey(PageId page, const PageKey& key);
-  std::optional<PageId> LookupKey(const PageKey& key, bool from_reserve = false);
+  std::optional<PageId> LookupKey(const PageKey& key, bool from_reserve = false,
+                                  PageOwner owner = kNoPageOwner);
   // True when a page holds `key` and has references: LookupKey would share
   // it and take no room (a keyed free page takes room as it is revived).
   bool KeyReferenced(const PageKey& key) const;
@@ -242,16 +260,23 @@ class PagePool {
   // mapped, the least recently freed cached one (its key evicted);
   // RESOURCE_EXHAUSTED when none is left or a slab cannot be mapped. Sets
   // the page's count to 1.
-  absl::StatusOr<PageId> TakeFreePage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PageId> TakeFreePage(PageOwner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Maps and installs the next slab: false (nothing changed) if the kernel
   // refuses the mapping. Call only while slabs remain.
   bool MapNextSlab() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One more reference to a keyed page: shared if it has references,
   // revived from the cache if not (the caller checked the budget).
-  void TakeKeyed(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeKeyed(PageId page, PageOwner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops one reference the calling method took (no room given back: the
   // caller gives back only what it took in the same locked step).
-  void UndoTake(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UndoTake(PageId page, PageOwner owner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The owners' side of a reference to `page` taken or dropped (its count
+  // already changed): `first` / `last` when it was the page's first
+  // reference or its last.
+  void CountOwnerTaken(PageId page, PageOwner owner, bool first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountOwnerDropped(PageId page, PageOwner owner, bool last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // held_by_[owner] += delta, growing the table for a new owner.
+  void AddHeld(PageOwner owner, int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ++room_given_back_, and the callback.
   void GiveRoomBack() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LruRemove(PageId page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -281,6 +306,12 @@ class PagePool {
   PageId lru_tail_ ABSL_GUARDED_BY(mu_) = -1;
   int64_t cached_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::optional<PageKey>> keys_ ABSL_GUARDED_BY(mu_);
+  // The owner of every reference of a page whose references have one
+  // owner; pages with references of several owners are in mixed_owners_
+  // instead, with each owner's reference count (summing to the page's).
+  std::vector<PageOwner> owner_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<PageId, std::vector<std::pair<PageOwner, int32_t>>> mixed_owners_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> held_by_ ABSL_GUARDED_BY(mu_);  // PagesHeldBy, by owner
   absl::flat_hash_map<PageKey, PageId> key_index_ ABSL_GUARDED_BY(mu_);
   int64_t in_use_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;

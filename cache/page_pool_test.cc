@@ -772,6 +772,146 @@ TEST(PagePoolTest, StatsAreExactOverRandomOperations) {
   }
 }
 
+TEST(PagePoolTest, PagesHeldByCountsThePagesWithAnOwnersReferencesOnceEach) {
+  PagePool pool(Geometry(), 8);
+  const PageOwner a = 1, b = 2;
+  absl::StatusOr<PageId> p = pool.Allocate(false, a), q = pool.Allocate(false, a);
+  ASSERT_TRUE(p.ok() && q.ok());
+  pool.AddRef(*p, a);
+  EXPECT_EQ(pool.PagesHeldBy(a), 2) << "two references to one page count once";
+  EXPECT_EQ(pool.PagesHeldBy(b), 0);
+  EXPECT_EQ(pool.PagesHeldBy(kNoPageOwner), 0);
+  pool.SetKey(*q, Key(1));
+  ASSERT_EQ(pool.LookupKey(Key(1), false, b), *q);
+  EXPECT_EQ(pool.PagesHeldBy(a), 2);
+  EXPECT_EQ(pool.PagesHeldBy(b), 1) << "a page two owners hold counts for each";
+  pool.Release(*q, a);
+  EXPECT_EQ(pool.PagesHeldBy(a), 1);
+  EXPECT_EQ(pool.PagesHeldBy(b), 1) << "b still holds it";
+  pool.Release(*q, b);
+  EXPECT_EQ(pool.PagesHeldBy(b), 0);
+  EXPECT_EQ(pool.Stats().pages_cached, 1);
+  ASSERT_EQ(pool.LookupKey(Key(1), false, b), *q) << "revived from the cache";
+  EXPECT_EQ(pool.PagesHeldBy(b), 1);
+  pool.Release(*p, a);
+  EXPECT_EQ(pool.PagesHeldBy(a), 1);
+  pool.Release(*p, a);
+  EXPECT_EQ(pool.PagesHeldBy(a), 0);
+  std::vector<PageId> taken;
+  std::vector<bool> found;
+  const std::optional<PageKey> keys[] = {Key(1), std::nullopt, std::nullopt};
+  ASSERT_TRUE(pool.TakePages(keys, &taken, &found, nullptr, a).ok());
+  EXPECT_EQ(pool.PagesHeldBy(a), 3) << "a shared page and two fresh ones";
+  EXPECT_EQ(pool.PagesHeldBy(b), 1);
+  const std::optional<PageKey> too_many[] = {std::nullopt, std::nullopt, std::nullopt, std::nullopt,
+                                             std::nullopt, std::nullopt};
+  std::vector<PageId> none;
+  EXPECT_FALSE(pool.TakePages(too_many, &none, &found, nullptr, b).ok());
+  EXPECT_EQ(pool.PagesHeldBy(b), 1) << "a take that fails counts nothing";
+}
+
+TEST(PagePoolTest, PagesHeldByIsExactForEveryOwnerOverRandomOperations) {
+  constexpr int kPages = 10;
+  constexpr PageOwner kOwners = 4;  // 0 (kNoPageOwner) to 3
+  PagePool pool(Geometry(), kPages);
+  std::map<PageId, std::map<PageOwner, int>> refs;  // model: each owner's references to each page
+  std::map<PageId, uint8_t> key_of;                 // model: the key a page holds
+  std::map<uint8_t, PageId> page_of;                // model: the page a key names
+  std::mt19937 rng(11);
+  auto total = [&](PageId p) {
+    int n = 0;
+    for (const auto& [o, r] : refs[p]) n += r;
+    return n;
+  };
+  auto in_use = [&] {
+    std::vector<PageId> out;
+    for (const auto& [p, by] : refs) {
+      if (total(p) > 0) out.push_back(p);
+    }
+    return out;
+  };
+  auto taken_fresh = [&](PageId p, PageOwner o) {
+    ASSERT_EQ(total(p), 0) << "handed out a page in use";
+    refs[p][o] = 1;
+    if (auto k = key_of.find(p); k != key_of.end()) {  // evicted from the cache
+      page_of.erase(k->second);
+      key_of.erase(k);
+    }
+  };
+  for (int step = 0; step < 6000; ++step) {
+    const std::vector<PageId> used = in_use();
+    const PageOwner owner = static_cast<PageOwner>(rng() % kOwners);
+    const int op = static_cast<int>(rng() % 6);
+    if (op == 0) {
+      absl::StatusOr<PageId> p = pool.Allocate(false, owner);
+      if (static_cast<int>(used.size()) == kPages) {
+        ASSERT_FALSE(p.ok()) << step;
+        continue;
+      }
+      ASSERT_TRUE(p.ok()) << step << " " << p.status();
+      taken_fresh(*p, owner);
+    } else if (op == 1) {  // a restore's take: keys of 0-3 pages, all or none
+      std::vector<std::optional<PageKey>> keys(rng() % 4);
+      for (auto& k : keys) {
+        if (rng() % 2) k = Key(static_cast<uint8_t>(rng() % 12));
+      }
+      std::vector<PageId> pages;
+      std::vector<bool> found;
+      if (!pool.TakePages(keys, &pages, &found, nullptr, owner).ok()) continue;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (found[i]) {
+          ++refs[pages[i]][owner];
+        } else {
+          taken_fresh(pages[i], owner);
+        }
+      }
+    } else if (used.empty()) {
+      continue;
+    } else {
+      const PageId p = used[rng() % used.size()];
+      if (op == 2) {
+        pool.AddRef(p, owner);
+        ++refs[p][owner];
+      } else if (op == 3 || op == 4) {  // dropped by one of the owners holding it
+        std::vector<PageOwner> holders;
+        for (const auto& [o, r] : refs[p]) {
+          if (r > 0) holders.push_back(o);
+        }
+        const PageOwner o = holders[rng() % holders.size()];
+        pool.Release(p, o);
+        --refs[p][o];
+      } else {
+        const uint8_t k = static_cast<uint8_t>(rng() % 12);
+        pool.SetKey(p, Key(k));
+        if (!key_of.contains(p) && !page_of.contains(k)) {
+          key_of[p] = k;
+          page_of[k] = p;
+        }
+      }
+    }
+    if (step % 3 == 0) {  // a lookup of a random key by a random owner
+      const uint8_t k = static_cast<uint8_t>(rng() % 12);
+      const PageOwner o = static_cast<PageOwner>(rng() % kOwners);
+      const std::optional<PageId> hit = pool.LookupKey(Key(k), false, o);
+      if (auto it = page_of.find(k); it != page_of.end()) {
+        ASSERT_EQ(hit, it->second) << step;
+        ++refs[it->second][o];
+      } else {
+        ASSERT_FALSE(hit.has_value()) << step;
+      }
+    }
+    for (PageOwner o = 0; o < kOwners; ++o) {
+      int64_t held = 0;
+      for (const auto& [p, by] : refs) {
+        auto it = by.find(o);
+        held += it != by.end() && it->second > 0;
+      }
+      ASSERT_EQ(pool.PagesHeldBy(o), held) << "owner " << o << " at step " << step;
+    }
+    ASSERT_EQ(pool.Stats().pages_in_use, static_cast<int64_t>(in_use().size())) << step;
+  }
+}
+
 TEST(PagePoolTest, TakeSoleUnkeysAPageHeldOnlyByTheCallerAndRefusesASharedOne) {
   PagePool pool(Geometry(), 4);
   const PageId a = *pool.Allocate();

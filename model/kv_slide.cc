@@ -60,9 +60,9 @@ absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool fr
       table.push_back(old);
       continue;
     }
-    absl::StatusOr<PageId> copy = pool->Allocate(from_reserve);
+    absl::StatusOr<PageId> copy = pool->Allocate(from_reserve, kv->owner());
     if (!copy.ok()) {
-      for (PageId p : copies) pool->Release(p);
+      for (PageId p : copies) pool->Release(p, kv->owner());
       return copy.status();
     }
     std::memcpy(pool->data(*copy), pool->data(old), g.page_bytes());
@@ -70,10 +70,10 @@ absl::Status SlideKv(const KeyRotation& rotation, const SlidePlan& plan, bool fr
     table.push_back(*copy);
   }
   // Nothing can fail from here on.
-  for (int i = 0; i < plan.keep_pages; ++i) pool->AddRef(table[i]);
+  for (int i = 0; i < plan.keep_pages; ++i) pool->AddRef(table[i], kv->owner());
   for (int i = first_moved; i < used; ++i) {
     const PageId page = table[plan.keep_pages + (i - first_moved)];
-    if (page == kv->page_table()[i]) pool->AddRef(page);  // turned in place: keep it
+    if (page == kv->page_table()[i]) pool->AddRef(page, kv->owner());  // turned in place: keep it
     rotation.Rotate(g, pool->data(page), std::min(t, length - i * t), delta);
   }
   kv->Adopt(std::move(table), new_length);
@@ -110,9 +110,9 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
       table.push_back(old);
       continue;
     }
-    absl::StatusOr<PageId> page = pool->Allocate(from_reserve);
+    absl::StatusOr<PageId> page = pool->Allocate(from_reserve, kv->owner());
     if (!page.ok()) {
-      for (PageId p : fresh) pool->Release(p);
+      for (PageId p : fresh) pool->Release(p, kv->owner());
       return page.status();
     }
     fresh.push_back(*page);
@@ -166,7 +166,7 @@ absl::Status SlideKvTokens(const KeyRotation& rotation, const TokenSlide& slide,
     rotation.RotateSlots(g, pool->data(table[i]), first, end, -static_cast<int64_t>(drop));
   }
   for (int i = 0; i < kept_pages + new_pages; ++i) {
-    if (table[i] == kv->page_table()[i]) pool->AddRef(table[i]);  // kept, or rebuilt in place
+    if (table[i] == kv->page_table()[i]) pool->AddRef(table[i], kv->owner());  // kept, or rebuilt in place
   }
   kv->Adopt(std::move(table), new_length);
   return absl::OkStatus();

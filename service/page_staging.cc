@@ -41,14 +41,16 @@ void PageStaging::Stage(const Session& session, int first, int end) {
   struct Page {
     PageHash hash;
     PageId id;
+    PageOwner owner;  // whose reference the staging holds
   };
   // Pages dealt in turn to one task per executor thread.
   const int tasks = std::clamp(state_->io->threads(), 1, end - first);
   std::vector<std::vector<Page>> dealt(static_cast<size_t>(tasks));
   for (int i = first; i < end; ++i) {
     const PageId id = session.kv->page_table()[i];
-    state_->pool->AddRef(id);
-    dealt[static_cast<size_t>((i - first) % tasks)].push_back({session.page_hashes->hashes()[i], id});
+    state_->pool->AddRef(id, session.kv->owner());
+    dealt[static_cast<size_t>((i - first) % tasks)].push_back(
+        {session.page_hashes->hashes()[i], id, session.kv->owner()});
   }
   {
     absl::MutexLock lock(&state_->mu);
@@ -63,7 +65,7 @@ void PageStaging::Stage(const Session& session, int first, int end) {
         absl::StatusOr<bool> staged = state->store->StagePage(p.hash, bytes, [&] {
           return absl::StatusOr<PageEncoding>(EncodePageParts(g, state->pool->data(p.id), g.page_tokens));
         });
-        state->pool->Release(p.id);
+        state->pool->Release(p.id, p.owner);
         if (staged.ok() && *staged) wrote.push_back(p.hash);
       }
       std::function<void()> then;

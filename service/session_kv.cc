@@ -30,7 +30,8 @@ int SessionKv::AttachCachedPrefix(int max_tokens) {
     if (s.page_hashes->size() != i) break;
     const PageHash hash =
         s.page_hashes->NextPageHash(std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(i) * t, t));
-    std::optional<PageId> page = pool_->LookupKey(hash.bytes, /*from_reserve=*/true);  // an admitted job's
+    // An admitted job's (from the reserve), a reference of the session's owner.
+    std::optional<PageId> page = pool_->LookupKey(hash.bytes, /*from_reserve=*/true, s.kv->owner());
     if (const SessionIoMetrics* m = GetSessionIoMetrics()) {
       m->prefix_lookups->Add();
       if (page) m->prefix_hits->Add();

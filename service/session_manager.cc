@@ -34,7 +34,7 @@ SessionManager::SessionManager(const Model& model, PagePool* pool, SessionStore*
       limits_(limits),
       context_{std::move(model_fingerprint), model.config().name, pool->geometry()},
       registry_(pool, limits.max_sessions),
-      persistence_(pool, store, &context_, this) {}
+      persistence_(pool, store, &context_, this, &page_owners_) {}
 
 std::string SessionManager::NewId(const char* prefix, std::string_view route_key) {
   unsigned char bytes[16];
@@ -66,7 +66,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::CreateAcquired(
   s->id = NewId("ses_", route_key);
   s->owner = owner;
   s->shared_prefix_chain = shared_prefix_cache_;
-  s->kv.emplace(pool_);
+  s->kv.emplace(pool_, page_owners_.Of(owner));
   s->page_hashes.emplace(context_.model_fingerprint, context_.geometry,
                          ChainStart(s->owner, s->shared_prefix_chain));
   s->sampling = sampling;

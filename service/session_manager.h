@@ -43,6 +43,7 @@
 #include "service/session.h"
 #include "service/session_kv.h"
 #include "service/session_migration.h"
+#include "service/page_owners.h"
 #include "service/session_persistence.h"
 #include "service/session_registry.h"
 
@@ -77,6 +78,8 @@ class SessionManager : public KvRoomMaker {
   void SetSharedPrefixCache(bool shared) { shared_prefix_cache_ = shared; }
   const std::string& model_fingerprint() const { return context_.model_fingerprint; }
   PagePool* pool() const { return pool_; }
+  // The numbers under which the pool counts each tenant's pages.
+  PageOwners* page_owners() { return &page_owners_; }
   SessionStore* store() const { return store_; }
 
   // Registers every session and checkpoint in the store (KV stays on disk
@@ -313,6 +316,7 @@ class SessionManager : public KvRoomMaker {
   bool shared_prefix_cache_ = false;
   int64_t longest_stored_session_tokens_ = 0;  // set by LoadFromStore
   SessionRegistry registry_;
+  PageOwners page_owners_;
   SessionPersistence persistence_;
   // Held by DeleteCheckpoint (as writer), and by RestoreCheckpoint (as
   // reader) while it checks its checkpoint is there and writes the

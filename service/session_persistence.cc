@@ -110,9 +110,10 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   std::vector<PageId> pages;
   std::vector<bool> found;
   int64_t needed = to_take;
-  absl::Status took = pool_->TakePages(keys, &pages, &found, &needed);
+  const PageOwner owner = owners_->Of(s.owner);
+  absl::Status took = pool_->TakePages(keys, &pages, &found, &needed, owner);
   if (absl::IsResourceExhausted(took) && room_->MakeRoom(needed)) {
-    took = pool_->TakePages(keys, &pages, &found, &needed);
+    took = pool_->TakePages(keys, &pages, &found, &needed, owner);
   }
   if (!took.ok()) {
     // No room, or no memory to map: either may come back as others give
@@ -121,7 +122,7 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
     return absl::Status(took.code(), absl::StrCat("loading the session: ", took.message()));
   }
   auto give_back = [&] {
-    for (PageId p : pages) pool_->Release(p);
+    for (PageId p : pages) pool_->Release(p, owner);
   };
   // Then every page to read in one ReadPages: batched, parallel, straight
   // into the pool pages, each checksum checked once.
@@ -146,7 +147,7 @@ absl::StatusOr<KvSequence> SessionPersistence::LoadKv(const Session& s, int64_t*
   for (size_t k = 0; k < reads.size(); ++k) {
     if (reads[k].n_tokens == t) pool_->SetKey(pages[read_index[k]], reads[k].hash.bytes);
   }
-  KvSequence kv(pool_);
+  KvSequence kv(pool_, owner);
   kv.Adopt(std::move(pages), kv_length);
   if (const SessionIoMetrics* m = GetSessionIoMetrics()) {
     m->restores->Add();

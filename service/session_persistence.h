@@ -22,6 +22,7 @@
 #include "cache/kv_sequence.h"
 #include "cache/page_pool.h"
 #include "cache/session_store.h"
+#include "service/page_owners.h"
 #include "service/record_convert.h"
 #include "service/session.h"
 #include "service/session_kv.h"
@@ -30,9 +31,10 @@ namespace kvs {
 
 class SessionPersistence {
  public:
+  // The KV it loads is the session owner's (`owners`: PagePool's owners).
   SessionPersistence(PagePool* pool, SessionStore* store, const RecordContext* context,
-                     KvRoomMaker* room)
-      : pool_(pool), store_(store), context_(context), room_(room) {}
+                     KvRoomMaker* room, PageOwners* owners)
+      : pool_(pool), store_(store), context_(context), room_(room), owners_(owners) {}
 
   // Writes `record` (built from `session`), encoding the pages the store
   // lacks from the session's resident KV (DATA_LOSS if one is not in RAM).
@@ -66,6 +68,7 @@ class SessionPersistence {
   SessionStore* const store_;
   const RecordContext* const context_;
   KvRoomMaker* const room_;
+  PageOwners* const owners_;
 };
 
 }  // namespace kvs

@@ -57,7 +57,8 @@ TEST(SessionPersistence, ALoadBeatenToTheRoomAfterItsCheckTakesNoPageAndGivesNon
   std::shared_ptr<Session> s = StoredSession(env, id);
   ASSERT_EQ(s->persisted_page_hashes.size(), 3u);
   RoomTakenAfterTheCheck room(&env.pool(), /*steal=*/2);  // 2 of 4 pages left
-  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room);
+  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room,
+                                 env.sessions().page_owners());
 
   const int64_t room_before = env.pool().room_given_back();
   int64_t room_seen = -1;
@@ -113,7 +114,8 @@ TEST(SessionPersistence, ALoadWhosePagesLostTheirOtherHolderAsksForTheRoomTheyNo
   std::optional<KvSequence> holder;
   std::vector<PageId> others;
   EvictingRoomMaker room(&env.pool(), &holder, &others);
-  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room);
+  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room,
+                                 env.sessions().page_owners());
   absl::StatusOr<KvSequence> held = persistence.LoadKv(*StoredSession(env, prefix));
   ASSERT_TRUE(held.ok()) << held.status();
   holder.emplace(*std::move(held));
@@ -135,7 +137,8 @@ TEST(SessionPersistence, ALoadSharesTheFullPagesAnotherSessionHoldsAndReadsTheRe
   env.Reopen();
   std::shared_ptr<Session> s = StoredSession(env, id);
   RoomTakenAfterTheCheck room(&env.pool(), /*steal=*/0);
-  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room);
+  SessionPersistence persistence(&env.pool(), &env.store(), &env.sessions().record_context(), &room,
+                                 env.sessions().page_owners());
   absl::StatusOr<KvSequence> first = persistence.LoadKv(*s);
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<KvSequence> second = persistence.LoadKv(*s);

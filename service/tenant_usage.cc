@@ -1,7 +1,7 @@
 #include "service/tenant_usage.h"
 
 #include <algorithm>
-#include <set>
+#include <optional>
 
 #include "cache/page_codec.h"
 
@@ -82,45 +82,19 @@ void TenantUsage::EndReservations(uint64_t id) {
   auto it = claims_.find(id);
   if (it == claims_.end()) return;
   Claim& claim = it->second;
-  claim.session = nullptr;  // the session is counted as any idle one again
-  claim.pages.clear();
-  claim.growth_pages = 0;
+  claim.page_count.reset();  // the session's pages count as any idle one's again
+  claim.target_pages = 0;
   claim.store_bytes = 0;
 }
 
-int64_t TenantUsage::KvPagesLocked(const std::string& tenant, const Session* admitting) const {
-  // Distinct pages, one bit each: PageIds are dense below the pool's size.
-  std::vector<bool> seen(static_cast<size_t>(sessions_->pool()->max_pages()));
-  int64_t distinct = 0;
-  auto count = [&](const std::vector<PageId>& table) {
-    for (PageId p : table) {
-      if (p < 0 || static_cast<size_t>(p) >= seen.size() || seen[p]) continue;
-      seen[p] = true;
-      ++distinct;
-    }
-  };
-  int64_t extra = 0;
-  std::set<const Session*> in_jobs;
+int64_t TenantUsage::KvPagesLocked(const std::string& tenant) const {
+  const std::optional<PageOwner> owner = sessions_->page_owners()->Find(tenant);
+  int64_t pages = owner ? sessions_->pool()->PagesHeldBy(*owner) : 0;
   for (const auto& [id, job] : claims_) {
-    if (job.tenant != tenant || job.session == nullptr) continue;
-    in_jobs.insert(job.session);
-    count(job.pages);
-    extra += job.growth_pages;
+    if (job.tenant != tenant || job.page_count == nullptr) continue;
+    pages += std::max<int64_t>(0, job.target_pages - job.page_count->load(std::memory_order_relaxed));
   }
-  sessions_->registry()->ForEachOwnedBy(
-      tenant,
-      [&](const Session& s) {
-        if (!s.kv || in_jobs.count(&s) > 0) return;
-        // Idle tables (and the admitting caller's own) are stable under
-        // the registry's mutex; another holder's may be changing.
-        if (!s.busy || &s == admitting) {
-          count(s.kv->page_table());
-        } else {
-          extra += s.described_pages;
-        }
-      },
-      [](const CheckpointRecord&) {});
-  return distinct + extra;
+  return pages;
 }
 
 int64_t TenantUsage::StoreBytesLocked(const std::string& tenant) const {
@@ -137,7 +111,7 @@ TenantUsageFigures TenantUsage::Usage(const std::string& tenant) const {
   u.checkpoints = sessions_->registry()->owned_checkpoint_count(tenant);
   absl::MutexLock lock(&mu_);
   for (const auto& [id, job] : claims_) u.generates += job.tenant == tenant && job.generate;
-  u.kv_bytes = KvPagesLocked(tenant, nullptr) * static_cast<int64_t>(sessions_->pool()->geometry().page_bytes());
+  u.kv_bytes = KvPagesLocked(tenant) * static_cast<int64_t>(sessions_->pool()->geometry().page_bytes());
   u.store_bytes = StoreBytesLocked(tenant);
   return u;
 }
@@ -154,10 +128,11 @@ absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::AdmitJob(const Session
   const int64_t pages_total = CeilDiv(target, pt);
   Claim job;
   job.tenant = s.owner;
-  job.session = &s;
   job.generate = generate;
-  if (s.kv) job.pages = s.kv->page_table();
-  job.growth_pages = std::max<int64_t>(0, pages_total - static_cast<int64_t>(job.pages.size()));
+  job.page_count = s.kv ? s.kv->shared_page_count() : std::make_shared<std::atomic<int>>(0);
+  job.target_pages = pages_total;
+  const int64_t held_pages = s.kv ? s.kv->num_pages() : 0;
+  const int64_t growth_pages = std::max<int64_t>(0, pages_total - held_pages);
   // A slide rechains every page after the kept ones: all may be new.
   const int64_t store_pages =
       wanted > target ? pages_total : std::max<int64_t>(0, pages_total - s.persisted_kv_length / pt);
@@ -173,8 +148,8 @@ absl::StatusOr<std::shared_ptr<TenantClaim>> TenantUsage::AdmitJob(const Session
   }
   if (limits.max_kv_bytes > 0) {
     auto fits = [&] {
-      // The admitting session's pages are in its table (KvPagesLocked).
-      return (KvPagesLocked(s.owner, &s) + job.growth_pages) * page_bytes <= limits.max_kv_bytes;
+      // The admitting session's pages are the tenant's held ones already.
+      return (KvPagesLocked(s.owner) + growth_pages) * page_bytes <= limits.max_kv_bytes;
     };
     if (!fits()) {
       // The tenant's own idle sessions go first (all persisted: they come

@@ -7,17 +7,18 @@
 //   sessions     sessions whose owner is the tenant, resident or on disk
 //                (SessionRegistry counts them; Add refuses past the quota,
 //                so a Fork makes all its branches or none).
-//   kv_bytes     page_bytes x the tenant's KV pages: the number of distinct
-//                pool pages (PageIds) in the page tables of the tenant's
-//                resident sessions that no engine job holds, plus, for
-//                every running job of the tenant, the distinct pages its
-//                session had when the job was admitted and the pages the
-//                job may still add (its worst case: input + max_tokens,
-//                capped at the context). Pages are never shared across
-//                tenants (the page-hash chain is salted per tenant), so the
-//                count is the tenant's own; a page shared by its forks or
-//                its prefix cache counts once. While jobs run it is an
-//                upper bound; when the tenant is idle it is exact.
+//   kv_bytes     page_bytes x the tenant's KV pages: the pool pages that
+//                hold a reference of the tenant's (PagePool::PagesHeldBy
+//                under the tenant's PageOwners number: its sessions' pages,
+//                resident or being written or loaded; a page shared by its
+//                forks counts once, one only the prefix cache keeps counts
+//                not at all), plus, for every running job of the tenant,
+//                the pages the job may still add: its worst case (input +
+//                max_tokens, capped at the context) less the pages its
+//                session holds now (KvSequence::shared_page_count). With
+//                --shared-prefix-cache a page several tenants hold counts
+//                for each of them. While jobs run it is an upper bound;
+//                when the tenant is idle it is exact.
 //   store_bytes  the encoded bytes the store holds for the tenant: every
 //                distinct page hash its session and checkpoint records
 //                reference, at its encoded size (EncodedPageBytes; pages
@@ -83,13 +84,12 @@
 // after its records are written counts them twice: a concurrent call of
 // the tenant may be refused near the quota then.
 //
-// Cost: store_bytes is kept as records are written and removed
-// (SessionRegistry::stored_bytes, TenantStoreBytes): a lookup plus the
-// tenant's claims (running jobs and store writes under way). kv_bytes walks the tenant's sessions
-// (SessionRegistry::ForEachOwnedBy) and the page tables of its resident
-// ones, marking each page in a bitmap of the pool's pages (one bit a page:
-// the pool's size in bits is cleared per count, and AdmitJob counts again
-// after each eviction it makes).
+// Cost: both byte counts are kept as they change, so a count is a lookup
+// plus a walk of the server's claims (running jobs and store writes under
+// way), whatever the tenant's sessions and pages: store_bytes by the
+// registry as records are written and removed (SessionRegistry::
+// stored_bytes, TenantStoreBytes), kv_bytes by the pool as references are
+// taken and dropped (PagePool::PagesHeldBy).
 //
 // Thread safety: every method is thread-safe. AdmitJob and the Reserve
 // calls are serialised per server (one mutex), then read the registry under its
@@ -98,6 +98,7 @@
 #ifndef KVSESSION_SERVICE_TENANT_USAGE_H_
 #define KVSESSION_SERVICE_TENANT_USAGE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -179,19 +180,19 @@ class TenantUsage {
 
  private:
   friend class TenantClaim;
-  // An engine job's claim, or (session null, no pages) a store write's.
+  // An engine job's claim, or (no page count) a store write's.
   struct Claim {
     std::string tenant;
-    const Session* session = nullptr;
-    std::vector<PageId> pages;  // the session's pages at admission
-    int64_t growth_pages = 0;   // KV pages it may add
+    // The job's session's page count (KvSequence::shared_page_count), and
+    // the most pages the job may take it to: it may add the difference.
+    std::shared_ptr<const std::atomic<int>> page_count;
+    int64_t target_pages = 0;
     int64_t store_bytes = 0;    // store bytes it may add
     bool generate = false;
   };
   void End(uint64_t id);
   void EndReservations(uint64_t id);
-  int64_t KvPagesLocked(const std::string& tenant, const Session* admitting) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t KvPagesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t StoreBytesLocked(const std::string& tenant) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<TenantClaim>> ReserveStoreGrowth(const std::string& tenant, int64_t bytes);
   std::shared_ptr<TenantClaim> AddClaimLocked(Claim claim) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

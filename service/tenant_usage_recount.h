@@ -1,3 +1,6 @@
+// Reference recounts of what TenantUsage keeps, for tests and benches; not
+// used by the server.
+//
 // The reference recount of a tenant's store bytes: every record it owns
 // walked from scratch, each record's encoded size plus each distinct page
 // hash once at its encoded size, exactly as TenantUsage counted them on
@@ -13,6 +16,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/page_codec.h"
 #include "service/session_manager.h"
@@ -40,6 +44,29 @@ inline int64_t RecountStoreBytes(SessionManager& m, const std::string& tenant) {
         for (const std::string& h : c.session().page_hashes()) page(h, c.session().kv_length(), i++);
       });
   return bytes;
+}
+
+// The reference recount of a tenant's KV pages: the distinct pool pages in
+// the page tables of its resident sessions, as TenantUsage counted them on
+// every call before the pool kept the count (PagePool::PagesHeldBy). Reads
+// the tables, so only while no other thread changes them (an idle tenant,
+// or a test's own thread).
+// Counts as that code did: one bit per pool page.
+inline int64_t RecountKvPages(SessionManager& m, const std::string& tenant) {
+  std::vector<bool> seen(static_cast<size_t>(m.pool()->max_pages()));
+  int64_t distinct = 0;
+  m.registry()->ForEachOwnedBy(
+      tenant,
+      [&](const Session& s) {
+        if (!s.kv) return;
+        for (PageId p : s.kv->page_table()) {
+          if (p < 0 || static_cast<size_t>(p) >= seen.size() || seen[p]) continue;
+          seen[p] = true;
+          ++distinct;
+        }
+      },
+      [](const CheckpointRecord&) {});
+  return distinct;
 }
 
 }  // namespace kvs

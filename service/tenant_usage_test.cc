@@ -22,6 +22,20 @@ void ExpectStoreBytesMatchARecount(SessionManager& m, const TenantUsage& usage, 
   }
 }
 
+// Every tenant's kv_bytes (kept by the pool) equals a recount of its
+// resident sessions' page tables.
+void ExpectKvBytesMatchARecount(SessionManager& m, const TenantUsage& usage, const char* after) {
+  const int64_t page_bytes = static_cast<int64_t>(m.pool()->geometry().page_bytes());
+  for (const std::string& tenant : {std::string(kDefaultTenant), std::string("acme")}) {
+    EXPECT_EQ(usage.Usage(tenant).kv_bytes, RecountKvPages(m, tenant) * page_bytes) << tenant << " after " << after;
+  }
+}
+
+// Evicts every idle, persisted session's KV.
+void EvictAllIdle(SessionManager& m) {
+  for (const std::shared_ptr<Session>& s : m.registry()->EvictionCandidates()) m.registry()->EvictIfIdle(*s);
+}
+
 TEST(TenantUsage, ForksCountTheirSharedPagesOnceInKvAndStoreBytes) {
   KVS_REQUIRE_SHARED_MODEL();
   ServiceTestEnv env;
@@ -366,6 +380,115 @@ TEST(TenantUsage, StoreBytesKeptAsRecordsComeAndGoEqualARecountAfterEveryKindOfW
   for (const std::string& id : all) ASSERT_TRUE(env.sessions().Delete(id).ok()) << id;
   EXPECT_EQ(env.sessions().registry()->stored_bytes(kDefaultTenant), 0);
   EXPECT_EQ(env.sessions().registry()->stored_bytes("acme"), 0);
+}
+
+TEST(TenantUsage, KvBytesKeptByThePoolEqualARecountOfEachTenantsPageTablesAfterEveryKindOfChange) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  SessionManager& m = env.sessions();
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&m, &quotas);
+  ExpectKvBytesMatchARecount(m, usage, "nothing");
+  const std::string mine = env.MakeSession(40);
+  absl::StatusOr<std::shared_ptr<Session>> acme = m.CreateAcquired({}, {}, "acme");
+  ASSERT_TRUE(acme.ok()) << acme.status();
+  env.Prefill(**acme, std::vector<int32_t>(50, 9));
+  ExpectKvBytesMatchARecount(m, usage, "a session held while it prefills");
+  ASSERT_TRUE(m.PersistAndRelease(*acme).ok());
+  const std::string theirs = (*acme)->id;
+  ExpectKvBytesMatchARecount(m, usage, "creating");
+  EXPECT_GT(usage.Usage("acme").kv_bytes, usage.Usage(kDefaultTenant).kv_bytes) << "50 tokens against 40";
+
+  absl::StatusOr<std::vector<std::shared_ptr<Session>>> branches = m.Fork(theirs, 2, {}, {});
+  ASSERT_TRUE(branches.ok()) << branches.status();
+  ExpectKvBytesMatchARecount(m, usage, "a fork");
+  absl::StatusOr<SessionInfo> cut = m.Truncate((*branches)[0]->id, 20);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ExpectKvBytesMatchARecount(m, usage, "truncating a branch");
+  absl::StatusOr<CheckpointRecord> checkpoint = m.Snapshot(mine, "c", nullptr);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EvictAllIdle(m);
+  ExpectKvBytesMatchARecount(m, usage, "evicting every idle session");
+  EXPECT_EQ(usage.Usage("acme").kv_bytes, 0);
+  absl::StatusOr<std::shared_ptr<Session>> back = m.Acquire(theirs);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectKvBytesMatchARecount(m, usage, "loading a session back");
+  m.Release(*back);
+  absl::StatusOr<std::shared_ptr<Session>> restored = m.RestoreCheckpoint(checkpoint->id(), {});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  ExpectKvBytesMatchARecount(m, usage, "restoring a checkpoint");
+  ASSERT_TRUE(m.Delete(theirs).ok());
+  ASSERT_TRUE(m.Delete(mine).ok());
+  ExpectKvBytesMatchARecount(m, usage, "deleting");
+}
+
+TEST(TenantUsage, WithASharedPrefixCacheAPageTwoTenantsHoldCountsForEachOfThem) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  SessionManager& m = env.sessions();
+  m.SetSharedPrefixCache(true);
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&m, &quotas);
+  const KvGeometry& g = env.pool().geometry();
+  // With BOS, 3 full pages of KV and a partial one (the last token's KV is not computed).
+  const std::vector<int32_t> prompt(3 * g.page_tokens + 8, 11);
+  const int64_t pages = 4;
+  std::string ids[2];
+  const char* tenants[2] = {kDefaultTenant, "acme"};
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::shared_ptr<Session>> s = m.CreateAcquired({}, {}, tenants[i]);
+    ASSERT_TRUE(s.ok()) << s.status();
+    env.Prefill(**s, prompt);
+    ASSERT_TRUE(m.PersistAndRelease(*s).ok());
+    ids[i] = (*s)->id;
+  }
+  // acme's session comes back from disk onto the default tenant's pages.
+  absl::StatusOr<std::shared_ptr<Session>> s = m.Acquire(ids[1]);
+  ASSERT_TRUE(s.ok()) << s.status();
+  m.Release(*s);
+  EvictAllIdle(m);
+  s = m.Acquire(ids[0]);
+  ASSERT_TRUE(s.ok()) << s.status();
+  m.Release(*s);
+  s = m.Acquire(ids[1]);
+  ASSERT_TRUE(s.ok()) << s.status();
+  m.Release(*s);
+  EXPECT_EQ(env.pool().Stats().pages_in_use, 5) << "the tenants share their 3 full pages";
+  ExpectKvBytesMatchARecount(m, usage, "sharing");
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, pages * static_cast<int64_t>(g.page_bytes()));
+  EXPECT_EQ(usage.Usage("acme").kv_bytes, pages * static_cast<int64_t>(g.page_bytes()));
+  ASSERT_TRUE(m.Delete(ids[0]).ok());
+  ExpectKvBytesMatchARecount(m, usage, "one tenant's session deleted");
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, 0);
+  EXPECT_EQ(usage.Usage("acme").kv_bytes, pages * static_cast<int64_t>(g.page_bytes()))
+      << "the pages acme still holds count for acme alone";
+}
+
+TEST(TenantUsage, ARunningJobsPagesCountOnceAsItsSessionGrowsIntoWhatItWasAdmittedFor) {
+  KVS_REQUIRE_SHARED_MODEL();
+  ServiceTestEnv env;
+  SessionManager& m = env.sessions();
+  TenantQuotas quotas{QuotaLimits{}};
+  TenantUsage usage(&m, &quotas);
+  const KvGeometry& g = env.pool().geometry();
+  const int64_t page_bytes = static_cast<int64_t>(g.page_bytes());
+  const std::string id = env.MakeSession(20);  // BOS + 20: 2 pages
+  absl::StatusOr<std::shared_ptr<Session>> s = m.Acquire(id);
+  ASSERT_TRUE(s.ok()) << s.status();
+  absl::StatusOr<std::shared_ptr<TenantClaim>> job = usage.AdmitJob(**s, 3 * g.page_tokens, true);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // 21 + 48 tokens: 5 pages at most.
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, 5 * page_bytes);
+  env.Prefill(**s, std::vector<int32_t>(2 * g.page_tokens, 5));
+  EXPECT_EQ(RecountKvPages(m, kDefaultTenant), 4) << "the job's session has grown by two pages";
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, 5 * page_bytes) << "held, or still to come: counted once";
+  absl::StatusOr<std::shared_ptr<Session>> other = m.Acquire(env.MakeSession(5, 40));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, 6 * page_bytes) << "another session's page on top";
+  m.Release(*other);
+  m.Release(*s);
+  (*job)->EndReservations();
+  EXPECT_EQ(usage.Usage(kDefaultTenant).kv_bytes, 5 * page_bytes) << "what the sessions hold, nothing to come";
 }
 
 }  // namespace
