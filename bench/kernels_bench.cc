@@ -38,14 +38,18 @@
 //                        AttentionUpdateHeads call ("together", the same
 //                        bits): bytes/s of K and V; ".../8192keys/8kvheads":
 //                        the same bytes as all 8 heads over half the keys
-//                        (a row split by keys)
+//                        (a row split by keys); ".../together/runsN": the
+//                        pages in runs of N whose blocks of one (layer,
+//                        head) lie side by side (N pages' keys one
+//                        contiguous read), a layout the pool does not have
 //   read_paged           the bytes attention_paged cold reads, only summed
 //                        (AVX2 loads, each block's lines prefetched 2
 //                        blocks ahead, as a decode row's stream does): the
 //                        ceiling for attention_paged cold on one thread
 //   read_heads           the bytes attention_heads .../16384keys/4kvheads
 //                        cold reads, only summed, "by-head" (its order) or
-//                        "by-page" (each page's heads side by side)
+//                        "by-page" (each page's heads side by side);
+//                        ".../by-head/runsN" in attention_heads' runs
 //   attention_prefill    a prefill step's tile: 16 prompt rows x a GQA group
 //                        of 2 heads (32 queries, head_dim 128) over 4,096
 //                        keys in pages of 16, the rows seeing the last 16
@@ -374,10 +378,14 @@ class PagedKv {
  public:
   static constexpr int kLayers = 28, kKvHeads = 8, kPageTokens = 16, kHeadDim = 128;
 
-  PagedKv(KvDtype dtype, int pages, int page_tokens = kPageTokens, bool in_pool = false)
+  // run_pages > 1 (not with in_pool): the pages in runs of that many, each
+  // run's blocks of one (layer, part, head) side by side (a layout the pool
+  // does not have: how fast its reads would be). pages % run_pages == 0.
+  PagedKv(KvDtype dtype, int pages, int page_tokens = kPageTokens, bool in_pool = false, int run_pages = 1)
       : geometry_{.n_layers = kLayers, .n_kv_heads = kKvHeads, .head_dim = kHeadDim, .page_tokens = page_tokens,
                   .dtype = dtype},
-        bytes_(geometry_.page_bytes() * pages) {
+        bytes_(geometry_.page_bytes() * pages),
+        run_pages_(run_pages) {
     if (in_pool) {
       pool_ = std::make_unique<PagePool>(geometry_, pages);
       for (int p = 0; p < pages; ++p) {
@@ -399,10 +407,12 @@ class PagedKv {
     std::vector<uint8_t> key_block = block;
     if (dtype == KvDtype::kQ8_0) Q8_0KeyBlockFromRows(block.data(), page_tokens, kHeadDim, key_block.data());
     const std::vector<uint8_t> value_block = ValueBlocks(dtype, block, page_tokens, kHeadDim, page_tokens);
-    for (uint8_t* page : page_data_) {
-      for (size_t off = 0; off < geometry_.page_bytes(); off += block_bytes()) {
-        const bool key = (off / block_bytes() / kKvHeads) % 2 == 0;
-        std::memcpy(page + off, key ? key_block.data() : value_block.data(), block_bytes());
+    for (int p = 0; p < pages; ++p) {
+      for (int layer = 0; layer < kLayers; ++layer) {
+        for (int head = 0; head < kKvHeads; ++head) {
+          std::memcpy(mutable_block(p, 0, layer, head), key_block.data(), block_bytes());
+          std::memcpy(mutable_block(p, 1, layer, head), value_block.data(), block_bytes());
+        }
       }
     }
     ok_ = true;
@@ -413,13 +423,21 @@ class PagedKv {
   bool ok() const { return ok_; }
   size_t block_bytes() const { return geometry_.block_bytes(); }
   // Page p's K (part 0) or V (part 1) block of (layer, head).
-  const void* block(int p, int part, int layer, int head) const {
-    return page_data_[p] + geometry_.block_offset(layer, part == 0 ? KvPart::kKey : KvPart::kValue, head);
-  }
+  const void* block(int p, int part, int layer, int head) const { return mutable_block(p, part, layer, head); }
 
  private:
+  uint8_t* mutable_block(int p, int part, int layer, int head) const {
+    if (run_pages_ == 1) {
+      return page_data_[p] + geometry_.block_offset(layer, part == 0 ? KvPart::kKey : KvPart::kValue, head);
+    }
+    const int run_first = p - p % run_pages_;
+    const size_t index = ((static_cast<size_t>(layer) * 2 + part) * kKvHeads + head) * run_pages_ + p % run_pages_;
+    return page_data_[run_first] + index * block_bytes();
+  }
+
   KvGeometry geometry_;
   size_t bytes_;
+  int run_pages_;
   std::unique_ptr<PagePool> pool_;  // in_pool
   uint8_t* mapping_ = nullptr;      // otherwise
   std::vector<uint8_t*> page_data_;
@@ -475,12 +493,13 @@ void AttentionPaged(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool 
 // only): all 8 heads over 8,192 keys, the same bytes, which is a thread's
 // share of a row split by keys rather than by heads: each page's blocks
 // of a layer read as one run twice as long.
-void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool together, int kv_heads) {
+void AttentionHeads(benchmark::State& state, KernelIsa isa, KvDtype dtype, bool together, int kv_heads,
+                    int run_pages) {
   if (!UseIsa(state, isa)) return;
   constexpr int kHeads = 2, kHeadDim = PagedKv::kHeadDim;
   const int kKvHeads = kv_heads, kKeys = 16384 * 4 / kv_heads;
   const int kPages = kKeys / PagedKv::kPageTokens, kQueries = kHeads * kKvHeads;
-  PagedKv kv(dtype, kPages);
+  PagedKv kv(dtype, kPages, PagedKv::kPageTokens, /*in_pool=*/false, run_pages);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
@@ -543,16 +562,17 @@ __attribute__((target("avx2"))) uint64_t SumBlocksAvx2(const void* const* blocks
 }
 
 // Each call, `lists(kv, call, k, v)` puts `blocks` K and V block pointers
-// of `kv` (pages of `page_tokens` tokens in the pool's layout) in k and v,
+// of `kv` (pages of `page_tokens` tokens in the pool's layout, or in runs) in k and v,
 // which are then summed (SumBlocksAvx2: each block's lines asked for 2
 // blocks ahead in the order listed): bytes/s of K and V.
 template <class Lists>
-void ReadBlockLists(benchmark::State& state, KvDtype dtype, int pages, int page_tokens, size_t blocks, Lists lists) {
+void ReadBlockLists(benchmark::State& state, KvDtype dtype, int pages, int page_tokens, int run_pages, size_t blocks,
+                    Lists lists) {
   if (!__builtin_cpu_supports("avx2")) {
     state.SkipWithError("no AVX2");
     return;
   }
-  PagedKv kv(dtype, pages, page_tokens);
+  PagedKv kv(dtype, pages, page_tokens, /*in_pool=*/false, run_pages);
   if (!kv.ok()) {
     state.SkipWithError("mmap failed");
     return;
@@ -572,7 +592,7 @@ void ReadBlockLists(benchmark::State& state, KvDtype dtype, int pages, int page_
 // their order are a cold decode row's, without its arithmetic.
 void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
   const int pages = 4096 / page_tokens;
-  ReadBlockLists(state, dtype, pages, page_tokens, pages,
+  ReadBlockLists(state, dtype, pages, page_tokens, /*run_pages=*/1, pages,
                  [pages](const PagedKv& kv, int call, const void** k, const void** v) {
                    const int layer = call % PagedKv::kLayers, head = call / PagedKv::kLayers % PagedKv::kKvHeads;
                    for (int p = 0; p < pages; ++p) {
@@ -587,10 +607,10 @@ void ReadPaged(benchmark::State& state, KvDtype dtype, int page_tokens) {
 // (each head's blocks of a span of 16 pages in turn: 2 KB runs, q8_0, 16
 // tokens), "by-page" each page's 4 heads side by side (8.7 KB runs). Each
 // call takes the next layer and share of heads, as attention_heads does.
-void ReadHeads(benchmark::State& state, KvDtype dtype, bool by_page) {
+void ReadHeads(benchmark::State& state, KvDtype dtype, bool by_page, int run_pages) {
   constexpr int kKeys = 16384, kKvHeads = 4, kSpanPages = 16;
   const int pages = kKeys / PagedKv::kPageTokens;
-  ReadBlockLists(state, dtype, pages, PagedKv::kPageTokens, static_cast<size_t>(pages) * kKvHeads,
+  ReadBlockLists(state, dtype, pages, PagedKv::kPageTokens, run_pages, static_cast<size_t>(pages) * kKvHeads,
                  [pages, by_page](const PagedKv& kv, int call, const void** k, const void** v) {
                    const int layer = call % PagedKv::kLayers,
                              first_head = call / PagedKv::kLayers % (PagedKv::kKvHeads / kKvHeads) * kKvHeads;
@@ -857,11 +877,16 @@ void RegisterAll() {
       for (bool together : {false, true}) {
         const std::string heads = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/cold/16384keys/4kvheads/" + (together ? "together" : "per-head");
-        configure(benchmark::RegisterBenchmark(heads.c_str(), AttentionHeads, isa, dtype, together, 4));
+        configure(benchmark::RegisterBenchmark(heads.c_str(), AttentionHeads, isa, dtype, together, 4, 1));
+      }
+      for (int run_pages : {4, 16, 1024}) {
+        const std::string runs = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
+                                 "/cold/16384keys/4kvheads/together/runs" + std::to_string(run_pages);
+        configure(benchmark::RegisterBenchmark(runs.c_str(), AttentionHeads, isa, dtype, true, 4, run_pages));
       }
       const std::string by_keys = std::string("attention_heads/") + KvDtypeName(dtype) + "/" + KernelIsaName(isa) +
                                   "/cold/8192keys/8kvheads/together";
-      configure(benchmark::RegisterBenchmark(by_keys.c_str(), AttentionHeads, isa, dtype, true, 8));
+      configure(benchmark::RegisterBenchmark(by_keys.c_str(), AttentionHeads, isa, dtype, true, 8, 1));
     }
   }
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
@@ -892,7 +917,12 @@ void RegisterAll() {
     for (bool by_page : {false, true}) {
       const std::string read = std::string("read_heads/") + KvDtypeName(dtype) + "/16384keys/4kvheads/" +
                                (by_page ? "by-page" : "by-head");
-      configure(benchmark::RegisterBenchmark(read.c_str(), ReadHeads, dtype, by_page));
+      configure(benchmark::RegisterBenchmark(read.c_str(), ReadHeads, dtype, by_page, 1));
+    }
+    for (int run_pages : {4, 16, 1024}) {
+      const std::string read = std::string("read_heads/") + KvDtypeName(dtype) + "/16384keys/4kvheads/by-head/runs" +
+                               std::to_string(run_pages);
+      configure(benchmark::RegisterBenchmark(read.c_str(), ReadHeads, dtype, false, run_pages));
     }
   }
 }
