@@ -79,9 +79,11 @@ const int16_t* RowSums(const uint8_t* x, size_t scales_offset, int64_t nb) {
 // ASan does not check this load; the kernel tests compare every value
 // with the scalar reference's.
 inline void DotSlice(__m512i& chain, __m512i w, const uint8_t* slice) {
+  __m512i acc = chain;  // (a copy, as in DotSlices)
   asm("vpdpbusd %[slice]%{1to16%}, %[w], %[acc]"
-      : [acc] "+v"(chain)
+      : [acc] "+v"(acc)
       : [w] "v"(w), [slice] "m"(*reinterpret_cast<const int32_t*>(slice)));
+  chain = acc;
 }
 
 // DotSlice for J queries (2 to 4) in one statement, their products in
@@ -90,30 +92,43 @@ template <int J, int kChains>
 inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint8_t* x, size_t x_stride) {
   const int32_t* s0 = reinterpret_cast<const int32_t*>(x);
   const int32_t* s1 = reinterpret_cast<const int32_t*>(x + x_stride);
+  // The asm works on copies: with the array's elements as its operands,
+  // GCC 12 kept the array on the stack and stored every chain after each
+  // product (51 stores in ScoresGroupAvx512); with the copies a warm
+  // decode group of two queries takes 0.92-0.97x the time
+  // (docs/performance.md, sixty-second sitting). The same products in
+  // the same order: no bit changes.
+  __m512i a0 = chain[0][c], a1 = chain[1][c];
   if constexpr (J == 2) {
     asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
         "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]"
-        : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c])
+        : [a0] "+v"(a0), [a1] "+v"(a1)
         : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1));
   } else {
     const int32_t* s2 = reinterpret_cast<const int32_t*>(x + 2 * x_stride);
+    __m512i a2 = chain[2][c];
     if constexpr (J == 3) {
       asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
           "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]\n\t"
           "vpdpbusd %[s2]%{1to16%}, %[w], %[a2]"
-          : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c]), [a2] "+v"(chain[2][c])
+          : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2)
           : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1), [s2] "m"(*s2));
     } else {
       static_assert(J == 4);
       const int32_t* s3 = reinterpret_cast<const int32_t*>(x + 3 * x_stride);
+      __m512i a3 = chain[3][c];
       asm("vpdpbusd %[s0]%{1to16%}, %[w], %[a0]\n\t"
           "vpdpbusd %[s1]%{1to16%}, %[w], %[a1]\n\t"
           "vpdpbusd %[s2]%{1to16%}, %[w], %[a2]\n\t"
           "vpdpbusd %[s3]%{1to16%}, %[w], %[a3]"
-          : [a0] "+v"(chain[0][c]), [a1] "+v"(chain[1][c]), [a2] "+v"(chain[2][c]), [a3] "+v"(chain[3][c])
+          : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3)
           : [w] "v"(w), [s0] "m"(*s0), [s1] "m"(*s1), [s2] "m"(*s2), [s3] "m"(*s3));
+      chain[3][c] = a3;
     }
+    chain[2][c] = a2;
   }
+  chain[0][c] = a0;
+  chain[1][c] = a1;
 }
 
 // Weight tile slices outermost and activation rows innermost, so the J
