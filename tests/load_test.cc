@@ -116,6 +116,24 @@ TEST_F(LoadToolTest, AChatRunOnASmallContextCountsTheRenderedTurnsAgainstTheSess
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// A model without a chat template and no --chat-template: every chat call
+// would fail alike, so the tool stops before the load and says why (it
+// once ran a whole load of such calls, all counted as unexpected).
+TEST_F(LoadToolTest, AChatRunAgainstAServerWithoutAChatTemplateStopsBeforeTheLoadAndSaysWhy) {
+  if (!std::filesystem::exists(Model())) GTEST_SKIP() << "../shared/models not present";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", Model(), "--clients", "4", "--duration", "20s", "--kills", "0",
+                             "--chat-fraction", "0.5", "--work-dir", (tmp_ / "work").string(),
+                             "--summary-json", summary});
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_THAT(s["fatal"].get<std::string>(), HasSubstr("--chat-fraction: the server takes no chat messages"));
+  EXPECT_THAT(s["fatal"].get<std::string>(), HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.out, HasSubstr("FATAL: --chat-fraction"));
+  EXPECT_TRUE(s["methods"].empty()) << s["methods"].dump();
+  EXPECT_EQ(r.exit_code, 1);
+}
+
 TEST_F(LoadToolTest, HelpStatesWhichErrorsAreExpected) {
   ProcessResult r = KvsLoad({"--help"});
   EXPECT_EQ(r.exit_code, 0);

@@ -181,6 +181,21 @@ LoadReport LoadController::Run() {
     report_.fatal = absl::StrCat("GetServerInfo failed: ", info.status().ToString());
     return report_;
   }
+  if (options_.chat_fraction > 0) {
+    // Chat messages need a template the server knows: without one every
+    // chat call fails alike, so the run stops here and says why instead of
+    // loading the server with calls that cannot succeed.
+    v1::TokenizeRequest chat;
+    v1::ChatMessage* m = chat.mutable_input()->mutable_messages()->add_messages();
+    m->set_role("user");
+    m->set_content("hello");
+    if (absl::StatusOr<v1::TokenizeResponse> r = probe.Tokenize(chat); !r.ok()) {
+      report_.fatal = absl::StrCat("--chat-fraction: the server takes no chat messages (give a model with a chat "
+                                   "template, or --server-args \"--chat-template chatml\"): ",
+                                   r.status().ToString());
+      return report_;
+    }
+  }
   WorkloadOptions work;
   work.target_sessions = options_.target_sessions > 0 ? options_.target_sessions : options_.clients;
   work.max_session_tokens = info->limits().max_context() / 2;
