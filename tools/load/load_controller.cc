@@ -190,9 +190,11 @@ LoadReport LoadController::Run() {
     m->set_role("user");
     m->set_content("hello");
     if (absl::StatusOr<v1::TokenizeResponse> r = probe.Tokenize(chat); !r.ok()) {
-      report_.fatal = absl::StrCat("--chat-fraction: the server takes no chat messages (give a model with a chat "
-                                   "template, or --server-args \"--chat-template chatml\"): ",
-                                   r.status().ToString());
+      report_.fatal = absl::IsFailedPrecondition(r.status())
+                          ? absl::StrCat("--chat-fraction: the server takes no chat messages (give a model with a "
+                                         "chat template, or --server-args \"--chat-template chatml\"): ",
+                                         r.status().ToString())
+                          : absl::StrCat("--chat-fraction: the chat Tokenize probe failed: ", r.status().ToString());
       return report_;
     }
   }
