@@ -621,6 +621,7 @@ grpc::ServerUnaryReactor* KvSessionService::GetServerInfo(grpc::CallbackServerCo
   m->set_head_dim(c.head_dim);
   m->set_bos_token_id(model_.tokenizer().bos_id());
   m->set_eos_token_id(model_.tokenizer().eos_id());
+  m->set_chat_template(std::string(inputs_.chat_family()));
   const ServiceLimits& l = sessions_->limits();
   v1::Limits* limits = response->mutable_limits();
   limits->set_max_sessions(l.max_sessions);

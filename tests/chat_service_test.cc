@@ -384,6 +384,32 @@ TEST_F(ChatServiceTest, TheChatTemplateFlagGivesATemplateToAModelWithout) {
   EXPECT_NE(text->text().find("<|im_start|>user\nHi<|im_end|>"), std::string::npos) << text->text();
 }
 
+// A client learns before it sends messages whether the server takes them,
+// and in which format: the GGUF's own template, the flag's, or none.
+TEST_F(ChatServiceTest, ServerInfoNamesTheChatTemplateMessagesAreRenderedWithOrNoneWhenTheyAreRefused) {
+  StartChatServer();  // the real Qwen3 template in the GGUF
+  absl::StatusOr<v1::ServerInfo> own = client_->GetServerInfo();
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->model().chat_template(), "qwen3");
+
+  ServerProcess none;
+  ASSERT_TRUE(none.Start(ModelPath("aidreams260K.gguf"), (dir_ / "none").string(), {})) << none.log();
+  KvSessionClient none_client(none.address());
+  ASSERT_TRUE(none_client.WaitForServer(std::chrono::seconds(10)));
+  absl::StatusOr<v1::ServerInfo> refused = none_client.GetServerInfo();
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->model().chat_template(), "");
+
+  ServerProcess flagged;
+  ASSERT_TRUE(flagged.Start(ModelPath("aidreams260K.gguf"), (dir_ / "flagged").string(), {"--chat-template", "chatml"}))
+      << flagged.log();
+  KvSessionClient flagged_client(flagged.address());
+  ASSERT_TRUE(flagged_client.WaitForServer(std::chrono::seconds(10)));
+  absl::StatusOr<v1::ServerInfo> chatml = flagged_client.GetServerInfo();
+  ASSERT_TRUE(chatml.ok()) << chatml.status();
+  EXPECT_EQ(chatml->model().chat_template(), "chatml");
+}
+
 TEST_F(ChatServiceTest, AnUnknownChatTemplateFlagStopsTheServerNamingTheFamilies) {
   ServerProcess bad;
   EXPECT_FALSE(bad.Start(model_path_, (dir_ / "bad").string(), {"--chat-template", "jinja9"}));

@@ -128,7 +128,7 @@ TEST_F(LoadToolTest, AChatRunAgainstAServerWithoutAChatTemplateStopsBeforeTheLoa
   ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
   const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
   EXPECT_THAT(s["fatal"].get<std::string>(), HasSubstr("--chat-fraction: the server takes no chat messages"));
-  EXPECT_THAT(s["fatal"].get<std::string>(), HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(s["fatal"].get<std::string>(), HasSubstr("names no chat template"));
   EXPECT_THAT(r.out, HasSubstr("FATAL: --chat-fraction"));
   EXPECT_TRUE(s["methods"].empty()) << s["methods"].dump();
   EXPECT_EQ(r.exit_code, 1);
