@@ -10,7 +10,7 @@
 
 namespace kvs {
 
-absl::StatusOr<std::string> FingerprintFile(const std::string& path) {
+absl::StatusOr<std::string> FingerprintFile(const std::string& path, std::stop_token stop) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
@@ -19,7 +19,9 @@ absl::StatusOr<std::string> FingerprintFile(const std::string& path) {
   }
   std::vector<unsigned char> buf(1 << 20);
   size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+  while (true) {
+    if (stop.stop_requested()) return absl::CancelledError(absl::StrCat("the hash of ", path, " was stopped"));
+    if ((n = std::fread(buf.data(), 1, buf.size(), f.get())) == 0) break;
     EVP_DigestUpdate(ctx.get(), buf.data(), n);
   }
   if (std::ferror(f.get())) return absl::InternalError(absl::StrCat("cannot read ", path));
