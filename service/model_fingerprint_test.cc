@@ -3,6 +3,7 @@
 #include "service/model_fingerprint.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,15 +16,19 @@
 namespace kvs {
 namespace {
 
+// A file of `bytes` under the test's temporary directory, named for this
+// process (the sanitizer builds' runs may share the directory).
 std::string WriteFile(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/model_fingerprint_test_" + name;
+  const std::string path = ::testing::TempDir() + "/model_fingerprint_test_" + std::to_string(::getpid()) + "_" + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
 
 TEST(ModelFingerprintTest, TheFingerprintIsTheSha256OfTheWholeFile) {
   // FIPS 180-2's example: SHA-256("abc").
-  absl::StatusOr<std::string> abc = FingerprintFile(WriteFile("abc", "abc"));
+  const std::string abc_path = WriteFile("abc", "abc");
+  absl::StatusOr<std::string> abc = FingerprintFile(abc_path);
+  std::filesystem::remove(abc_path);
   ASSERT_TRUE(abc.ok()) << abc.status();
   EXPECT_EQ(absl::BytesToHexString(*abc), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 
