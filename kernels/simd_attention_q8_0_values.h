@@ -25,6 +25,10 @@
 //                     2i+1 of the chunk, a lone last key paired with
 //                     zeros), flushed once per call: a call is one whole
 //                     chunk.
+//   ValueSpanTileQ8_0  (int16 groups, a tile's whole groups) kQ queries x
+//                     one value block over a run of groups converted
+//                     once, the accumulators in registers across the
+//                     run: each group flushed as above, the same bits.
 // AccumulateInPlaceQ8_0 is the per-query kernel's value pass;
 // RowWeightsQ8_0 gives the fallback (other head sizes: F32 products with
 // BF16 weights at every level) its weights. Every kernel of a level makes
@@ -159,7 +163,14 @@ inline void ChunkWeightsQ8_0(const float* const* p, int nq, int count, const flo
   using F = typename V::F;
   constexpr int L = V::kLanes, kBlocks = kQ8_0Blocks<hd>;
   if constexpr (kInt16Groups<V>) {
-    for (int q0 = 0; q0 < nq; q0 += 4) {
+    int q0 = 0;
+    if (count == L) {  // whole groups, four queries at a time: the vectors stay in registers
+      for (; q0 + 4 <= nq; q0 += 4) {
+        const F pv[4] = {V::Load(p[q0]), V::Load(p[q0 + 1]), V::Load(p[q0 + 2]), V::Load(p[q0 + 3])};
+        V::template StoreGroupWeights<kBlocks>(pv, 4, scales, scale_steps, w + q0, steps + q0);
+      }
+    }
+    for (; q0 < nq; q0 += 4) {
       const int n = nq - q0 < 4 ? nq - q0 : 4;
       F pv[4];
 #pragma GCC unroll 4
@@ -317,6 +328,65 @@ __attribute__((noinline)) void ValueMicroTileQ8_0(const Q8_0Weight<V>* const* w,
       for (int c = 0; c < kC; ++c) V::Store(acc[s] + (c0 + c) * L, a[s][c]);
     }
   }
+}
+
+// Whole groups a converting tile folds in one run with its accumulators
+// in registers (ValueSpanTileQ8_0).
+inline constexpr int kQ8_0SpanGroups = 4;
+
+// Floats of one whole group's pairs as ConvertChunkQ8_0 writes them.
+template <int hd>
+inline constexpr int kQ8_0GroupPairFloats = kQ8_0ValueKeys / 2 * hd;
+
+// A run of whole groups (kQ8_0ValueKeys keys each, every one seen by the
+// whole tile) for queries s < kQ and value block b (where V::kInt16Groups):
+// for each group g < n in order, acc[s][32 b, 32 b + 32) = fma(float(S),
+// step, acc) with S the group's exact int32 sums, as ValueMicroTileQ8_0
+// flushes them, so the bits are the same. Group g's pairs at pairs + g *
+// kQ8_0GroupPairFloats<hd> (ConvertChunkQ8_0), query s's weights at
+// w + g * w_group + s * w_query and its steps at steps + g * steps_group +
+// s * steps_query (ChunkWeightsQ8_0). The 2 x kQ accumulators stay in registers across
+// the run, in PairBlock's order: a group's flush is a conversion and an
+// FMA per vector, where a micro-tile call's is also a load, a store and
+// two shuffles. `step` (a BlockPrefetch Step of `lines`) runs once.
+// Not inlined, as ValueMicroTileQ8_0.
+template <class V, int hd, int kQ, class Prefetch>
+__attribute__((noinline)) void ValueSpanTileQ8_0(const int16_t* w, size_t w_query, size_t w_group, const float* steps,
+                                                 size_t steps_query, size_t steps_group, float* const* acc,
+                                                 const float* pairs, int n, int b, Prefetch& prefetch, int lines) {
+  static_assert(kInt16Groups<V> && 2 * V::kLanes == kKvQ8_0BlockValues, "int16 groups, a block two vectors");
+  using F = typename V::F;
+  using P = typename V::Pairs;
+  constexpr int L = V::kLanes;
+  prefetch.Step(lines);
+  F a[kQ][2];
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) V::LoadBlockAcc(acc[s] + b * kKvQ8_0BlockValues, a[s][0], a[s][1]);
+  for (int g = 0; g < n; ++g) {
+    const float* group = pairs + g * kQ8_0GroupPairFloats<hd> + 2 * b * L;
+    const int16_t* wg = w + g * w_group;
+    P sums[kQ][2];
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) sums[s][0] = sums[s][1] = V::ZeroSums();
+#pragma GCC unroll 8
+    for (int i = 0; i < kQ8_0ValueKeys / 2; ++i) {  // keys 2i and 2i + 1
+      const P v0 = V::LoadPairs(group + i * hd), v1 = V::LoadPairs(group + i * hd + L);
+#pragma GCC unroll 8
+      for (int s = 0; s < kQ; ++s) {
+        const int16_t* pair = wg + s * w_query + Q8_0WeightIndex<V>(b, 2 * i);
+        V::DotPairsAt(sums[s][0], v0, pair);
+        V::DotPairsAt(sums[s][1], v1, pair);
+      }
+    }
+    const float* sg = steps + g * steps_group + b;
+#pragma GCC unroll 8
+    for (int s = 0; s < kQ; ++s) {
+      V::FlushSums(a[s][0], sums[s][0], sg[s * steps_query]);
+      V::FlushSums(a[s][1], sums[s][1], sg[s * steps_query]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < kQ; ++s) V::StoreBlockAcc(acc[s] + b * kKvQ8_0BlockValues, a[s][0], a[s][1]);
 }
 
 // A prefetch that asks for nothing (callers that ask whole blocks).

@@ -21,7 +21,10 @@
 // ScoresQ8_0 (attention_q8_0_scores.h) for the whole tile, whose bits are
 // the same for any tile, and Q8_0 values TileValuesQ8_0
 // (attention_q8_0_values.h: BF16-rounded weights, or int16 groups of key
-// pairs at the level that has them), the chunks the per-query kernel makes.
+// pairs at the level that has them), the chunks the per-query kernel makes;
+// with int16 groups a tile that converts its chunks folds the blocks all
+// its queries see in runs of kQ8_0SpanGroups groups (ValueSpanTileQ8_0),
+// each group flushed as the micro-tiles flush it.
 // How a pass prefetches its blocks (BlockPrefetch: streamed for a decode
 // row's GQA group, for the lane scores and for tiles that convert their
 // blocks; whole blocks for the other passes of large tiles, an F32 cache's
@@ -279,6 +282,52 @@ inline void ValueMicroTile(const float* const* p, float* const* acc, const void*
   }
 }
 
+// The buffers of a q8_0 tile's run of whole groups (ValueSpanTileQ8_0):
+// each group's pairs (ConvertChunkQ8_0), every tile query's weights and
+// steps (ChunkWeightsQ8_0); n groups so far.
+template <class V, int hd>
+struct Q8_0GroupRun {
+  static constexpr int kWeights = kQ8_0ChunkWeights<V, hd>, kBlocks = kQ8_0Blocks<hd>;
+  alignas(64) float pairs[kQ8_0SpanGroups][kQ8_0GroupPairFloats<hd>];
+  alignas(64) int16_t w[kQ8_0SpanGroups][kAttentionTileQueries][kWeights];
+  float steps[kQ8_0SpanGroups][kAttentionTileQueries][kBlocks];
+  int n = 0;
+};
+
+// Asks for the lines of a pass's blocks in order, up to `lines` per Step,
+// from block `first` on, never at or past the block AllowTo last named;
+// SkipTo(b) passes over lines of blocks before b not yet asked for.
+class BlocksAhead {
+ public:
+  BlocksAhead(const void* const* blocks, int n_blocks, size_t block_bytes, int first)
+      : blocks_(blocks), n_blocks_(n_blocks), block_bytes_(block_bytes), block_(first) {}
+  void AllowTo(int limit) { limit_ = limit < n_blocks_ ? limit : n_blocks_; }
+  void SkipTo(int b) {
+    if (block_ < b) {
+      block_ = b;
+      offset_ = 0;
+    }
+  }
+  __attribute__((always_inline)) void Step(int lines) {
+    for (; lines > 0 && block_ < limit_; --lines) {
+      _mm_prefetch(static_cast<const char*>(blocks_[block_]) + offset_, _MM_HINT_T2);
+      offset_ += 64;
+      if (offset_ >= block_bytes_) {
+        ++block_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  const void* const* blocks_;
+  int n_blocks_;
+  size_t block_bytes_;
+  int block_;          // the next line to ask for: offset_ into block_
+  size_t offset_ = 0;
+  int limit_ = 0;
+};
+
 // TileValues for a q8_0 cache (attention_q8_0_values.h), a chunk of
 // kQ8_0ValueKeys keys at a time: the chunk's scales, each query's weights,
 // then the micro-tiles (from the block's rows for a decode row's group,
@@ -332,11 +381,69 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       }
     }
   };
+  // Int16 groups in a tile that converts its chunks: blocks the whole tile
+  // sees to their end go in runs of kQ8_0SpanGroups groups, each run
+  // folded by ValueSpanTileQ8_0 with the accumulators in registers (the
+  // same bits; the group's weights, steps and pairs made as above). The
+  // run's calls ask for the next run's blocks (BlocksAhead).
+  struct NoRun {};
+  std::conditional_t<kGroups, Q8_0GroupRun<V, hd>, NoRun> run;
+  BlocksAhead run_ahead(v, used_blocks, block_bytes, BlockPrefetch::kStreamAheadBlocks);
+  const int run_calls = (tile.count + VQ - 1) / VQ * kBlocks;
+  const int run_lines =
+      (static_cast<int>((block_bytes + 63) / 64) * kQ8_0SpanGroups * kQ8_0ValueKeys / block_keys + run_calls - 1) /
+      run_calls;
+  auto fold_run = [&] {
+    if constexpr (kGroups) {
+      if (run.n == 0) return;
+      constexpr size_t kW = Q8_0GroupRun<V, hd>::kWeights;
+      auto calls = [&]<int kQ>(int s0) {
+        for (int vb = 0; vb < kBlocks; ++vb) {
+          ValueSpanTileQ8_0<V, hd, kQ>(&run.w[0][s0][0], kW, kAttentionTileQueries * kW, &run.steps[0][s0][0],
+                                       kBlocks, kAttentionTileQueries * kBlocks, a + s0, &run.pairs[0][0], run.n,
+                                       vb, run_ahead, run_lines);
+        }
+      };
+      int s0 = 0;
+      for (; s0 + VQ <= tile.count; s0 += VQ) calls.template operator()<VQ>(s0);
+      switch (tile.count - s0) {  // the tile's last queries, together
+        case 5: if constexpr (VQ > 5) calls.template operator()<5>(s0); break;
+        case 4: if constexpr (VQ > 4) calls.template operator()<4>(s0); break;
+        case 3: if constexpr (VQ > 3) calls.template operator()<3>(s0); break;
+        case 2: if constexpr (VQ > 2) calls.template operator()<2>(s0); break;
+        case 1: calls.template operator()<1>(s0); break;
+        default: break;
+      }
+      run.n = 0;
+    }
+  };
   for (int b = 0; b < used_blocks; ++b) {
-    prefetch.AtBlock(b);
     const int first = b * block_keys;
     const int8_t* quants = Q8_0ValueQuants(v[b], hd, block_keys, 0);
     const int shared = tile.n_min - first < block_keys ? tile.n_min - first : block_keys;
+    if constexpr (kGroups) {
+      if (convert && shared == block_keys && block_keys % kQ8_0ValueKeys == 0) {
+        run_ahead.SkipTo(b + 1);
+        run_ahead.AllowTo(b + 1 + kQ8_0SpanGroups * kQ8_0ValueKeys / block_keys);
+        for (int j0 = 0; j0 < block_keys; j0 += kQ8_0ValueKeys) {
+          const int g = run.n++;
+          ChunkScalesQ8_0<V, hd>(v[b], block_keys, j0, kQ8_0ValueKeys, scales, scale_steps);
+          Q8_0Weight<V>* wg[kAttentionTileQueries];
+          float* sg[kAttentionTileQueries];
+          for (int s = 0; s < tile.count; ++s) {
+            ps[s] = scores + s * stride + first + j0;
+            wg[s] = run.w[g][s];
+            sg[s] = run.steps[g][s];
+          }
+          ChunkWeightsQ8_0<V, hd>(ps, tile.count, kQ8_0ValueKeys, scales, scale_steps, wg, sg);
+          ConvertChunkQ8_0<V, hd>(quants, j0, kQ8_0ValueKeys, run.pairs[g]);
+          if (run.n == kQ8_0SpanGroups) fold_run();
+        }
+        continue;
+      }
+      fold_run();
+    }
+    prefetch.AtBlock(b);
     const int shared_end =
         shared <= 0 ? 0 : (!kGroups || shared == block_keys) ? shared : shared / kQ8_0ValueKeys * kQ8_0ValueKeys;
     for (int j0 = 0; j0 < shared_end; j0 += kQ8_0ValueKeys) {
@@ -370,6 +477,7 @@ void TileValuesQ8_0(const AttentionTile& tile, const void* const* v, int block_k
       }
     }
   }
+  fold_run();
 }
 
 // Folds the tile's values of an F32, F16 or BF16 cache: every query's acc

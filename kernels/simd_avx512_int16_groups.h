@@ -58,6 +58,34 @@ struct Avx512Int16Groups : Avx512 {
     _mm512_storeu_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), s, _mm512_loadu_ps(acc)));
     _mm512_storeu_ps(acc + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), s, _mm512_loadu_ps(acc + 16)));
   }
+  // A run of groups with the accumulators in registers (ValueSpanTileQ8_0):
+  // acc[0, 32) as PairBlock's two vectors (values 0-7 and 16-23, then 8-15
+  // and 24-31), and back.
+  static void LoadBlockAcc(const float* acc, F& first, F& second) {
+    const F low = _mm512_loadu_ps(acc), high = _mm512_loadu_ps(acc + 16);
+    first = _mm512_shuffle_f32x4(low, high, 0x44);
+    second = _mm512_shuffle_f32x4(low, high, 0xee);
+  }
+  static void StoreBlockAcc(float* acc, F first, F second) {
+    _mm512_storeu_ps(acc, _mm512_shuffle_f32x4(first, second, 0x44));
+    _mm512_storeu_ps(acc + 16, _mm512_shuffle_f32x4(first, second, 0xee));
+  }
+  // sums + v . the two int16 weights at `weights` in every lane: DotPairs
+  // with VPDPWSSD's embedded broadcast (one fused load; GCC 12 keeps
+  // _mm512_set1_epi32 of a load as a separate VPBROADCASTD). Inline
+  // assembly on a copy, as DotSlice in packed_q8_0_avx512.cc.
+  static void DotPairsAt(Pairs& sums, Pairs v, const int16_t* weights) {
+    Pairs s = sums;
+    asm("vpdpwssd %[w]%{1to16%}, %[v], %[s]"
+        : [s] "+v"(s)
+        : [v] "v"(v), [w] "m"(*reinterpret_cast<const int32_t*>(weights)));
+    sums = s;
+  }
+  // acc = fma(float(sums), step, acc) lane by lane: FlushBlockSums' step
+  // for accumulators in PairBlock's order (the same bits).
+  static void FlushSums(F& acc, Pairs sums, float step) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(step), acc);
+  }
   // Key t's int16 weight of value block b within a query's chunk weights
   // (StoreGroupWeights' layout: blocks 2k and 2k + 1 share 32 weights from
   // 32k, their keys [4i, 4i + 4) at 8i, block 2k's then block 2k + 1's;
@@ -116,6 +144,7 @@ struct Avx512Int16Groups : Avx512 {
   static void StoreGroupWeights(const F* p, int nq, const float (*scaled)[16], const float* scale_steps,
                                 int16_t* const* w, float* const* steps) {
     F a[4];
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) a[q] = q < nq ? p[q] : _mm512_setzero_ps();
     const F v = MaxOfFour(a);
     const __mmask16 kept = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kQ8_0GroupMinMax), _CMP_GE_OQ);
@@ -125,6 +154,7 @@ struct Avx512Int16Groups : Avx512 {
         _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, _mm512_sub_epi32(_mm512_set1_epi32(254), biased), 23));
     const F unit = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kept, biased, 23));
     const F block_steps = _mm512_maskz_loadu_ps(Mask(kBlocks), scale_steps);
+#pragma GCC unroll 4
     for (int q = 0; q < nq; ++q) {
       const F normalized = _mm512_mul_ps(p[q], LaneOf(down, q));
 #pragma GCC unroll 4
