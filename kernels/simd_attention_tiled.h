@@ -309,14 +309,18 @@ class BlocksAhead {
     }
   }
   __attribute__((always_inline)) void Step(int lines) {
-    for (; lines > 0 && block_ < limit_; --lines) {
-      _mm_prefetch(static_cast<const char*>(blocks_[block_]) + offset_, _MM_HINT_T2);
-      offset_ += 64;
-      if (offset_ >= block_bytes_) {
-        ++block_;
-        offset_ = 0;
+    int block = block_;  // (locals: with the members, GCC stored both after every line)
+    size_t offset = offset_;
+    for (; lines > 0 && block < limit_; --lines) {
+      _mm_prefetch(static_cast<const char*>(blocks_[block]) + offset, _MM_HINT_T2);
+      offset += 64;
+      if (offset >= block_bytes_) {
+        ++block;
+        offset = 0;
       }
     }
+    block_ = block;
+    offset_ = offset;
   }
 
  private:
