@@ -345,11 +345,12 @@ inline constexpr int kQ8_0GroupPairFloats = kQ8_0ValueKeys / 2 * hd;
 // flushes them, so the bits are the same. Group g's pairs at pairs + g *
 // kQ8_0GroupPairFloats<hd> (ConvertChunkQ8_0), query s's weights at
 // w + g * w_group + s * w_query and its steps at steps + g * steps_group +
-// s * steps_query (ChunkWeightsQ8_0). The 2 x kQ accumulators stay in registers across
-// the run, in PairBlock's order: a group's flush is a conversion and an
-// FMA per vector, where a micro-tile call's is also a load, a store and
-// two shuffles. `step` (a BlockPrefetch Step of `lines`) runs once.
-// Not inlined, as ValueMicroTileQ8_0.
+// s * steps_query (ChunkWeightsQ8_0). The 2 x kQ accumulators stay in
+// registers across the run, in PairBlock's order: a group's flush is a
+// conversion and an FMA per vector, where a micro-tile call's is also a
+// load, a store and two shuffles. Each call makes one prefetch.Step(lines)
+// first (TileValuesQ8_0 passes a BlocksAhead). Not inlined, as
+// ValueMicroTileQ8_0.
 template <class V, int hd, int kQ, class Prefetch>
 __attribute__((noinline)) void ValueSpanTileQ8_0(const int16_t* w, size_t w_query, size_t w_group, const float* steps,
                                                  size_t steps_query, size_t steps_group, float* const* acc,
