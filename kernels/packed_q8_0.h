@@ -86,7 +86,7 @@ bool AmxAvailable();
 // `ask_end` > r1 says the calling thread goes on with rows [r1, ask_end) of
 // the same matrix next: a kernel that reads its weights ahead may then ask
 // for their lines before its own range ends (the AVX-512 kernel does for
-// one row and for a call of 5 to 16 rows), so a thread's run of calls
+// a call of 5 to 16 rows), so a thread's run of calls
 // streams its weights as one call over the whole run would. It never
 // changes a value; 0 (or anything <= r1) asks for nothing past r1.
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,

@@ -48,9 +48,26 @@ constexpr int kXChunk = 16;       // activation rows whose block sums are kept
 constexpr int kXTile = 4;         // activation rows per register tile (two groups a tile)
 constexpr int kOnePassTile = 8;   // rows per tile of a one-pass call (one group a tile)
 constexpr int64_t kGroupsAhead = 4;  // groups ahead a many-row pass asks for lines
-constexpr int64_t kGroupsAheadOneRow = 1;  // groups ahead a single row (decode) asks for
 
 size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
+
+// A single row (decode) asks for its group's scale lines into L1 as the
+// group starts, and for nothing else. The scales are a second stream
+// beside the quants, one line per two blocks, too slow for the hardware
+// prefetcher to follow: each of their lines was a miss to memory in the
+// middle of the group, and the blocks behind it waited. Asked for
+// together, they arrive in about one memory latency while the first
+// blocks compute, and the quants, one sequential stream, are left to the
+// hardware prefetcher: asking for them too (into L1, one group ahead, as
+// until the sixty-eighth sitting) held the core's few L1 miss buffers and
+// made the pass slower. On Zen 4, gemv_packed/Q8_0/avx512/151936x1024 from
+// memory took 0.6x the time of that asking (docs/performance.md,
+// "A single row's scales asked for as its group starts").
+inline void AskForGroupScales(const uint8_t* group, int64_t nb) {
+  for (size_t line = 0; line < ScalesBytes(nb); line += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(group + line), _MM_HINT_T0);
+  }
+}
 
 // -128 times the sum of each 32-block of activation quants: what the
 // weights' + 128 adds to a block's sum, taken off by starting from it.
@@ -305,26 +322,26 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // range (an engine task of 4 to 12 groups) is not read on demand.
       // Prefill's passes (more rows: the weights come from cache after the
       // first chunk) keep L1 and start cold.
-      // A single row (decode) asks for the next group into L1 as it goes:
-      // with the weights on huge pages that made decode 1.10x faster, and
-      // asking for L2 made it 1.1x slower. 2 to 4 rows ask for nothing
-      // (asking made 2-row fan-out steps slower).
-      // Those two (one pass, one row) ask past the range up to `ask_end`,
-      // the rows this thread computes next, so its stream of calls does
-      // not stop and start again at every call's end (a one-pass call of
-      // 192 rows after another on one thread took 1.4x the time of one
-      // call over both without it, 1.1x with it). Prefill's passes never
-      // ask past their range: their first chunk alone reads from memory.
+      // A single row (decode) asks only for its group's scales
+      // (AskForGroupScales). 2 to 4 rows ask for nothing (asking made
+      // 2-row fan-out steps slower).
+      // A one-pass call asks past the range up to `ask_end`, the rows this
+      // thread computes next, so its stream of calls does not stop and
+      // start again at every call's end (a one-pass call of 192 rows after
+      // another on one thread took 1.4x the time of one call over both
+      // without it, 1.1x with it). Prefill's passes never ask past their
+      // range: their first chunk alone reads from memory.
       // A tile of two groups asks for two groups' lines, so the asking
       // keeps kGroupsAhead groups ahead of the groups being computed.
-      const int64_t groups_ahead = chunk > kXTile ? kGroupsAhead : chunk == 1 ? kGroupsAheadOneRow : 0;
+      const int64_t groups_ahead = chunk > kXTile ? kGroupsAhead : 0;
       const bool first_group = g == r0 / 16;
       const int64_t ask_from = one_pass && first_group ? g + n_groups : g + groups_ahead;
       int64_t ask_groups = one_pass && first_group ? groups_ahead : n_groups;
-      const int64_t g_end = ((one_pass || nx == 1) && ask_end > r1 ? ask_end + 15 : r1 + 15) / 16;
+      const int64_t g_end = (one_pass && ask_end > r1 ? ask_end + 15 : r1 + 15) / 16;
       if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
       const bool ask = groups_ahead > 0 && ask_groups > 0;
       const size_t ahead_step = ask ? (ask_groups * group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
+      if (chunk == 1) AskForGroupScales(group, nb);
       for (int jt = 0; jt < chunk; jt += tile_rows) {
         const int t = chunk - jt < tile_rows ? chunk - jt : tile_rows;
         __m512 acc[2][kOnePassTile];

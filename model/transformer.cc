@@ -211,7 +211,9 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
   // A call of up to kStreamRowsMax rows (decode, fan-out) reads its weights
   // once, from memory: each thread takes a span of consecutive tasks, so it
   // can ask for the weights of its next task (the rows after this one's)
-  // while it finishes this one (ask_end). A task taken from another
+  // while it finishes this one (ask_end; the AVX-512 kernel does for
+  // fan-out's calls, and a single row's stream is the hardware
+  // prefetcher's, packed_q8_0_avx512.cc). A task taken from another
   // thread's span asks for nothing past its own rows. Spans of long tasks
   // are evened out (matmul_task_rows.h: fan-out's 1,024-row matrices in
   // tasks of 192 rows would leave one thread waiting a sixth of the call).
