@@ -783,10 +783,11 @@ void RegisterAll() {
                             GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
   const KernelIsa isas[] = {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512};
   // (rows, nx) of every matmul case: GEMV over three shapes, GEMM over
-  // 3072x1024; the packed fast path also gets 8 rows against 151936x1024
-  // (155 MB, the weights stream from memory, as in a fan-out step).
-  const std::pair<int64_t, int> shapes[] = {{1024, 1}, {3072, 1}, {151936, 1},
-                                            {3072, 8}, {3072, 64}, {3072, 512}, {151936, 8}};
+  // 3072x1024; the packed fast path also gets 2, 4 and 8 rows against
+  // 151936x1024 (155 MB, the weights stream from memory, as in a step of 2
+  // to 8 sessions or forks decoding together).
+  const std::pair<int64_t, int> shapes[] = {{1024, 1}, {3072, 1}, {151936, 1}, {3072, 8}, {3072, 64},
+                                            {3072, 512}, {151936, 2}, {151936, 4}, {151936, 8}};
   for (auto [rows, nx] : shapes) {
     for (GgmlType type : types) {
       for (KernelIsa isa : isas) {

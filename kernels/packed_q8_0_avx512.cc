@@ -5,11 +5,12 @@
 // VPDPBUSD of the block's quant tile against a broadcast 4-byte slice of
 // the activation block give the 16 exact block sums at once (weights are
 // stored as q + 128, so each block's sums start from -128 * sum(x)).
-// Two or more activation rows take two groups a tile: each slice is
+// Five or more activation rows take two groups a tile: each slice is
 // broadcast once into a register for both groups' products, and the tile
 // has twice the chains (GroupTile; on Zen 5 prefill's GEMM took 0.8x the
-// time). A single row (decode, reading from memory) takes one group at a
-// time, the slice VPDPBUSD's embedded-broadcast operand (DotSlice): with
+// time). A call of 1 to 4 rows (decode, reading from memory) takes one
+// group at a time, the slice VPDPBUSD's embedded-broadcast operand
+// (DotSlice), and asks for each group's scales as it starts: with
 // a separate broadcast per product and one group a tile, 8-row calls from
 // memory ran 1.14x and from cache 1.07x the time (gemm_packed nx8,
 // Sapphire Rapids). A one-pass call of 5 to 8 rows (fan-out's steps, whose
@@ -51,8 +52,9 @@ constexpr int64_t kGroupsAhead = 4;  // groups ahead a many-row pass asks for li
 
 size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
 
-// A single row (decode) asks for its group's scale lines into L1 as the
-// group starts, and for nothing else. The scales are a second stream
+// A single row (decode), and 2 to 4 rows (a step of a few sessions), ask
+// for their group's scale lines into L1 as the group starts, and for
+// nothing else. The scales are a second stream
 // beside the quants, one line per two blocks, too slow for the hardware
 // prefetcher to follow: each of their lines was a miss to memory in the
 // middle of the group, and the blocks behind it waited. Asked for
@@ -303,10 +305,15 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
     const int tile_rows = one_tile ? kOnePassTile : kXTile;
     const int tiles = (chunk + tile_rows - 1) / tile_rows;
     for (int64_t g = r0 / 16; g < g_last;) {
-      // Two groups a tile (GroupTile) for two or more rows while two are
-      // left; a single row (decode) and a one-pass call of up to 8 rows
-      // (one tile) take one at a time.
-      const int n_groups = !one_tile && chunk >= 2 && g + 1 < g_last ? 2 : 1;
+      // Two groups a tile (GroupTile) for five or more rows while two are
+      // left; a call of 1 to 4 rows (decode steps, their weights from
+      // memory) and a one-pass call of up to 8 rows (one tile) take one at
+      // a time. A two-group tile of 2 to 4 rows read two streams of quants
+      // a group apart and two of scales; one group at a time with its
+      // scales asked for (AskForGroupScales) took 0.56-0.73x the time from
+      // memory (gemm_packed nx2 and nx4/151936x1024, Zen 4).
+      const bool few_rows = nx <= kXTile;
+      const int n_groups = !one_tile && !few_rows && chunk >= 2 && g + 1 < g_last ? 2 : 1;
       const uint8_t* group = packed + g * group_bytes;
       // A many-row chunk's tiles share out the asking for the lines of the
       // group kGroupsAhead on, a slice per block, so memory is read while
@@ -322,9 +329,8 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // range (an engine task of 4 to 12 groups) is not read on demand.
       // Prefill's passes (more rows: the weights come from cache after the
       // first chunk) keep L1 and start cold.
-      // A single row (decode) asks only for its group's scales
-      // (AskForGroupScales). 2 to 4 rows ask for nothing (asking made
-      // 2-row fan-out steps slower).
+      // A call of 1 to 4 rows, and a pass's last chunk of one row, ask only
+      // for the group's scales (AskForGroupScales).
       // A one-pass call asks past the range up to `ask_end`, the rows this
       // thread computes next, so its stream of calls does not stop and
       // start again at every call's end (a one-pass call of 192 rows after
@@ -341,7 +347,7 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
       const bool ask = groups_ahead > 0 && ask_groups > 0;
       const size_t ahead_step = ask ? (ask_groups * group_bytes / (tiles * nb) + 63) / 64 * 64 : 0;
-      if (chunk == 1) AskForGroupScales(group, nb);
+      if (few_rows || chunk == 1) AskForGroupScales(group, nb);
       for (int jt = 0; jt < chunk; jt += tile_rows) {
         const int t = chunk - jt < tile_rows ? chunk - jt : tile_rows;
         __m512 acc[2][kOnePassTile];
