@@ -10,10 +10,10 @@
 // has twice the chains (GroupTile; on Zen 5 prefill's GEMM took 0.8x the
 // time). A call of 1 to 4 rows (decode, reading from memory) takes one
 // group at a time, the slice VPDPBUSD's embedded-broadcast operand
-// (DotSlice), and asks for each group's scales as it starts: with
-// a separate broadcast per product and one group a tile, 8-row calls from
-// memory ran 1.14x and from cache 1.07x the time (gemm_packed nx8,
-// Sapphire Rapids). A one-pass call of 5 to 8 rows (fan-out's steps, whose
+// (DotSlice: with a separate broadcast per product and one group a tile,
+// 8-row calls from memory ran 1.14x and from cache 1.07x the time,
+// gemm_packed nx8, Sapphire Rapids), and asks for each group's scales as
+// it starts (AskForGroupScales). A one-pass call of 5 to 8 rows (fan-out's steps, whose
 // weights come from memory once) takes one group and all its rows a
 // tile, each slice broadcast once for 8 products: every weight register
 // is loaded once per group instead of once per 4-row tile, and on Zen 5
@@ -54,17 +54,17 @@ size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64
 
 // A single row (decode), and 2 to 4 rows (a step of a few sessions), ask
 // for their group's scale lines into L1 as the group starts, and for
-// nothing else. The scales are a second stream
-// beside the quants, one line per two blocks, too slow for the hardware
-// prefetcher to follow: each of their lines was a miss to memory in the
-// middle of the group, and the blocks behind it waited. Asked for
-// together, they arrive in about one memory latency while the first
-// blocks compute, and the quants, one sequential stream, are left to the
-// hardware prefetcher: asking for them too (into L1, one group ahead, as
-// until the sixty-eighth sitting) held the core's few L1 miss buffers and
-// made the pass slower. On Zen 4, gemv_packed/Q8_0/avx512/151936x1024 from
-// memory took 0.6x the time of that asking (docs/performance.md,
-// "A single row's scales asked for as its group starts").
+// nothing else. The scales are a second stream beside the quants, one
+// line per two blocks, too slow for the hardware prefetcher to follow:
+// each of their lines was a miss to memory in the middle of the group,
+// and the blocks behind it waited. Asked for together, they arrive in
+// about one memory latency while the first blocks compute, and the
+// quants, one sequential stream, are left to the hardware prefetcher:
+// asking for them too (into L1, one group ahead, as until the
+// sixty-eighth sitting) held the core's few L1 miss buffers and made the
+// pass slower. On Zen 4, gemv_packed/Q8_0/avx512/151936x1024 from memory
+// took 0.69x the time of that asking (docs/performance.md, "A single
+// row's scales asked for as its group starts").
 inline void AskForGroupScales(const uint8_t* group, int64_t nb) {
   for (size_t line = 0; line < ScalesBytes(nb); line += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(group + line), _MM_HINT_T0);
