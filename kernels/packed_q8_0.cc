@@ -8,14 +8,10 @@
 #include "kernels/cpu_features.h"
 #include "kernels/fp16.h"
 #include "kernels/kernel_table.h"
+#include "kernels/packed_q8_0_group.h"
 #include "kernels/quant_blocks.h"
 
 namespace kvs {
-namespace {
-
-size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
-
-}  // namespace
 
 size_t PackedQ8_0GroupBytes(int64_t cols) {
   const int64_t nb = cols / kQK8_0;

@@ -70,6 +70,7 @@
 #include "kernels/amx_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
+#include "kernels/packed_q8_0_group.h"
 
 namespace kvs {
 namespace packed_q8_0_internal {
@@ -78,8 +79,6 @@ namespace {
 constexpr int kArchGetXcompPerm = 0x1022;
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
-
-size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
 
 // Tiles 0-3: C, 16 x 16 int32 (block b's in tile b % 4). Tiles 4, 5:
 // activations, 16 rows x 32 int8 (block b's in 4 + b % 2). Tiles 6, 7:

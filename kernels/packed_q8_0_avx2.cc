@@ -31,6 +31,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/packed_q8_0.h"
+#include "kernels/packed_q8_0_group.h"
 
 namespace kvs::kernel_table {
 namespace {
@@ -39,20 +40,6 @@ constexpr int kXChunk = 16;  // activation rows per pass over the weights
 constexpr int kXTile = 4;    // activation rows per register tile
 // How many groups ahead the first tile of a many-row pass asks for.
 constexpr size_t kGroupsAhead = 2;
-
-size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
-
-// A single row (decode) asks for its group's scale lines into L1 as the
-// group starts, and for nothing else: the scales are a second, slow
-// stream beside the quants that the hardware prefetcher does not follow
-// (packed_q8_0_avx512.cc's AskForGroupScales says more). On Zen 4 at this
-// level, gemv_packed/Q8_0/avx2/151936x1024 from memory took 0.6x the time
-// of asking for the quants 2 KB ahead, as until the sixty-eighth sitting.
-void AskForGroupScales(const uint8_t* group, int64_t nb) {
-  for (size_t line = 0; line < ScalesBytes(nb); line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(group + line), _MM_HINT_T0);
-  }
-}
 
 // Lanes [lo, hi) set.
 __m256i LaneMask(int lo, int hi) {

@@ -40,6 +40,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/packed_q8_0.h"
+#include "kernels/packed_q8_0_group.h"
 
 namespace kvs::kernel_table {
 namespace {
@@ -49,27 +50,6 @@ constexpr int kXChunk = 16;       // activation rows whose block sums are kept
 constexpr int kXTile = 4;         // activation rows per register tile (two groups a tile)
 constexpr int kOnePassTile = 8;   // rows per tile of a one-pass call (one group a tile)
 constexpr int64_t kGroupsAhead = 4;  // groups ahead a many-row pass asks for lines
-
-size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
-
-// A single row (decode), and 2 to 4 rows (a step of a few sessions), ask
-// for their group's scale lines into L1 as the group starts, and for
-// nothing else. The scales are a second stream beside the quants, one
-// line per two blocks, too slow for the hardware prefetcher to follow:
-// each of their lines was a miss to memory in the middle of the group,
-// and the blocks behind it waited. Asked for together, they arrive in
-// about one memory latency while the first blocks compute, and the
-// quants, one sequential stream, are left to the hardware prefetcher:
-// asking for them too (into L1, one group ahead, as until the
-// sixty-eighth sitting) held the core's few L1 miss buffers and made the
-// pass slower. On Zen 4, gemv_packed/Q8_0/avx512/151936x1024 from memory
-// took 0.69x the time of that asking (docs/performance.md, "A single
-// row's scales asked for as its group starts").
-inline void AskForGroupScales(const uint8_t* group, int64_t nb) {
-  for (size_t line = 0; line < ScalesBytes(nb); line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(group + line), _MM_HINT_T0);
-  }
-}
 
 // -128 times the sum of each 32-block of activation quants: what the
 // weights' + 128 adds to a block's sum, taken off by starting from it.
