@@ -30,7 +30,7 @@
 //              The two differ in bits by design; only speed is compared.
 //
 // Usage: build/bin/kvs-bench-probes [--benchmark_filter=values]
-// docs/performance.md ("What other contracts would buy on AVX2") has the
+// docs/performance/zen3.md ("What other contracts would buy on AVX2") has the
 // figures from Zen 3 and what they say.
 #include <benchmark/benchmark.h>
 #include <immintrin.h>

@@ -21,7 +21,7 @@
 //                              (packed_q8_0_avx512.cc's tile is sep/G2J4)
 //
 // Usage: build/bin/kvs-bench-vnni-tiles [--benchmark_filter=tile]
-// Skips every case on a CPU without AVX-512 VNNI. docs/performance.md
+// Skips every case on a CPU without AVX-512 VNNI. docs/performance/zen5.md
 // ("Two groups a tile") has the figures from Zen 5 and what they say.
 // GCC 12 flags its own intrinsics (intentionally undefined pass-through
 // operands) as maybe-uninitialized.

@@ -1,6 +1,6 @@
 // PageFiles: the encoded KV pages of a session store, one file per page,
-// named for the page's content address (docs/storage-format.md, "Page
-// files"):
+// named for the page's content address (docs/storage-format.md,
+// "Pages"):
 //
 //   <store dir>/pages/<32 lowercase hex digits of the PageHash>.kvpage
 //
@@ -29,7 +29,7 @@
 // memory is filled: a page is written for a restore after a restart, which
 // reads it back into the pool, the cache that counts; and on a VM that
 // gives freed memory back to its host, a buffered write of a new file ran
-// at 135 MB/s where a direct one ran at 2-2.8 GB/s (docs/performance.md,
+// at 135 MB/s where a direct one ran at 2-2.8 GB/s (docs/performance/zen5.md,
 // "Page files written past the page cache"). Where a direct write cannot be
 // made, the write is buffered, as with PageWrites::kBuffered; where the
 // file system makes files but opens none for direct writes (no O_DIRECT,
@@ -43,7 +43,7 @@
 // size for direct I/O once for the directory, where it otherwise walked
 // sysfs at every open (10 readlink calls; on a 2-core Zen 5 VM about 40 us
 // an open against 6-10 registered, 1-2 ms of a 2,000-token cold restore:
-// docs/performance.md, "Page files opened for direct I/O without a sysfs
+// docs/performance/zen5.md, "Page files opened for direct I/O without a sysfs
 // walk each").
 // Errors: NOT_FOUND (no file for the page), RESOURCE_EXHAUSTED (no space),
 // INTERNAL (other I/O errors). On a failed Write no file of that name is
@@ -162,7 +162,7 @@ class PageFiles {
   // mapping, whose munmap takes the process's memory-map lock for writing
   // and may shoot down TLBs, which a restore's readers (one call per
   // page) then wait on: on a 2-core
-  // Zen 5 VM, cachestat made a cold restore 5% faster (docs/performance.md,
+  // Zen 5 VM, cachestat made a cold restore 5% faster (docs/performance/zen5.md,
   // "Restores on this VM kind: three measurements"). Since Linux 5.2 mincore
   // reports every page of a file the process neither owns nor may write
   // as resident, so where it answers for such files this says true (a

@@ -131,7 +131,8 @@ absl::Status SessionStore::ReadStoredPageInto(const PageRead& read, const KvGeom
     // the pool page's layout, so it is decoded from the whole file. Read
     // cold, that goes into the reader's direct buffer (mapped and resident
     // already), not into fresh memory, whose page faults cost a cold
-    // restore more than the page's read did (docs/performance.md).
+    // restore more than the page's read did (docs/performance/zen5.md,
+    // "A cold restore's partial last page read past the page cache too").
     const size_t file_bytes = EncodedPageBytes(geometry, read.n_tokens);
     if (DirectReadFits(read.hash, file_bytes, direct, direct_works)) {
       absl::StatusOr<std::string_view> file = page_files_.ReadWholeDirect(read.hash, file_bytes, direct);
@@ -184,7 +185,8 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
   // RocksDB's checksums stay on: they cover the page entries (a header
   // each, so cheap) and, for format-1 pages, the blob index and the blob
   // record's copy of the key, so a damaged index can never hand back
-  // another page of the same size (docs/performance.md).
+  // another page of the same size (docs/performance/restore.md,
+  // "Restore").
   options.verify_checksums = true;
   options.fill_cache = false;
   std::vector<absl::Status> results(reads.size());
@@ -194,7 +196,7 @@ absl::Status SessionStore::ReadPages(std::span<const PageRead> reads, const KvGe
   // where the file system allows (PageFiles::ReadIntoDirect): the kernel
   // then fills no page cache first, which on a 2-core Zen 5 VM made a cold
   // restore of 125 page files 2-3x slower than the disk
-  // (docs/performance.md, "Cold restores read past the page cache").
+  // (docs/performance/zen5.md, "Cold restores read past the page cache").
   // Direct reads wait on the disk, not the CPU: kDirectReaders keep that
   // many in flight whatever `threads` is. A warm restore reads as before.
   const size_t file_bytes = EncodedPageBytes(geometry, geometry.page_tokens);

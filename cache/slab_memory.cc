@@ -37,7 +37,7 @@ size_t RoundUpToHugePages(size_t bytes) {
 // would otherwise pay in the kernel's copy and in the user's pass.
 // Medians of 7 alternating rounds of the server's restore time of a
 // 2,000-token q8_0 session (kvsession_session_restore_duration_seconds;
-// docs/performance.md, "Issue 11's rows on Zen 5" and "Zen 5 again"): the
+// docs/performance/zen5.md, "Issue 11's rows on Zen 5" and "Zen 5 again"): the
 // user-space touch took it from 51.6 to 47.7 ms, the kernel's
 // (bench/ab_restore.py) from 44.4 to 39.9 (default pool) and 47.6 to 42.1
 // (--kv-prefault). The kernel's touch cost that VM 0.1-0.5 s per GiB of

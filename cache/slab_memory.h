@@ -10,7 +10,7 @@
 // microseconds each on the first full pass over them, even after
 // Populate's touches: a restore of 2,000 q8_0 tokens into such memory
 // took 41 ms to read where memory in huge pages took 13 ms
-// (docs/performance.md, "Restore into huge pages").
+// (docs/performance/zen5.md, "Restore into huge pages").
 //
 // ChooseSlabShape picks how many KV pages a slab holds so that rounding
 // the slab up to whole huge pages wastes the least.

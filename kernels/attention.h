@@ -145,7 +145,7 @@ bool TiledAttentionInUse();
 // 8,192-token prefill about twice as fast on Sapphire Rapids), but a
 // decode row, two queries per KV head, leaves most of every AMX product
 // unused and takes longer (about 1.2-1.3x the vector kernel's time):
-// docs/performance.md, "Attention on AMX". The two differ in summation
+// docs/performance/sapphire-rapids.md, "Attention on AMX". The two differ in summation
 // order, as instruction sets do, so a process chooses once, before it
 // computes KV it keeps: kvsessiond --amx-attention, or the environment
 // variable KVS_AMX_ATTENTION=1 at start. UseAmxAttention(true) returns

@@ -9,7 +9,7 @@
 // heads of other sizes, keep the AVX-512 kernels: AMX has no F16 products
 // before Granite Rapids, and an F16 key or value is two BF16 parts, which
 // made the products of an exact split (5 per slice) and the conversions
-// cost a decode row 2.5x the vector kernel's time (docs/performance.md,
+// cost a decode row 2.5x the vector kernel's time (docs/performance/sapphire-rapids.md,
 // "Attention on AMX").
 //
 // Arithmetic. Products run as TDPBF16PS: 16 x 16 F32 sums of BF16 pair

@@ -28,7 +28,7 @@
 // Precision: the query's rounding is llama.cpp's own for a q8_0 cache
 // (which rounds the scale to F16 as well; kvsession keeps it in F32). On
 // the reference models the logits then move from the f16 cache's as far as
-// llama.cpp's do (docs/performance.md, "KV types").
+// llama.cpp's do (docs/performance/kv-types.md, "KV types").
 //
 // Contract: pure, thread-safe; the caller owns every buffer.
 #ifndef KVSESSION_KERNELS_ATTENTION_Q8_0_SCORES_H_

@@ -50,7 +50,7 @@
 // (half a step unless it saturates), a step being at most P * S_b / 2^13.
 // On the reference models the mean KL against the f16 cache moved by at most 2%
 // with BF16 weights; int16 groups bring it to llama.cpp's own q8_0 figure
-// (docs/performance.md, "KV types" and "Q8_0 values in int16 groups").
+// (docs/performance/kv-types.md, "KV types" and "Q8_0 values in int16 groups").
 //
 // Contract: pure, header-only, thread-safe.
 #ifndef KVSESSION_KERNELS_ATTENTION_Q8_0_VALUES_H_

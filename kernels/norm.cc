@@ -16,7 +16,7 @@ namespace {
 // (one running sum made RmsNorm 2.6% of a fan-out step's samples, for 8
 // rows of 1,024 values and the per-head q/k norms). The SIMD levels
 // (simd_norm.h) keep these bits; compiled for the baseline ISA this loop
-// was still 3.0% of a fan-out step's samples (docs/performance.md, "Fan-out's
+// was still 3.0% of a fan-out step's samples (docs/performance/zen5.md, "Fan-out's
 // 8 rows in one tile of one group, and norms at every level").
 void RmsNormScalar(const float* x, const float* weight, float eps, int64_t n, float* out) {
   // Named partial sums (GCC keeps an array of them in memory).

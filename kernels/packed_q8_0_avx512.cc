@@ -95,7 +95,8 @@ inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint
   // GCC 12 kept the array on the stack and stored every chain after each
   // product (51 stores in ScoresGroupAvx512); with the copies a warm
   // decode group of two queries takes 0.92-0.97x the time
-  // (docs/performance.md, sixty-second sitting). The same products in
+  // (docs/performance/intel-xeon-amx.md, "Where a decode row's time goes
+  // at 16,384, a score kernel's stack stores"). The same products in
   // the same order: no bit changes.
   __m512i a0 = chain[0][c], a1 = chain[1][c];
   if constexpr (J == 2) {
@@ -143,7 +144,7 @@ inline void DotSlices(__m512i (&chain)[J][kChains], int c, __m512i w, const uint
 //   groups' products use, so the tile has 2 x J chains. On Zen 5 the
 //   embedded broadcasts held a 4-row tile to one VPDPBUSD a cycle
 //   (its 4 chains of 8 latency-4 products a block), and 2 x 4 chains
-//   with shared broadcasts ran 1.7x that (docs/performance.md, "Two
+//   with shared broadcasts ran 1.7x that (docs/performance/zen5.md, "Two
 //   groups a tile").
 // Each group's sums and F32 steps are the G = 1 ones, so the bits do not
 // depend on G.
@@ -445,8 +446,9 @@ static_assert(kMaxGroupBlocks * 32 >= kKvQ8_0MaxHeadDim, "every q8_0 cache's hea
 // bits for that key and query. Each block's 16 scales and 8 slice
 // registers are plain loads: no gather, no transposition (a decode row
 // from memory took 0.84x the time of the rows' gathers and transposition,
-// docs/performance.md). While a block is folded it asks for its share of
-// [ahead, ahead + ahead_bytes) into L2. Only rows < n_rows are written.
+// docs/performance/zen5.md, "Q8_0 pages with the keys packed"). While a
+// block is folded it asks for its share of [ahead, ahead + ahead_bytes)
+// into L2. Only rows < n_rows are written.
 template <int J>
 void ScoresGroupTile(const uint8_t* group, int n_rows, int64_t nb, const uint8_t* x, size_t x_stride,
                      size_t scales_offset, float* y, int64_t y_stride, const uint8_t* ahead, size_t ahead_bytes) {

@@ -36,7 +36,7 @@ inline size_t ScalesBytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 6
 // ahead, as until the sixty-eighth sitting) held the core's few L1 miss
 // buffers and made the pass slower. On Zen 4, gemv_packed/Q8_0/avx512 and
 // avx2 151936x1024 from memory took 0.69x and 0.58x the time of that
-// asking (docs/performance.md, "A single row's scales asked for as its
+// asking (docs/performance/zen4.md, "A single row's scales asked for as its
 // group starts").
 inline void AskForGroupScales(const uint8_t* group, int64_t nb) {
   for (size_t line = 0; line < ScalesBytes(nb); line += 64) {

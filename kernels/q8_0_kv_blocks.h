@@ -4,7 +4,7 @@
 // page format 3, cache/page_codec.h), and the conversions between it and
 // GGUF's Q8_0 rows (a row is nb = head_dim / 32
 // blocks of an F16 scale d and 32 int8 quants q, 34 bytes a block).
-// docs/performance.md, "Q8_0 pages with the keys packed and the values'
+// docs/performance/zen5.md, "Q8_0 pages with the keys packed and the values'
 // scales apart", has the measurements that chose it.
 //
 // Keys: one packed group per 16 slots (T a multiple of 16). Group g holds

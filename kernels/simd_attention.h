@@ -11,7 +11,7 @@
 // or 16 vectors keep the value accumulator in registers
 // (AttentionBlocksFixed); other sizes take the fallback
 // (AttentionBlocksOneStep: the same single step, the values read in place
-// 4 vectors at a time; docs/performance.md, "Q8_0 caches on heads without
+// 4 vectors at a time; docs/performance/kv-types.md, "Q8_0 caches on heads without
 // a fixed kernel"). Every kernel, tiles included, takes the step in
 // SoftmaxStep. Every query (row r, head h) is computed on its own, so its
 // result depends only on its own inputs, not on how many rows or heads
@@ -301,16 +301,17 @@ constexpr int kPrefetchBlocks = 4;
 //    in-cache time plus its read time; streamed, a cold row of an f16
 //    cache took 1.3-2x less time on Zen 4 and 1.6x less on Zen 3, and of a
 //    q8_0 cache 1.45x less on Zen 3 (no change on Zen 4)
-//    (docs/performance.md, "attention_paged"). The streamed lines are
+//    (docs/performance/decode-and-fan-out.md, "Decode at 4,096: the attention kernel waits",
+//    the attention_paged tables). The streamed lines are
 //    asked for into L2 (prefetcht2), not L1: a prefetch into L1 holds one
 //    of the core's few L1 miss buffers until its line arrives, which capped
 //    a thread's scattered reads at about 8 GB/s on Zen 4; into L2, a cold
 //    q8_0 decode row took 0.63x the time and f16 and bf16 rows 0.58x
-//    (docs/performance.md, "Decode rows stream their KV into L2"). A Step is a compare and a
+//    (docs/performance/zen4.md, "Decode rows stream their KV into L2"). A Step is a compare and a
 //    prefetch per line, its state two pointers: the loop calls it once per
 //    key or key group, and a heavier Step (a block index and an offset
 //    kept in memory, the block list walked per call) cost a warm f16 row
-//    about a fifth of its time (docs/performance.md, "How long a decode
+//    about a fifth of its time (docs/performance/zen3.md, "How long a decode
 //    row's reads are").
 // One object per pass, on the stack; not thread-safe.
 class BlockPrefetch {
@@ -537,7 +538,7 @@ void OneStepValues(const float* const* p, const void* vb, int block_keys, int n,
 // a time). So a result does not depend on how the keys are paged, as
 // AttentionUpdateBlocks states; block by block steps would rescale (and
 // for a q8_0 cache round each BF16 weight) against each block's running
-// max (docs/performance.md, "Q8_0 caches on heads without a fixed
+// max (docs/performance/kv-types.md, "Q8_0 caches on heads without a fixed
 // kernel"). Up to kAttentionTileQueries queries go through each block
 // together, so it is read from memory once for the group, not once per
 // query; each query still takes its keys in order, so its bits are those

@@ -10,7 +10,7 @@
 // (q8_0, 16 tokens), far from the next; here each pass takes the heads
 // in turn over spans of a few pages (kHeadsSpanKeys keys), so one thread's
 // reads of a page are n blocks long and the hardware prefetcher streams
-// most of them (docs/performance.md, "A decode row's KV heads in turn").
+// most of them (docs/performance/sapphire-rapids.md, "A decode row's KV heads in turn").
 //
 // The bits are those of a call per head (attention_heads_test checks
 // them): the heads' queries form one tile, so each query's softmax is
@@ -42,7 +42,8 @@ namespace kvs {
 namespace {
 
 // Keys of a span: each head's blocks for this many keys are read before
-// the next head's (measured in docs/performance.md: 16 pages of 16).
+// the next head's: 16 pages of 16 (docs/performance/sapphire-rapids.md,
+// "A decode row's KV heads in turn").
 constexpr int kHeadsSpanKeys = 256;
 
 // Blocks per span: whole blocks, at least kHeadsSpanKeys keys, and a

@@ -20,7 +20,7 @@
 // port that also runs half of the FMAs, and its partial vectors go through
 // memory; with the queries in lanes the pass is FMAs with one broadcast
 // operand each, and one 16 x 16 transpose per 16 queries and 16 keys
-// (docs/performance.md, "Attention's F32 tiles: the queries in lanes").
+// (docs/performance/sapphire-rapids.md, "Attention's F32 tiles: the queries in lanes").
 //
 // Contract: pure functions; the caller owns every buffer (the transposed
 // queries live in the tile's part vectors, simd_attention_tiled.h).

@@ -102,7 +102,7 @@ ABSL_FLAG(int, max_input_bytes, 1 << 20, "most bytes of input text per request")
 ABSL_FLAG(bool, amx_attention, false,
           "fold bf16 and q8_0 KV caches' attention on AMX where the CPU has AMX-BF16 (Sapphire "
           "Rapids and later): long prompts prefill faster, decode rows run slower "
-          "(docs/performance.md, \"Attention on AMX\"); ignored, with a warning, elsewhere");
+          "(docs/performance/sapphire-rapids.md, \"Attention on AMX\"); ignored, with a warning, elsewhere");
 ABSL_FLAG(std::string, matmul, "fast",
           "matrix products: fast (activations rounded as llama.cpp does) or exact (F32)");
 ABSL_FLAG(int, max_queued_jobs, 64,

@@ -10,7 +10,7 @@
 // teacher-forcing the same prompt_ids + greedy_ids of
 // ../shared/reference/<model>.native.jsonl (294 steps per model) with
 // type_k = type_v = f16 and then q8_0 / bf16, every vocabulary entry
-// compared; docs/performance.md ("KV types") has the table and how the
+// compared; docs/performance/kv-types.md ("KV types") has the table and how the
 // figures were made. Ours are compared the same way, on the fast path (the
 // server's), which rounds activations as llama.cpp does.
 #include <algorithm>
