@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
 #include "cache/page_codec.h"
+#include "proto/utf8_field_finder.h"
 
 namespace kvs {
 namespace {
@@ -127,8 +128,16 @@ absl::StatusOr<MigrationContents> DecodeMigrationStream(std::string_view bytes) 
       case MigrationFrame::kSession:
       case MigrationFrame::kCheckpoint: {
         if (have_record) return Corrupt(absl::StrCat(frame_name, ": a second record"));
+        // The walk first: the parser would log each string field of
+        // invalid UTF-8 a client's stream carries (proto/utf8_field_finder.h).
+        const bool is_session = kind == static_cast<uint32_t>(MigrationFrame::kSession);
+        if (std::optional<std::string> bad = FindInvalidUtf8Field(
+                is_session ? *SessionRecord::descriptor() : *CheckpointRecord::descriptor(),
+                absl::string_view(payload.data(), payload.size()))) {
+          return Corrupt(absl::StrCat(frame_name, ": the record's ", *bad));
+        }
         bool parsed = false;
-        if (kind == static_cast<uint32_t>(MigrationFrame::kSession)) {
+        if (is_session) {
           parsed = out.session.emplace().ParseFromArray(payload.data(), static_cast<int>(payload.size()));
         } else {
           parsed = out.checkpoint.emplace().ParseFromArray(payload.data(), static_cast<int>(payload.size()));

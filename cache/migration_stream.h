@@ -74,11 +74,12 @@ struct MigrationContents {
 
 // Checks and reads a whole stream. DATA_LOSS naming the first problem:
 // wrong magic, header checksum, a frame's checksum or length, a truncated
-// stream (no end frame), bytes after it, a record that does not parse, no
-// record or two, a page frame before the record, a page that fails its own
-// checks (cache/page_codec.h CheckEncodedPage), is not one the record
-// lists, or comes twice, end-frame counts or stream checksum that do not
-// match. FAILED_PRECONDITION for an intact header of another version.
+// stream (no end frame), bytes after it, a record that does not parse (a
+// string field of invalid UTF-8 is named, and never reaches the parser,
+// which would log it), no record or two, a page frame before the record, a
+// page that fails its own checks (cache/page_codec.h CheckEncodedPage), is
+// not one the record lists, or comes twice, end-frame counts or stream
+// checksum that do not match. FAILED_PRECONDITION for an intact header of another version.
 // Record invariants (cache/record_validation.h) are the store's to check.
 // Messages never quote stream bytes.
 absl::StatusOr<MigrationContents> DecodeMigrationStream(std::string_view bytes);

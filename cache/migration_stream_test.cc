@@ -1,12 +1,15 @@
 // Migration stream: round trips of a session and a checkpoint with their
 // pages, and DATA_LOSS (never a crash, never a partial result) for a
 // flipped byte anywhere, every truncation, reordered or dropped frames,
-// trailing bytes; FAILED_PRECONDITION for an intact header of another
-// version.
+// trailing bytes, and a record string field of invalid UTF-8 (named, and
+// kept from protobuf's log); FAILED_PRECONDITION for an intact header of
+// another version.
 #include "cache/migration_stream.h"
 
 #include <string>
 #include <vector>
+
+#include <google/protobuf/stubs/logging.h>
 
 #include "absl/status/status.h"
 #include "cache/crc32c.h"
@@ -132,6 +135,64 @@ TEST(MigrationStreamTest, APageTheRecordDoesNotListIsDataLoss) {
   stranger.bytes[0] = 42;
   w.AddPage(stranger, f.pages[0]);
   EXPECT_EQ(DecodeMigrationStream(std::move(w).Finish()).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// What protobuf logs while one of these is alive.
+class ProtobufLogCapture {
+ public:
+  ProtobufLogCapture() { previous_ = google::protobuf::SetLogHandler(&Record); }
+  ~ProtobufLogCapture() { google::protobuf::SetLogHandler(previous_); }
+  static std::vector<std::string>& lines() {
+    static std::vector<std::string> kLines;
+    return kLines;
+  }
+
+ private:
+  static void Record(google::protobuf::LogLevel, const char*, int, const std::string& message) {
+    lines().push_back(message);
+  }
+  google::protobuf::LogHandler* previous_;
+};
+
+// DecodeMigrationStream of `stream`, with what protobuf logged meanwhile.
+absl::Status DecodeLogging(const std::string& stream, std::vector<std::string>* logged) {
+  ProtobufLogCapture::lines().clear();
+  absl::Status status;
+  {
+    ProtobufLogCapture capture;
+    status = DecodeMigrationStream(stream).status();
+  }
+  *logged = ProtobufLogCapture::lines();
+  return status;
+}
+
+TEST(MigrationStreamTest, ARecordStringOfInvalidUtf8IsDataLossNamingTheFieldAndNothingIsLogged) {
+  std::vector<std::string> logged;
+  Fixture f = MakeSession();
+  f.record.set_owner("acme\xff");  // serializing it logs; reading it back must not
+  absl::Status got = DecodeLogging(Stream(f), &logged);
+  EXPECT_EQ(got.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.message(), "migration stream: frame 0 at byte 12: the record's owner is not valid UTF-8");
+  EXPECT_TRUE(logged.empty()) << logged.front();
+
+  f = MakeSession();
+  (*f.record.mutable_labels())["\xc0\xaf"] = "v";
+  got = DecodeLogging(Stream(f), &logged);
+  EXPECT_EQ(got.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.message(), "migration stream: frame 0 at byte 12: the record's labels: a key is not valid UTF-8");
+  EXPECT_TRUE(logged.empty()) << logged.front();
+
+  CheckpointRecord c;
+  c.set_id("ckp_0123456789abcdef");
+  *c.mutable_session() = MakeSession().record;
+  c.mutable_session()->set_parent_session_id("ses_\xed\xa0\x80");
+  MigrationStreamWriter w;
+  w.SetCheckpoint(c);
+  got = DecodeLogging(std::move(w).Finish(), &logged);
+  EXPECT_EQ(got.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.message(),
+            "migration stream: frame 0 at byte 12: the record's session.parent_session_id is not valid UTF-8");
+  EXPECT_TRUE(logged.empty()) << logged.front();
 }
 
 TEST(MigrationStreamTest, AnIntactHeaderOfAnotherVersionIsFailedPrecondition) {

@@ -28,12 +28,12 @@
 #include <string>
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/stubs/logging.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "fuzz/fuzz_server.h"
+#include "fuzz/protobuf_utf8_log.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
 #include "tests/raw_call.h"
 
@@ -59,18 +59,8 @@ struct Server {
   std::string checkpoint_id;  // the live checkpoint the placeholder names
 };
 
-// Protobuf logs each string field with invalid UTF-8 its parser meets. The
-// service's walk (service/utf8_field_finder.h) must refuse such a request
-// first, naming the field, so that log is a finding too.
-void OnProtobufLog(google::protobuf::LogLevel level, const char* filename, int line, const std::string& message) {
-  if (message.find("invalid UTF-8") != std::string::npos) {
-    Fail("the parser met invalid UTF-8 the walk let through: " + message);
-  }
-  std::fprintf(stderr, "[libprotobuf %s:%d] %s\n", filename, line, message.c_str());
-}
-
 Server* Start() {
-  google::protobuf::SetLogHandler(&OnProtobufLog);
+  kvs::fuzz::TrapOnProtobufUtf8Log("service_requests_fuzz");  // the walk refuses first
   auto* s = new Server;
   s->fuzz = kvs::fuzz::StartFuzzServer("service_requests_fuzz", 4 * kMaxLiveSessions);
   s->sessions = s->fuzz->sessions.get();

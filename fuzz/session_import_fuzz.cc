@@ -39,8 +39,10 @@
 // (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to
 // a damaged stream, ALREADY_EXISTS to a repeat, and, to a tenant,
 // PERMISSION_DENIED to another tenant's session or a chain only an admin
-// may bring), or a message over 1024
-// bytes. After an import that answered OK, DATA_LOSS is a finding too (the
+// may bring), a message over 1024 bytes, or a protobuf log line about
+// invalid UTF-8 (fuzz/protobuf_utf8_log.h: records whose strings are not
+// UTF-8 are skipped, fuzz/migration_stream_fuzz.cc reaches the server's
+// reader with them). After an import that answered OK, DATA_LOSS is a finding too (the
 // server accepted what it cannot read back), and so is INVALID_ARGUMENT
 // for the first Generate of an ERROR-policy session, which sends nothing
 // but max_tokens: what the import stored must be usable as it is (a SLIDE
@@ -67,7 +69,9 @@
 #include "cache/record_validation.h"
 #include "cache/session_record.pb.h"
 #include "fuzz/fuzz_server.h"
+#include "fuzz/protobuf_utf8_log.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
+#include "proto/utf8_field_finder.h"
 
 namespace {
 
@@ -141,6 +145,12 @@ void Check(const char* call, const grpc::Status& st, bool imported) {
 // The record, adjusted as the control byte says; false when the bytes are
 // not a record.
 bool ReadRecord(uint8_t control, const uint8_t* data, size_t size, kvs::SessionRecord* record) {
+  // A record of invalid UTF-8 cannot be held in a SessionRecord; the walk
+  // skips it before protobuf's parser would log it.
+  if (kvs::FindInvalidUtf8Field(*kvs::SessionRecord::descriptor(),
+                                absl::string_view(reinterpret_cast<const char*>(data), size))) {
+    return false;
+  }
   if (!record->ParseFromArray(data, static_cast<int>(size))) return false;
   const kvs::fuzz::FuzzServer& s = *Server();
   if ((control & 1) == 0) {
@@ -342,6 +352,8 @@ void Tidy() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool trap_utf8_log = (kvs::fuzz::TrapOnProtobufUtf8Log("session_import_fuzz"), true);
+  (void)trap_utf8_log;
   if (size == 0) return 0;
   kvs::SessionRecord record;
   if (!ReadRecord(data[0], data + 1, size - 1, &record)) return 0;

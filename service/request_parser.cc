@@ -6,7 +6,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 
 #include "absl/strings/str_cat.h"
-#include "service/utf8_field_finder.h"
+#include "proto/utf8_field_finder.h"
 
 namespace kvs {
 

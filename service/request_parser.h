@@ -7,7 +7,7 @@
 //   "the request is not a valid kvsession.v1.ForkRequest message"
 //
 // Messages name the request type and, for invalid UTF-8 in a string field
-// (service/utf8_field_finder.h), the field; they never echo request bytes.
+// (proto/utf8_field_finder.h), the field; they never echo request bytes.
 //
 // ParsedRequest<M> is the request type the service's handlers are
 // registered with (service/parsing_callback_service.h): gRPC deserializes

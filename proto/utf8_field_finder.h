@@ -4,9 +4,12 @@
 //
 // proto3 `string` fields must be valid UTF-8: protobuf's parser rejects a
 // message whose string field (at any depth, map keys and values included)
-// is not, but says only "parse failed". This walk names the field, so the
-// service can answer INVALID_ARGUMENT with a useful message
-// (service/request_parser.h) without ever echoing the bytes.
+// is not, says only "parse failed", and logs an ERROR line for each one it
+// meets, so hostile bytes would buy a log line per call. This walk names the
+// field first, so the caller refuses the bytes before they are parsed, with
+// a useful message that never echoes them: the service's requests
+// (INVALID_ARGUMENT, service/request_parser.h) and the records a migration
+// stream carries into ImportSession (DATA_LOSS, cache/migration_stream.h).
 //
 // It checks exactly what the parser checks: fields the Descriptor declares
 // as `string` that arrive length-delimited, using protobuf's own UTF-8
@@ -15,8 +18,8 @@
 // type are skipped, as the parser keeps them as unknown fields.
 //
 // Pure function; thread-safe.
-#ifndef KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
-#define KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
+#ifndef KVSESSION_PROTO_UTF8_FIELD_FINDER_H_
+#define KVSESSION_PROTO_UTF8_FIELD_FINDER_H_
 
 #include <optional>
 #include <string>
@@ -61,4 +64,4 @@ std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descript
 
 }  // namespace kvs
 
-#endif  // KVSESSION_SERVICE_UTF8_FIELD_FINDER_H_
+#endif  // KVSESSION_PROTO_UTF8_FIELD_FINDER_H_

@@ -1,4 +1,4 @@
-#include "service/utf8_field_finder.h"
+#include "proto/utf8_field_finder.h"
 
 #include <cstdint>
 #include <map>
