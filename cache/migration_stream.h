@@ -79,7 +79,8 @@ struct MigrationContents {
 // which would log it), no record or two, a page frame before the record, a
 // page that fails its own checks (cache/page_codec.h CheckEncodedPage), is
 // not one the record lists, or comes twice, end-frame counts or stream
-// checksum that do not match. FAILED_PRECONDITION for an intact header of another version.
+// checksum that do not match. FAILED_PRECONDITION for an intact header of
+// another version.
 // Record invariants (cache/record_validation.h) are the store's to check.
 // Messages never quote stream bytes.
 absl::StatusOr<MigrationContents> DecodeMigrationStream(std::string_view bytes);

@@ -36,22 +36,21 @@
 //
 // Findings (__builtin_trap), besides crashes and sanitizer reports: the
 // import or any later call ending with a status no client can act on
-// (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to
-// a damaged stream, ALREADY_EXISTS to a repeat, and, to a tenant,
-// PERMISSION_DENIED to another tenant's session or a chain only an admin
-// may bring), a message over 1024 bytes, or a protobuf log line about
-// invalid UTF-8 (fuzz/protobuf_utf8_log.h: records whose strings are not
-// UTF-8 are skipped, fuzz/migration_stream_fuzz.cc reaches the server's
-// reader with them). After an import that answered OK, DATA_LOSS is a finding too (the
-// server accepted what it cannot read back), and so is INVALID_ARGUMENT
-// for the first Generate of an ERROR-policy session, which sends nothing
-// but max_tokens: what the import stored must be usable as it is (a SLIDE
-// session's kept tokens may leave no page to drop on this server's
-// smaller context: INVALID_ARGUMENT is its answer), and an import of
-// another tenant's session that answers OK. Calls stop once an input has
-// taken 15 s, and none is given longer than the input has left of 25
-// (libFuzzer's -timeout is 30). KVS_FUZZ_VERBOSE=1 prints each
-// call's status.
+// (fuzz/fuzz_server.h Actionable; for the import DATA_LOSS is the answer to a
+// damaged stream, ALREADY_EXISTS to a repeat, and, to a tenant,
+// PERMISSION_DENIED to another tenant's session or a chain only an admin may
+// bring), a message over 1024 bytes, or a protobuf log line about invalid
+// UTF-8 (fuzz/protobuf_utf8_log.h: records whose strings are not UTF-8 are
+// skipped, fuzz/migration_stream_fuzz.cc reaches the server's reader with
+// them). After an import that answered OK, DATA_LOSS is a finding too (the
+// server accepted what it cannot read back), and so is INVALID_ARGUMENT for
+// the first Generate of an ERROR-policy session, which sends nothing but
+// max_tokens: what the import stored must be usable as it is (a SLIDE
+// session's kept tokens may leave no page to drop on this server's smaller
+// context: INVALID_ARGUMENT is its answer), and an import of another tenant's
+// session that answers OK. Calls stop once an input has taken 15 s, and none
+// is given longer than the input has left of 25 (libFuzzer's -timeout is 30).
+// KVS_FUZZ_VERBOSE=1 prints each call's status.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
