@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvsession/v1/kvsession.pb.h"
-#include "service/wire_bytes_test_util.h"
+#include "proto/wire_bytes_test_util.h"
 
 namespace kvs {
 namespace {

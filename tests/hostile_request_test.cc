@@ -10,7 +10,7 @@
 #include <google/protobuf/descriptor.h>
 
 #include "gmock/gmock.h"
-#include "service/wire_bytes_test_util.h"
+#include "proto/wire_bytes_test_util.h"
 #include "tests/raw_call.h"
 #include "tests/service_fixture.h"
 

@@ -8,7 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "kvsession/v1/kvsession.pb.h"
-#include "service/wire_bytes_test_util.h"
+#include "proto/wire_bytes_test_util.h"
 
 namespace kvs {
 namespace {

@@ -1,8 +1,8 @@
 // Test helper: protobuf wire bytes built by hand, so tests can send what a
 // protobuf library would refuse to serialize (invalid UTF-8 in a string
 // field, malformed framing).
-#ifndef KVSESSION_SERVICE_WIRE_BYTES_TEST_UTIL_H_
-#define KVSESSION_SERVICE_WIRE_BYTES_TEST_UTIL_H_
+#ifndef KVSESSION_PROTO_WIRE_BYTES_TEST_UTIL_H_
+#define KVSESSION_PROTO_WIRE_BYTES_TEST_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -37,4 +37,4 @@ inline std::string MapEntry(int field, absl::string_view key, absl::string_view 
 
 }  // namespace kvs::wire
 
-#endif  // KVSESSION_SERVICE_WIRE_BYTES_TEST_UTIL_H_
+#endif  // KVSESSION_PROTO_WIRE_BYTES_TEST_UTIL_H_
