@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
 #include "cache/page_codec.h"
-#include "proto/utf8_field_finder.h"
+#include "cache/record_codec.h"
 
 namespace kvs {
 namespace {
@@ -128,22 +128,14 @@ absl::StatusOr<MigrationContents> DecodeMigrationStream(std::string_view bytes) 
       case MigrationFrame::kSession:
       case MigrationFrame::kCheckpoint: {
         if (have_record) return Corrupt(absl::StrCat(frame_name, ": a second record"));
-        // The walk first: the parser would log each string field of
-        // invalid UTF-8 a client's stream carries (proto/utf8_field_finder.h).
-        const bool is_session = kind == static_cast<uint32_t>(MigrationFrame::kSession);
-        if (std::optional<std::string> bad = FindInvalidUtf8Field(
-                is_session ? *SessionRecord::descriptor() : *CheckpointRecord::descriptor(),
-                absl::string_view(payload.data(), payload.size()))) {
-          return Corrupt(absl::StrCat(frame_name, ": the record's ", *bad));
-        }
-        bool parsed = false;
-        if (is_session) {
-          parsed = out.session.emplace().ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+        google::protobuf::Message* record = nullptr;
+        if (kind == static_cast<uint32_t>(MigrationFrame::kSession)) {
+          record = &out.session.emplace();
         } else {
-          parsed = out.checkpoint.emplace().ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+          record = &out.checkpoint.emplace();
         }
-        if (!parsed || payload.size() > (size_t{1} << 31)) {
-          return Corrupt(absl::StrCat(frame_name, ": the record does not parse"));
+        if (absl::Status parsed = ParseRecord(payload, record); !parsed.ok()) {
+          return Corrupt(absl::StrCat(frame_name, ": ", parsed.message()));
         }
         for (const std::string& h : out.record().page_hashes()) {
           std::optional<PageHash> hash = PageHash::FromBytes(h);

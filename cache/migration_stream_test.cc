@@ -9,12 +9,11 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/stubs/logging.h>
-
 #include "absl/status/status.h"
 #include "cache/crc32c.h"
 #include "cache/page_codec.h"
 #include "gtest/gtest.h"
+#include "proto/protobuf_log_capture_test_util.h"
 
 namespace kvs {
 namespace {
@@ -137,26 +136,8 @@ TEST(MigrationStreamTest, APageTheRecordDoesNotListIsDataLoss) {
   EXPECT_EQ(DecodeMigrationStream(std::move(w).Finish()).status().code(), absl::StatusCode::kDataLoss);
 }
 
-// What protobuf logs while one of these is alive.
-class ProtobufLogCapture {
- public:
-  ProtobufLogCapture() { previous_ = google::protobuf::SetLogHandler(&Record); }
-  ~ProtobufLogCapture() { google::protobuf::SetLogHandler(previous_); }
-  static std::vector<std::string>& lines() {
-    static std::vector<std::string> kLines;
-    return kLines;
-  }
-
- private:
-  static void Record(google::protobuf::LogLevel, const char*, int, const std::string& message) {
-    lines().push_back(message);
-  }
-  google::protobuf::LogHandler* previous_;
-};
-
 // DecodeMigrationStream of `stream`, with what protobuf logged meanwhile.
 absl::Status DecodeLogging(const std::string& stream, std::vector<std::string>* logged) {
-  ProtobufLogCapture::lines().clear();
   absl::Status status;
   {
     ProtobufLogCapture capture;

@@ -1,9 +1,12 @@
 #include "cache/record_codec.h"
 
+#include <climits>
 #include <cstdint>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
+#include "proto/utf8_field_finder.h"
 
 namespace kvs {
 
@@ -15,7 +18,20 @@ std::string EncodeRecordValue(const google::protobuf::MessageLite& record) {
   return value;
 }
 
-absl::Status DecodeRecordValue(std::string_view value, google::protobuf::MessageLite* record) {
+absl::Status ParseRecord(std::string_view payload, google::protobuf::Message* record) {
+  // The walk first: the parser would log each string field of invalid UTF-8.
+  if (std::optional<std::string> bad =
+          FindInvalidUtf8Field(*record->GetDescriptor(), absl::string_view(payload.data(), payload.size()))) {
+    return absl::DataLossError(absl::StrCat("the record's ", *bad));
+  }
+  if (payload.size() > static_cast<size_t>(INT_MAX) ||
+      !record->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError("the record does not parse");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRecordValue(std::string_view value, google::protobuf::Message* record) {
   if (value.size() < kRecordCrcBytes) {
     return absl::DataLossError(absl::StrCat("record value is ", value.size(),
                                             " bytes, shorter than its checksum"));
@@ -28,10 +44,7 @@ absl::Status DecodeRecordValue(std::string_view value, google::protobuf::Message
   if (Crc32c(payload.data(), payload.size()) != stored) {
     return absl::DataLossError("record checksum mismatch");
   }
-  if (!record->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    return absl::DataLossError("record does not parse");
-  }
-  return absl::OkStatus();
+  return ParseRecord(payload, record);
 }
 
 }  // namespace kvs

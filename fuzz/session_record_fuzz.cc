@@ -5,7 +5,9 @@
 // A fuzzer cannot forge checksums, so the input is framed here with its
 // correct CRC-32C and goes through the store's own decoder: the record
 // parse and CheckSessionRecord must reject or accept without reading out
-// of bounds.
+// of bounds, and without protobuf's parser logging a string field of
+// invalid UTF-8 (the codec's walk refuses those first:
+// fuzz/protobuf_utf8_log.h traps on such a line).
 #include <cstdint>
 #include <string>
 
@@ -13,6 +15,7 @@
 #include "cache/record_codec.h"
 #include "cache/record_validation.h"
 #include "cache/session_record.pb.h"
+#include "fuzz/protobuf_utf8_log.h"
 
 namespace {
 
@@ -28,6 +31,8 @@ bool Decode(const uint8_t* data, size_t size, Record* record) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool trap_utf8_log = (kvs::fuzz::TrapOnProtobufUtf8Log("session_record_fuzz"), true);
+  (void)trap_utf8_log;
   kvs::SessionRecord session;
   if (Decode(data, size, &session)) {
     (void)kvs::FromGeometryRecord(session.geometry());

@@ -8,8 +8,9 @@
 // meets, so hostile bytes would buy a log line per call. This walk names the
 // field first, so the caller refuses the bytes before they are parsed, with
 // a useful message that never echoes them: the service's requests
-// (INVALID_ARGUMENT, service/request_parser.h) and the records a migration
-// stream carries into ImportSession (DATA_LOSS, cache/migration_stream.h).
+// (INVALID_ARGUMENT, service/request_parser.h) and the store's records,
+// read from disk or carried by a migration stream into ImportSession
+// (DATA_LOSS, cache/record_codec.h's ParseRecord).
 //
 // It checks exactly what the parser checks: fields the Descriptor declares
 // as `string` that arrive length-delimited, using protobuf's own UTF-8
