@@ -57,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -65,12 +66,12 @@
 #include "absl/strings/str_format.h"
 #include "cache/migration_stream.h"
 #include "cache/page_codec.h"
+#include "cache/record_codec.h"
 #include "cache/record_validation.h"
 #include "cache/session_record.pb.h"
 #include "fuzz/fuzz_server.h"
 #include "fuzz/protobuf_utf8_log.h"
 #include "kvsession/v1/kvsession.grpc.pb.h"
-#include "proto/utf8_field_finder.h"
 
 namespace {
 
@@ -144,13 +145,9 @@ void Check(const char* call, const grpc::Status& st, bool imported) {
 // The record, adjusted as the control byte says; false when the bytes are
 // not a record.
 bool ReadRecord(uint8_t control, const uint8_t* data, size_t size, kvs::SessionRecord* record) {
-  // A record of invalid UTF-8 cannot be held in a SessionRecord; the walk
-  // skips it before protobuf's parser would log it.
-  if (kvs::FindInvalidUtf8Field(*kvs::SessionRecord::descriptor(),
-                                absl::string_view(reinterpret_cast<const char*>(data), size))) {
-    return false;
-  }
-  if (!record->ParseFromArray(data, static_cast<int>(size))) return false;
+  // The store's own parse: a record of invalid UTF-8 (which a SessionRecord
+  // cannot hold) is skipped before protobuf's parser would log it.
+  if (!kvs::ParseRecord(std::string_view(reinterpret_cast<const char*>(data), size), record).ok()) return false;
   const kvs::fuzz::FuzzServer& s = *Server();
   if ((control & 1) == 0) {
     record->set_model_fingerprint(s.fingerprint);
