@@ -2,7 +2,6 @@
 
 #include <climits>
 #include <cstdint>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "cache/crc32c.h"
@@ -19,13 +18,13 @@ std::string EncodeRecordValue(const google::protobuf::MessageLite& record) {
 }
 
 absl::Status ParseRecord(std::string_view payload, google::protobuf::Message* record) {
-  // The walk first: the parser would log each string field of invalid UTF-8.
-  if (std::optional<std::string> bad =
-          FindInvalidUtf8Field(*record->GetDescriptor(), absl::string_view(payload.data(), payload.size()))) {
-    return absl::DataLossError(absl::StrCat("the record's ", *bad));
-  }
-  if (payload.size() > static_cast<size_t>(INT_MAX) ||
-      !record->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  if (payload.size() > static_cast<size_t>(INT_MAX)) return absl::DataLossError("the record does not parse");
+  // The walk first: the parser would log each string field of invalid
+  // UTF-8, even one cut short by the end of malformed bytes.
+  const StringFieldWalk walk =
+      WalkStringFields(*record->GetDescriptor(), absl::string_view(payload.data(), payload.size()));
+  if (walk.invalid_utf8) return absl::DataLossError(absl::StrCat("the record's ", *walk.invalid_utf8));
+  if (walk.malformed || !record->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return absl::DataLossError("the record does not parse");
   }
   return absl::OkStatus();

@@ -16,7 +16,8 @@
 // (proto/utf8_field_finder.h) and never reaches protobuf's parser, which
 // would log an ERROR line for each one: DATA_LOSS "the record's owner is
 // not valid UTF-8" (the schema's field path, never the bytes). Other bytes
-// that do not parse: DATA_LOSS "the record does not parse".
+// that do not parse: DATA_LOSS "the record does not parse" (bytes the walk
+// finds malformed are not parsed either).
 //
 // Pure functions, thread-safe.
 #ifndef KVSESSION_CACHE_RECORD_CODEC_H_

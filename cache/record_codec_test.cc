@@ -80,6 +80,24 @@ TEST(RecordCodecTest, AStringFieldOfInvalidUtf8IsDataLossNamingTheFieldAndNothin
   EXPECT_TRUE(ProtobufLogCapture::lines().empty()) << ProtobufLogCapture::lines().front();
 }
 
+// An id whose length runs past the end, its bytes so far not UTF-8: the
+// parser would check (and log) the cut string before refusing the message,
+// so the walk's "malformed" refuses it unparsed (the session-record
+// fuzzer's finding, fuzz/regressions/session_record/).
+TEST(RecordCodecTest, AStringCutShortByTheEndIsDataLossAndNothingIsLogged) {
+  const std::string payload = "\x0a\x0a\x05s_cac\xff\xff";  // id: 10 bytes announced, 8 there
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  std::string value;
+  for (int i = 0; i < 4; ++i) value.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  value += payload;
+  ProtobufLogCapture capture;
+  SessionRecord r;
+  const absl::Status got = DecodeRecordValue(value, &r);
+  EXPECT_EQ(got.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(got.message(), "the record does not parse");
+  EXPECT_TRUE(ProtobufLogCapture::lines().empty()) << ProtobufLogCapture::lines().front();
+}
+
 TEST(RecordCodecTest, APayloadThatIsNoMessageIsDataLossSayingItDoesNotParse) {
   const std::string payload = "\x0a\x7f";  // field 1, 127 bytes long, then nothing
   const uint32_t crc = Crc32c(payload.data(), payload.size());

@@ -101,14 +101,18 @@ StringFieldWalk WalkStringFields(const Descriptor& type, google::protobuf::io::Z
   return result;
 }
 
+StringFieldWalk WalkStringFields(const Descriptor& type, absl::string_view bytes) {
+  google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
+  return WalkStringFields(type, &input);
+}
+
 std::optional<std::string> FindInvalidUtf8Field(const Descriptor& type,
                                                 google::protobuf::io::ZeroCopyInputStream* input) {
   return WalkStringFields(type, input).invalid_utf8;
 }
 
 std::optional<std::string> FindInvalidUtf8Field(const Descriptor& type, absl::string_view bytes) {
-  google::protobuf::io::ArrayInputStream input(bytes.data(), static_cast<int>(bytes.size()));
-  return FindInvalidUtf8Field(type, &input);
+  return WalkStringFields(type, bytes).invalid_utf8;
 }
 
 }  // namespace kvs

@@ -42,9 +42,14 @@ struct StringFieldWalk {
   // parser rejects them too.
   bool malformed = false;
 };
-// Walks every field of the message of `type` in `input` (consumed).
+// Walks every field of the message of `type` in `input` (consumed), or in
+// `bytes` (at most INT_MAX of them). A caller about to parse the bytes must
+// refuse malformed ones as well as invalid_utf8 ones without parsing them:
+// protobuf's parser checks, and logs, a string field cut short by the end
+// before it rejects the message (the session-record fuzzer's finding).
 StringFieldWalk WalkStringFields(const google::protobuf::Descriptor& type,
                                  google::protobuf::io::ZeroCopyInputStream* input);
+StringFieldWalk WalkStringFields(const google::protobuf::Descriptor& type, absl::string_view bytes);
 
 // The first string field with invalid UTF-8 in the message of `type`
 // serialized in `input`, as a path from the message and what is wrong:
@@ -55,9 +60,9 @@ StringFieldWalk WalkStringFields(const google::protobuf::Descriptor& type,
 //   "input.text is not valid UTF-8"              (sub-messages: dotted)
 // nullopt when every string field is valid UTF-8, and also when the bytes
 // stop being a well-formed message before a bad string field is reached
-// (the parser then reports them as malformed). The description holds
-// field names from the schema and numbers only, never input bytes.
-// Consumes `input`.
+// (so before parsing, use WalkStringFields, which says so). The
+// description holds field names from the schema and numbers only, never
+// input bytes. Consumes `input`.
 std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor& type,
                                                 google::protobuf::io::ZeroCopyInputStream* input);
 std::optional<std::string> FindInvalidUtf8Field(const google::protobuf::Descriptor& type,
