@@ -2,6 +2,9 @@
 // and DATA_LOSS for every damaged value.
 #include "cache/record_codec.h"
 
+#include <string>
+#include <string_view>
+
 #include "cache/crc32c.h"
 #include "cache/session_record.pb.h"
 #include "gtest/gtest.h"
@@ -20,12 +23,19 @@ SessionRecord Record() {
   return r;
 }
 
+// A stored value framed by hand as docs/storage-format.md section 3 says:
+// the payload's CRC-32C, little-endian, then the payload.
+std::string Framed(std::string_view payload) {
+  const uint32_t crc = Crc32c(payload.data(), payload.size());
+  std::string value;
+  for (int i = 0; i < 4; ++i) value.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  value += payload;
+  return value;
+}
+
 TEST(RecordCodecTest, AValueIsTheLittleEndianCrcOfTheMessageThenTheMessage) {
   const std::string message = Record().SerializeAsString();
-  const uint32_t crc = Crc32c(message.data(), message.size());
-  std::string want;
-  for (int i = 0; i < 4; ++i) want.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
-  want += message;
+  const std::string want = Framed(message);
   EXPECT_EQ(EncodeRecordValue(Record()), want);
 
   SessionRecord back;
@@ -86,10 +96,7 @@ TEST(RecordCodecTest, AStringFieldOfInvalidUtf8IsDataLossNamingTheFieldAndNothin
 // fuzzer's finding, fuzz/regressions/session_record/).
 TEST(RecordCodecTest, AStringCutShortByTheEndIsDataLossAndNothingIsLogged) {
   const std::string payload = "\x0a\x0a\x05s_cac\xff\xff";  // id: 10 bytes announced, 8 there
-  const uint32_t crc = Crc32c(payload.data(), payload.size());
-  std::string value;
-  for (int i = 0; i < 4; ++i) value.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
-  value += payload;
+  const std::string value = Framed(payload);
   ProtobufLogCapture capture;
   SessionRecord r;
   const absl::Status got = DecodeRecordValue(value, &r);
@@ -100,10 +107,7 @@ TEST(RecordCodecTest, AStringCutShortByTheEndIsDataLossAndNothingIsLogged) {
 
 TEST(RecordCodecTest, APayloadThatIsNoMessageIsDataLossSayingItDoesNotParse) {
   const std::string payload = "\x0a\x7f";  // field 1, 127 bytes long, then nothing
-  const uint32_t crc = Crc32c(payload.data(), payload.size());
-  std::string value;
-  for (int i = 0; i < 4; ++i) value.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
-  value += payload;
+  const std::string value = Framed(payload);
   SessionRecord r;
   const absl::Status got = DecodeRecordValue(value, &r);
   EXPECT_EQ(got.code(), absl::StatusCode::kDataLoss);
