@@ -1,6 +1,7 @@
 // kvs-load (tools/load) run as CI runs it: its short crash mode against the
-// real kvsessiond, on the tiny trained model, and with chat messages on a
-// model with the real Qwen3 vocabulary and chat template.
+// real kvsessiond, on the tiny trained model, with tenants over TLS, and
+// with chat messages on a model with the real Qwen3 vocabulary and chat
+// template.
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -116,6 +117,37 @@ TEST_F(LoadToolTest, AChatRunOnASmallContextCountsTheRenderedTurnsAgainstTheSess
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// Three tenants with API keys, over TLS with certificates made for the run,
+// 12 clients for 10 s and one kill -9: nothing acknowledged is lost, and
+// the tenants stay apart throughout. Every client's read of another
+// tenant's session is NOT_FOUND, no listing shows another tenant's id, and
+// after each restart every tenant's surviving sessions are still its own:
+// NOT_FOUND with the next tenant's key.
+TEST_F(LoadToolTest, ATenantRunOverTlsLosesNothingAndNoTenantSeesAnothersSessions) {
+  if (!std::filesystem::exists(Model())) GTEST_SKIP() << "../shared/models not present";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", Model(), "--clients", "12", "--duration", "10s", "--kills", "1",
+                             "--seed", "4", "--tenants", "3", "--tls", "--work-dir", (tmp_ / "work").string(),
+                             "--summary-json", summary, "--strict-busy"});
+  std::printf("%s", r.out.c_str());
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(s["fatal"], "");
+  EXPECT_EQ(s["tenants"], 3);
+  EXPECT_TRUE(s["tls"].get<bool>());
+  EXPECT_EQ(s["kills"], 1);
+  EXPECT_GT(s["acknowledged_checked"].get<int64_t>(), 500);
+  EXPECT_EQ(s["acknowledged_lost"], 0);
+  EXPECT_GT(s["methods"]["GetSession:foreign"]["ok"].get<int64_t>(), 20);
+  EXPECT_GT(s["methods"]["ListSessions"]["ok"].get<int64_t>(), 20);
+  EXPECT_GT(s["isolation_checked"].get<int64_t>(), 10);
+  EXPECT_EQ(s["isolation_breaches"], 0);
+  EXPECT_EQ(s["unexpected_errors"], 0);
+  EXPECT_EQ(s["unexpected_exits"], 0);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("callers: 3 tenants with API keys, over TLS"));
+}
+
 // A model without a chat template and no --chat-template: every chat call
 // would fail alike, so the tool stops before the load and says why (it
 // once ran a whole load of such calls, all counted as unexpected).
@@ -151,6 +183,9 @@ TEST_F(LoadToolTest, AMissingModelOrABadFlagIsAUsageError) {
   r = KvsLoad({"--model", Model(), "--chat-fraction", "1.5"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--chat-fraction must be in [0, 1]"));
+  r = KvsLoad({"--model", Model(), "--clients", "2", "--tenants", "3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tenants must not exceed --clients"));
 }
 
 }  // namespace

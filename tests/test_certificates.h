@@ -55,11 +55,12 @@ class TestCertificates {
                     path(ext)});
   }
 
-  std::string Openssl(std::vector<std::string> args) {
-    args.insert(args.begin(), "/usr/bin/openssl");
-    const ProcessResult r = RunProcess(args, dir_.string());
+  std::string Openssl(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/bin/openssl"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const ProcessResult r = RunProcess(argv, dir_.string());
     if (r.exit_code == 0) return "";
-    return "openssl " + args[1] + " failed (" + std::to_string(r.exit_code) + "): " + r.err;
+    return "openssl " + args[0] + " failed (" + std::to_string(r.exit_code) + "): " + r.err;
   }
 
   std::filesystem::path dir_;

@@ -62,13 +62,23 @@ constexpr char kUsage[] =
     "  --summary-json PATH    also write the figures as JSON\n"
     "  --skip-ops A,B,...     operations not to run: append, generate, fork, snapshot,\n"
     "                         restore, restore-session, get, list, delete,\n"
-    "                         delete-checkpoint, truncate (create always runs; sessions near\n"
-    "                         half the context are deleted even with delete skipped)\n"
+    "                         delete-checkpoint, truncate, foreign-get (create always runs;\n"
+    "                         sessions near half the context are deleted even with delete\n"
+    "                         skipped)\n"
     "  --strict-busy          count \"busy\" with no conflicting call as unexpected\n"
     "  --drop-page-cache D    every D (e.g. 2s), and before each restart, drop the server's\n"
     "                         data directory from the page cache (posix_fadvise DONTNEED),\n"
     "                         so restores read cold: page files straight from the disk;\n"
     "                         the report times the drops apart from kill-to-serving-again\n"
+    "  --tenants N            give the server an --auth-keys file of N user tenants and an\n"
+    "                         admin, each with a fresh random key; client i calls as tenant\n"
+    "                         i mod N with its key, on that tenant's own sessions, and\n"
+    "                         checks isolation: another tenant's session must be NOT_FOUND\n"
+    "                         (foreign-get) and never listed; at every restart each tenant\n"
+    "                         is checked with its own key, and its surviving sessions must\n"
+    "                         be NOT_FOUND with the next tenant's (default 0: no keys)\n"
+    "  --tls                  serve and call over TLS, with certificates made by the openssl\n"
+    "                         command in the work directory\n"
     "\n"
     "exit status: 0 PASS, 1 FAIL (lost acknowledged calls, unexpected errors, server\n"
     "exits the tool did not cause), 2 bad flags or setup.\n"
@@ -98,8 +108,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<kvs::CliArgs> args = kvs::CliArgs::Parse(
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
-       "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction", "drop-page-cache"},
-      {"strict-busy", "help", "h"});
+       "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction", "drop-page-cache",
+       "tenants"},
+      {"strict-busy", "tls", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
     std::cout << kUsage << kvs::load::kClassificationRules;
@@ -115,8 +126,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<uint64_t> seed = args->GetUint64("seed", 1);
   absl::StatusOr<double> cancel = args->GetDouble("cancel-fraction", 0.05);
   absl::StatusOr<double> chat = args->GetDouble("chat-fraction", 0);
-  for (const absl::Status& st : {clients.status(), kills.status(), sessions.status(),
-                                 threads.status(), seed.status(), cancel.status(), chat.status()}) {
+  absl::StatusOr<int64_t> tenants = args->GetInt("tenants", 0);
+  for (const absl::Status& st : {clients.status(), kills.status(), sessions.status(), threads.status(),
+                                 seed.status(), cancel.status(), chat.status(), tenants.status()}) {
     if (!st.ok()) return Usage(std::string(st.message()));
   }
   if (*clients < 1 || *clients > 1024) return Usage("--clients must be in [1, 1024]");
@@ -125,6 +137,8 @@ int main(int argc, char** argv) {
   if (*threads < 1) return Usage("--server-threads must be >= 1");
   if (*cancel < 0 || *cancel > 1) return Usage("--cancel-fraction must be in [0, 1]");
   if (*chat < 0 || *chat > 1) return Usage("--chat-fraction must be in [0, 1]");
+  if (*tenants < 0 || *tenants > 64) return Usage("--tenants must be in [0, 64]");
+  if (*tenants > *clients) return Usage("--tenants must not exceed --clients (each tenant needs a client)");
   if (!ParseDuration(args->GetOr("duration", "30s"), &options.duration)) {
     return Usage("--duration must be a positive duration such as 30s or 10m");
   }
@@ -136,6 +150,8 @@ int main(int argc, char** argv) {
   options.cancel_fraction = *cancel;
   options.chat_fraction = *chat;
   options.strict_busy = args->Has("strict-busy");
+  options.tenants = static_cast<int>(*tenants);
+  options.tls = args->Has("tls");
   if (args->Has("drop-page-cache") &&
       !ParseDuration(*args->Get("drop-page-cache"), &options.drop_page_cache_every)) {
     return Usage("--drop-page-cache must be a positive duration such as 2s");

@@ -27,6 +27,8 @@ constexpr absl::Duration kQuietTimeout = absl::Seconds(60);
 constexpr double kFirstKill = 0.1;
 constexpr double kLastKill = 0.9;
 constexpr size_t kMaxLogTail = 2000;
+// Surviving sessions per tenant read with another tenant's key at each check.
+constexpr size_t kIsolationProbes = 16;
 
 std::string Tail(const std::string& s) {
   return s.size() <= kMaxLogTail ? s : s.substr(s.size() - kMaxLogTail);
@@ -42,6 +44,8 @@ LoadController::LoadController(LoadOptions options)
   report_.duration_s = std::chrono::duration<double>(options_.duration).count();
   report_.kills_planned = options_.kills;
   report_.seed = options_.seed;
+  report_.tenants = options_.tenants;
+  report_.tls = options_.tls;
   for (const std::string& op : options_.skipped_ops) {
     report_.skipped_ops += (report_.skipped_ops.empty() ? "" : ",") + op;
   }
@@ -58,6 +62,7 @@ bool LoadController::StartServer() {
   server_ = std::make_unique<ServerProcess>();
   std::vector<std::string> flags = {"--threads", std::to_string(options_.server_threads)};
   flags.insert(flags.end(), options_.server_args.begin(), options_.server_args.end());
+  flags.insert(flags.end(), identities_.server_flags.begin(), identities_.server_flags.end());
   if (!server_->Start(options_.model, data_dir_, flags)) {
     report_.fatal = absl::StrCat("kvsessiond (run ", server_run_, ") did not start; its log ends:\n",
                                  Tail(server_->log()));
@@ -74,7 +79,7 @@ void LoadController::SampleRss() {
 }
 
 void LoadController::DescribeServer() {
-  KvSessionClient client(server_->address());
+  KvSessionClient client(server_->address(), identities_.admin.security);
   absl::StatusOr<v1::ServerInfo> info = client.GetServerInfo();
   if (!info.ok()) return;
   const v1::KvCacheInfo& kv = info->kv_cache();
@@ -89,16 +94,30 @@ void LoadController::DescribeServer() {
 }
 
 void LoadController::Check() {
-  KvSessionClient client(server_->address());
-  client.WaitForServer(std::chrono::seconds(10));
+  std::vector<std::unique_ptr<KvSessionClient>> clients;
+  for (const Caller& caller : identities_.tenants) {
+    clients.push_back(std::make_unique<KvSessionClient>(server_->address(), caller.security));
+  }
+  clients.front()->WaitForServer(std::chrono::seconds(10));
+  for (size_t t = 0; t < clients.size(); ++t) CheckTenant(t, *clients[t], *clients[(t + 1) % clients.size()]);
+}
+
+void LoadController::CheckTenant(size_t t, KvSessionClient& own, KvSessionClient& next) {
   ServerView view;
   auto unexpected = [&](const std::string& method, const absl::Status& st) {
     stats_.RecordError(method, st, {ErrorKind::kOther, false});
   };
-  for (const std::string& id : ledger_.SessionsToCheck()) {
-    absl::StatusOr<v1::Session> s = client.GetSession(id, /*include_tokens=*/true);
+  auto breach = [&](const std::string& what) {
+    ++report_.isolation_breaches;
+    if (report_.verify.problems.size() < 20) report_.verify.problems.push_back(what);
+  };
+  SessionLedger& ledger = *ledgers_[t];
+  std::vector<std::string> surviving;
+  for (const std::string& id : ledger.SessionsToCheck()) {
+    absl::StatusOr<v1::Session> s = own.GetSession(id, /*include_tokens=*/true);
     if (s.ok()) {
       view.sessions[id] = std::vector<int32_t>(s->token_ids().begin(), s->token_ids().end());
+      surviving.push_back(id);
     } else if (absl::IsNotFound(s.status())) {
       view.sessions[id] = std::nullopt;
     } else {
@@ -112,15 +131,35 @@ void LoadController::Check() {
     req.set_page_token(page_token);
     v1::ListCheckpointsResponse resp;
     grpc::ClientContext ctx;
-    absl::Status st = FromGrpc(client.stub()->ListCheckpoints(&ctx, req, &resp));
+    own.PrepareContext(&ctx);  // the tenant's key
+    absl::Status st = FromGrpc(own.stub()->ListCheckpoints(&ctx, req, &resp));
     if (!st.ok()) {
       unexpected("check: ListCheckpoints", st);
       break;
     }
-    for (const v1::Checkpoint& c : resp.checkpoints()) view.checkpoints[c.id()] = c.length();
+    for (const v1::Checkpoint& c : resp.checkpoints()) {
+      view.checkpoints[c.id()] = c.length();
+      for (size_t u = 0; u < ledgers_.size(); ++u) {
+        if (u != t && ledgers_[u]->Tracks(c.id())) {
+          breach(absl::StrCat("check: tenant ", t, " lists checkpoint ", c.id(), " of tenant ", u));
+        }
+      }
+    }
     page_token = resp.next_page_token();
   } while (!page_token.empty());
-  VerifyResult v = ledger_.Verify(view);
+  if (&own != &next) {
+    // The sessions' owners survived the restart: another tenant's key finds none.
+    for (size_t i = 0; i < surviving.size() && i < kIsolationProbes; ++i) {
+      absl::StatusOr<v1::Session> s = next.GetSession(surviving[i], /*include_tokens=*/false);
+      ++report_.isolation_checked;
+      if (s.ok()) {
+        breach(absl::StrCat("check: tenant ", t, "'s session ", surviving[i], " is readable by another tenant"));
+      } else if (!absl::IsNotFound(s.status())) {
+        unexpected("check: GetSession (another tenant's)", s.status());
+      }
+    }
+  }
+  VerifyResult v = ledger.Verify(view);
   report_.verify.checked += v.checked;
   report_.verify.lost += v.lost;
   report_.verify.phantom += v.phantom;
@@ -172,9 +211,16 @@ bool LoadController::RestartAndCheck(Cycle why) {
 
 LoadReport LoadController::Run() {
   std::filesystem::create_directories(options_.work_dir);
+  absl::StatusOr<LoadIdentities> identities = MakeLoadIdentities(options_.work_dir, options_.tenants, options_.tls);
+  if (!identities.ok()) {
+    report_.fatal = std::string(identities.status().message());
+    return report_;
+  }
+  identities_ = *std::move(identities);
+  for (size_t t = 0; t < identities_.tenants.size(); ++t) ledgers_.push_back(std::make_unique<SessionLedger>());
   start_ = Clock::now();
   if (!StartServer()) return report_;
-  KvSessionClient probe(server_->address());
+  KvSessionClient probe(server_->address(), identities_.admin.security);
   probe.WaitForServer(std::chrono::seconds(10));
   absl::StatusOr<v1::ServerInfo> info = probe.GetServerInfo();
   if (!info.ok()) {
@@ -212,8 +258,18 @@ LoadReport LoadController::Run() {
   std::atomic<bool> stop{false};
   std::vector<std::unique_ptr<LoadWorker>> workers;
   std::vector<std::thread> threads;
+  // The pool of sessions is per tenant: each tenant's clients share about
+  // as many sessions as they are.
+  const size_t tenants = identities_.tenants.size();
+  work.target_sessions = std::max<int>(1, work.target_sessions / static_cast<int>(tenants));
   for (int i = 0; i < options_.clients; ++i) {
-    workers.push_back(std::make_unique<LoadWorker>(rng_(), work, link_, ledger_, stats_));
+    const size_t t = static_cast<size_t>(i) % tenants;
+    std::vector<SessionLedger*> others;
+    for (size_t u = 0; u < tenants; ++u) {
+      if (u != t) others.push_back(ledgers_[u].get());
+    }
+    workers.push_back(std::make_unique<LoadWorker>(rng_(), work, identities_.tenants[t], link_, *ledgers_[t],
+                                                   std::move(others), stats_));
     threads.emplace_back([w = workers.back().get(), &stop] { w->Run(stop); });
   }
   const auto load_start = Clock::now();

@@ -9,6 +9,13 @@
 // drop_page_cache_every it also drops the data directory from the page
 // cache as it goes, so restores read from the disk.
 //
+// With `tenants` the server gets an --auth-keys file and the clients are
+// spread over the tenants (client i is tenant i mod N), one ledger each;
+// with `tls` every call goes over TLS (load_identities.h). After every
+// restart each tenant's ledger is checked with that tenant's key, and the
+// isolation too: none of a tenant's surviving sessions may be readable
+// with the next tenant's key, and no tenant may list another's checkpoint.
+//
 // Run() may be called once, from one thread; it owns the server process
 // and the worker threads.
 #ifndef KVSESSION_TOOLS_LOAD_LOAD_CONTROLLER_H_
@@ -22,12 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "tools/load/load_identities.h"
 #include "tools/load/load_report.h"
 #include "tools/load/load_stats.h"
 #include "tools/load/server_link.h"
 #include "tools/load/session_ledger.h"
 
 namespace kvs {
+class KvSessionClient;
 class ServerProcess;
 }  // namespace kvs
 
@@ -51,6 +60,8 @@ struct LoadOptions {
   // files are dropped from the page cache (page_cache_dropper.h), so the
   // server's restores read cold.
   std::chrono::milliseconds drop_page_cache_every{0};
+  int tenants = 0;   // 0: no --auth-keys, every call the default tenant's
+  bool tls = false;  // serve and call over TLS with test-time certificates
 };
 
 class LoadController {
@@ -69,6 +80,9 @@ class LoadController {
   // it and checks it against the ledger. False if it could not restart.
   bool RestartAndCheck(Cycle why);
   void Check();
+  // Checks tenant `t`'s ledger against what its own key reads; the
+  // isolation checks read `t`'s surviving sessions with `next`'s key.
+  void CheckTenant(size_t t, KvSessionClient& own, KvSessionClient& next);
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();
   void SampleRss();
@@ -83,7 +97,8 @@ class LoadController {
   int server_run_ = 0;
   std::string data_dir_;
   ServerLink link_;
-  SessionLedger ledger_;
+  LoadIdentities identities_;
+  std::vector<std::unique_ptr<SessionLedger>> ledgers_;  // one per tenant
   LoadStats stats_;
   std::chrono::steady_clock::time_point start_;
 };

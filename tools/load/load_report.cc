@@ -49,6 +49,9 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
   std::fprintf(out, "kvs-load: %d clients, %.0f s, %d kills planned, seed %llu, model %s\n\n",
                r.clients, r.duration_s, r.kills_planned,
                static_cast<unsigned long long>(r.seed), r.model.c_str());
+  if (r.tenants > 0 || r.tls) {
+    std::fprintf(out, "callers: %d tenants with API keys, %s\n\n", r.tenants, r.tls ? "over TLS" : "plaintext");
+  }
   if (!r.skipped_ops.empty()) std::fprintf(out, "skipped operations: %s\n\n", r.skipped_ops.c_str());
   if (!r.fatal.empty()) std::fprintf(out, "FATAL: %s\n\n", r.fatal.c_str());
 
@@ -113,6 +116,10 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
                static_cast<long long>(r.verify.checked), static_cast<long long>(r.verify.lost),
                static_cast<long long>(r.verify.phantom));
   for (const std::string& p : r.verify.problems) std::fprintf(out, "  %s\n", p.c_str());
+  if (r.tenants > 1) {
+    std::fprintf(out, "tenant isolation at restarts: %lld reads of another tenant's session, %lld breaches\n",
+                 static_cast<long long>(r.isolation_checked), static_cast<long long>(r.isolation_breaches));
+  }
   std::fprintf(out, "unexpected errors: %lld\n", static_cast<long long>(r.unexpected_errors));
   std::fprintf(out, "RESULT: %s\n", r.passed() ? "PASS" : "FAIL");
 }
@@ -124,6 +131,10 @@ std::string SummaryJson(const LoadReport& r) {
   j["kills_planned"] = r.kills_planned;
   j["kills"] = r.kills;
   j["skipped_ops"] = r.skipped_ops;
+  j["tenants"] = r.tenants;
+  j["tls"] = r.tls;
+  j["isolation_checked"] = r.isolation_checked;
+  j["isolation_breaches"] = r.isolation_breaches;
   j["load_s"] = r.load_s;
   j["fatal"] = r.fatal;
   j["hung"] = r.hung;

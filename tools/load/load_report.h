@@ -31,6 +31,8 @@ struct LoadReport {
   int kills_planned = 0;
   uint64_t seed = 0;
   std::string skipped_ops;  // comma-separated
+  int tenants = 0;          // --tenants (0: none, no API keys)
+  bool tls = false;         // --tls
   // What happened
   double load_s = 0;   // wall time of the load phase
   int kills = 0;       // mid-run kills done (the final check's kill is extra)
@@ -43,6 +45,12 @@ struct LoadReport {
   bool hung = false;   // calls still running long after a kill
   std::string fatal;   // the run could not go on (server did not start, ...)
   VerifyResult verify;  // summed over every restart
+  // With tenants, at each restart: surviving sessions read with another
+  // tenant's key, and how many of those reads (or checkpoint listings)
+  // showed another tenant's session or checkpoint. Breaches from the
+  // clients' own checks are WRONG_RESULT errors.
+  int64_t isolation_checked = 0;
+  int64_t isolation_breaches = 0;
   std::map<std::string, LoadStats::MethodSummary> methods;
   std::map<LoadStats::ErrorKey, int64_t> errors;
   std::vector<double> ttft_ms;
@@ -54,7 +62,7 @@ struct LoadReport {
   std::string end_state;  // the server's own figures at the end of the load
 
   bool passed() const {
-    return fatal.empty() && !hung && verify.lost == 0 && verify.phantom == 0 &&
+    return fatal.empty() && !hung && verify.lost == 0 && verify.phantom == 0 && isolation_breaches == 0 &&
            unexpected_errors == 0 && unexpected_exits == 0;
   }
 };

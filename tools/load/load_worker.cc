@@ -12,7 +12,7 @@ namespace {
 // Operation mix (relative weights), in the order of Op.
 enum class Op {
   kCreate, kAppend, kGenerate, kFork, kSnapshot, kRestore, kRestoreSession, kGet, kList, kDelete,
-  kDeleteCheckpoint, kTruncate
+  kDeleteCheckpoint, kTruncate, kForeignGet
 };
 constexpr struct {
   Op op;
@@ -31,6 +31,7 @@ constexpr struct {
     {Op::kDelete, "delete", 6},
     {Op::kDeleteCheckpoint, "delete-checkpoint", 2},
     {Op::kTruncate, "truncate", 4},
+    {Op::kForeignGet, "foreign-get", 3},  // only with tenants
 };
 constexpr auto kUnavailablePause = std::chrono::milliseconds(10);
 constexpr int kMaxAppendTokens = 8;
@@ -47,11 +48,18 @@ std::vector<std::string> OperationNames() {
   return names;
 }
 
-LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, ServerLink& link,
-                       SessionLedger& ledger, LoadStats& stats)
-    : rng_(seed), options_(options), link_(link), ledger_(ledger), stats_(stats) {
+LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, const Caller& caller, ServerLink& link,
+                       SessionLedger& ledger, std::vector<SessionLedger*> other_tenants, LoadStats& stats)
+    : rng_(seed),
+      options_(options),
+      caller_(caller),
+      link_(link),
+      ledger_(ledger),
+      other_tenants_(std::move(other_tenants)),
+      stats_(stats) {
   for (const auto& m : kMix) {
-    weights_.push_back(options_.skipped_ops.count(m.name) ? 0 : m.weight);
+    const bool runs = !options_.skipped_ops.count(m.name) && (m.op != Op::kForeignGet || !other_tenants_.empty());
+    weights_.push_back(runs ? m.weight : 0);
   }
 }
 
@@ -60,7 +68,7 @@ void LoadWorker::Run(const std::atomic<bool>& stop) {
     std::optional<ServerLink::Lease> lease = link_.BeginOperation(stop);
     if (!lease) return;
     if (!client_ || client_epoch_ != lease->epoch) {
-      client_ = std::make_unique<KvSessionClient>(lease->address);
+      client_ = std::make_unique<KvSessionClient>(lease->address, caller_.security);
       client_epoch_ = lease->epoch;
     }
     epoch_ = lease->epoch;
@@ -86,6 +94,7 @@ void LoadWorker::RunOne() {
     case Op::kRestore: return Restore();
     case Op::kList: return List();
     case Op::kDeleteCheckpoint: return DeleteCheckpoint();
+    case Op::kForeignGet: return ForeignGet();
     default: break;
   }
   std::optional<std::string> id = ledger_.PickSession(rng_);
@@ -444,6 +453,38 @@ void LoadWorker::List() {
     return;
   }
   stats_.RecordOk("ListSessions", MillisSince(start));
+  std::vector<std::string> ids;
+  for (const v1::Session& s : r->sessions()) ids.push_back(s.id());
+  if (std::optional<std::string> foreign = ForeignId(ids)) {
+    stats_.RecordWrongResult("ListSessions", absl::StrCat("tenant ", caller_.tenant, " was listed session ",
+                                                          *foreign, " of another tenant"));
+  }
+}
+
+std::optional<std::string> LoadWorker::ForeignId(const std::vector<std::string>& ids) const {
+  for (const std::string& id : ids) {
+    for (const SessionLedger* other : other_tenants_) {
+      if (other->Tracks(id)) return id;
+    }
+  }
+  return std::nullopt;
+}
+
+void LoadWorker::ForeignGet() {
+  SessionLedger& other =
+      *other_tenants_[std::uniform_int_distribution<size_t>(0, other_tenants_.size() - 1)(rng_)];
+  std::optional<std::string> id = other.PickSession(rng_);
+  if (!id) return;
+  const auto start = Clock::now();
+  absl::StatusOr<v1::Session> r = client_->GetSession(*id, /*include_tokens=*/false);
+  if (absl::IsNotFound(r.status())) {
+    stats_.RecordOk("GetSession:foreign", MillisSince(start));
+  } else if (r.ok()) {
+    stats_.RecordWrongResult("GetSession:foreign",
+                             absl::StrCat("tenant ", caller_.tenant, " read session ", *id, " of another tenant"));
+  } else {
+    Fail("GetSession:foreign", r.status(), {});
+  }
 }
 
 void LoadWorker::Delete(const std::string& id) {

@@ -2,9 +2,15 @@
 // stop, each time picking an operation at random (Create, Append, Generate,
 // Fork, Snapshot, Restore, GetSession, ListSessions, DeleteSession,
 // DeleteCheckpoint, Truncate) on sessions and checkpoints shared with every other
-// worker through the SessionLedger, records what the server acknowledged in
-// the ledger and what it observed in LoadStats (errors classified by
-// error_classifier.h).
+// worker of its tenant through that tenant's SessionLedger, records what the
+// server acknowledged in the ledger and what it observed in LoadStats
+// (errors classified by error_classifier.h).
+//
+// With tenants (load_identities.h) a worker calls as one tenant, with its
+// key, and also checks the isolation between tenants: a GetSession of
+// another tenant's session must be NOT_FOUND ("foreign-get"), and
+// ListSessions must list no id another tenant's ledger tracks; either
+// breach is a WRONG_RESULT.
 //
 // Sessions stay below half the context (longer ones get deleted), the pool
 // holds about `target_sessions` sessions. A worker owns its own gRPC channel
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "client/kvsession_client.h"
+#include "tools/load/load_identities.h"
 #include "tools/load/load_stats.h"
 #include "tools/load/server_link.h"
 #include "tools/load/session_ledger.h"
@@ -32,7 +39,7 @@ namespace kvs::load {
 
 // Names of the operations a worker picks from ("create", "append",
 // "generate", "fork", "snapshot", "restore", "restore-session", "get",
-// "list", "delete", "delete-checkpoint", "truncate").
+// "list", "delete", "delete-checkpoint", "truncate", "foreign-get").
 std::vector<std::string> OperationNames();
 
 struct WorkloadOptions {
@@ -57,8 +64,11 @@ struct WorkloadOptions {
 
 class LoadWorker {
  public:
-  LoadWorker(uint64_t seed, const WorkloadOptions& options, ServerLink& link,
-             SessionLedger& ledger, LoadStats& stats);
+  // `caller`: the tenant and security of every call; `ledger`: that
+  // tenant's; `other_tenants`: the other tenants' ledgers (none without
+  // tenants), for the isolation checks. All outlive the worker.
+  LoadWorker(uint64_t seed, const WorkloadOptions& options, const Caller& caller, ServerLink& link,
+             SessionLedger& ledger, std::vector<SessionLedger*> other_tenants, LoadStats& stats);
 
   // Runs operations until `stop` is set.
   void Run(const std::atomic<bool>& stop);
@@ -80,6 +90,10 @@ class LoadWorker {
   void DeleteCheckpoint();
   // Cuts the session to a random shorter length, alone on it (session_ledger.h).
   void Truncate(const std::string& id);
+  // GetSession of another tenant's session: NOT_FOUND, or a WRONG_RESULT.
+  void ForeignGet();
+  // The id of `ids` another tenant's ledger tracks, if any.
+  std::optional<std::string> ForeignId(const std::vector<std::string>& ids) const;
 
   std::vector<int32_t> RandomTokens(int min_count, int max_count);
   // A few random words (a chat message's content).
@@ -99,8 +113,10 @@ class LoadWorker {
 
   std::mt19937_64 rng_;
   WorkloadOptions options_;
+  const Caller& caller_;
   ServerLink& link_;
   SessionLedger& ledger_;
+  std::vector<SessionLedger*> other_tenants_;
   LoadStats& stats_;
   std::vector<int> weights_;  // per operation, 0 when skipped
   uint64_t epoch_ = 0;  // of the current operation

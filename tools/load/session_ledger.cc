@@ -287,6 +287,11 @@ bool SessionLedger::SessionDeleted(const std::string& id) const {
   return it != sessions_.end() && it->second.life != Life::kLive;
 }
 
+bool SessionLedger::Tracks(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.count(id) > 0 || checkpoints_.count(id) > 0;
+}
+
 bool SessionLedger::CheckpointDeleted(const std::string& id) const {
   absl::MutexLock lock(&mu_);
   auto it = checkpoints_.find(id);

@@ -139,6 +139,9 @@ class SessionLedger {
   bool SessionDeleted(const std::string& id) const;
   // True if the checkpoint was deleted or is being deleted by us.
   bool CheckpointDeleted(const std::string& id) const;
+  // True if a call of ours ever created session or checkpoint `id` (a
+  // tenant's ledger: the ids another tenant must never see).
+  bool Tracks(const std::string& id) const;
 
   // ---- Checking a restarted server.
   std::vector<std::string> SessionsToCheck() const;

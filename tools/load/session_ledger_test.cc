@@ -199,5 +199,19 @@ TEST(SessionLedger, AForkBranchCopiesTheKnownTokensOfItsSource) {
   EXPECT_EQ(ledger.KnownPrefix("src", 3), (Tokens{1, 10, kUnknownToken}));
 }
 
+TEST(SessionLedger, TracksEverySessionAndCheckpointItWasToldOfDeletedOrNot) {
+  SessionLedger ledger;
+  ledger.AckNewSession("s1", {1});
+  ledger.AckNewSession("s2", {1});
+  ledger.AckSnapshot("c1", 1, {1});
+  ASSERT_TRUE(ledger.BeginDelete("s2"));
+  ledger.AckDelete("s2");
+  EXPECT_TRUE(ledger.Tracks("s1"));
+  EXPECT_TRUE(ledger.Tracks("s2"));
+  EXPECT_TRUE(ledger.Tracks("c1"));
+  EXPECT_FALSE(ledger.Tracks("s3"));
+  EXPECT_FALSE(SessionLedger().Tracks("s1"));
+}
+
 }  // namespace
 }  // namespace kvs::load

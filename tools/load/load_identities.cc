@@ -1,0 +1,66 @@
+#include "tools/load/load_identities.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "service/auth/api_key_file.h"
+#include "tests/test_certificates.h"
+
+namespace kvs::load {
+namespace {
+
+// 32 random bytes as hex: a key nobody can guess.
+std::string RandomKey(std::random_device& random) {
+  std::string key;
+  for (int i = 0; i < 8; ++i) absl::StrAppend(&key, absl::Hex(random(), absl::kZeroPad8));
+  return key;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int tenants, bool tls) {
+  LoadIdentities ids;
+  ClientSecurity transport;
+  if (tls) {
+    TestCertificates certs;
+    if (std::string error = certs.Make(std::filesystem::path(dir) / "certs"); !error.empty()) {
+      return absl::InternalError(absl::StrCat("--tls: making certificates: ", error));
+    }
+    transport.tls = true;
+    transport.root_certs_pem = ReadAll(certs.path("ca.pem"));
+    ids.server_flags = {"--tls-cert", certs.path("server.pem"), "--tls-key", certs.path("server.key")};
+  }
+  if (tenants == 0) {
+    ids.tenants.push_back({"", transport});
+    ids.admin = {"", transport};
+    return ids;
+  }
+  std::random_device random;
+  const std::string keys_path = (std::filesystem::path(dir) / "keys.txt").string();
+  std::ofstream keys(keys_path);
+  keys << "# kvs-load's tenants: tenant role sha256(key)\n";
+  auto add = [&](const std::string& tenant, const char* role) {
+    Caller caller{tenant, transport};
+    caller.security.api_key = RandomKey(random);
+    keys << tenant << " " << role << " " << Sha256Hex(caller.security.api_key) << "\n";
+    return caller;
+  };
+  for (int t = 0; t < tenants; ++t) ids.tenants.push_back(add(absl::StrCat("load-t", t), "user"));
+  ids.admin = add("load-admin", "admin");
+  keys.close();
+  if (!keys) return absl::InternalError(absl::StrCat("--tenants: could not write ", keys_path));
+  ids.server_flags.insert(ids.server_flags.end(), {"--auth-keys", keys_path});
+  return ids;
+}
+
+}  // namespace kvs::load
