@@ -155,7 +155,7 @@ void LoadController::CheckTenant(size_t t, KvSessionClient& own, KvSessionClient
       if (s.ok()) {
         breach(absl::StrCat("check: tenant ", t, "'s session ", surviving[i], " is readable by another tenant"));
       } else if (!absl::IsNotFound(s.status())) {
-        unexpected("check: GetSession (another tenant's)", s.status());
+        unexpected("check: GetSession:foreign", s.status());
       }
     }
   }
