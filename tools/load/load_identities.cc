@@ -3,7 +3,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "service/auth/api_key_file.h"
@@ -19,13 +18,6 @@ std::string RandomKey(std::random_device& random) {
   return key;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int tenants, bool tls) {
@@ -36,8 +28,11 @@ absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int te
     if (std::string error = certs.Make(std::filesystem::path(dir) / "certs"); !error.empty()) {
       return absl::InternalError(absl::StrCat("--tls: making certificates: ", error));
     }
-    transport.tls = true;
-    transport.root_certs_pem = ReadAll(certs.path("ca.pem"));
+    // As `kvsession --tls-ca` reads it.
+    absl::StatusOr<ClientSecurity> trusting_ca = ClientSecurityFromFiles(certs.path("ca.pem"), "", "", "", true);
+    if (!trusting_ca.ok()) return absl::InternalError(absl::StrCat("--tls: ", trusting_ca.status().message()));
+    transport = *std::move(trusting_ca);
+    transport.api_key.clear();  // not $KVSESSION_API_KEY: each caller's own key, below
     ids.server_flags = {"--tls-cert", certs.path("server.pem"), "--tls-key", certs.path("server.key")};
   }
   if (tenants == 0) {
