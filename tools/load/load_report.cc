@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+
 namespace kvs::load {
 namespace {
 
@@ -50,7 +52,9 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
                r.clients, r.duration_s, r.kills_planned,
                static_cast<unsigned long long>(r.seed), r.model.c_str());
   if (r.tenants > 0 || r.tls) {
-    std::fprintf(out, "callers: %d tenants with API keys, %s\n\n", r.tenants, r.tls ? "over TLS" : "plaintext");
+    const std::string who = r.tenants > 0 ? absl::StrCat(r.tenants, " tenants with API keys")
+                                          : std::string("the default tenant, no API keys");
+    std::fprintf(out, "callers: %s, %s\n\n", who.c_str(), r.tls ? "over TLS" : "plaintext");
   }
   if (!r.skipped_ops.empty()) std::fprintf(out, "skipped operations: %s\n\n", r.skipped_ops.c_str());
   if (!r.fatal.empty()) std::fprintf(out, "FATAL: %s\n\n", r.fatal.c_str());
