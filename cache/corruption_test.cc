@@ -334,6 +334,33 @@ TEST_F(CorruptionTest, RecordUnderAnotherKeyIsDataLoss) {
   EXPECT_TRUE(ReadPage("a", 0).ok());
 }
 
+TEST_F(CorruptionTest, AHugeKeyIsQuotedAsAShortPrefixWithItsSize) {
+  const std::string huge_key(100000, 'z');
+  {
+    RawDb raw(dir_);
+    raw.Put(RawDb::kSessions, huge_key, raw.Get(RawDb::kSessions, "a"));
+  }
+  Reopen();
+  ASSERT_EQ(corrupt_.size(), 1u);
+  EXPECT_EQ(corrupt_[0].key, huge_key);
+  const std::string message(corrupt_[0].status.message());
+  EXPECT_TRUE(absl::IsDataLoss(corrupt_[0].status));
+  EXPECT_LT(message.size(), 300u) << message.substr(0, 300);
+  EXPECT_NE(message.find("stored under 'zzz"), std::string::npos) << message.substr(0, 300);
+  EXPECT_NE(message.find("(100000 bytes)"), std::string::npos) << message.substr(0, 300);
+}
+
+TEST_F(CorruptionTest, AHugeFormatVersionIsDataLossWithAShortMessage) {
+  store_.reset();
+  std::string huge_version(100001, '9');
+  huge_version.back() = 'x';
+  RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, huge_version);
+  const absl::Status s = SessionStore::Open(dir_, {}).status();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s.message().substr(0, 300);
+  EXPECT_LT(s.message().size(), 300u) << s.message().substr(0, 300);
+  EXPECT_NE(s.message().find("(100001 bytes)"), std::string::npos) << s.message().substr(0, 300);
+}
+
 TEST_F(CorruptionTest, FormatVersionIsChecked) {
   RawDb(dir_).Put(RawDb::kMeta, SessionStore::kFormatVersionKey, "3");
   EXPECT_TRUE(absl::IsFailedPrecondition(SessionStore::Open(dir_, {}).status()));

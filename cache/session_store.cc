@@ -267,8 +267,8 @@ absl::Status SessionStore::ReadFormatVersion(bool* needs_record) const {
   if (!s.ok()) return FromRocks(s, "read format version");
   int version = 0;
   if (!absl::SimpleAtoi(value, &version)) {
-    return absl::DataLossError(absl::StrCat("session store format version '", value,
-                                            "' is not a number"));
+    return absl::DataLossError(absl::StrCat("session store format version ", Quote(value),
+                                            " is not a number"));
   }
   if (version < kOldestFormatVersion || version > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat("session store format version ", version,

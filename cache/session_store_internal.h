@@ -19,6 +19,7 @@
 #include "cache/record_codec.h"
 #include "cache/record_validation.h"
 #include "cache/session_record.pb.h"
+#include "proto/bounded_quote.h"
 
 namespace kvs {
 namespace session_store_internal {
@@ -49,7 +50,8 @@ absl::Status ReadRecord(std::string_view key, std::string_view value, Record* re
   absl::Status problem;
   if (record->id() != key) {
     problem = absl::DataLossError(
-        absl::StrCat("record of id '", record->id(), "' stored under '", std::string(key), "'"));
+        absl::StrCat("record of id ", Quote(record->id()), " stored under ",
+                     Quote(absl::string_view(key.data(), key.size()))));
   } else {
     absl::StatusOr<VerifiedPages> verified =
         VerifySessionRecord(SessionOf(*record), nullptr, nullptr);
@@ -57,7 +59,7 @@ absl::Status ReadRecord(std::string_view key, std::string_view value, Record* re
       *pages = *std::move(verified);
       return absl::OkStatus();
     }
-    problem = absl::DataLossError(absl::StrCat("record '", record->id(), "': ",
+    problem = absl::DataLossError(absl::StrCat("record ", Quote(record->id()), ": ",
                                                std::string(verified.status().message())));
   }
   for (const std::string& h : SessionOf(*record).page_hashes()) {

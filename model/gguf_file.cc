@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "proto/bounded_quote.h"
 
 namespace kvs {
 namespace {
@@ -105,10 +105,7 @@ std::string_view GgufValueTypeName(GgufValueType type) {
 }
 
 std::string QuoteGgufString(std::string_view s) {
-  constexpr size_t kMaxBytes = 64;
-  const absl::string_view head(s.data(), std::min(s.size(), kMaxBytes));  // absl's is not std's here
-  if (s.size() <= kMaxBytes) return absl::StrCat("'", absl::CHexEscape(head), "'");
-  return absl::StrCat("'", absl::CHexEscape(head), "...' (", s.size(), " bytes)");
+  return Quote(absl::string_view(s.data(), s.size()), /*max_bytes=*/64);  // absl's string_view is not std's here
 }
 
 std::string GgufTensor::ShapeString() const {

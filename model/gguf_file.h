@@ -49,9 +49,9 @@ enum class GgufValueType : uint32_t {
 std::string_view GgufValueTypeName(GgufValueType type);
 
 // A string from a GGUF file (a key, a tensor name, a metadata value) for an
-// error message: at most 64 bytes, C-escaped, in single quotes, with its
-// size when cut: 'abc\xff...' (100000 bytes). A file can hold strings of
-// any length and bytes; messages reach logs and gRPC clients. Pure.
+// error message: proto/bounded_quote.h's Quote() of at most 64 bytes,
+// 'abc\xff...' (100000 bytes). A file can hold strings of any length and
+// bytes; messages reach logs and gRPC clients. Pure.
 std::string QuoteGgufString(std::string_view s);
 
 // One metadata value. Scalars are widened into the matching field (unsigned

@@ -89,8 +89,8 @@ class TensorBinder {
   absl::Status CheckEveryTensorUsed() const {
     for (const GgufTensor& t : gguf_.tensors()) {
       if (!used_.contains(t.name)) {
-        return Error(absl::StrCat("tensor '", t.name.substr(0, 64),
-                                  "' is not used by kvsession's forward pass for this architecture, "
+        return Error(absl::StrCat("tensor ", QuoteGgufString(t.name),
+                                  " is not used by kvsession's forward pass for this architecture, "
                                   "which would compute without it; the file's model is not supported"));
       }
     }

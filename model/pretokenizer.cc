@@ -166,7 +166,7 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view pre) 
     if (entry.name == pre) return entry.kind;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unsupported tokenizer.ggml.pre '", std::string(pre), "'"));
+      absl::StrCat("unsupported tokenizer.ggml.pre ", QuoteGgufString(pre)));
 }
 
 const std::vector<std::string>& PreTokenizerRegexes(PreTokenizerKind kind) {

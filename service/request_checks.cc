@@ -1,6 +1,5 @@
 #include "service/request_checks.h"
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/route_key.h"
@@ -29,12 +28,6 @@ absl::Status BadId(absl::string_view field, absl::string_view id, absl::string_v
 }
 
 }  // namespace
-
-std::string Quote(absl::string_view input, size_t max_bytes) {
-  if (input.size() <= max_bytes) return absl::StrCat("'", absl::CHexEscape(input), "'");
-  return absl::StrCat("'", absl::CHexEscape(input.substr(0, max_bytes)), "...' (", input.size(),
-                      " bytes)");
-}
 
 bool IsSessionId(absl::string_view id) { return HasIdForm(id, kSessionIdPrefix); }
 bool IsCheckpointId(absl::string_view id) { return HasIdForm(id, kCheckpointIdPrefix); }

@@ -6,7 +6,8 @@
 // lowercase hex digits (128 random bits). Anything else is
 // INVALID_ARGUMENT, checked before any lookup, so a malformed or huge id
 // never reaches a registry, a log line or a status message. Every message
-// that echoes client input goes through Quote(), which bounds it.
+// that echoes client input goes through Quote() (proto/bounded_quote.h),
+// which bounds it.
 //
 // Pure functions; thread-safe.
 #ifndef KVSESSION_SERVICE_REQUEST_CHECKS_H_
@@ -18,15 +19,12 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "proto/bounded_quote.h"
 
 namespace kvs {
 
 inline constexpr char kSessionIdPrefix[] = "ses_";
 inline constexpr char kCheckpointIdPrefix[] = "ckpt_";
-
-// At most `max_bytes` of `input`, C-escaped, in single quotes, with its
-// total size when it was cut: 'ses_zz\xff...' (4000 bytes).
-std::string Quote(absl::string_view input, size_t max_bytes = 48);
 
 bool IsSessionId(absl::string_view id);
 bool IsCheckpointId(absl::string_view id);

@@ -48,10 +48,6 @@ TEST(RequestChecks, AHugeIdIsQuotedAsAShortPrefixWithItsSize) {
   EXPECT_NE(s.message().find("(100000 bytes)"), std::string::npos) << s.message();
 }
 
-TEST(RequestChecks, QuoteEscapesBytesThatAreNotPrintable) {
-  EXPECT_EQ(Quote(std::string("a\xff\n", 3)), "'a\\xff\\n'");
-}
-
 TEST(RequestChecks, PageTokensAreEmptyOrAnIdOfTheirList) {
   EXPECT_TRUE(CheckSessionPageToken("").ok());
   EXPECT_TRUE(CheckSessionPageToken(kSession).ok());
