@@ -148,6 +148,41 @@ TEST_F(LoadToolTest, ATenantRunOverTlsLosesNothingAndNoTenantSeesAnothersSession
   EXPECT_THAT(r.out, HasSubstr("callers: 3 tenants with API keys, over TLS"));
 }
 
+// A tenant held to max_sessions=2 (--tenant-quota) while the other runs
+// free: load-t0's calls past its limit are RESOURCE_EXHAUSTED "tenant
+// quota" (expected), load-t1 is never refused (any refusal of it would be
+// unexpected), and at each restart load-t0 holds at most 2 sessions. With
+// the server's session quota loosened by hand the restart check failed
+// ("holds 5 under its quota max_sessions=2").
+TEST_F(LoadToolTest, ATenantAtItsQuotaIsRefusedAndNoOtherTenantIs) {
+  if (!std::filesystem::exists(Model())) GTEST_SKIP() << "../shared/models not present";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", Model(), "--clients", "8", "--duration", "6s", "--kills", "1",
+                             "--seed", "5", "--tenants", "2", "--tenant-quota", "max_sessions=2", "--work-dir",
+                             (tmp_ / "work").string(), "--summary-json", summary, "--strict-busy"});
+  std::printf("%s", r.out.c_str());
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(s["fatal"], "");
+  EXPECT_EQ(s["tenant_quota"], "max_sessions=2");
+  EXPECT_GT(s["quota_refusals"].get<int64_t>(), 10);
+  EXPECT_EQ(s["quota_checked"], 2);  // the kill's restart and the final check
+  EXPECT_EQ(s["quota_breaches"], 0);
+  EXPECT_GT(s["acknowledged_checked"].get<int64_t>(), 200);
+  EXPECT_EQ(s["acknowledged_lost"], 0);
+  EXPECT_EQ(s["unexpected_errors"], 0);
+  bool create_refused = false;
+  for (const nlohmann::json& e : s["errors"]) {
+    if (e["kind"] != "tenant quota") continue;
+    EXPECT_EQ(e["code"], "RESOURCE_EXHAUSTED");
+    EXPECT_TRUE(e["expected"].get<bool>());
+    create_refused |= e["method"] == "CreateSession";
+  }
+  EXPECT_TRUE(create_refused) << s["errors"].dump();
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("load-t0's quota max_sessions=2"));
+}
+
 // A model without a chat template and no --chat-template: every chat call
 // would fail alike, so the tool stops before the load and says why (it
 // once ran a whole load of such calls, all counted as unexpected).
@@ -186,6 +221,12 @@ TEST_F(LoadToolTest, AMissingModelOrABadFlagIsAUsageError) {
   r = KvsLoad({"--model", Model(), "--clients", "2", "--tenants", "3"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--tenants must not exceed --clients"));
+  r = KvsLoad({"--model", Model(), "--tenants", "1", "--tenant-quota", "max_sessions=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tenant-quota needs --tenants of at least 2"));
+  r = KvsLoad({"--model", Model(), "--tenants", "2", "--tenant-quota", "max_tokens=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--tenant-quota must be one NAME=VALUE of the keys file"));
 }
 
 }  // namespace

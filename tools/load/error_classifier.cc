@@ -13,8 +13,10 @@ const char kClassificationRules[] =
     "     item 3); both count as expected unless --strict-busy is given.\n"
     "  3. NOT_FOUND for a session or checkpoint the tool deleted from another client:\n"
     "     expected.\n"
-    "  4. Anything else is unexpected: INTERNAL, UNKNOWN, DATA_LOSS, OUT_OF_RANGE,\n"
-    "     RESOURCE_EXHAUSTED, UNAVAILABLE outside a kill window, a Generate stream that\n"
+    "  4. RESOURCE_EXHAUSTED \"tenant quota ... reached\" for the tenant given a quota by\n"
+    "     --tenant-quota: expected; for any other tenant it is unexpected.\n"
+    "  5. Anything else is unexpected: INTERNAL, UNKNOWN, DATA_LOSS, OUT_OF_RANGE,\n"
+    "     other RESOURCE_EXHAUSTED, UNAVAILABLE outside a kill window, a Generate stream that\n"
     "     breaks after its first token outside a kill window, a result contradicting\n"
     "     an acknowledged call (WRONG_RESULT), and any exit of the server the tool did\n"
     "     not cause.\n";
@@ -22,6 +24,10 @@ const char kClassificationRules[] =
 bool IsBusy(const absl::Status& status) {
   return (absl::IsFailedPrecondition(status) || absl::IsAborted(status)) &&
          absl::StrContains(status.message(), "busy");
+}
+
+bool IsTenantQuotaRefusal(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) && absl::StartsWith(status.message(), "tenant quota ");
 }
 
 Classification ClassifyError(const absl::Status& status, const CallContext& context,
@@ -35,6 +41,7 @@ Classification ClassifyError(const absl::Status& status, const CallContext& cont
     return {ErrorKind::kBusyIdle, !strict_busy};
   }
   if (absl::IsNotFound(status) && context.target_deleted) return {ErrorKind::kDeletedTarget, true};
+  if (IsTenantQuotaRefusal(status) && context.caller_has_quota) return {ErrorKind::kTenantQuota, true};
   if (context.mid_stream) return {ErrorKind::kMidStream, false};
   return {ErrorKind::kOther, false};
 }
@@ -46,6 +53,7 @@ std::string_view ErrorKindName(ErrorKind kind) {
     case ErrorKind::kBusyIdle: return "busy: idle session (issue 8.2)";
     case ErrorKind::kBusyAfterCancel: return "busy: after cancel (issue 8.3)";
     case ErrorKind::kDeletedTarget: return "deleted by another client";
+    case ErrorKind::kTenantQuota: return "tenant quota";
     case ErrorKind::kMidStream: return "stream broke mid-way";
     case ErrorKind::kOther: return "unexpected";
   }

@@ -11,8 +11,11 @@
 //      counted apart and are expected unless `strict_busy` is set.
 //   3. NOT_FOUND for a session or checkpoint the tool deleted (or was
 //      deleting) from another client: expected.
-//   4. Everything else is unexpected: INTERNAL, UNKNOWN, DATA_LOSS,
-//      OUT_OF_RANGE, RESOURCE_EXHAUSTED, a Generate stream that fails after
+//   4. RESOURCE_EXHAUSTED "tenant quota ... reached" for a caller whose
+//      tenant the tool gave a quota (--tenant-quota): expected. Any other
+//      tenant's quota refusal is a defect.
+//   5. Everything else is unexpected: INTERNAL, UNKNOWN, DATA_LOSS,
+//      OUT_OF_RANGE, other RESOURCE_EXHAUSTED, a Generate stream that fails after
 //      its first token outside a kill window, and results that contradict an
 //      acknowledged call ("WRONG_RESULT").
 //
@@ -39,6 +42,8 @@ struct CallContext {
   bool target_deleted = false;
   // A Generate that had streamed at least one token.
   bool mid_stream = false;
+  // The caller's tenant has a quota the tool set (--tenant-quota).
+  bool caller_has_quota = false;
 };
 
 enum class ErrorKind {
@@ -47,8 +52,9 @@ enum class ErrorKind {
   kBusyIdle,       // rule 2, no call of ours on the session (issue 8 item 2)
   kBusyAfterCancel,// rule 2, right after our cancel (issue 8 item 3)
   kDeletedTarget,  // rule 3
-  kMidStream,      // rule 4: stream broke after its first token
-  kOther,          // rule 4
+  kTenantQuota,    // rule 4: refused by the caller's quota; nothing changed
+  kMidStream,      // rule 5: stream broke after its first token
+  kOther,          // rule 5
 };
 
 struct Classification {
@@ -65,6 +71,9 @@ std::string_view ErrorKindName(ErrorKind kind);
 
 // True for FAILED_PRECONDITION / ABORTED whose message says "busy".
 bool IsBusy(const absl::Status& status);
+
+// True for RESOURCE_EXHAUSTED "tenant quota NAME=LIMIT reached" (docs/api.md).
+bool IsTenantQuotaRefusal(const absl::Status& status);
 
 // The rules as the tool's --help prints them.
 extern const char kClassificationRules[];

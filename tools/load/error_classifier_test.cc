@@ -62,5 +62,20 @@ TEST(ErrorClassifier, AStreamThatBreaksAfterItsFirstTokenOutsideAKillWindowIsUne
   EXPECT_EQ(c.kind, ErrorKind::kMidStream);
 }
 
+TEST(ErrorClassifier, AQuotaRefusalIsExpectedOnlyForTheTenantGivenAQuota) {
+  const absl::Status refused = absl::ResourceExhaustedError("tenant quota max_sessions=2 reached");
+  Classification c = ClassifyError(refused, {.caller_has_quota = true}, true);
+  EXPECT_TRUE(c.expected);
+  EXPECT_EQ(c.kind, ErrorKind::kTenantQuota);
+  EXPECT_FALSE(ClassifyError(refused, {}, true).expected);
+}
+
+TEST(ErrorClassifier, OtherResourceExhaustedIsUnexpectedEvenForATenantWithAQuota) {
+  const absl::Status full = absl::ResourceExhaustedError("session limit (--max-sessions 64) reached");
+  EXPECT_FALSE(IsTenantQuotaRefusal(full));
+  EXPECT_FALSE(ClassifyError(full, {.caller_has_quota = true}, false).expected);
+  EXPECT_FALSE(IsTenantQuotaRefusal(absl::FailedPreconditionError("tenant quota max_sessions=2 reached")));
+}
+
 }  // namespace
 }  // namespace kvs::load

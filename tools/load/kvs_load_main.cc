@@ -77,6 +77,11 @@ constexpr char kUsage[] =
     "                         (foreign-get) and never listed; at every restart each tenant\n"
     "                         is checked with its own key, and its surviving sessions must\n"
     "                         be NOT_FOUND with the next tenant's (default 0: no keys)\n"
+    "  --tenant-quota Q       give tenant load-t0 (of --tenants, at least 2) the keys file's\n"
+    "                         quota Q, e.g. max_sessions=4: its calls past the limit must be\n"
+    "                         RESOURCE_EXHAUSTED \"tenant quota\" (expected), every other\n"
+    "                         tenant's never; with max_sessions or max_checkpoints, each\n"
+    "                         restart also checks load-t0 holds no more than its limit\n"
     "  --tls                  serve and call over TLS, with certificates made by the openssl\n"
     "                         command in the work directory\n"
     "\n"
@@ -109,7 +114,7 @@ int main(int argc, char** argv) {
       std::vector<std::string>(argv + 1, argv + argc),
       {"model", "clients", "duration", "kills", "sessions", "cancel-fraction", "server-threads",
        "seed", "work-dir", "summary-json", "skip-ops", "server-args", "chat-fraction", "drop-page-cache",
-       "tenants"},
+       "tenants", "tenant-quota"},
       {"strict-busy", "tls", "help", "h"});
   if (!args.ok()) return Usage(std::string(args.status().message()));
   if (args->Has("help") || args->Has("h")) {
@@ -152,6 +157,12 @@ int main(int argc, char** argv) {
   options.strict_busy = args->Has("strict-busy");
   options.tenants = static_cast<int>(*tenants);
   options.tls = args->Has("tls");
+  if (args->Has("tenant-quota")) {
+    if (*tenants < 2) return Usage("--tenant-quota needs --tenants of at least 2 (the others have none)");
+    absl::StatusOr<kvs::load::LoadQuota> quota = kvs::load::ParseLoadQuota(*args->Get("tenant-quota"));
+    if (!quota.ok()) return Usage(std::string(quota.status().message()));
+    options.tenant_quota = *quota;
+  }
   if (args->Has("drop-page-cache") &&
       !ParseDuration(*args->Get("drop-page-cache"), &options.drop_page_cache_every)) {
     return Usage("--drop-page-cache must be a positive duration such as 2s");

@@ -46,6 +46,9 @@ LoadController::LoadController(LoadOptions options)
   report_.seed = options_.seed;
   report_.tenants = options_.tenants;
   report_.tls = options_.tls;
+  if (options_.tenant_quota) {
+    report_.tenant_quota = absl::StrCat(options_.tenant_quota->name, "=", options_.tenant_quota->limit);
+  }
   for (const std::string& op : options_.skipped_ops) {
     report_.skipped_ops += (report_.skipped_ops.empty() ? "" : ",") + op;
   }
@@ -147,6 +150,7 @@ void LoadController::CheckTenant(size_t t, KvSessionClient& own, KvSessionClient
     }
     page_token = resp.next_page_token();
   } while (!page_token.empty());
+  CheckQuota(t, own, view.checkpoints.size());
   if (&own != &next) {
     // The sessions' owners survived the restart: another tenant's key finds none.
     for (size_t i = 0; i < surviving.size() && i < kIsolationProbes; ++i) {
@@ -165,6 +169,28 @@ void LoadController::CheckTenant(size_t t, KvSessionClient& own, KvSessionClient
   report_.verify.phantom += v.phantom;
   for (std::string& p : v.problems) {
     if (report_.verify.problems.size() < 20) report_.verify.problems.push_back(std::move(p));
+  }
+}
+
+void LoadController::CheckQuota(size_t t, KvSessionClient& own, size_t checkpoints) {
+  const std::optional<LoadQuota>& quota = identities_.tenants[t].quota;
+  if (!quota || (quota->name != "max_sessions" && quota->name != "max_checkpoints")) return;
+  size_t held = checkpoints;
+  if (quota->name == "max_sessions") {
+    absl::StatusOr<std::vector<v1::Session>> sessions = own.ListAllSessions();
+    if (!sessions.ok()) {
+      stats_.RecordError("check: ListSessions", sessions.status(), {ErrorKind::kOther, false});
+      return;
+    }
+    held = sessions->size();
+  }
+  ++report_.quota_checked;
+  if (static_cast<int64_t>(held) > quota->limit) {
+    ++report_.quota_breaches;
+    if (report_.verify.problems.size() < 20) {
+      report_.verify.problems.push_back(absl::StrCat("check: tenant ", identities_.tenants[t].tenant, " holds ", held,
+                                                     " under its quota ", quota->name, "=", quota->limit));
+    }
   }
 }
 
@@ -211,7 +237,8 @@ bool LoadController::RestartAndCheck(Cycle why) {
 
 LoadReport LoadController::Run() {
   std::filesystem::create_directories(options_.work_dir);
-  absl::StatusOr<LoadIdentities> identities = MakeLoadIdentities(options_.work_dir, options_.tenants, options_.tls);
+  absl::StatusOr<LoadIdentities> identities = MakeLoadIdentities(options_.work_dir, options_.tenants, options_.tls,
+                                                                     options_.tenant_quota);
   if (!identities.ok()) {
     report_.fatal = std::string(identities.status().message());
     return report_;

@@ -15,6 +15,8 @@
 // restart each tenant's ledger is checked with that tenant's key, and the
 // isolation too: none of a tenant's surviving sessions may be readable
 // with the next tenant's key, and no tenant may list another's checkpoint.
+// With `tenant_quota` (max_sessions or max_checkpoints), tenant load-t0
+// must hold no more sessions or checkpoints than its limit at each check.
 //
 // Run() may be called once, from one thread; it owns the server process
 // and the worker threads.
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -62,6 +65,7 @@ struct LoadOptions {
   std::chrono::milliseconds drop_page_cache_every{0};
   int tenants = 0;   // 0: no --auth-keys, every call the default tenant's
   bool tls = false;  // serve and call over TLS with test-time certificates
+  std::optional<LoadQuota> tenant_quota;  // tenant load-t0's (needs tenants >= 2)
 };
 
 class LoadController {
@@ -83,6 +87,10 @@ class LoadController {
   // Checks tenant `t`'s ledger against what its own key reads; the
   // isolation checks read `t`'s surviving sessions with `next`'s key.
   void CheckTenant(size_t t, KvSessionClient& own, KvSessionClient& next);
+  // With a max_sessions or max_checkpoints quota on tenant `t`: what its
+  // key lists (sessions; `checkpoints` as CheckTenant listed them) is
+  // within the limit, else a quota breach.
+  void CheckQuota(size_t t, KvSessionClient& own, size_t checkpoints);
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();
   void SampleRss();

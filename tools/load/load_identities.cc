@@ -20,7 +20,23 @@ std::string RandomKey(std::random_device& random) {
 
 }  // namespace
 
-absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int tenants, bool tls) {
+absl::StatusOr<LoadQuota> ParseLoadQuota(std::string_view text) {
+  // The server's own parser judges the quota, on a line like the one it will read.
+  const absl::StatusOr<ApiKeyFile> line =
+      ParseApiKeyFile(absl::StrCat("t user ", std::string(64, '0'), " ", std::string(text), "\n"));
+  if (!line.ok() || line->entries.size() != 1 || line->entries[0].quotas.size() != 1) {
+    return absl::InvalidArgumentError(
+        "--tenant-quota must be one NAME=VALUE of the keys file: max_sessions, max_kv_bytes, max_store_bytes, "
+        "max_generates or max_checkpoints");
+  }
+  const auto& [name, limit] = *line->entries[0].quotas.begin();
+  if (limit <= 0) return absl::InvalidArgumentError("--tenant-quota: VALUE must be above 0 (0 is unlimited)");
+  return LoadQuota{name, limit};
+}
+
+absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int tenants, bool tls,
+                                                  const std::optional<LoadQuota>& quota) {
+  if (quota && tenants == 0) return absl::InvalidArgumentError("--tenant-quota needs --tenants");
   LoadIdentities ids;
   ClientSecurity transport;
   if (tls) {
@@ -36,22 +52,26 @@ absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int te
     ids.server_flags = {"--tls-cert", certs.path("server.pem"), "--tls-key", certs.path("server.key")};
   }
   if (tenants == 0) {
-    ids.tenants.push_back({"", transport});
-    ids.admin = {"", transport};
+    ids.tenants.push_back({"", transport, std::nullopt});
+    ids.admin = {"", transport, std::nullopt};
     return ids;
   }
   std::random_device random;
   const std::string keys_path = (std::filesystem::path(dir) / "keys.txt").string();
   std::ofstream keys(keys_path);
   keys << "# kvs-load's tenants: tenant role sha256(key)\n";
-  auto add = [&](const std::string& tenant, const char* role) {
-    Caller caller{tenant, transport};
+  auto add = [&](const std::string& tenant, const char* role, const std::optional<LoadQuota>& tenant_quota) {
+    Caller caller{tenant, transport, tenant_quota};
     caller.security.api_key = RandomKey(random);
-    keys << tenant << " " << role << " " << Sha256Hex(caller.security.api_key) << "\n";
+    keys << tenant << " " << role << " " << Sha256Hex(caller.security.api_key);
+    if (tenant_quota) keys << " " << tenant_quota->name << "=" << tenant_quota->limit;
+    keys << "\n";
     return caller;
   };
-  for (int t = 0; t < tenants; ++t) ids.tenants.push_back(add(absl::StrCat("load-t", t), "user"));
-  ids.admin = add("load-admin", "admin");
+  for (int t = 0; t < tenants; ++t) {
+    ids.tenants.push_back(add(absl::StrCat("load-t", t), "user", t == 0 ? quota : std::nullopt));
+  }
+  ids.admin = add("load-admin", "admin", std::nullopt);
   keys.close();
   if (!keys) return absl::InternalError(absl::StrCat("--tenants: could not write ", keys_path));
   ids.server_flags.insert(ids.server_flags.end(), {"--auth-keys", keys_path});

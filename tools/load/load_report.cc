@@ -47,6 +47,14 @@ const RunDrift* Longest(const std::vector<RunDrift>& drifts) {
 
 }  // namespace
 
+int64_t LoadReport::QuotaRefusals() const {
+  int64_t n = 0;
+  for (const auto& [key, count] : errors) {
+    if (key.kind == ErrorKind::kTenantQuota) n += count;
+  }
+  return n;
+}
+
 void PrintReport(const LoadReport& r, std::FILE* out) {
   std::fprintf(out, "kvs-load: %d clients, %.0f s, %d kills planned, seed %llu, model %s\n\n",
                r.clients, r.duration_s, r.kills_planned,
@@ -54,7 +62,8 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
   if (r.tenants > 0 || r.tls) {
     const std::string who = r.tenants > 0 ? absl::StrCat(r.tenants, " tenants with API keys")
                                           : std::string("the default tenant, no API keys");
-    std::fprintf(out, "callers: %s, %s\n\n", who.c_str(), r.tls ? "over TLS" : "plaintext");
+    const std::string quota = r.tenant_quota.empty() ? "" : absl::StrCat("; load-t0's quota ", r.tenant_quota);
+    std::fprintf(out, "callers: %s, %s%s\n\n", who.c_str(), r.tls ? "over TLS" : "plaintext", quota.c_str());
   }
   if (!r.skipped_ops.empty()) std::fprintf(out, "skipped operations: %s\n\n", r.skipped_ops.c_str());
   if (!r.fatal.empty()) std::fprintf(out, "FATAL: %s\n\n", r.fatal.c_str());
@@ -124,6 +133,11 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
     std::fprintf(out, "tenant isolation at restarts: %lld reads of another tenant's session, %lld breaches\n",
                  static_cast<long long>(r.isolation_checked), static_cast<long long>(r.isolation_breaches));
   }
+  if (!r.tenant_quota.empty()) {
+    std::fprintf(out, "tenant quota %s: %lld calls refused; load-t0 over it at %lld of %lld restart checks\n",
+                 r.tenant_quota.c_str(), static_cast<long long>(r.QuotaRefusals()),
+                 static_cast<long long>(r.quota_breaches), static_cast<long long>(r.quota_checked));
+  }
   std::fprintf(out, "unexpected errors: %lld\n", static_cast<long long>(r.unexpected_errors));
   std::fprintf(out, "RESULT: %s\n", r.passed() ? "PASS" : "FAIL");
 }
@@ -139,6 +153,10 @@ std::string SummaryJson(const LoadReport& r) {
   j["tls"] = r.tls;
   j["isolation_checked"] = r.isolation_checked;
   j["isolation_breaches"] = r.isolation_breaches;
+  j["tenant_quota"] = r.tenant_quota;
+  j["quota_refusals"] = r.QuotaRefusals();
+  j["quota_checked"] = r.quota_checked;
+  j["quota_breaches"] = r.quota_breaches;
   j["load_s"] = r.load_s;
   j["fatal"] = r.fatal;
   j["hung"] = r.hung;

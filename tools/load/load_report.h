@@ -51,6 +51,13 @@ struct LoadReport {
   // clients' own checks are WRONG_RESULT errors.
   int64_t isolation_checked = 0;
   int64_t isolation_breaches = 0;
+  // --tenant-quota ("max_sessions=4", "" without): at each restart, the
+  // times tenant load-t0's sessions or checkpoints were counted against it,
+  // and the times they were over it. Refusals are the errors of kind
+  // kTenantQuota (QuotaRefusals).
+  std::string tenant_quota;
+  int64_t quota_checked = 0;
+  int64_t quota_breaches = 0;
   std::map<std::string, LoadStats::MethodSummary> methods;
   std::map<LoadStats::ErrorKey, int64_t> errors;
   std::vector<double> ttft_ms;
@@ -63,8 +70,10 @@ struct LoadReport {
 
   bool passed() const {
     return fatal.empty() && !hung && verify.lost == 0 && verify.phantom == 0 && isolation_breaches == 0 &&
-           unexpected_errors == 0 && unexpected_exits == 0;
+           quota_breaches == 0 && unexpected_errors == 0 && unexpected_exits == 0;
   }
+  // Calls refused by --tenant-quota's quota (expected errors).
+  int64_t QuotaRefusals() const;
 };
 
 void PrintReport(const LoadReport& report, std::FILE* out);

@@ -158,6 +158,7 @@ double LoadWorker::MillisSince(Clock::time_point start) const {
 Classification LoadWorker::Fail(const std::string& method, const absl::Status& status,
                                 CallContext context) {
   context.kill_window = link_.KillWindow(epoch_);
+  context.caller_has_quota = caller_.quota.has_value();
   Classification c = ClassifyError(status, context, options_.strict_busy);
   stats_.RecordError(method, status, c);
   // A server that went away by itself: do not spin until the controller sees it.
@@ -174,7 +175,9 @@ void LoadWorker::FailMutation(const std::string& method, const std::string& id,
   context.target_deleted = end.deleted;
   context.mid_stream = mid_stream;
   Classification c = Fail(method, status, context);
-  const bool nothing_happened = IsBusy(status) || c.kind == ErrorKind::kDeletedTarget;
+  // A quota refusal changes nothing (docs/api.md, Quotas).
+  const bool nothing_happened =
+      IsBusy(status) || c.kind == ErrorKind::kDeletedTarget || c.kind == ErrorKind::kTenantQuota;
   if (!nothing_happened) ledger_.MarkUncertain(id);
 }
 
