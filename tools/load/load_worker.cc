@@ -42,6 +42,12 @@ constexpr int32_t kFirstPlainToken = 3;
 
 }  // namespace
 
+size_t SessionTarget(int target_sessions, const std::optional<LoadQuota>& quota) {
+  int64_t target = std::max(1, target_sessions);
+  if (quota && quota->name == "max_sessions") target = std::min(target, quota->limit);
+  return static_cast<size_t>(std::max<int64_t>(1, target));
+}
+
 std::vector<std::string> OperationNames() {
   std::vector<std::string> names;
   for (const auto& m : kMix) names.push_back(m.name);
@@ -56,7 +62,8 @@ LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, const Call
       link_(link),
       ledger_(ledger),
       other_tenants_(std::move(other_tenants)),
-      stats_(stats) {
+      stats_(stats),
+      session_target_(SessionTarget(options.target_sessions, caller.quota)) {
   for (const auto& m : kMix) {
     const bool runs = !options_.skipped_ops.count(m.name) && (m.op != Op::kForeignGet || !other_tenants_.empty());
     weights_.push_back(runs ? m.weight : 0);
@@ -80,7 +87,7 @@ void LoadWorker::Run(const std::atomic<bool>& stop) {
 void LoadWorker::RunOne() {
   Op op = kMix[std::discrete_distribution<size_t>(weights_.begin(), weights_.end())(rng_)].op;
   const size_t live = ledger_.live_sessions();
-  const size_t target = static_cast<size_t>(options_.target_sessions);
+  const size_t target = session_target_;
   if (live < std::max<size_t>(1, target / 2)) op = Op::kCreate;
   if ((op == Op::kCreate || op == Op::kFork || op == Op::kRestore) && live >= 2 * target) {
     op = Op::kDelete;

@@ -42,6 +42,14 @@ namespace kvs::load {
 // "list", "delete", "delete-checkpoint", "truncate", "foreign-get").
 std::vector<std::string> OperationNames();
 
+// The sessions a worker keeps its tenant near: `target_sessions`, or a
+// max_sessions quota's limit when that is lower, so that a tenant with the
+// quota runs the whole mix near its limit (its Forks and Restores refused
+// there) instead of asking, call after call, for Creates the quota refuses.
+// Creates start below it, Creates, Forks and Restores turn to Deletes at
+// twice it.
+size_t SessionTarget(int target_sessions, const std::optional<LoadQuota>& quota);
+
 struct WorkloadOptions {
   int target_sessions = 16;
   int32_t max_session_tokens = 64;  // delete a session once it is longer
@@ -119,6 +127,7 @@ class LoadWorker {
   std::vector<SessionLedger*> other_tenants_;
   LoadStats& stats_;
   std::vector<int> weights_;  // per operation, 0 when skipped
+  size_t session_target_;     // SessionTarget() of the options and the caller's quota
   uint64_t epoch_ = 0;  // of the current operation
   uint64_t client_epoch_ = 0;
   std::unique_ptr<KvSessionClient> client_;
