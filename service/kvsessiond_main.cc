@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -647,6 +648,16 @@ int main(int argc, char** argv) {
   // and up to 64 MB free at a heap's top, for the next read.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  // glibc gives threads up to 8 arenas per core, and each keeps what its
+  // threads freed (up to the trim threshold above at its top). gRPC's
+  // threads spread over new arenas as the load goes on, so the RSS crept
+  // for minutes: a 10-minute TLS load on 2 cores rose 98 -> 178 MiB with a
+  // flat live heap (heaptrack); with one arena per core it ended at 165 MiB
+  // and served as many calls (docs/operations.md, "Resident memory under a long load").
+  // MALLOC_ARENA_MAX in the environment still decides when it is set.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+    mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
+  }
   absl::SetProgramUsageMessage(
       "kvsessiond --model M.gguf --listen 127.0.0.1:50051 --data-dir DIR [flags]");
   // Flags are spelled with dashes on the command line (--data-dir); Abseil
