@@ -1,7 +1,8 @@
 // Per-tenant quotas against the real kvsessiond (issue 10, item 4): each
 // quota refuses with RESOURCE_EXHAUSTED naming it and its value, another
 // tenant is unaffected, deleting frees the quota, GetServerInfo shows the
-// caller's usage, and a SIGHUP reload changes the limits.
+// caller's usage, a SIGHUP reload changes the limits, and the usage is
+// recounted from the store after a kill -9.
 #include <signal.h>
 
 #include <thread>
@@ -357,6 +358,53 @@ TEST_F(TenantQuotaTest, MaxStoreBytesRefusesWritesPastItBeforeWritingAndDeleting
   ASSERT_TRUE(acme_->DeleteSession(a->id()).ok());
   EXPECT_EQ(TenantOf(*acme_).store_bytes().usage(), 0);
   EXPECT_TRUE(acme_->CreateSession("a new one").ok());
+}
+
+// The usage a quota is checked against is recounted from the store at
+// start-up: a kill -9 and a restart give no tenant a fresh allowance, and
+// what the tenant had acknowledged before the kill is what it counts.
+TEST_F(TenantQuotaTest, AKilledAndRestartedServerCountsTheSameUsageSoEveryQuotaStillHolds) {
+  const std::vector<std::string> quotas = {"max_sessions=2", "max_checkpoints=1"};
+  Start(quotas);
+  absl::StatusOr<v1::Session> a = acme_->CreateSession("Once upon a time, there was a little girl named Lily");
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<v1::Session> b = acme_->CreateSession("She liked to play in the park");
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(acme_->Snapshot(a->id(), "start").ok());
+  ASSERT_TRUE(beta_->CreateSession("beta's own").ok());
+  const v1::TenantInfo before = TenantOf(*acme_);
+  ASSERT_EQ(before.sessions().usage(), 2);
+  ASSERT_EQ(before.checkpoints().usage(), 1);
+  ASSERT_GT(before.store_bytes().usage(), 0);
+  const int64_t beta_store = TenantOf(*beta_).store_bytes().usage();
+
+  server_->Kill();
+  const std::string store_quota = "max_store_bytes=" + std::to_string(before.store_bytes().usage() + 16);
+  Start({quotas[0], quotas[1], store_quota});
+  const v1::TenantInfo after = TenantOf(*acme_);
+  EXPECT_EQ(after.sessions().usage(), 2);
+  EXPECT_EQ(after.checkpoints().usage(), 1);
+  EXPECT_EQ(after.store_bytes().usage(), before.store_bytes().usage());
+  EXPECT_EQ(after.kv_bytes().usage(), 0) << "no session's KV is loaded until it is used";
+  EXPECT_EQ(TenantOf(*beta_).store_bytes().usage(), beta_store);
+  EXPECT_EQ(TenantOf(*beta_).sessions().usage(), 1);
+
+  ExpectQuotaError(acme_->CreateSession("a third").status(), "max_sessions=2");
+  ExpectQuotaError(acme_->Snapshot(b->id(), "second").status(), "max_checkpoints=1");
+  v1::GenerateRequest g;
+  g.set_session_id(b->id());
+  g.set_max_tokens(8);
+  ExpectQuotaError(acme_->Generate(g).status(), store_quota);
+  EXPECT_EQ(acme_->GetSession(b->id(), false, false)->length(), b->length());
+
+  // Deleting frees what the recount counted.
+  ASSERT_TRUE(acme_->DeleteSession(b->id()).ok());
+  EXPECT_EQ(TenantOf(*acme_).sessions().usage(), 1);
+  EXPECT_LT(TenantOf(*acme_).store_bytes().usage(), before.store_bytes().usage());
+  Reload(quotas);
+  absl::StatusOr<v1::Session> c = acme_->CreateSession("a new one");
+  EXPECT_TRUE(c.ok()) << c.status();
+  ExpectQuotaError(acme_->CreateSession("a fourth").status(), "max_sessions=2");
 }
 
 }  // namespace

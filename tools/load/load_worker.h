@@ -46,8 +46,10 @@ std::vector<std::string> OperationNames();
 // max_sessions quota's limit when that is lower, so that a tenant with the
 // quota runs the whole mix near its limit (its Forks and Restores refused
 // there) instead of asking, call after call, for Creates the quota refuses.
-// Creates start below it, Creates, Forks and Restores turn to Deletes at
-// twice it.
+// Below half of it every operation is a Create; below it a Create may be
+// picked (at or above it a Create turns to a Generate); at twice it
+// Creates, Forks and Restores turn to Deletes, and Snapshots turn to
+// DeleteCheckpoints at twice it in checkpoints.
 size_t SessionTarget(int target_sessions, const std::optional<LoadQuota>& quota);
 
 struct WorkloadOptions {
