@@ -183,6 +183,36 @@ TEST_F(LoadToolTest, ATenantAtItsQuotaIsRefusedAndNoOtherTenantIs) {
   EXPECT_THAT(r.out, HasSubstr("load-t0's quota max_sessions=2"));
 }
 
+// A tenant held to max_store_bytes: its writes past the limit are refused
+// as expected, the server's own recount after the kill shows it within the
+// limit (a server that admitted writes up to 4x the limit failed this
+// check: "holds 415856 under its quota max_store_bytes=300000"), and its
+// clients delete after a refusal instead of writing into the quota call
+// after call (before they did, 3,509 of 9,575 calls were refused in 15 s).
+TEST_F(LoadToolTest, ATenantAtItsStoreQuotaIsRefusedFreesSpaceAndIsWithinItAfterARestart) {
+  if (!std::filesystem::exists(Model())) GTEST_SKIP() << "../shared/models not present";
+  const std::string summary = (tmp_ / "summary.json").string();
+  ProcessResult r = KvsLoad({"--model", Model(), "--clients", "8", "--duration", "6s", "--kills", "1",
+                             "--seed", "11", "--tenants", "2", "--tenant-quota", "max_store_bytes=300000",
+                             "--work-dir", (tmp_ / "work").string(), "--summary-json", summary});
+  std::printf("%s", r.out.c_str());
+  ASSERT_TRUE(std::filesystem::exists(summary)) << r.err;
+  const nlohmann::json s = nlohmann::json::parse(ReadFile(summary));
+  EXPECT_EQ(s["fatal"], "");
+  EXPECT_EQ(s["quota_checked"], 2);  // the kill's restart and the final check
+  EXPECT_EQ(s["quota_breaches"], 0);
+  EXPECT_EQ(s["acknowledged_lost"], 0);
+  EXPECT_EQ(s["unexpected_errors"], 0);
+  int64_t calls = 0;
+  for (const auto& [method, m] : s["methods"].items()) {
+    calls += m["ok"].get<int64_t>() + m["expected_errors"].get<int64_t>() + m["unexpected_errors"].get<int64_t>();
+  }
+  const int64_t refused = s["quota_refusals"].get<int64_t>();
+  EXPECT_GT(refused, 10);
+  EXPECT_LT(refused, calls / 5) << "load-t0 kept writing into its quota";
+  EXPECT_EQ(r.exit_code, 0);
+}
+
 // A model without a chat template and no --chat-template: every chat call
 // would fail alike, so the tool stops before the load and says why (it
 // once ran a whole load of such calls, all counted as unexpected).

@@ -87,9 +87,11 @@ class LoadController {
   // Checks tenant `t`'s ledger against what its own key reads; the
   // isolation checks read `t`'s surviving sessions with `next`'s key.
   void CheckTenant(size_t t, KvSessionClient& own, KvSessionClient& next);
-  // With a max_sessions or max_checkpoints quota on tenant `t`: what its
-  // key lists (sessions; `checkpoints` as CheckTenant listed them) is
-  // within the limit, else a quota breach.
+  // With a quota on tenant `t`: what it holds is within the limit, else a
+  // quota breach. max_sessions: the sessions its key lists; max_checkpoints:
+  // `checkpoints` as CheckTenant listed them; max_store_bytes and
+  // max_kv_bytes: the usage GetServerInfo shows its key (after a restart,
+  // the store bytes recounted from the store). max_generates is not checked.
   void CheckQuota(size_t t, KvSessionClient& own, size_t checkpoints);
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();

@@ -52,8 +52,8 @@ struct LoadReport {
   int64_t isolation_checked = 0;
   int64_t isolation_breaches = 0;
   // --tenant-quota ("max_sessions=4", "" without): at each restart, the
-  // times tenant load-t0's sessions or checkpoints were counted against it,
-  // and the times they were over it. Refusals are the errors of kind
+  // times tenant load-t0's holding (LoadController::CheckQuota) was counted
+  // against it, and the times it was over it. Refusals are the errors of kind
   // kTenantQuota (QuotaRefusals).
   std::string tenant_quota;
   int64_t quota_checked = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvs::load {
@@ -94,6 +95,11 @@ void LoadWorker::RunOne() {
   }
   if (op == Op::kCreate && live >= target) op = Op::kGenerate;
   if (op == Op::kSnapshot && ledger_.live_checkpoints() >= 2 * target) op = Op::kDeleteCheckpoint;
+  if (free_store_next_) {
+    free_store_next_ = false;
+    op = ledger_.live_checkpoints() > 0 && std::bernoulli_distribution(0.5)(rng_) ? Op::kDeleteCheckpoint
+                                                                                  : Op::kDelete;
+  }
   if (op != Op::kCreate && weights_[static_cast<size_t>(op)] == 0) return;  // skipped
 
   switch (op) {
@@ -168,6 +174,9 @@ Classification LoadWorker::Fail(const std::string& method, const absl::Status& s
   context.caller_has_quota = caller_.quota.has_value();
   Classification c = ClassifyError(status, context, options_.strict_busy);
   stats_.RecordError(method, status, c);
+  if (c.kind == ErrorKind::kTenantQuota && absl::StrContains(status.message(), "max_store_bytes")) {
+    free_store_next_ = true;
+  }
   // A server that went away by itself: do not spin until the controller sees it.
   if (absl::IsUnavailable(status)) std::this_thread::sleep_for(kUnavailablePause);
   return c;

@@ -130,6 +130,10 @@ class LoadWorker {
   LoadStats& stats_;
   std::vector<int> weights_;  // per operation, 0 when skipped
   size_t session_target_;     // SessionTarget() of the options and the caller's quota
+  // Set by a max_store_bytes refusal: the next operation deletes a session
+  // or a checkpoint, as a client at its storage quota frees some before it
+  // writes again (instead of a run of writes the quota refuses).
+  bool free_store_next_ = false;
   uint64_t epoch_ = 0;  // of the current operation
   uint64_t client_epoch_ = 0;
   std::unique_ptr<KvSessionClient> client_;
