@@ -77,12 +77,13 @@ constexpr char kUsage[] =
     "                         (foreign-get) and never listed; at every restart each tenant\n"
     "                         is checked with its own key, and its surviving sessions must\n"
     "                         be NOT_FOUND with the next tenant's (default 0: no keys)\n"
-    "  --tenant-quota Q       give tenant load-t0 (of --tenants, at least 2) the keys file's\n"
-    "                         quota Q, e.g. max_sessions=4: its calls past the limit must be\n"
-    "                         RESOURCE_EXHAUSTED \"tenant quota\" (expected), every other\n"
-    "                         tenant's never; each restart also checks load-t0 holds no\n"
-    "                         more than its limit (sessions and checkpoints as listed, store\n"
-    "                         and KV bytes as the server counts them; not max_generates);\n"
+    "  --tenant-quota Q[,Q]   give tenant load-t0 (of --tenants, at least 2) the keys file's\n"
+    "                         quotas, e.g. max_sessions=4 or max_sessions=4,max_store_bytes=\n"
+    "                         300000: its calls past a limit must be RESOURCE_EXHAUSTED\n"
+    "                         \"tenant quota\" (expected), every other tenant's never; each\n"
+    "                         restart also checks load-t0 holds no more than each limit\n"
+    "                         (sessions and checkpoints as listed, store and KV bytes as\n"
+    "                         the server counts them; not max_generates);\n"
     "                         with max_sessions, load-t0's clients keep it near the limit;\n"
     "                         after a max_store_bytes refusal a client deletes first\n"
     "  --tls                  serve and call over TLS, with certificates made by the openssl\n"
@@ -162,9 +163,10 @@ int main(int argc, char** argv) {
   options.tls = args->Has("tls");
   if (args->Has("tenant-quota")) {
     if (*tenants < 2) return Usage("--tenant-quota needs --tenants of at least 2 (the others have none)");
-    absl::StatusOr<kvs::load::LoadQuota> quota = kvs::load::ParseLoadQuota(*args->Get("tenant-quota"));
-    if (!quota.ok()) return Usage(std::string(quota.status().message()));
-    options.tenant_quota = *quota;
+    absl::StatusOr<std::vector<kvs::load::LoadQuota>> quotas =
+        kvs::load::ParseLoadQuotas(*args->Get("tenant-quota"));
+    if (!quotas.ok()) return Usage(std::string(quotas.status().message()));
+    options.tenant_quotas = *std::move(quotas);
   }
   if (args->Has("drop-page-cache") &&
       !ParseDuration(*args->Get("drop-page-cache"), &options.drop_page_cache_every)) {

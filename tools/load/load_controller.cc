@@ -46,8 +46,8 @@ LoadController::LoadController(LoadOptions options)
   report_.seed = options_.seed;
   report_.tenants = options_.tenants;
   report_.tls = options_.tls;
-  if (options_.tenant_quota) {
-    report_.tenant_quota = absl::StrCat(options_.tenant_quota->name, "=", options_.tenant_quota->limit);
+  if (!options_.tenant_quotas.empty()) {
+    report_.tenant_quota = FormatLoadQuotas(options_.tenant_quotas);
   }
   for (const std::string& op : options_.skipped_ops) {
     report_.skipped_ops += (report_.skipped_ops.empty() ? "" : ",") + op;
@@ -173,35 +173,43 @@ void LoadController::CheckTenant(size_t t, KvSessionClient& own, KvSessionClient
 }
 
 void LoadController::CheckQuota(size_t t, KvSessionClient& own, size_t checkpoints) {
-  const std::optional<LoadQuota>& quota = identities_.tenants[t].quota;
-  if (!quota) return;
-  int64_t held = static_cast<int64_t>(checkpoints);
-  if (quota->name == "max_sessions") {
-    absl::StatusOr<std::vector<v1::Session>> sessions = own.ListAllSessions();
-    if (!sessions.ok()) {
-      stats_.RecordError("check: ListSessions", sessions.status(), {ErrorKind::kOther, false});
-      return;
+  std::optional<int64_t> sessions;        // listed on first need
+  std::optional<v1::TenantInfo> usage;    // GetServerInfo's, on first need
+  for (const LoadQuota& quota : identities_.tenants[t].quotas) {
+    int64_t held = static_cast<int64_t>(checkpoints);
+    if (quota.name == "max_sessions") {
+      if (!sessions) {
+        absl::StatusOr<std::vector<v1::Session>> listed = own.ListAllSessions();
+        if (!listed.ok()) {
+          stats_.RecordError("check: ListSessions", listed.status(), {ErrorKind::kOther, false});
+          continue;
+        }
+        sessions = static_cast<int64_t>(listed->size());
+      }
+      held = *sessions;
+    } else if (quota.name == "max_store_bytes" || quota.name == "max_kv_bytes") {
+      // The server's own count, as the tenant's key reads it: after a restart
+      // the store bytes are recounted from the records the store holds, apart
+      // from the running counts that admitted the calls before the kill.
+      if (!usage) {
+        absl::StatusOr<v1::ServerInfo> info = own.GetServerInfo();
+        if (!info.ok()) {
+          stats_.RecordError("check: GetServerInfo", info.status(), {ErrorKind::kOther, false});
+          continue;
+        }
+        usage = info->tenant();
+      }
+      held = quota.name == "max_store_bytes" ? usage->store_bytes().usage() : usage->kv_bytes().usage();
+    } else if (quota.name != "max_checkpoints") {
+      continue;  // max_generates: nothing is held across a restart
     }
-    held = static_cast<int64_t>(sessions->size());
-  } else if (quota->name == "max_store_bytes" || quota->name == "max_kv_bytes") {
-    // The server's own count, as the tenant's key reads it: after a restart
-    // the store bytes are recounted from the records the store holds, apart
-    // from the running counts that admitted the calls before the kill.
-    absl::StatusOr<v1::ServerInfo> info = own.GetServerInfo();
-    if (!info.ok()) {
-      stats_.RecordError("check: GetServerInfo", info.status(), {ErrorKind::kOther, false});
-      return;
-    }
-    held = quota->name == "max_store_bytes" ? info->tenant().store_bytes().usage() : info->tenant().kv_bytes().usage();
-  } else if (quota->name != "max_checkpoints") {
-    return;  // max_generates: nothing is held across a restart
-  }
-  ++report_.quota_checked;
-  if (held > quota->limit) {
-    ++report_.quota_breaches;
-    if (report_.verify.problems.size() < 20) {
-      report_.verify.problems.push_back(absl::StrCat("check: tenant ", identities_.tenants[t].tenant, " holds ", held,
-                                                     " under its quota ", quota->name, "=", quota->limit));
+    ++report_.quota_checked;
+    if (held > quota.limit) {
+      ++report_.quota_breaches;
+      if (report_.verify.problems.size() < 20) {
+        report_.verify.problems.push_back(absl::StrCat("check: tenant ", identities_.tenants[t].tenant, " holds ",
+                                                       held, " under its quota ", quota.name, "=", quota.limit));
+      }
     }
   }
 }
@@ -250,7 +258,7 @@ bool LoadController::RestartAndCheck(Cycle why) {
 LoadReport LoadController::Run() {
   std::filesystem::create_directories(options_.work_dir);
   absl::StatusOr<LoadIdentities> identities = MakeLoadIdentities(options_.work_dir, options_.tenants, options_.tls,
-                                                                     options_.tenant_quota);
+                                                                     options_.tenant_quotas);
   if (!identities.ok()) {
     report_.fatal = std::string(identities.status().message());
     return report_;

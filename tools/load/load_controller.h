@@ -15,8 +15,8 @@
 // restart each tenant's ledger is checked with that tenant's key, and the
 // isolation too: none of a tenant's surviving sessions may be readable
 // with the next tenant's key, and no tenant may list another's checkpoint.
-// With `tenant_quota` (max_sessions or max_checkpoints), tenant load-t0
-// must hold no more sessions or checkpoints than its limit at each check.
+// With `tenant_quotas`, tenant load-t0 must hold no more than each limit
+// at each check (CheckQuota).
 //
 // Run() may be called once, from one thread; it owns the server process
 // and the worker threads.
@@ -65,7 +65,7 @@ struct LoadOptions {
   std::chrono::milliseconds drop_page_cache_every{0};
   int tenants = 0;   // 0: no --auth-keys, every call the default tenant's
   bool tls = false;  // serve and call over TLS with test-time certificates
-  std::optional<LoadQuota> tenant_quota;  // tenant load-t0's (needs tenants >= 2)
+  std::vector<LoadQuota> tenant_quotas;  // tenant load-t0's (needs tenants >= 2)
 };
 
 class LoadController {
@@ -87,11 +87,12 @@ class LoadController {
   // Checks tenant `t`'s ledger against what its own key reads; the
   // isolation checks read `t`'s surviving sessions with `next`'s key.
   void CheckTenant(size_t t, KvSessionClient& own, KvSessionClient& next);
-  // With a quota on tenant `t`: what it holds is within the limit, else a
-  // quota breach. max_sessions: the sessions its key lists; max_checkpoints:
-  // `checkpoints` as CheckTenant listed them; max_store_bytes and
-  // max_kv_bytes: the usage GetServerInfo shows its key (after a restart,
-  // the store bytes recounted from the store). max_generates is not checked.
+  // With quotas on tenant `t`: what it holds is within each limit, each
+  // one over it a quota breach. max_sessions: the sessions its key lists;
+  // max_checkpoints: `checkpoints` as CheckTenant listed them;
+  // max_store_bytes and max_kv_bytes: the usage GetServerInfo shows its key
+  // (after a restart, the store bytes recounted from the store).
+  // max_generates is not checked.
   void CheckQuota(size_t t, KvSessionClient& own, size_t checkpoints);
   // Records the server's sessions, KV cache and store figures in the report.
   void DescribeServer();

@@ -8,8 +8,8 @@
 // a key and every session belongs to one tenant. With `tls`: certificates
 // made with the openssl command in `dir`/certs (tests/test_certificates.h),
 // the server given --tls-cert/--tls-key and every caller trusting the CA.
-// With a `quota` (--tenant-quota), tenant load-t0's line of the keys file
-// carries it, so that one tenant is refused at its limit and the others
+// With `quotas` (--tenant-quota), tenant load-t0's line of the keys file
+// carries them, so that one tenant is refused at its limits and the others
 // are not.
 //
 // MakeLoadIdentities returns INTERNAL naming what failed (openssl, a file
@@ -36,14 +36,18 @@ struct LoadQuota {
   int64_t limit = 0;  // > 0
 };
 
-// INVALID_ARGUMENT unless `text` is one QUOTA=VALUE the keys file takes,
-// with a VALUE above 0 (0 would mean unlimited).
-absl::StatusOr<LoadQuota> ParseLoadQuota(std::string_view text);
+// --tenant-quota's value: one or more QUOTA=VALUE of the keys file joined
+// by commas ("max_sessions=4,max_store_bytes=300000"), in the order given.
+// INVALID_ARGUMENT unless each is a quota the keys file takes with a VALUE
+// above 0 (0 would mean unlimited), none named twice.
+absl::StatusOr<std::vector<LoadQuota>> ParseLoadQuotas(std::string_view text);
+// The same quotas as text, as --tenant-quota took them.
+std::string FormatLoadQuotas(const std::vector<LoadQuota>& quotas);
 
 struct Caller {
   std::string tenant;  // "" without --tenants (the server's default tenant)
   ClientSecurity security;
-  std::optional<LoadQuota> quota;  // the tenant's, when the tool gave it one
+  std::vector<LoadQuota> quotas;  // the tenant's, when the tool gave it some
 };
 
 struct LoadIdentities {
@@ -52,9 +56,9 @@ struct LoadIdentities {
   Caller admin;                           // the controller's own calls (info, checks)
 };
 
-// `quota` needs `tenants` > 0: it is tenant load-t0's.
+// `quotas` need `tenants` > 0: they are tenant load-t0's.
 absl::StatusOr<LoadIdentities> MakeLoadIdentities(const std::string& dir, int tenants, bool tls,
-                                                  const std::optional<LoadQuota>& quota = std::nullopt);
+                                                  const std::vector<LoadQuota>& quotas = {});
 
 }  // namespace kvs::load
 

@@ -134,7 +134,7 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
                  static_cast<long long>(r.isolation_checked), static_cast<long long>(r.isolation_breaches));
   }
   if (!r.tenant_quota.empty()) {
-    std::fprintf(out, "tenant quota %s: %lld calls refused; load-t0 over it at %lld of %lld restart checks\n",
+    std::fprintf(out, "tenant quota %s: %lld calls refused; load-t0 over a limit at %lld of %lld checks\n",
                  r.tenant_quota.c_str(), static_cast<long long>(r.QuotaRefusals()),
                  static_cast<long long>(r.quota_breaches), static_cast<long long>(r.quota_checked));
   }

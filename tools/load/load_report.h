@@ -51,9 +51,10 @@ struct LoadReport {
   // clients' own checks are WRONG_RESULT errors.
   int64_t isolation_checked = 0;
   int64_t isolation_breaches = 0;
-  // --tenant-quota ("max_sessions=4", "" without): at each restart, the
-  // times tenant load-t0's holding (LoadController::CheckQuota) was counted
-  // against it, and the times it was over it. Refusals are the errors of kind
+  // --tenant-quota ("max_sessions=4" or "max_sessions=4,max_store_bytes=
+  // 300000", "" without): at each restart, the times tenant load-t0's
+  // holding was counted against one of its limits (LoadController::
+  // CheckQuota), and the times it was over that limit. Refusals are the errors of kind
   // kTenantQuota (QuotaRefusals).
   std::string tenant_quota;
   int64_t quota_checked = 0;

@@ -43,9 +43,11 @@ constexpr int32_t kFirstPlainToken = 3;
 
 }  // namespace
 
-size_t SessionTarget(int target_sessions, const std::optional<LoadQuota>& quota) {
+size_t SessionTarget(int target_sessions, const std::vector<LoadQuota>& quotas) {
   int64_t target = std::max(1, target_sessions);
-  if (quota && quota->name == "max_sessions") target = std::min(target, quota->limit);
+  for (const LoadQuota& q : quotas) {
+    if (q.name == "max_sessions") target = std::min(target, q.limit);
+  }
   return static_cast<size_t>(std::max<int64_t>(1, target));
 }
 
@@ -64,7 +66,7 @@ LoadWorker::LoadWorker(uint64_t seed, const WorkloadOptions& options, const Call
       ledger_(ledger),
       other_tenants_(std::move(other_tenants)),
       stats_(stats),
-      session_target_(SessionTarget(options.target_sessions, caller.quota)) {
+      session_target_(SessionTarget(options.target_sessions, caller.quotas)) {
   for (const auto& m : kMix) {
     const bool runs = !options_.skipped_ops.count(m.name) && (m.op != Op::kForeignGet || !other_tenants_.empty());
     weights_.push_back(runs ? m.weight : 0);
@@ -171,7 +173,7 @@ double LoadWorker::MillisSince(Clock::time_point start) const {
 Classification LoadWorker::Fail(const std::string& method, const absl::Status& status,
                                 CallContext context) {
   context.kill_window = link_.KillWindow(epoch_);
-  context.caller_has_quota = caller_.quota.has_value();
+  context.caller_has_quota = !caller_.quotas.empty();
   Classification c = ClassifyError(status, context, options_.strict_busy);
   stats_.RecordError(method, status, c);
   if (c.kind == ErrorKind::kTenantQuota && absl::StrContains(status.message(), "max_store_bytes")) {

@@ -43,14 +43,14 @@ namespace kvs::load {
 std::vector<std::string> OperationNames();
 
 // The sessions a worker keeps its tenant near: `target_sessions`, or a
-// max_sessions quota's limit when that is lower, so that a tenant with the
+// max_sessions quota's limit (among `quotas`) when that is lower, so that a tenant with the
 // quota runs the whole mix near its limit (its Forks and Restores refused
 // there) instead of asking, call after call, for Creates the quota refuses.
 // Below half of it every operation is a Create; below it a Create may be
 // picked (at or above it a Create turns to a Generate); at twice it
 // Creates, Forks and Restores turn to Deletes, and Snapshots turn to
 // DeleteCheckpoints at twice it in checkpoints.
-size_t SessionTarget(int target_sessions, const std::optional<LoadQuota>& quota);
+size_t SessionTarget(int target_sessions, const std::vector<LoadQuota>& quotas);
 
 struct WorkloadOptions {
   int target_sessions = 16;
