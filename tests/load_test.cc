@@ -212,6 +212,12 @@ TEST_F(LoadToolTest, ATenantAtItsStoreQuotaIsRefusedFreesSpaceAndIsWithinItsQuot
   }
   const int64_t refused = s["quota_refusals"].get<int64_t>();
   EXPECT_GT(refused, 10);
+  std::map<std::string, int64_t> by_quota;
+  for (const nlohmann::json& e : s["errors"]) {
+    if (e["kind"] == "tenant quota") by_quota[e["quota"].get<std::string>()] += e["count"].get<int64_t>();
+  }
+  EXPECT_GT(by_quota["max_store_bytes"], 0) << s["errors"].dump();
+  for (const auto& [quota, n] : by_quota) EXPECT_TRUE(quota == "max_store_bytes" || quota == "max_sessions") << quota;
   EXPECT_LT(refused, calls / 5) << "load-t0 kept writing into its quota";
   EXPECT_EQ(r.exit_code, 0);
 }

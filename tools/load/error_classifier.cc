@@ -1,5 +1,7 @@
 #include "tools/load/error_classifier.h"
 
+#include <string>
+
 #include "absl/strings/match.h"
 
 namespace kvs::load {
@@ -28,6 +30,18 @@ bool IsBusy(const absl::Status& status) {
 
 bool IsTenantQuotaRefusal(const absl::Status& status) {
   return absl::IsResourceExhausted(status) && absl::StartsWith(status.message(), "tenant quota ");
+}
+
+std::string_view RefusedQuota(const absl::Status& status) {
+  if (!IsTenantQuotaRefusal(status)) return "";
+  const std::string rest(status.message().substr(std::string_view("tenant quota ").size()));
+  for (std::string_view name : {"max_sessions", "max_kv_bytes", "max_store_bytes", "max_generates",
+                                "max_checkpoints"}) {
+    if (rest.size() > name.size() && rest.compare(0, name.size(), name) == 0 && rest[name.size()] == '=') {
+      return name;
+    }
+  }
+  return "";
 }
 
 Classification ClassifyError(const absl::Status& status, const CallContext& context,

@@ -70,6 +70,15 @@ TEST(ErrorClassifier, AQuotaRefusalIsExpectedOnlyForTheTenantGivenAQuota) {
   EXPECT_FALSE(ClassifyError(refused, {}, true).expected);
 }
 
+TEST(ErrorClassifier, AQuotaRefusalNamesItsQuotaAndNothingElseDoes) {
+  EXPECT_EQ(RefusedQuota(absl::ResourceExhaustedError("tenant quota max_store_bytes=300000 reached")),
+            "max_store_bytes");
+  EXPECT_EQ(RefusedQuota(absl::ResourceExhaustedError("tenant quota max_sessions=2 reached")), "max_sessions");
+  EXPECT_EQ(RefusedQuota(absl::ResourceExhaustedError("tenant quota max_sessions_x=2 reached")), "");
+  EXPECT_EQ(RefusedQuota(absl::ResourceExhaustedError("tenant quota reached")), "");
+  EXPECT_EQ(RefusedQuota(absl::FailedPreconditionError("tenant quota max_sessions=2 reached")), "");
+}
+
 TEST(ErrorClassifier, OtherResourceExhaustedIsUnexpectedEvenForATenantWithAQuota) {
   const absl::Status full = absl::ResourceExhaustedError("session limit (--max-sessions 64) reached");
   EXPECT_FALSE(IsTenantQuotaRefusal(full));

@@ -85,9 +85,9 @@ void PrintReport(const LoadReport& r, std::FILE* out) {
   std::fprintf(out, "\nerrors by method and status code:\n");
   if (r.errors.empty()) std::fprintf(out, "  (none)\n");
   for (const auto& [key, count] : r.errors) {
-    std::fprintf(out, "  %-18s %-20s %7lld  %-10s  %s\n", key.method.c_str(), key.code.c_str(),
+    std::fprintf(out, "  %-18s %-20s %7lld  %-10s  %s%s%s\n", key.method.c_str(), key.code.c_str(),
                  static_cast<long long>(count), key.expected ? "expected" : "UNEXPECTED",
-                 std::string(ErrorKindName(key.kind)).c_str());
+                 std::string(ErrorKindName(key.kind)).c_str(), key.quota.empty() ? "" : " ", key.quota.c_str());
   }
   for (const std::string& s : r.unexpected_samples) std::fprintf(out, "  e.g. %s\n", s.c_str());
 
@@ -187,6 +187,7 @@ std::string SummaryJson(const LoadReport& r) {
     errors.push_back({{"method", key.method}, {"code", key.code},
                       {"kind", std::string(ErrorKindName(key.kind))},
                       {"expected", key.expected}, {"count", count}});
+    if (!key.quota.empty()) errors.back()["quota"] = key.quota;
   }
   j["errors"] = errors;
   j["passed"] = r.passed();

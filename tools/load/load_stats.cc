@@ -41,7 +41,8 @@ void LoadStats::RecordOk(const std::string& method, double latency_ms) {
 void LoadStats::RecordError(const std::string& method, const absl::Status& status,
                             Classification c) {
   absl::MutexLock lock(&mu_);
-  ++errors_[{method, CodeName(status), c.kind, c.expected}];
+  ++errors_[{method, CodeName(status), c.kind, c.expected,
+             c.kind == ErrorKind::kTenantQuota ? std::string(RefusedQuota(status)) : std::string()}];
   if (c.expected) {
     ++methods_[method].expected_errors;
   } else {

@@ -29,6 +29,7 @@ class LoadStats {
     std::string code;  // "UNAVAILABLE", ..., or "WRONG_RESULT"
     ErrorKind kind;
     bool expected;
+    std::string quota = {};  // kTenantQuota: the quota that refused (RefusedQuota); else ""
     auto operator<=>(const ErrorKey&) const = default;
   };
   struct MethodSummary {

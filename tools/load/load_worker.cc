@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace kvs::load {
@@ -176,7 +175,7 @@ Classification LoadWorker::Fail(const std::string& method, const absl::Status& s
   context.caller_has_quota = !caller_.quotas.empty();
   Classification c = ClassifyError(status, context, options_.strict_busy);
   stats_.RecordError(method, status, c);
-  if (c.kind == ErrorKind::kTenantQuota && absl::StrContains(status.message(), "max_store_bytes")) {
+  if (c.kind == ErrorKind::kTenantQuota && RefusedQuota(status) == "max_store_bytes") {
     free_store_next_ = true;
   }
   // A server that went away by itself: do not spin until the controller sees it.
