@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -14,9 +15,6 @@
 
 namespace kvs {
 namespace {
-
-constexpr std::string_view kQuotaNames[] = {"max_sessions", "max_kv_bytes", "max_store_bytes",
-                                            "max_generates", "max_checkpoints"};
 
 bool ValidTenant(std::string_view t) { return IsTenantName(t); }
 
@@ -41,6 +39,16 @@ absl::Status LineError(int line, const std::string& what) {
 }
 
 }  // namespace
+
+std::string KeysFileQuotaNameList() {
+  std::string list;
+  constexpr size_t kCount = std::size(kKeysFileQuotaNames);
+  for (size_t i = 0; i < kCount; ++i) {
+    if (i > 0) list += i + 1 == kCount ? " or " : ", ";
+    list += kKeysFileQuotaNames[i];
+  }
+  return list;
+}
 
 size_t ApiKeyFile::tenant_count() const {
   std::set<std::string> tenants;
@@ -81,12 +89,10 @@ absl::StatusOr<ApiKeyFile> ParseApiKeyFile(std::string_view text) {
       const size_t eq = fields[i].find('=');
       const std::string_view name = fields[i].substr(0, eq);
       bool known = false;
-      for (std::string_view q : kQuotaNames) known |= q == name;
+      for (std::string_view q : kKeysFileQuotaNames) known |= q == name;
       if (eq == std::string_view::npos || !known) {
-        return LineError(line_number, absl::StrCat("field ", i + 1,
-                                                   ": expected max_sessions=, max_kv_bytes=, "
-                                                   "max_store_bytes=, max_generates= or "
-                                                   "max_checkpoints=N"));
+        return LineError(line_number, absl::StrCat("field ", i + 1, ": expected NAME=N with NAME one of ",
+                                                   KeysFileQuotaNameList()));
       }
       int64_t value = 0;
       const std::string_view digits = fields[i].substr(eq + 1);

@@ -35,6 +35,16 @@ namespace kvs {
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
+// The QUOTA names a line accepts, in the order of tenant_quotas.h's Quota
+// enum (tenant_quotas_test checks the two agree). Tools that read a
+// refusal's "tenant quota NAME=LIMIT reached" or take a quota on their
+// command line (tools/load) use this list rather than their own.
+inline constexpr std::string_view kKeysFileQuotaNames[] = {"max_sessions", "max_kv_bytes", "max_store_bytes",
+                                                           "max_generates", "max_checkpoints"};
+// "max_sessions, max_kv_bytes, max_store_bytes, max_generates or
+// max_checkpoints", for messages that list the names.
+std::string KeysFileQuotaNameList();
+
 struct ApiKeyEntry {
   Principal principal;
   Sha256Digest key_sha256{};

@@ -45,13 +45,11 @@ namespace kvs {
 enum class Quota { kSessions, kKvBytes, kStoreBytes, kGenerates, kCheckpoints };
 
 // "max_sessions", "max_kv_bytes", "max_store_bytes", "max_generates",
-// "max_checkpoints".
+// "max_checkpoints": the keys file's names (kKeysFileQuotaNames, same order).
 const char* QuotaName(Quota q);
 // Every quota, in the order above.
 inline constexpr Quota kAllQuotas[] = {Quota::kSessions, Quota::kKvBytes, Quota::kStoreBytes,
                                        Quota::kGenerates, Quota::kCheckpoints};
-
-const char* QuotaName(Quota q);
 
 // RESOURCE_EXHAUSTED "tenant quota max_sessions=100 reached" (the limit,
 // never the tenant's name or any client input).

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <string_view>
+
 namespace kvs {
 namespace {
 
@@ -34,6 +37,14 @@ TEST(TenantQuotas, EveryQuotaIsReadFromAKeyLineUnderItsName) {
   value = 3;
   for (Quota quota : kAllQuotas) EXPECT_EQ(q.Limits("acme").get(quota), value++) << QuotaName(quota);
   EXPECT_EQ(QuotaName(Quota::kCheckpoints), std::string("max_checkpoints"));
+}
+
+TEST(TenantQuotas, EachQuotaIsNamedAsTheKeysFileListsItInTheSameOrder) {
+  ASSERT_EQ(std::size(kAllQuotas), std::size(kKeysFileQuotaNames));
+  for (size_t i = 0; i < std::size(kAllQuotas); ++i) {
+    EXPECT_EQ(std::string_view(QuotaName(kAllQuotas[i])), kKeysFileQuotaNames[i]);
+  }
+  EXPECT_EQ(KeysFileQuotaNameList(), "max_sessions, max_kv_bytes, max_store_bytes, max_generates or max_checkpoints");
 }
 
 TEST(TenantQuotas, WhenATenantsLinesDisagreeTheMostRestrictiveValueWins) {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "service/auth/api_key_file.h"
 
 namespace kvs::load {
 
@@ -35,8 +36,7 @@ bool IsTenantQuotaRefusal(const absl::Status& status) {
 std::string_view RefusedQuota(const absl::Status& status) {
   if (!IsTenantQuotaRefusal(status)) return "";
   const std::string rest(status.message().substr(std::string_view("tenant quota ").size()));
-  for (std::string_view name : {"max_sessions", "max_kv_bytes", "max_store_bytes", "max_generates",
-                                "max_checkpoints"}) {
+  for (std::string_view name : kKeysFileQuotaNames) {
     if (rest.size() > name.size() && rest.compare(0, name.size(), name) == 0 && rest[name.size()] == '=') {
       return name;
     }

@@ -75,8 +75,8 @@ bool IsBusy(const absl::Status& status);
 // True for RESOURCE_EXHAUSTED "tenant quota NAME=LIMIT reached" (docs/api.md).
 bool IsTenantQuotaRefusal(const absl::Status& status);
 // NAME of such a refusal when it is one of the keys file's quotas
-// (max_sessions, max_kv_bytes, max_store_bytes, max_generates,
-// max_checkpoints); "" for any other status.
+// (kKeysFileQuotaNames in service/auth/api_key_file.h); "" for any other
+// status.
 std::string_view RefusedQuota(const absl::Status& status);
 
 // The rules as the tool's --help prints them.

@@ -29,9 +29,8 @@ absl::StatusOr<std::vector<LoadQuota>> ParseLoadQuotas(std::string_view text) {
     const absl::StatusOr<ApiKeyFile> line =
         ParseApiKeyFile(absl::StrCat("t user ", std::string(64, '0'), " ", std::string(part), "\n"));
     if (!line.ok() || line->entries.size() != 1 || line->entries[0].quotas.size() != 1) {
-      return absl::InvalidArgumentError(
-          "--tenant-quota must be NAME=VALUE of the keys file, several joined by commas: max_sessions, "
-          "max_kv_bytes, max_store_bytes, max_generates or max_checkpoints");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tenant-quota must be NAME=VALUE of the keys file, several joined by commas: ", KeysFileQuotaNameList()));
     }
     const auto& [name, limit] = *line->entries[0].quotas.begin();
     if (limit <= 0) return absl::InvalidArgumentError("--tenant-quota: VALUE must be above 0 (0 is unlimited)");
