@@ -284,7 +284,7 @@ void Matmul(benchmark::State& state, KernelIsa isa, GgmlType type, int64_t rows,
       const int64_t step = task_rows > 0 ? task_rows : rows;
       for (int64_t r0 = 0; r0 < rows; r0 += step) {
         const int64_t r1 = r0 + step < rows ? r0 + step : rows;
-        MatmulRowsQuantized(w, r0, r1, xq.data(), nx, y.data(), rows, ask_ahead ? r1 + step : 0);
+        MatmulRowsQuantized(w, r0, r1, xq.data(), nx, y.data(), rows, ask_ahead ? r1 + step : 0, ask_ahead && r0 > 0);
       }
     } else {
       MatmulRows(w, 0, rows, x.data(), nx, cols, y.data(), rows, scratch.data());

@@ -108,11 +108,12 @@ void AttentionHeadsOneByOne(AttentionBlocksFn blocks, KvDtype dtype, const float
                             int head_dim, int visible, float scale, float* max, float* sum, float* acc,
                             float* scratch);
 // Packed Q8_0 weights (packed_q8_0.h, which states the arguments, among
-// them `ask_end`, and the arithmetic every such kernel shares bit for bit).
+// them `ask_end` and `asked`, and the arithmetic every such kernel shares
+// bit for bit).
 using PackedQ8_0MatmulFn = void (*)(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                                     int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                                     size_t scales_offset, int nx, float* y, int64_t y_stride,
-                                    int64_t ask_end);
+                                    int64_t ask_end, bool asked);
 // The fewest weight rows worth one call of a packed Q8_0 kernel with `nx`
 // activation rows (packed_q8_0.h PackedQ8_0MinCallRows).
 using PackedQ8_0MinCallRowsFn = int64_t (*)(int nx);

@@ -116,9 +116,10 @@ void DequantizeActivations(GgmlType weight_type, int64_t cols, const uint8_t* xq
 //   y[j * y_stride + r] = W[r] . xq[j].
 // `ask_end` > r1: this thread computes rows [r1, ask_end) of `w` next, so
 // the kernel may ask for their weights ahead (packed Q8_0: packed_q8_0.h
-// MatmulPackedQ8_0). It never changes a value.
+// MatmulPackedQ8_0). `asked`: this thread's previous call ended at r0
+// with an `ask_end` past r0 (packed_q8_0.h). Neither changes a value.
 void MatmulRowsQuantized(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* xq,
-                         int nx, float* y, int64_t y_stride, int64_t ask_end = 0);
+                         int nx, float* y, int64_t y_stride, int64_t ask_end = 0, bool asked = false);
 
 // The fewest weight rows worth one MatmulRowsQuantized call with `nx`
 // activation rows, for callers that split `w` between threads (a multiple

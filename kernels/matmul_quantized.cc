@@ -297,13 +297,13 @@ int64_t MatmulMinCallRows(const WeightMatrix& w, int nx) {
 }
 
 void MatmulRowsQuantized(const WeightMatrix& w, int64_t r0, int64_t r1, const uint8_t* xq,
-                         int nx, float* y, int64_t y_stride, int64_t ask_end) {
+                         int nx, float* y, int64_t y_stride, int64_t ask_end, bool asked) {
   const int type = kernel_table::ComputeTypeOf(w.type);
   if (type < 0 || r0 >= r1 || nx <= 0) return;
   if (w.packed != nullptr && type == kernel_table::kQ8_0) {
     const QuantizedRows x = Layout(type, xq, w.cols);
     MatmulPackedQ8_0(w.packed, w.rows, w.cols, r0, r1, xq, x.row_bytes, x.scales_offset, nx, y,
-                     y_stride, ask_end);
+                     y_stride, ask_end, asked);
     return;
   }
   kernel_table::ActiveKernelTable().matmul_quantized[type](

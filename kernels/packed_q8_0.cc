@@ -71,7 +71,7 @@ bool AmxAvailable() {
 void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                             int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                             size_t scales_offset, int nx, float* y, int64_t y_stride,
-                            int64_t /*ask_end*/) {
+                            int64_t /*ask_end*/, bool /*asked*/) {
   const int64_t nb = cols / kQK8_0;
   const size_t group_bytes = PackedQ8_0GroupBytes(cols);
   for (int64_t r = r0; r < r1 && r < rows; ++r) {
@@ -98,12 +98,12 @@ void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, i
 
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
-                      float* y, int64_t y_stride, int64_t ask_end) {
+                      float* y, int64_t y_stride, int64_t ask_end, bool asked) {
   if (r0 >= r1 || nx <= 0) return;
   const kernel_table::KernelTable& t = kernel_table::ActiveKernelTable();
   const kernel_table::PackedQ8_0MatmulFn kernel =
       nx >= kAmxMinRows ? t.packed_q8_0_wide : t.packed_q8_0;
-  kernel(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y, y_stride, ask_end);
+  kernel(packed, rows, cols, r0, r1, xq, x_row_bytes, scales_offset, nx, y, y_stride, ask_end, asked);
 }
 
 int64_t PackedQ8_0MinCallRows(int nx) {

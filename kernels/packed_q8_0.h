@@ -89,9 +89,16 @@ bool AmxAvailable();
 // a call of 5 to 16 rows), so a thread's run of calls
 // streams its weights as one call over the whole run would. It never
 // changes a value; 0 (or anything <= r1) asks for nothing past r1.
+// `asked` says this thread's previous call ended at r0 with an `ask_end`
+// past r0, so it has asked for the lines of this range's first groups: a
+// kernel that would ask for them as its range starts (the AVX-512 kernel,
+// for a call of 5 to 16 rows) then asks only as its groups go, as in the
+// middle of one call (asking again cost a run of 64- to 192-row calls
+// 4-5% of its time from memory on Zen 5: kvs-bench-kernels
+// gemm_packed nx8 /tasksN/ahead). It never changes a value either.
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
-                      float* y, int64_t y_stride, int64_t ask_end = 0);
+                      float* y, int64_t y_stride, int64_t ask_end = 0, bool asked = false);
 
 // The fewest weight rows worth one MatmulPackedQ8_0 call with `nx`
 // activation rows, for callers that split a matrix between threads: a
@@ -108,7 +115,7 @@ int64_t PackedQ8_0MinCallRows(int nx);
 void MatmulPackedQ8_0Scalar(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
                             int64_t r1, const uint8_t* xq, size_t x_row_bytes,
                             size_t scales_offset, int nx, float* y, int64_t y_stride,
-                            int64_t ask_end = 0);
+                            int64_t ask_end = 0, bool asked = false);
 
 namespace packed_q8_0_internal {
 // Asks Linux for AMX tile data for this process (packed_q8_0_amx.cc); true

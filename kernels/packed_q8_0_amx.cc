@@ -282,7 +282,7 @@ inline void OutputTile(const uint8_t* a, size_t a_stride, const uint8_t* group, 
 
 void MatmulAmx(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
-               int64_t y_stride, int64_t /*ask_end: AMX runs prefill's many rows, from cache*/) {
+               int64_t y_stride, int64_t /*ask_end, asked: AMX runs prefill's many rows, from cache*/, bool) {
   ConfigureTiles();
   if (r1 > rows) r1 = rows;
   const int64_t nb = cols / 32;

@@ -139,12 +139,12 @@ void TileRows(int t, const uint8_t* group, int64_t nb, int half, const int8_t* c
   StoreTile<1, J>(acc, y, y_stride, row0, lo, hi);
 }
 
-// `ask_end` unused: this kernel asks for a single row's group scales
+// `ask_end` and `asked` unused: this kernel asks for a single row's group scales
 // (AskForGroupScales) and kGroupsAhead groups on for more rows, whatever
 // its range.
 void MatmulAvx2(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const uint8_t* xq,
                 size_t x_row_bytes, size_t scales_offset, int nx, float* y, int64_t y_stride,
-                int64_t /*ask_end*/) {
+                int64_t /*ask_end*/, bool /*asked*/) {
   const int64_t nb = cols / 32;
   if (r1 > rows) r1 = rows;
   const size_t group_bytes = PackedQ8_0GroupBytes(cols);

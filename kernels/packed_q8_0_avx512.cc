@@ -258,7 +258,7 @@ int64_t MinCallRows(int nx) { return nx > kXTile && nx <= kXChunk ? 192 : 16; }
 
 void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                   const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx, float* y,
-                  int64_t y_stride, int64_t ask_end) {
+                  int64_t y_stride, int64_t ask_end, bool asked) {
   const int64_t nb = cols / 32;
   // Rows of quants and F32 scales are whole floats apart (ActivationBytes:
   // cols + 4 * cols / 32), which GroupTile's one scale pointer needs.
@@ -316,14 +316,19 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // thread computes next, so its stream of calls does not stop and
       // start again at every call's end (a one-pass call of 192 rows after
       // another on one thread took 1.4x the time of one call over both
-      // without it, 1.1x with it). Prefill's passes never ask past their
-      // range: their first chunk alone reads from memory.
+      // without it, 1.1x with it). A call the previous one asked for
+      // (`asked`) skips the start's asking: its first groups' lines are
+      // on their way, and asking for them again took 4-5% of a run of 64-
+      // to 192-row calls (gemm_packed nx8/151936x1024/tasks64/ahead and
+      // /tasks192/ahead, Zen 5): it then runs as the middle of one call.
+      // Prefill's passes never ask past their range: their first chunk
+      // alone reads from memory.
       // A tile of two groups asks for two groups' lines, so the asking
       // keeps kGroupsAhead groups ahead of the groups being computed.
       const int64_t groups_ahead = chunk > kXTile ? kGroupsAhead : 0;
-      const bool first_group = g == r0 / 16;
-      const int64_t ask_from = one_pass && first_group ? g + n_groups : g + groups_ahead;
-      int64_t ask_groups = one_pass && first_group ? groups_ahead : n_groups;
+      const bool starts_stream = g == r0 / 16 && !asked;  // nothing of the range asked for yet
+      const int64_t ask_from = one_pass && starts_stream ? g + n_groups : g + groups_ahead;
+      int64_t ask_groups = one_pass && starts_stream ? groups_ahead : n_groups;
       const int64_t g_end = (one_pass && ask_end > r1 ? ask_end + 15 : r1 + 15) / 16;
       if (ask_from + ask_groups > g_end) ask_groups = g_end - ask_from;
       const bool ask = groups_ahead > 0 && ask_groups > 0;

@@ -92,7 +92,8 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
       MatmulPackedQ8_0Scalar(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, scales_offset, nx,
                              ref.data(), rows);
       // Split ranges that cut groups, each told the next follows (ask_end,
-      // past the matrix's end for the last), and the dispatching entry
+      // past the matrix's end for the last) and, after the first, that the
+      // one before asked for it (asked), and the dispatching entry
       // point (AMX for nx >= 16 where available). The AVX-512 kernel takes
       // two groups a tile while two are left: [3, 29) is such a pair cut at
       // both ends, [29, 37) a pair cut at its start, [37, 45) a lone group
@@ -101,13 +102,15 @@ TEST_P(PackedQ8_0KernelTest, EveryKernelGivesTheSameBitsAndTheRightValues) {
       for (int j = 0; j < nx; ++j) {  // ask_end asks; it writes nothing past r1
         for (int64_t r = 3; r < rows; ++r) ASSERT_TRUE(std::isnan(fast[j * rows + r])) << "row " << r;
       }
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 29, xq.data(), xb, scales_offset, nx, fast.data(), rows, 37);
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 3, 29, xq.data(), xb, scales_offset, nx, fast.data(), rows, 37,
+                       /*asked=*/true);
       for (int j = 0; j < nx; ++j) {  // a pair writes nothing past r1 either
         for (int64_t r = 29; r < rows; ++r) ASSERT_TRUE(std::isnan(fast[j * rows + r])) << "row " << r;
       }
-      MatmulPackedQ8_0(p.packed.data(), rows, cols, 29, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows, rows);
+      MatmulPackedQ8_0(p.packed.data(), rows, cols, 29, 37, xq.data(), xb, scales_offset, nx, fast.data(), rows, rows,
+                       /*asked=*/true);
       MatmulPackedQ8_0(p.packed.data(), rows, cols, 37, rows, xq.data(), xb, scales_offset, nx, fast.data(), rows,
-                       rows + 100);
+                       rows + 100, /*asked=*/true);
       MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, rows, xq.data(), xb, scales_offset, nx, whole.data(), rows, 0);
       for (int j = 0; j < nx; ++j) {  // every row alone (GEMV)
         MatmulPackedQ8_0(p.packed.data(), rows, cols, 0, rows, xq.data() + j * xb, xb, scales_offset, 1,

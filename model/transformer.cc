@@ -278,7 +278,11 @@ void Transformer::MatmulGroup(std::span<const MatmulJob> jobs, const float* x, i
     const bool next_is_mine = spans && task >= span_begin && task + 1 < pool_->SpanEnd(n_tasks, thread) &&
                               task + 1 < first_task[j + 1];
     const int64_t ask_end = next_is_mine ? std::min(m.w->rows, r1 + chunk[j]) : 0;
-    MatmulRowsQuantized(*m.w, r0, r1, xq[j], nx, m.y, m.y_stride, ask_end);
+    // This thread ran the task before (its span runs front to back) and
+    // told it this one follows: that task asked for this one's first lines.
+    const bool asked = spans && task > span_begin && task < pool_->SpanEnd(n_tasks, thread) &&
+                       task - 1 >= first_task[j];
+    MatmulRowsQuantized(*m.w, r0, r1, xq[j], nx, m.y, m.y_stride, ask_end, asked);
   };
   if (spans) {
     pool_->RunInSpans(n_tasks, task_fn);
