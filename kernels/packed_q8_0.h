@@ -93,9 +93,10 @@ bool AmxAvailable();
 // past r0, so it has asked for the lines of this range's first groups: a
 // kernel that would ask for them as its range starts (the AVX-512 kernel,
 // for a call of 5 to 16 rows) then asks only as its groups go, as in the
-// middle of one call (asking again cost a run of 64- to 192-row calls
-// 4-5% of its time from memory on Zen 5: kvs-bench-kernels
-// gemm_packed nx8 /tasksN/ahead). It never changes a value either.
+// middle of one call (asking again cost a run of 192-row calls 3% of
+// its time from memory on Zen 5 and one of 64-row calls 7%:
+// kvs-bench-kernels gemm_packed nx8 /tasksN/ahead). It never changes a
+// value either.
 void MatmulPackedQ8_0(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                       const uint8_t* xq, size_t x_row_bytes, size_t scales_offset, int nx,
                       float* y, int64_t y_stride, int64_t ask_end = 0, bool asked = false);

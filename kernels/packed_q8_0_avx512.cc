@@ -318,9 +318,10 @@ void MatmulAvx512(const uint8_t* packed, int64_t rows, int64_t cols, int64_t r0,
       // another on one thread took 1.4x the time of one call over both
       // without it, 1.1x with it). A call the previous one asked for
       // (`asked`) skips the start's asking: its first groups' lines are
-      // on their way, and asking for them again took 4-5% of a run of 64-
-      // to 192-row calls (gemm_packed nx8/151936x1024/tasks64/ahead and
-      // /tasks192/ahead, Zen 5): it then runs as the middle of one call.
+      // on their way, and asking for them again took 7% of a run of
+      // 64-row calls and 3% of one of 192-row calls (gemm_packed
+      // nx8/151936x1024/tasks64/ahead and /tasks192/ahead, Zen 5): it then
+      // runs as the middle of one call.
       // Prefill's passes never ask past their range: their first chunk
       // alone reads from memory.
       // A tile of two groups asks for two groups' lines, so the asking
