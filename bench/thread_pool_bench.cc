@@ -9,11 +9,23 @@
 //                                         feed-forward's gate)
 //   thread_pool/add/<way>/<r>rows         AddInPlace of r rows of 1,024
 //                                         (a residual add)
+//   thread_pool/sched_yield               one sched_yield() with nothing else
+//                                         to run: what a waiting thread gives
+//                                         up each time it yields (ThreadPool
+//                                         yields every kPausesPerYield = 64
+//                                         pauses)
+//   thread_pool/pause/64                  the 64 pauses it spins between
+//                                         (x86 only)
 // <way> is `pool` (one task per row, as transformer.cc runs them) or
 // `inline` (the calling thread, row after row). r = 1 is decode, 8 a
 // fan-out step of 8 forks, 64 a short prefill chunk. A forward pass runs
 // about 14 Runs per layer, 392 per step of the 28-layer model.
 #include <benchmark/benchmark.h>
+#include <sched.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <string>
 #include <vector>
@@ -42,6 +54,18 @@ struct Rows {
   int width;
   std::vector<float> x, y;
 };
+
+void SchedYield(benchmark::State& state) {
+  for (auto _ : state) sched_yield();
+}
+
+#if defined(__x86_64__)
+void Pauses(benchmark::State& state, int n) {
+  for (auto _ : state) {
+    for (int i = 0; i < n; ++i) _mm_pause();
+  }
+}
+#endif
 
 void RunEmpty(benchmark::State& state, int n_tasks) {
   ThreadPool& pool = Pool();
@@ -84,6 +108,10 @@ const bool registered = [] {
   const auto configure = [](benchmark::internal::Benchmark* b) {
     b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->Unit(benchmark::kMicrosecond);
   };
+  configure(benchmark::RegisterBenchmark("thread_pool/sched_yield", SchedYield));
+#if defined(__x86_64__)
+  configure(benchmark::RegisterBenchmark("thread_pool/pause/64", Pauses, 64));
+#endif
   for (int n : {2, 8}) {
     configure(benchmark::RegisterBenchmark(("thread_pool/run/empty/" + std::to_string(n) + "tasks").c_str(), RunEmpty,
                                            n));
